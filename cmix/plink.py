@@ -1,0 +1,365 @@
+"""PLINK 1 binary genotypes (.bed/.bim/.fam): validate, read lazily, write.
+
+The .bed is memory-mapped and decoded on demand, so any subset of variants and
+samples is read without touching the rest. Genotypes come out as int8 counts of the
+.bim column-5 allele (A1; plink2's ALT): 0, 1, 2, and -1 for a missing call. That is
+the convention of bed-reader and of ``plink2 --export A`` (which counts ALT = A1).
+
+Shapes: ``genotypes`` arrays are (n_variants, n_samples), variant-major like the .bed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError
+
+BED_MAGIC = b"\x6c\x1b\x01"
+FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
+BIM_COLUMNS = ["chrom", "variant_id", "cm", "pos", "a1", "a2"]
+
+# 2-bit code -> count of A1. 00 hom A1, 01 missing, 10 het, 11 hom A2.
+CODE_TO_DOSAGE = np.array([2, -1, 1, 0], dtype=np.int8)
+# byte -> the 4 samples' A1 counts, low bits first.
+BYTE_TO_DOSAGE = CODE_TO_DOSAGE[(np.arange(256)[:, None] >> (2 * np.arange(4))) & 3]
+# A1 count (index value + 1, so -1 -> 0) -> 2-bit code.
+_DOSAGE_PLUS1_TO_CODE = np.array([0b01, 0b11, 0b10, 0b00], dtype=np.uint8)
+
+
+def _read_table(path: Path, columns: list[str], what: str) -> pd.DataFrame:
+    """Read a headerless whitespace-separated table, checking every line's field count."""
+    if not path.exists():
+        raise CmixError(f"{path}: file not found ({what} file)")
+    try:
+        df = pd.read_csv(path, sep=r"\s+", header=None, names=columns, dtype=str,
+                         engine="c", na_filter=False, comment=None)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns})
+    except pd.errors.ParserError as err:
+        raise CmixError(f"{path}: expected {len(columns)} whitespace-separated columns "
+                        f"({' '.join(columns)}); {err}") from None
+    short = df[columns[-1]].eq("")
+    if short.any():
+        line = int(np.flatnonzero(short.to_numpy())[0]) + 1
+        raise CmixError(f"{path}, line {line}: expected {len(columns)} columns "
+                        f"({' '.join(columns)}), found fewer")
+    return df
+
+
+def _first_duplicate_lines(values: pd.Series) -> tuple[int, int] | None:
+    dup = values.duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return None
+    first = values[dup].iloc[0]
+    lines = np.flatnonzero(values.to_numpy() == first)[:2] + 1
+    return int(lines[0]), int(lines[1])
+
+
+def read_fam(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a .fam file: columns fid, iid, father, mother (str), sex, phenotype (str).
+
+    Duplicate (FID, IID) pairs are an error naming the two line numbers (not the IDs).
+    """
+    path = Path(path)
+    fam = _read_table(path, FAM_COLUMNS, ".fam")
+    dup = _first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
+    if dup:
+        raise CmixError(f"{path}: duplicate sample ID on lines {dup[0]} and {dup[1]}; "
+                        "every FID/IID pair must be unique")
+    return fam
+
+
+def read_bim(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a .bim file: chrom, variant_id, a1, a2 (str), cm (float64), pos (int64)."""
+    path = Path(path)
+    bim = _read_table(path, BIM_COLUMNS, ".bim")
+    for col, kind in (("pos", "integer base-pair position"), ("cm", "number (cM)")):
+        conv = pd.to_numeric(bim[col], errors="coerce")
+        bad = conv.isna().to_numpy()
+        if bad.any():
+            line = int(np.flatnonzero(bad)[0]) + 1
+            raise CmixError(f"{path}, line {line}, column {BIM_COLUMNS.index(col) + 1}: "
+                            f"expected a {kind}, found {bim[col].iloc[line - 1]!r}")
+        bim[col] = conv.astype(np.int64 if col == "pos" else np.float64)
+    dup = _first_duplicate_lines(bim["variant_id"])
+    if dup:
+        raise CmixError(f"{path}: duplicate variant ID {bim['variant_id'].iloc[dup[0] - 1]!r} "
+                        f"on lines {dup[0]} and {dup[1]}; variant IDs must be unique")
+    return bim
+
+
+@dataclass
+class Bfile:
+    """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory."""
+
+    prefix: Path
+    fam: pd.DataFrame
+    bim: pd.DataFrame
+
+    @property
+    def bed_path(self) -> Path:
+        return self.prefix.with_name(self.prefix.name + ".bed")
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.fam)
+
+    @property
+    def n_variants(self) -> int:
+        return len(self.bim)
+
+    @property
+    def bytes_per_variant(self) -> int:
+        return (self.n_samples + 3) // 4
+
+    def packed(self) -> np.ndarray:
+        """The packed genotype bytes, memory-mapped: uint8 (n_variants, bytes_per_variant)."""
+        if self.n_variants == 0 or self.n_samples == 0:
+            return np.zeros((self.n_variants, self.bytes_per_variant), np.uint8)
+        return np.memmap(self.bed_path, dtype=np.uint8, mode="r", offset=3,
+                         shape=(self.n_variants, self.bytes_per_variant))
+
+
+def bfile_prefix(path: str | os.PathLike) -> Path:
+    """Accept ``data/cohort`` or ``data/cohort.bed`` (or .bim/.fam) and return the prefix."""
+    p = Path(path)
+    if p.suffix in (".bed", ".bim", ".fam"):
+        p = p.with_suffix("")
+    return p
+
+
+def open_bfile(path: str | os.PathLike) -> Bfile:
+    """Open and validate a PLINK 1 binary trio.
+
+    Checks: all three files exist, the magic bytes (variant-major .bed), and that the
+    .bed size is exactly 3 + n_variants * ceil(n_samples / 4) for the .bim/.fam line
+    counts; raises :class:`CmixError` naming the file and the mismatch otherwise.
+    """
+    prefix = bfile_prefix(path)
+    bed = prefix.with_name(prefix.name + ".bed")
+    for ext in (".bed", ".bim", ".fam"):
+        f = prefix.with_name(prefix.name + ext)
+        if not f.exists():
+            raise CmixError(f"{f}: file not found (expected a PLINK .bed/.bim/.fam trio "
+                            f"with prefix {prefix})")
+    with open(bed, "rb") as fh:
+        magic = fh.read(3)
+    if magic[:2] != BED_MAGIC[:2]:
+        raise CmixError(f"{bed}: not a PLINK .bed file (first bytes {magic[:2].hex()}, "
+                        "expected 6c1b)")
+    if magic[2:3] != b"\x01":
+        raise CmixError(f"{bed}: sample-major .bed (mode byte {magic[2:3].hex()}) is not "
+                        "supported; rewrite it with plink2 --make-bed")
+    fam = read_fam(prefix.with_name(prefix.name + ".fam"))
+    bim = read_bim(prefix.with_name(prefix.name + ".bim"))
+    bf = Bfile(prefix, fam, bim)
+    expected = 3 + bf.n_variants * bf.bytes_per_variant
+    size = bed.stat().st_size
+    if size != expected:
+        raise CmixError(
+            f"{bed}: size {size} bytes does not match the .bim ({bf.n_variants} variants) "
+            f"and .fam ({bf.n_samples} samples): expected 3 + {bf.n_variants} x "
+            f"{bf.bytes_per_variant} = {expected} bytes; the .bed is "
+            f"{'truncated' if size < expected else 'longer than expected'} or the "
+            ".bim/.fam do not belong to it")
+    return bf
+
+
+def decode(packed: np.ndarray, sample_idx: np.ndarray | None = None,
+           n_samples: int | None = None) -> np.ndarray:
+    """Decode packed .bed rows into A1 counts.
+
+    packed: uint8 (n_variants, bytes_per_variant). sample_idx: sorted or unsorted int
+    indices of the samples to return (None = the first ``n_samples``).
+    Returns int8 (n_variants, n_selected_samples) with -1 for missing.
+    """
+    packed = np.asarray(packed)
+    if sample_idx is None:
+        out = BYTE_TO_DOSAGE[packed].reshape(packed.shape[0], -1)
+        return out[:, :n_samples] if n_samples is not None else out
+    sample_idx = np.asarray(sample_idx, dtype=np.int64)
+    codes = (packed[:, sample_idx >> 2] >> ((sample_idx & 3) << 1).astype(np.uint8)) & 3
+    return CODE_TO_DOSAGE[codes]
+
+
+def read_genotypes(bf: Bfile, variant_idx=None, sample_idx=None) -> np.ndarray:
+    """Read A1 counts for a subset: int8 (n_selected_variants, n_selected_samples).
+
+    Only the .bed rows of the selected variants are read from disk.
+    """
+    packed = bf.packed()
+    if variant_idx is not None:
+        packed = packed[np.asarray(variant_idx, dtype=np.int64)]
+    return decode(packed, sample_idx, bf.n_samples)
+
+
+def variant_blocks(n_variants: int, block: int):
+    """Yield (start, stop) ranges that tile ``n_variants`` in steps of ``block``."""
+    for start in range(0, n_variants, block):
+        yield start, min(start + block, n_variants)
+
+
+def genotypes_dask(bf: Bfile, sample_idx=None, variant_chunk: int = 4096):
+    """A lazy dask array of A1 counts, int8 (n_variants, n_selected_samples).
+
+    Each chunk of ``variant_chunk`` variants decodes its own slice of the memory-mapped
+    .bed, so computing a reduction streams over the file in bounded memory.
+    """
+    import dask.array as da
+
+    n_sel = bf.n_samples if sample_idx is None else len(sample_idx)
+    chunks = (tuple(b - a for a, b in variant_blocks(bf.n_variants, variant_chunk)) or (0,),
+              (n_sel,))
+
+    def _block(block_info=None):
+        (v0, v1), _ = block_info[None]["array-location"]
+        return read_genotypes(bf, np.arange(v0, v1), sample_idx)
+
+    return da.map_blocks(_block, chunks=chunks, dtype=np.int8,
+                         meta=np.empty((0, 0), np.int8))
+
+
+def encode(dosage: np.ndarray) -> np.ndarray:
+    """Pack A1 counts (int8 (n_variants, n_samples), -1 missing) into .bed bytes.
+
+    Returns uint8 (n_variants, ceil(n_samples / 4)); padding bits are 00.
+    """
+    dosage = np.asarray(dosage)
+    n_var, n = dosage.shape
+    if dosage.size and (dosage.min() < -1 or dosage.max() > 2):
+        raise ValueError("dosages must be -1 (missing), 0, 1 or 2")
+    codes = np.zeros((n_var, ((n + 3) // 4) * 4), dtype=np.uint8)
+    codes[:, :n] = _DOSAGE_PLUS1_TO_CODE[dosage.astype(np.int64) + 1]
+    codes = codes.reshape(n_var, -1, 4)
+    return codes[:, :, 0] | (codes[:, :, 1] << 2) | (codes[:, :, 2] << 4) | (codes[:, :, 3] << 6)
+
+
+def write_fam(path, fam: pd.DataFrame) -> None:
+    fam[FAM_COLUMNS].to_csv(path, sep=" ", header=False, index=False)
+
+
+def write_bim(path, bim: pd.DataFrame) -> None:
+    out = bim[BIM_COLUMNS].copy()
+    out["cm"] = out["cm"].map(lambda x: f"{x:g}")
+    out.to_csv(path, sep="\t", header=False, index=False)
+
+
+class BedWriter:
+    """Write a .bed/.bim/.fam trio block by block; the files appear only on success.
+
+    >>> with BedWriter("out/cohort", fam, bim) as w:   # doctest: +SKIP
+    ...     for block in blocks:                        # int8 (v, n_samples)
+    ...         w.write(block)
+    """
+
+    def __init__(self, prefix, fam: pd.DataFrame, bim: pd.DataFrame):
+        self.prefix = bfile_prefix(prefix)
+        self.fam, self.bim = fam, bim
+        self.n_written = 0
+
+    def _path(self, ext: str) -> Path:
+        return self.prefix.with_name(self.prefix.name + ext)
+
+    def _tmp(self, ext: str) -> Path:
+        return self.prefix.with_name(f".{self.prefix.name}{ext}.{os.getpid()}.tmp")
+
+    def __enter__(self):
+        self.prefix.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self._tmp(".bed"), "wb")
+        self._fh.write(BED_MAGIC)
+        return self
+
+    def write(self, dosage: np.ndarray) -> None:
+        """Append variants: int8 A1 counts (n_block_variants, n_samples), -1 missing."""
+        if dosage.shape[1] != len(self.fam):
+            raise ValueError(f"block has {dosage.shape[1]} samples, .fam has {len(self.fam)}")
+        self.write_packed(encode(dosage))
+
+    def write_packed(self, packed: np.ndarray) -> None:
+        """Append already packed rows: uint8 (n_block_variants, ceil(n_samples / 4))."""
+        self._fh.write(np.ascontiguousarray(packed, dtype=np.uint8).tobytes())
+        self.n_written += packed.shape[0]
+
+    def __exit__(self, exc_type, exc, tb):
+        self._fh.close()
+        tmps = {ext: self._tmp(ext) for ext in (".bed", ".bim", ".fam")}
+        try:
+            if exc_type is not None:
+                return False
+            if self.n_written != len(self.bim):
+                raise ValueError(f"wrote {self.n_written} variants, .bim has {len(self.bim)}")
+            write_bim(tmps[".bim"], self.bim)
+            write_fam(tmps[".fam"], self.fam)
+            for ext, tmp in tmps.items():
+                os.replace(tmp, self._path(ext))
+            return False
+        finally:
+            for tmp in tmps.values():
+                tmp.unlink(missing_ok=True)
+
+
+def write_bfile(prefix, dosage: np.ndarray, fam: pd.DataFrame, bim: pd.DataFrame) -> None:
+    """Write a whole in-memory genotype matrix int8 (n_variants, n_samples) as a trio."""
+    with BedWriter(prefix, fam, bim) as w:
+        w.write(dosage)
+
+
+def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a plink-style sample ID list (--keep/--remove): columns fid, iid.
+
+    Accepts an optional ``#FID IID`` / ``#IID`` header, two columns (FID IID) or one
+    (IID, FID taken equal to it as plink2 does), whitespace separated; extra columns
+    are ignored.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (sample ID list)")
+    rows = []
+    two_columns = None
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if lineno == 1 and fields[0].startswith("#"):
+                two_columns = fields[0].lstrip("#").upper() == "FID"
+                continue
+            if two_columns is None:
+                two_columns = len(fields) >= 2
+            if two_columns and len(fields) < 2:
+                raise CmixError(f"{path}, line {lineno}: expected FID and IID, found one column")
+            rows.append((fields[0], fields[1]) if two_columns else (fields[0], fields[0]))
+    return pd.DataFrame(rows, columns=["fid", "iid"], dtype=str)
+
+
+def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.ndarray, int]:
+    """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``.
+
+    Returns (indices, n_unknown). IDs not in the .fam are counted, as plink2 ignores
+    them; an ID list that matches no sample at all is an error.
+    """
+    key = pd.Index(fam["fid"] + "\t" + fam["iid"])
+    pos = key.get_indexer(ids["fid"] + "\t" + ids["iid"])
+    n_unknown = int((pos < 0).sum())
+    idx = np.unique(pos[pos >= 0])
+    if len(ids) and len(idx) == 0:
+        raise CmixError(f"{path or 'sample list'}: none of its {len(ids)} IDs is in the .fam "
+                        "(check the FID/IID columns)")
+    return idx, n_unknown
+
+
+def write_sample_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
+    """Write samples ``fam.iloc[idx]`` as a plink2 ``#FID IID`` list (atomically)."""
+    from .io import atomic_path
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "w") as fh:
+            fh.write("#FID\tIID\n")
+            sub = fam.iloc[np.asarray(idx, dtype=np.int64)]
+            for fid, iid in zip(sub["fid"], sub["iid"]):
+                fh.write(f"{fid}\t{iid}\n")
