@@ -1,0 +1,521 @@
+"""GWAS summary statistics: read, harmonise to the .bim, rank by p, clump, select top-k.
+
+Reading
+    Plain or gzipped text, tab- or whitespace-separated, columns found by header name.
+    :data:`DEFAULT_COLUMNS` lists the names tried for each field (the UKB BOLT-LMM
+    release, ``SNP CHR BP ALLELE1 ALLELE0 ... BETA SE P_BOLT_LMM_INF P_BOLT_LMM``, needs no
+    options); a column map ``{"id": "rsid", "p": "pval", ...}`` overrides them.
+    p-values are parsed as log10 from their text (mantissa and exponent split apart), so
+    ``1.2E-400`` is log10 p = -399.92 and ``0`` is -inf: no value underflows.
+
+Harmonising (:func:`harmonise`), counts kept at each step:
+    1. rows with a missing beta or p ("NA", empty) are dropped;
+    2. matched to the .bim by variant ID, else by chromosome:position with the same two
+       alleles; an ID match whose alleles are not the .bim's (on either strand) is dropped;
+    3. alleles given on the other strand (A/G for a .bim T/C) are complemented;
+    4. strand-ambiguous SNPs (.bim alleles A/T or C/G) are dropped unless
+       ``keep_ambiguous`` (then their alleles are taken as given, on the .bim's strand);
+    5. only QC-passed SNPs (the ``extract`` list) are kept;
+    6. several rows on one .bim variant: the smallest p is kept (ties: first in the file).
+
+    The output orients every SNP to the .bim: ``effect_allele`` is the .bim A1 (column 5,
+    plink2's ALT, the allele ``plink2 --export A`` and the .bed count) and ``beta`` is the
+    effect per copy of it, its sign flipped where the summary statistics' effect allele
+    was the .bim A2 ("swapped"). So a PRS is ``A1 count @ beta``.
+
+Ranking and selection (:func:`rank`, :func:`select_top`)
+    By log10 p ascending, ties by chromosome (1..22, X, Y, XY, MT, then others), position
+    and .bim row. Optional clumping (:func:`clump`) follows plink 1.9 ``--clump``: index
+    SNPs in p order with p <= p1 that are not yet in a clump; each takes into its clump
+    the not yet clumped SNPs within ``kb`` kilobases with p <= p2 and r2 > r2 threshold.
+    r2 is plink 1.9's: from two-locus haplotype frequencies estimated by maximum
+    likelihood (double heterozygotes phased by EM, :func:`haplotype_r2`) in the cohort's
+    kept samples called at both SNPs; not the squared correlation of allele counts
+    (that is ``plink --r2``'s, which differs by up to ~0.15 on the same pair).
+
+Output table (tab-separated, one row per selected SNP, best first):
+    variant_id chrom pos effect_allele other_allele beta log10_p p bim_index
+    ``p`` is the p-value text of the summary statistics; ``bim_index`` the 0-based row of
+    the SNP in the .bim.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, atomic_outputs
+
+#: Field -> header names tried in order (case-insensitive). The first is BOLT-LMM's.
+DEFAULT_COLUMNS = {
+    "id": ["SNP", "ID", "RSID", "VARIANT_ID", "MARKERNAME", "SNPID"],
+    "chrom": ["CHR", "CHROM", "#CHROM", "CHROMOSOME"],
+    "pos": ["BP", "POS", "POSITION", "BP_HG19"],
+    "effect_allele": ["ALLELE1", "EFFECT_ALLELE", "A1", "EA"],
+    "other_allele": ["ALLELE0", "OTHER_ALLELE", "A0", "A2", "NEA"],
+    "beta": ["BETA", "EFFECT", "B"],
+    "p": ["P_BOLT_LMM", "P_BOLT_LMM_INF", "P", "PVAL", "P_VALUE", "PVALUE"],
+}
+FIELDS = tuple(DEFAULT_COLUMNS)
+OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
+                  "log10_p", "p", "bim_index"]
+_COMPLEMENT = {"A": "T", "T": "A", "C": "G", "G": "C"}
+_MISSING_TEXT = {"", "NA", "NAN", "NONE", ".", "NULL"}
+_NUMBER = re.compile(r"^\s*\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?\s*$")
+_CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25, "MT": 26,
+                "M": 26}
+
+
+# ------------------------------------------------------------------------- reading
+def parse_log10_p(text, path="", column="p", lines=None) -> np.ndarray:
+    """log10 of p-values given as text: float64 (n,), -inf for p = 0, NaN for missing.
+
+    The mantissa and exponent are split from the text, so values far below the smallest
+    double (``"1.2E-400"``) keep their order. Text that is not a number, and numbers
+    outside [0, 1], raise :class:`CmixError` naming the file, line and column.
+    """
+    text = pd.Series(np.asarray(text, dtype=object)).astype(str).str.strip()
+    missing = text.str.upper().isin(_MISSING_TEXT).to_numpy()
+    parts = text.str.extract(_NUMBER)
+    bad = parts[0].isna().to_numpy() & ~missing
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        line = lines[i] if lines is not None else i + 1
+        raise CmixError(f"{path}, line {line}, column {column}: expected a p-value (a number "
+                        f"between 0 and 1), found {text.iloc[i]!r}")
+    mantissa = pd.to_numeric(parts[0], errors="coerce").to_numpy(dtype=float)
+    exponent = pd.to_numeric(parts[1], errors="coerce").fillna(0).to_numpy(dtype=float)
+    with np.errstate(divide="ignore"):
+        log10_p = np.log10(mantissa) + exponent
+    log10_p[missing] = np.nan
+    above = log10_p > 1e-12
+    if above.any():
+        i = int(np.flatnonzero(above)[0])
+        line = lines[i] if lines is not None else i + 1
+        raise CmixError(f"{path}, line {line}, column {column}: p-value {text.iloc[i]!r} is "
+                        "above 1")
+    return np.minimum(log10_p, 0.0)
+
+
+def _open_text(path: Path):
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt") if gz else open(path, "rt")
+
+
+def resolve_columns(header: list[str], column_map: dict | None, path) -> dict[str, str]:
+    """Map each field (id, chrom, pos, effect_allele, other_allele, beta, p) to a header name.
+
+    ``column_map`` names override :data:`DEFAULT_COLUMNS`; a missing column is an error
+    naming the file, the field and what was looked for.
+    """
+    column_map = dict(column_map or {})
+    unknown = set(column_map) - set(FIELDS)
+    if unknown:
+        raise CmixError(f"column map: unknown field(s) {sorted(unknown)}; fields are "
+                        f"{', '.join(FIELDS)}")
+    upper = {h.upper(): h for h in header}
+    chosen = {}
+    for field in FIELDS:
+        if column_map.get(field):
+            want = [column_map[field]]
+            found = [h for h in header if h == want[0]] or [upper.get(want[0].upper())]
+        else:
+            want = DEFAULT_COLUMNS[field]
+            found = [upper.get(w.upper()) for w in want]
+        found = [f for f in found if f]
+        if not found:
+            raise CmixError(f"{path}: no column for {field} (looked for "
+                            f"{' or '.join(repr(w) for w in want)}; header has "
+                            f"{' '.join(header)}); name it with the column map")
+        chosen[field] = found[0]
+    return chosen
+
+
+def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd.DataFrame:
+    """Read summary statistics into a table with one row per data line.
+
+    Columns: id, chrom (str, no "chr" prefix), pos (int64), effect_allele, other_allele
+    (upper-case str), beta (float64, NaN missing), log10_p (float64), p (original text),
+    line (1-based line number in the file).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (summary statistics)")
+    with _open_text(path) as fh:
+        try:
+            header_line = fh.readline()
+        except (OSError, EOFError, UnicodeDecodeError) as err:
+            raise CmixError(f"{path}: cannot read ({err})") from None
+    if not header_line.strip():
+        raise CmixError(f"{path}: empty file (expected a header line)")
+    sep = "\t" if "\t" in header_line else r"\s+"
+    header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
+    columns = resolve_columns([h.strip() for h in header], column_map, path)
+    try:
+        raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
+                          na_filter=False, compression="infer" if sep else None,
+                          engine="c" if sep == "\t" else "python")
+    except (pd.errors.ParserError, ValueError) as err:
+        raise CmixError(f"{path}: cannot parse as a table ({err})") from None
+    lines = np.arange(2, len(raw) + 2)
+    out = pd.DataFrame({"id": raw[columns["id"]].str.strip()})
+    out["chrom"] = raw[columns["chrom"]].str.strip().str.replace(r"^(?i:chr)", "", regex=True)
+    pos = pd.to_numeric(raw[columns["pos"]], errors="coerce")
+    if pos.isna().any():
+        i = int(np.flatnonzero(pos.isna().to_numpy())[0])
+        raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an integer "
+                        f"position, found {raw[columns['pos']].iloc[i]!r}")
+    out["pos"] = pos.astype(np.int64)
+    for field in ("effect_allele", "other_allele"):
+        out[field] = raw[columns[field]].str.strip().str.upper()
+    beta_text = raw[columns["beta"]].str.strip()
+    beta = pd.to_numeric(beta_text, errors="coerce")
+    bad = beta.isna() & ~beta_text.str.upper().isin(_MISSING_TEXT)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise CmixError(f"{path}, line {lines[i]}, column {columns['beta']}: expected a "
+                        f"number, found {beta_text.iloc[i]!r}")
+    out["beta"] = beta.astype(float)
+    out["p"] = raw[columns["p"]].str.strip()
+    out["log10_p"] = parse_log10_p(out["p"], path, columns["p"], lines)
+    out["line"] = lines
+    return out
+
+
+def read_snplist(path: str | os.PathLike) -> set[str]:
+    """Read a plink ``.snplist`` (first whitespace field of each non-empty line)."""
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (QC-passed SNP list)")
+    with open(path) as fh:
+        return {line.split()[0] for line in fh if line.strip()}
+
+
+# ---------------------------------------------------------------------- harmonising
+def _normalise_chrom(chrom: pd.Series) -> pd.Series:
+    return chrom.astype(str).str.replace(r"^(?i:chr)", "", regex=True).str.upper()
+
+
+def chrom_sort_key(chrom) -> np.ndarray:
+    """Sort key for chromosome names: 1..22, X=23, Y=24, XY=25, MT=26, others after."""
+    names = _normalise_chrom(pd.Series(np.asarray(chrom, dtype=str)))
+    key = names.map(_CHROM_ORDER)
+    others = sorted(set(names[key.isna()]))
+    key[key.isna()] = names[key.isna()].map({o: 100 + i for i, o in enumerate(others)})
+    return key.to_numpy(dtype=np.int64)
+
+
+def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | None = None,
+              keep_ambiguous: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Match summary statistics to the .bim and orient them to its A1 allele.
+
+    sumstats: from :func:`read_sumstats`. bim: :func:`cmix.plink.read_bim` table.
+    extract: QC-passed variant IDs (None = all). Returns (table, steps): the table has
+    the :data:`OUTPUT_COLUMNS` (one row per .bim variant, unsorted) plus ``line``;
+    steps has columns step, n_removed, n_remaining.
+    """
+    steps = []
+
+    def step(name, n_before, df):
+        steps.append((name, n_before - len(df), len(df)))
+        return df
+
+    df = sumstats.reset_index(drop=True)
+    steps.append(("read", 0, len(df)))
+    n = len(df)
+    df = step("missing beta or p", n, df[df["beta"].notna() & df["log10_p"].notna()])
+
+    bim_chrom = _normalise_chrom(bim["chrom"])
+    bim_a1 = bim["a1"].str.upper().to_numpy()
+    bim_a2 = bim["a2"].str.upper().to_numpy()
+    by_id = pd.Index(bim["variant_id"])
+    idx = by_id.get_indexer(df["id"]) if by_id.is_unique else np.full(len(df), -1)
+    n_id = int((idx >= 0).sum())
+
+    # chrom:pos+alleles for rows not matched by ID
+    ea = df["effect_allele"].to_numpy()
+    oa = df["other_allele"].to_numpy()
+    comp = lambda a: np.array(["".join(_COMPLEMENT.get(c, "?") for c in s) for s in a],
+                              dtype=object)
+    ea_c, oa_c = comp(ea), comp(oa)
+    unmatched = np.flatnonzero(idx < 0)
+    if len(unmatched):
+        key_bim = pd.DataFrame({"chrom": bim_chrom.to_numpy(), "pos": bim["pos"].to_numpy(),
+                                "row": np.arange(len(bim))})
+        q = pd.DataFrame({"chrom": _normalise_chrom(df["chrom"]).to_numpy()[unmatched],
+                          "pos": df["pos"].to_numpy()[unmatched], "q": unmatched})
+        cand = q.merge(key_bim, on=["chrom", "pos"], how="inner")
+        qi, rows = cand["q"].to_numpy(), cand["row"].to_numpy()
+        same = lambda x, y: ((x == bim_a1[rows]) & (y == bim_a2[rows])) | \
+                            ((x == bim_a2[rows]) & (y == bim_a1[rows]))
+        ok = same(ea[qi], oa[qi]) | same(ea_c[qi], oa_c[qi])
+        cand = cand[ok].sort_values(["q", "row"]).drop_duplicates("q")
+        idx[cand["q"].to_numpy()] = cand["row"].to_numpy()
+    matched = idx >= 0
+    steps.append((f"matched to .bim ({n_id} by ID, {int(matched.sum()) - n_id} by chrom:pos)",
+                  int((~matched).sum()), int(matched.sum())))
+    df, idx = df[matched].reset_index(drop=True), idx[matched]
+    ea, oa, ea_c, oa_c = ea[matched], oa[matched], ea_c[matched], oa_c[matched]
+
+    a1, a2 = bim_a1[idx], bim_a2[idx]
+    direct = (ea == a1) & (oa == a2)
+    swapped = (ea == a2) & (oa == a1)
+    ambiguous = np.array([{x, y} in ({"A", "T"}, {"C", "G"}) for x, y in zip(a1, a2)],
+                         dtype=bool)
+    comp_direct = (ea_c == a1) & (oa_c == a2) & ~ambiguous
+    comp_swapped = (ea_c == a2) & (oa_c == a1) & ~ambiguous
+    ok = direct | swapped | comp_direct | comp_swapped
+    steps.append(("alleles match the .bim", int((~ok).sum()), int(ok.sum())))
+    n_comp = int(((comp_direct | comp_swapped) & ~(direct | swapped)).sum())
+    steps.append((f"on the other strand, complemented: {n_comp}", 0, int(ok.sum())))
+    flip = (swapped | comp_swapped) & ~(direct | comp_direct)
+    df = df.assign(bim_index=idx, flip=flip, ambiguous=ambiguous)[ok]
+
+    n = len(df)
+    if not keep_ambiguous:
+        df = step("strand-ambiguous (A/T, C/G) dropped", n, df[~df["ambiguous"]])
+    else:
+        steps.append((f"strand-ambiguous kept: {int(df['ambiguous'].sum())}", 0, n))
+    if extract is not None:
+        n = len(df)
+        ids = bim["variant_id"].to_numpy()[df["bim_index"].to_numpy()]
+        df = step("QC-passed (in --extract)", n, df[pd.Index(ids).isin(list(extract))])
+    n = len(df)
+    df = df.sort_values(["bim_index", "log10_p", "line"], kind="stable")
+    df = step("duplicates resolved (smallest p kept)", n, df.drop_duplicates("bim_index"))
+    steps.append((f"allele-swapped, beta sign flipped: {int(df['flip'].sum())}", 0, len(df)))
+
+    bi = df["bim_index"].to_numpy()
+    out = pd.DataFrame({
+        "variant_id": bim["variant_id"].to_numpy()[bi],
+        "chrom": bim["chrom"].to_numpy()[bi],
+        "pos": bim["pos"].to_numpy()[bi],
+        "effect_allele": bim["a1"].to_numpy()[bi],
+        "other_allele": bim["a2"].to_numpy()[bi],
+        "beta": np.where(df["flip"].to_numpy(), -df["beta"].to_numpy(), df["beta"].to_numpy()),
+        "log10_p": df["log10_p"].to_numpy(),
+        "p": df["p"].to_numpy(),
+        "bim_index": bi.astype(np.int64),
+        "line": df["line"].to_numpy(),
+    })
+    return out.reset_index(drop=True), pd.DataFrame(steps, columns=["step", "n_removed",
+                                                                    "n_remaining"])
+
+
+def rank(table: pd.DataFrame) -> pd.DataFrame:
+    """Sort by log10_p ascending, ties by chromosome, position, .bim row."""
+    key = table.assign(_chrom=chrom_sort_key(table["chrom"]))
+    key = key.sort_values(["log10_p", "_chrom", "pos", "bim_index"], kind="stable")
+    return key.drop(columns="_chrom").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------- clumping
+class _GenotypeCache:
+    """Allele counts of single SNPs for the kept samples, LRU-cached (bounded bytes)."""
+
+    def __init__(self, bf, sample_idx, max_bytes=2 << 30):
+        from .plink import read_genotypes
+
+        self._read = lambda i: read_genotypes(bf, [i], sample_idx)[0]
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._max = max(1, max_bytes // max(1, len(sample_idx) if sample_idx is not None
+                                               else bf.n_samples))
+
+    def get(self, i: int) -> np.ndarray:
+        if i in self._cache:
+            self._cache.move_to_end(i)
+            return self._cache[i]
+        g = self._read(i)
+        self._cache[i] = g
+        if len(self._cache) > self._max:
+            self._cache.popitem(last=False)
+        return g
+
+
+def haplotype_r2(g0: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """r2 between one SNP and several from maximum-likelihood two-locus haplotype
+    frequencies, as plink 1.9 ``--clump`` (and ``--ld``) computes it.
+
+    g0: int8 (n_samples,); g: int8 (n_snps, n_samples) allele counts, -1 = missing.
+    Each pair uses the samples called at both SNPs. Haplotype counts are known except
+    for double heterozygotes; the count x of those in the coupling phase solves the EM
+    fixed point x (AB + CD) = d AB (A = f11 + x, B = f22 + x, C = f12 + d - x,
+    D = f21 + d - x, d = double heterozygotes), a cubic; of its real roots in [0, d] the
+    one with the highest likelihood is taken (plink's em_phase_hethet does the same).
+    Then r2 = D'^2 / (p1 (1 - p1) q1 (1 - q1)). Returns float64 (n_snps,), 0 where a SNP
+    is monomorphic among the jointly called samples.
+    """
+    g = np.atleast_2d(g)
+    k = g.shape[0]
+    both = (g >= 0) & (g0 >= 0)[None, :]
+    code = np.where(both, g0[None, :].astype(np.int16) * 3 + g, 9)
+    n = np.stack([(code == c).sum(1) for c in range(9)], axis=1).astype(np.float64)
+    n = n.reshape(k, 3, 3)  # n[:, count at g0, count at g]
+    f11 = 2 * n[:, 2, 2] + n[:, 2, 1] + n[:, 1, 2]
+    f12 = 2 * n[:, 2, 0] + n[:, 2, 1] + n[:, 1, 0]
+    f21 = 2 * n[:, 0, 2] + n[:, 1, 2] + n[:, 0, 1]
+    f22 = 2 * n[:, 0, 0] + n[:, 1, 0] + n[:, 0, 1]
+    d = n[:, 1, 1]
+    h = f11 + f12 + f21 + f22 + 2 * d
+    # 2x^3 + a2 x^2 + a1 x + a0 = 0, roots as eigenvalues of the companion matrix
+    a2 = f11 + f22 - f12 - f21 - 3 * d
+    a1 = f11 * f22 + (f12 + d) * (f21 + d) - d * (f11 + f22)
+    a0 = -d * f11 * f22
+    companion = np.zeros((k, 3, 3))
+    companion[:, 1, 0] = companion[:, 2, 1] = 1.0
+    companion[:, 0, 2], companion[:, 1, 2], companion[:, 2, 2] = -a0 / 2, -a1 / 2, -a2 / 2
+    roots = np.linalg.eigvals(companion) if k else np.zeros((0, 3))
+    best, best_ll = np.zeros(k), np.full(k, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for r in range(3):
+            x = roots[:, r]
+            ok = (np.abs(x.imag) < 1e-6) & (x.real >= -1e-9) & (x.real <= d + 1e-9)
+            x = np.clip(x.real, 0, d)
+            p11, p22, p12, p21 = (f11 + x) / h, (f22 + x) / h, (f12 + d - x) / h, (f21 + d - x) / h
+            ll = sum(np.where(c > 0, c * np.log(p), 0.0)
+                     for c, p in ((f11, p11), (f22, p22), (f12, p12), (f21, p21),
+                                  (d, p11 * p22 + p12 * p21)))
+            take = ok & (ll > best_ll)
+            best[take], best_ll[take] = x[take], ll[take]
+        p11 = (f11 + best) / h
+        p1, q1 = (f11 + f12 + d) / h, (f11 + f21 + d) / h
+        r2 = (p11 - p1 * q1) ** 2 / (p1 * (1 - p1) * q1 * (1 - q1))
+    return np.where(np.isfinite(r2), r2, 0.0)
+
+
+def clump(ranked: pd.DataFrame, bf, sample_idx=None, *, r2: float = 0.5, kb: float = 250,
+          p1: float = 1.0, p2: float | None = None, max_index: int | None = None) -> np.ndarray:
+    """Greedy LD clumping with plink 1.9 ``--clump`` rules; returns index-SNP rows.
+
+    ranked: :func:`rank` output (best first). bf: the opened .bed; sample_idx: rows of
+    the samples whose genotypes give r2 (None = all). A SNP joins an index SNP's clump
+    when it is on the same chromosome within ``kb`` * 1000 bp, has p <= p2 (default p1),
+    is not already in a clump, and r2 > ``r2``. Stops after ``max_index`` index SNPs.
+    Returns int64 positions into ``ranked`` of the index SNPs, best first.
+    """
+    from .io import progress
+
+    p2 = p1 if p2 is None else p2
+    log_p1, log_p2 = np.log10(p1) if p1 > 0 else -np.inf, np.log10(p2) if p2 > 0 else -np.inf
+    n = len(ranked)
+    log_p = ranked["log10_p"].to_numpy()
+    chrom = chrom_sort_key(ranked["chrom"])
+    pos = ranked["pos"].to_numpy(np.int64)
+    bim_index = ranked["bim_index"].to_numpy(np.int64)
+    eligible = log_p <= log_p2 + 1e-12
+    clumped = np.zeros(n, dtype=bool)
+    cache = _GenotypeCache(bf, sample_idx)
+    window = kb * 1000
+    # positions sorted per chromosome for the window search
+    order = np.lexsort((pos, chrom))
+    s_chrom, s_pos = chrom[order], pos[order]
+    index_rows = []
+    bar = progress(total=max_index or None, desc="clumping", unit="index SNP")
+    for i in range(n):
+        if clumped[i] or log_p[i] > log_p1 + 1e-12:
+            continue
+        index_rows.append(i)
+        clumped[i] = True
+        bar.update(1)
+        if max_index and len(index_rows) >= max_index:
+            break
+        lo = np.searchsorted(s_chrom, chrom[i], "left")
+        hi = np.searchsorted(s_chrom, chrom[i], "right")
+        a = lo + np.searchsorted(s_pos[lo:hi], pos[i] - window, "left")
+        b = lo + np.searchsorted(s_pos[lo:hi], pos[i] + window, "right")
+        members = order[a:b]
+        members = members[~clumped[members] & eligible[members]]
+        if len(members) == 0:
+            continue
+        g0 = cache.get(int(bim_index[i]))
+        g = np.stack([cache.get(int(bim_index[j])) for j in members])
+        clumped[members[haplotype_r2(g0, g) > r2]] = True
+    bar.close()
+    return np.asarray(index_rows, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------ selection
+def select_top(table: pd.DataFrame, top: int) -> pd.DataFrame:
+    """The ``top`` best-ranked rows of a harmonised table (:func:`rank` order)."""
+    return rank(table).head(top).reset_index(drop=True)
+
+
+def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[Path, Path]:
+    """Write the selection (tab-separated :data:`OUTPUT_COLUMNS`) and its steps table.
+
+    The steps table goes to ``<path>.steps.tsv``. Both appear together or not at all.
+    """
+    path = Path(path)
+    steps_path = path.with_name(path.name + ".steps.tsv")
+    out = selected[OUTPUT_COLUMNS].copy()
+    out["beta"] = out["beta"].map(lambda x: f"{x:.10g}")
+    out["log10_p"] = out["log10_p"].map(lambda x: f"{x:.10g}")
+    with atomic_outputs(path, steps_path) as (tmp, tmp_steps):
+        out.to_csv(tmp, sep="\t", index=False)
+        steps.to_csv(tmp_steps, sep="\t", index=False)
+    return path, steps_path
+
+
+def read_selection(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a selection written by :func:`write_selection` (checks the columns)."""
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (selected SNP table from `cmix select`)")
+    try:
+        df = pd.read_csv(path, sep="\t", dtype={"variant_id": str, "chrom": str,
+                                                 "effect_allele": str, "other_allele": str,
+                                                 "p": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise CmixError(f"{path}: cannot parse as a tab-separated table ({err})") from None
+    missing = [c for c in ("variant_id", "effect_allele", "other_allele", "beta")
+               if c not in df.columns]
+    if missing:
+        raise CmixError(f"{path}: missing column(s) {', '.join(missing)} (expected the "
+                        f"header {' '.join(OUTPUT_COLUMNS)})")
+    if len(df) == 0:
+        raise CmixError(f"{path}: no SNPs listed")
+    return df
+
+
+def select_snps(sumstats_path, bfile, *, top: int, extract=None, column_map=None,
+                keep_ambiguous: bool = False, clump_params: dict | None = None,
+                keep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The whole ``cmix select`` step in memory: read, harmonise, rank, clump, top-k.
+
+    bfile: prefix or opened :class:`cmix.plink.Bfile`. extract: path of a .snplist (or
+    None). clump_params: None (no clumping) or dict(r2=, kb=, p1=, p2=). keep: path of a
+    plink sample list whose samples give the clumping r2 (None = all). Returns
+    (selected table, steps table).
+    """
+    from .plink import Bfile, match_samples, open_bfile, read_sample_ids
+
+    bf = bfile if isinstance(bfile, Bfile) else open_bfile(bfile)
+    sumstats = read_sumstats(sumstats_path, column_map)
+    qc = read_snplist(extract) if extract is not None else None
+    table, steps = harmonise(sumstats, bf.bim, qc, keep_ambiguous)
+    if len(table) == 0:
+        raise CmixError(f"{sumstats_path}: no SNP left after harmonising with "
+                        f"{bf.prefix}.bim (steps: " + "; ".join(
+                            f"{s}: {r} left" for s, _, r in steps.itertuples(index=False))
+                        + "); check the IDs, chromosome names and positions")
+    ranked = rank(table)
+    steps_rows = list(steps.itertuples(index=False, name=None))
+    if clump_params is not None:
+        sample_idx = None
+        if keep is not None:
+            sample_idx, _ = match_samples(read_sample_ids(keep), bf.fam, keep)
+        rows = clump(ranked, bf, sample_idx, max_index=top, **clump_params)
+        steps_rows.append((f"clumped (r2 > {clump_params.get('r2', 0.5)}, "
+                           f"{clump_params.get('kb', 250)} kb): index SNPs",
+                           len(ranked) - len(rows), len(rows)))
+        ranked = ranked.iloc[rows].reset_index(drop=True)
+    selected = ranked.head(top).reset_index(drop=True)
+    steps_rows.append((f"top {top} by p", len(ranked) - len(selected), len(selected)))
+    return selected, pd.DataFrame(steps_rows, columns=["step", "n_removed", "n_remaining"])
