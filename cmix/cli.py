@@ -75,9 +75,42 @@ def _run_simulate(args):
                         n_chrom=args.n_chrom, n_discovery=args.n_discovery, seed=args.seed)
 
 
+# --------------------------------------------------------------------------- train
+def _add_train(sub):
+    p = sub.add_parser(
+        "train",
+        help="train Contrastive Mixup (or a baseline) on one trait store for one labeled "
+             "budget and seed; writes metrics.json",
+        description="Split the store's training rows into a stratified labeled subset of "
+                    "BUDGET samples (validation carved from it) and unlabeled rows, train the "
+                    "method, evaluate on the store's fixed test split. Checkpoints every "
+                    "epoch; rerunning the same command resumes.")
+    p.add_argument("--store", required=True, help="per-trait Zarr store (cmix store)")
+    p.add_argument("--budget", required=True, type=_positive_int,
+                   help="number of labeled training samples")
+    p.add_argument("--seed", required=True, type=int, help="seed of the labeled subset and training")
+    p.add_argument("--method", default="cmix",
+                   help="cmix (Contrastive Mixup, default) or mlp (supervised MLP baseline)")
+    p.add_argument("--config", default=None,
+                   help="YAML or JSON file of config keys overriding the defaults")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto (CUDA if available), cpu or cuda")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint in --out (required to exist)")
+    p.add_argument("--out", required=True, help="run folder (metrics.json, train_log.jsonl, checkpoint.pt)")
+    p.set_defaults(func=_run_train)
+
+
+def _run_train(args):
+    from .train import train_run
+
+    train_run(args.store, args.budget, args.seed, args.out, method=args.method,
+              config_path=args.config, device=args.device, resume=args.resume)
+
+
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate]
+_SUBCOMMANDS = [_add_simulate, _add_train]
 
 
 def build_parser() -> argparse.ArgumentParser:

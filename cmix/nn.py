@@ -1,0 +1,163 @@
+"""The networks of Contrastive Mixup: SNP embedding, encoder, decoder, projection head,
+predictor. Shapes: B = batch rows, M = SNPs (columns), H = hidden width.
+
+Input rows are int8 dosages (B, M): 0/1/2 copies of the effect allele, -1 missing.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def categorical_width(n_levels: int) -> int:
+    """Embedding width of a categorical column with n_levels levels (METHOD.md):
+    min(600, round(1.6 * n_levels ** 0.56)); 3 for a SNP's 4 levels."""
+    return int(min(600, round(1.6 * n_levels ** 0.56)))
+
+
+class SnpEmbedding(nn.Module):
+    """Rows (B, M) int8 -> embedded rows (B, M * width).
+
+    encoding "categorical": levels 0, 1, 2, missing -> a learned vector of width 3 per
+    SNP (one table of M * 4 vectors). encoding "dosage": one standardised continuous
+    column per SNP (mean/sd of the training rows, missing -> the mean, i.e. 0).
+    """
+
+    N_LEVELS = 4
+
+    def __init__(self, n_snps: int, encoding: str = "categorical", mean=None, sd=None):
+        super().__init__()
+        self.n_snps = n_snps
+        self.encoding = encoding
+        if encoding == "categorical":
+            self.width = categorical_width(self.N_LEVELS)
+            self.table = nn.Embedding(n_snps * self.N_LEVELS, self.width)
+            nn.init.normal_(self.table.weight, std=1.0 / self.width ** 0.5)
+            self.register_buffer("offset", torch.arange(n_snps) * self.N_LEVELS,
+                                 persistent=False)
+        elif encoding == "dosage":
+            self.width = 1
+            mean = torch.zeros(n_snps) if mean is None else torch.as_tensor(mean)
+            sd = torch.ones(n_snps) if sd is None else torch.as_tensor(sd)
+            self.register_buffer("mean", mean.float())
+            self.register_buffer("sd", sd.float())
+        else:
+            raise ValueError(f"encoding must be categorical or dosage, not {encoding!r}")
+        self.out_dim = n_snps * self.width
+
+    def levels(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, M) int64 level of each call: 0, 1, 2, or 3 = missing (or out of range)."""
+        x = x.long()
+        return torch.where((x < 0) | (x > 2), torch.full_like(x, 3), x)
+
+    def standardised(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, M) float: (dosage - mean) / sd, missing -> 0."""
+        xf = x.float()
+        return torch.where(x < 0, torch.zeros_like(xf), (xf - self.mean) / self.sd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.encoding == "categorical":
+            return self.table(self.levels(x) + self.offset).flatten(1)
+        return self.standardised(x)
+
+
+def _mlp(dims: list[int], batchnorm: bool, last_act: bool = True) -> list[nn.Module]:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(dims) - 2 or last_act:
+            if batchnorm:
+                layers.append(nn.BatchNorm1d(b))
+            layers.append(nn.ReLU())
+    return layers
+
+
+class Encoder(nn.Module):
+    """T blocks Linear + (BatchNorm) + ReLU; run in pieces for mixup at layer t.
+
+    ``forward_to(e, t)`` runs blocks 0..t-1 on embedded rows e (B, D) (t = 0 returns e);
+    ``forward_from(h, t)`` runs blocks t..T-1; the output is (B, H).
+    """
+
+    def __init__(self, in_dim: int, hidden: int, n_layers: int = 1, batchnorm: bool = False):
+        super().__init__()
+        dims = [in_dim] + [hidden] * n_layers
+        self.blocks = nn.ModuleList(nn.Sequential(*_mlp([a, b], batchnorm))
+                                    for a, b in zip(dims[:-1], dims[1:]))
+        self.n_layers = n_layers
+        self.out_dim = hidden
+
+    def forward_to(self, h: torch.Tensor, t: int) -> torch.Tensor:
+        for block in self.blocks[:t]:
+            h = block(h)
+        return h
+
+    def forward_from(self, h: torch.Tensor, t: int) -> torch.Tensor:
+        for block in self.blocks[t:]:
+            h = block(h)
+        return h
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        return self.forward_from(e, 0)
+
+
+class Decoder(nn.Module):
+    """The encoder mirrored: (B, H) -> categorical logits (B, M, 4) or continuous (B, M)."""
+
+    def __init__(self, hidden: int, n_snps: int, encoding: str, n_layers: int = 1,
+                 batchnorm: bool = False):
+        super().__init__()
+        self.encoding = encoding
+        self.n_snps = n_snps
+        body = _mlp([hidden] * n_layers, batchnorm) if n_layers > 1 else []
+        self.body = nn.Sequential(*body)
+        n_out = n_snps * SnpEmbedding.N_LEVELS if encoding == "categorical" else n_snps
+        self.head = nn.Linear(hidden, n_out)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        out = self.head(self.body(z))
+        if self.encoding == "categorical":
+            return out.view(len(z), self.n_snps, SnpEmbedding.N_LEVELS)
+        return out
+
+
+class ProjectionHead(nn.Module):
+    """L_proj fully connected layers H -> d_proj; the output is L2-normalised."""
+
+    def __init__(self, hidden: int, d_proj: int = 128, n_layers: int = 2):
+        super().__init__()
+        dims = [hidden] * n_layers + [d_proj]
+        self.net = nn.Sequential(*_mlp(dims, batchnorm=False, last_act=False))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(self.net(z), dim=1)
+
+
+class Predictor(nn.Module):
+    """(FC-BN-ReLU) x 2 with hidden width 100, then a linear layer to the class logits."""
+
+    def __init__(self, in_dim: int, n_classes: int, hidden: int = 100):
+        super().__init__()
+        self.net = nn.Sequential(*_mlp([in_dim, hidden, hidden], batchnorm=True),
+                                 nn.Linear(hidden, n_classes))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+class ContrastiveMixup(nn.Module):
+    """Embedding + encoder + decoder + projection head (the pre-trained part)."""
+
+    def __init__(self, n_snps: int, cfg: dict, mean=None, sd=None):
+        super().__init__()
+        self.embed = SnpEmbedding(n_snps, cfg["encoding"], mean, sd)
+        hidden = cfg["hidden"] or self.embed.out_dim
+        self.encoder = Encoder(self.embed.out_dim, hidden, cfg["n_layers"], cfg["batchnorm"])
+        self.decoder = Decoder(hidden, n_snps, cfg["encoding"], cfg["n_layers"],
+                               cfg["batchnorm"])
+        self.proj = ProjectionHead(hidden, cfg["d_proj"], cfg["proj_layers"])
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, M) int8 -> latent (B, H)."""
+        return self.encoder(self.embed(x))
