@@ -140,3 +140,166 @@ def open_store(path: str | os.PathLike):
     if missing:
         raise CmixError(f"{path}: store lacks {', '.join(missing)}")
     return root
+
+
+# ------------------------------------------------------------------- building from a .bed
+def file_sha256(path: str | os.PathLike, block: int = 1 << 20) -> str:
+    """sha256 hex digest of a file's bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(block), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bed_fingerprint(path: str | os.PathLike) -> dict:
+    """A fast identity of a (possibly 100+ GB) .bed: size, mtime and the sha256 of its
+    first and last MiB, not a hash of the whole file."""
+    import hashlib
+
+    path = Path(path)
+    st = path.stat()
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(1 << 20))
+        if st.st_size > 2 << 20:
+            fh.seek(st.st_size - (1 << 20))
+            h.update(fh.read())
+    return {"size": st.st_size, "mtime": st.st_mtime, "sha256_first_last_mib": h.hexdigest()}
+
+
+def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
+    """Lazy dosages of the effect allele: dask int8 (n_samples, n_variants), -1 missing.
+
+    bf: opened :class:`cmix.plink.Bfile`; variant_idx: .bim rows (n_variants,);
+    sample_idx: .fam rows (n_samples,), in output order; count_a2: bool (n_variants,),
+    True where the effect allele is the .bim A2 (dosage = 2 - A1 count). The packed
+    bytes of the selected variants are read once (n_variants x n_fam / 4 bytes); each
+    chunk of ``sample_chunk`` samples is decoded and transposed on its own.
+    """
+    import dask.array as da
+
+    from .plink import decode
+
+    variant_idx = np.asarray(variant_idx, dtype=np.int64)
+    sample_idx = np.asarray(sample_idx, dtype=np.int64)
+    count_a2 = np.asarray(count_a2, dtype=bool)
+    packed = np.ascontiguousarray(bf.packed()[variant_idx]) if len(variant_idx) else \
+        np.zeros((0, bf.bytes_per_variant), np.uint8)
+    n = len(sample_idx)
+    starts = list(range(0, n, sample_chunk)) or [0]
+
+    def block(start):
+        rows = sample_idx[start:start + sample_chunk]
+        a1 = decode(packed, rows).T  # (rows, variants)
+        return np.where(count_a2[None, :] & (a1 >= 0), 2 - a1, a1).astype(np.int8)
+
+    import dask
+
+    blocks = [da.from_delayed(dask.delayed(block)(s), shape=(min(sample_chunk, n - s),
+                                                             len(variant_idx)), dtype=np.int8)
+              for s in starts]
+    return da.concatenate(blocks, axis=0) if blocks else da.zeros((0, len(variant_idx)), np.int8)
+
+
+def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep=None,
+                test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
+                sample_chunk: int | None = None) -> dict:
+    """Write the trait's store from a .bed, a `cmix select` table and a phenotype table.
+
+    bfile: PLINK prefix; snps: path of the selected-SNP table
+    (:func:`cmix.sumstats.write_selection`); pheno: phenotype table path; keep: plink
+    sample list (e.g. unrelated.id) or None for every .fam sample; trait_config: see
+    :mod:`cmix.phenotypes`. The samples are the kept samples with a label, in .fam
+    order; the dosage counts each SNP's ``effect_allele`` (the .bim A1 count, or 2 minus
+    it where the effect allele is the .bim A2). An existing ``out`` is an error unless
+    ``force``. Checksums in attrs["input_checksums"]: sha256 of the SNP table and the
+    phenotype table, sha256 of the .bim and .fam, and for the .bed its size, mtime and a
+    sha256 of its first and last MiB (see :func:`bed_fingerprint`).
+    Returns a summary dict (counts, no IDs).
+    """
+    from . import phenotypes as ph
+    from .io import log
+    from .plink import match_samples, open_bfile, read_sample_ids
+    from .sumstats import read_selection
+
+    out = Path(out)
+    if out.exists() and not force:
+        raise CmixError(f"{out}: already exists; remove it or pass --force to overwrite")
+    bf = open_bfile(bfile)
+    snp_table = read_selection(snps)
+    bim_pos = pd_index(bf.bim["variant_id"]).get_indexer(snp_table["variant_id"].astype(str))
+    if (bim_pos < 0).any():
+        i = int(np.flatnonzero(bim_pos < 0)[0])
+        raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
+                        f"not in {bf.prefix}.bim (was the selection made on another .bim?)")
+    a1 = bf.bim["a1"].to_numpy()[bim_pos]
+    a2 = bf.bim["a2"].to_numpy()[bim_pos]
+    effect = snp_table["effect_allele"].astype(str).to_numpy()
+    other = snp_table["other_allele"].astype(str).to_numpy()
+    count_a2 = (effect == a2) & (other == a1)
+    wrong = ~(((effect == a1) & (other == a2)) | count_a2)
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        raise CmixError(f"{snps}, line {i + 2}: alleles {effect[i]}/{other[i]} of "
+                        f"{snp_table['variant_id'].iloc[i]!r} are not the .bim's {a1[i]}/{a2[i]}")
+
+    if keep is not None:
+        sample_idx, n_unknown = match_samples(read_sample_ids(keep), bf.fam, keep)
+    else:
+        sample_idx, n_unknown = np.arange(bf.n_samples), 0
+    pheno_table = ph.read_phenotypes(pheno)
+    labels = ph.label_trait(pheno_table, trait, trait_config,
+                            bf.fam["iid"].to_numpy()[sample_idx], test_fraction, split_seed,
+                            path=pheno)
+    rows = sample_idx[labels["keep"]]
+    n_variants = len(bim_pos)
+    chunk = sample_chunk or default_sample_chunk(n_variants)
+    log(f"store {trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
+        f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
+    dosage = effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk)
+    beta = snp_table["beta"].to_numpy(dtype=float)
+    log10_p = (snp_table["log10_p"].to_numpy(dtype=float) if "log10_p" in snp_table
+               else np.full(n_variants, np.nan))
+    checksums = {
+        Path(snps).name: file_sha256(snps),
+        Path(pheno).name: file_sha256(pheno),
+        bf.prefix.name + ".bim": file_sha256(bf.prefix.with_name(bf.prefix.name + ".bim")),
+        bf.prefix.name + ".fam": file_sha256(bf.prefix.with_name(bf.prefix.name + ".fam")),
+        bf.prefix.name + ".bed": bed_fingerprint(bf.bed_path),
+    }
+    if keep is not None:
+        checksums[Path(keep).name] = file_sha256(keep)
+    attrs = {
+        "trait": trait,
+        "class_names": labels["class_names"],
+        "trait_config": trait_config,
+        "phenotype_column": labels["column"],
+        "thresholds": labels["thresholds"],
+        "split": {"seed": int(split_seed), "test_fraction": float(test_fraction),
+                  "stratified_by": ("class" if trait_config.get("kind") == "categorical"
+                                    else f"{ph.N_CONTINUOUS_STRATA} quantile bins of the "
+                                         "raw value")},
+        "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
+                   "variants": int(n_variants),
+                   "variants_effect_is_bim_a2": int(count_a2.sum())},
+        "input_checksums": checksums,
+    }
+    write_store(out, dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],
+                sample_label=labels["label"], sample_split=labels["split"],
+                sample_phenotype=labels["phenotype"],
+                variant_id=snp_table["variant_id"].astype(str).to_numpy(),
+                variant_contig=bf.bim["chrom"].to_numpy()[bim_pos],
+                variant_position=bf.bim["pos"].to_numpy()[bim_pos],
+                variant_allele=np.stack([other, effect], axis=1),
+                variant_beta=beta, variant_log10_p=log10_p, variant_bim_index=bim_pos,
+                attrs=attrs, sample_chunk=chunk)
+    return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
+
+
+def pd_index(values):
+    import pandas as pd
+
+    return pd.Index(np.asarray(values, dtype=str))

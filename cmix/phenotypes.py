@@ -1,0 +1,256 @@
+"""Phenotype table -> class labels per trait, and the fixed per-trait test split.
+
+Phenotype table
+    Tab-, comma- or whitespace-separated with a header; one row per participant. The
+    ID column is ``eid`` (also ``f.eid``, ``IID`` or ``#IID``), matched to the .fam IID.
+    Blank cells, ``NA`` and text that is not a number are missing.
+
+Trait configuration (one dict per trait; the workflow config holds ``traits: {name: {...}}``)
+    Column: ``"field": 30100`` finds ``f.30100.0.0`` (R/ukbtools layout) or ``30100-0.0``
+    (UKB showcase CSV); ``"instance"`` and ``"array"`` (default 0) pick another column
+    (``f.30100.1.0``). ``"column": "mpv"`` names a column directly (wins over field).
+
+    ``"kind": "continuous"`` with ``"binarise"``:
+        ``"median"``: class "low" (value <= median) vs "high" (value > median);
+        ``{"quantiles": [0.25, 0.75]}``: "low" (value <= 25th percentile) vs "high"
+        (value >= 75th percentile), samples in between are dropped;
+        ``{"threshold": 9.5}``: "low" (<= 9.5) vs "high" (> 9.5), a fixed cut.
+        Median and quantiles (numpy's default linear interpolation) are computed on the
+        training split only and then applied to every sample. Optional
+        ``"missing_codes": [-1, -3]`` marks special codes as missing (default none).
+    ``"kind": "categorical"`` with ``"classes": {name: [codes...]}``, e.g.
+        ``{"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}``: codes map to
+        classes (several codes may merge into one class); class indices follow the
+        dict's order. Codes not listed, negative codes (UKB's -1 "do not know",
+        -3 "prefer not to answer") and blanks are missing.
+
+    Demo values for the simulated traits::
+
+        mean_platelet_volume:     {field: 30100, kind: continuous, binarise: median}
+        mean_sphered_cell_volume: {field: 30270, kind: continuous,
+                                   binarise: {quantiles: [0.25, 0.75]}}
+        smoking_status:           {field: 20116, kind: categorical,
+                                   classes: {never: [0], previous: [1], current: [2]}}
+        hair_colour:              {field: 1747, kind: categorical,
+                                   classes: {blonde: [1], red: [2], brown: [3, 4],
+                                             black: [5]}}
+
+Test split (:func:`test_split`)
+    Fixed per trait when its store is written, independent of labeled budget, seed and
+    method: stratified (categorical: by class; continuous: by decile of the raw value)
+    and seeded. It is drawn among the samples with a non-missing value before
+    binarising, so thresholds can be computed on the training split alone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError
+
+ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
+N_CONTINUOUS_STRATA = 10
+
+
+# --------------------------------------------------------------------------- reading
+def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a phenotype table: a DataFrame of str cells indexed by eid (str).
+
+    Raises :class:`CmixError` when the file is missing, has no ID column or repeats an ID.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (phenotype table)")
+    with open(path) as fh:
+        header = fh.readline()
+    sep = "\t" if "\t" in header else ("," if "," in header else r"\s+")
+    try:
+        df = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False,
+                         engine="c" if sep != r"\s+" else "python")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise CmixError(f"{path}: cannot parse as a table with a header ({err})") from None
+    id_col = next((c for c in ID_COLUMNS if c in df.columns), None)
+    if id_col is None:
+        raise CmixError(f"{path}: no ID column (expected one of {', '.join(ID_COLUMNS)} "
+                        f"in the header)")
+    ids = df[id_col].str.strip()
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        lines = np.flatnonzero(dup)[:2] + 2
+        raise CmixError(f"{path}: the same {id_col} on lines {lines[0]} and {lines[1]}; each "
+                        "participant must have one row")
+    df = df.drop(columns=id_col)
+    df.index = pd.Index(ids, name="eid")
+    return df
+
+
+def trait_column(columns, config: dict, trait: str = "", path="") -> str:
+    """The phenotype table column a trait config refers to (see module docstring)."""
+    columns = list(columns)
+    if config.get("column") is not None:
+        name = str(config["column"])
+        if name not in columns:
+            raise CmixError(f"{path}: trait {trait!r}: no column {name!r} in the phenotype "
+                            "table")
+        return name
+    if config.get("field") is None:
+        raise CmixError(f"trait {trait!r}: the config needs 'field' (UKB field ID) or "
+                        "'column'")
+    field = str(config["field"])
+    inst, arr = int(config.get("instance", 0)), int(config.get("array", 0))
+    wanted = [f"f.{field}.{inst}.{arr}", f"{field}-{inst}.{arr}"]
+    for name in wanted:
+        if name in columns:
+            return name
+    raise CmixError(f"{path}: trait {trait!r} (field {field}) is absent from the phenotype "
+                    f"table: no column {' or '.join(wanted)}")
+
+
+def _numeric(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values.astype(str).str.strip(), errors="coerce").to_numpy(float)
+
+
+# ---------------------------------------------------------------------------- splits
+def test_split(strata: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
+    """A stratified, seeded test split: int8 (n,), 1 = test, 0 = training.
+
+    strata: (n,) labels of the strata (any sortable values). In each stratum (in sorted
+    order) the samples are permuted with ``numpy.random.default_rng(seed)`` and the
+    first round(n_stratum * test_fraction) go to the test split.
+    """
+    strata = np.asarray(strata)
+    if not 0.0 <= test_fraction < 1.0:
+        raise CmixError(f"test fraction must be in [0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    split = np.zeros(len(strata), dtype=np.int8)
+    for s in np.unique(strata):
+        members = rng.permutation(np.flatnonzero(strata == s))
+        split[members[:int(round(len(members) * test_fraction))]] = 1
+    return split
+
+
+def continuous_strata(values: np.ndarray, n_bins: int = N_CONTINUOUS_STRATA) -> np.ndarray:
+    """Quantile-bin index (0..n_bins-1) of each value: int64 (n,)."""
+    values = np.asarray(values, dtype=float)
+    edges = np.quantile(values, np.linspace(0, 1, n_bins + 1)[1:-1]) if len(values) else []
+    return np.searchsorted(np.asarray(edges), values, side="right")
+
+
+# ---------------------------------------------------------------------------- labels
+def _check_config(config: dict, trait: str) -> str:
+    kind = config.get("kind")
+    if kind not in ("continuous", "categorical"):
+        raise CmixError(f"trait {trait!r}: 'kind' must be 'continuous' or 'categorical', "
+                        f"got {kind!r}")
+    if kind == "categorical":
+        classes = config.get("classes")
+        if not isinstance(classes, dict) or len(classes) < 2:
+            raise CmixError(f"trait {trait!r}: a categorical trait needs 'classes': a map of "
+                            "at least two class names to lists of codes")
+        seen = {}
+        for name, codes in classes.items():
+            for c in (codes if isinstance(codes, (list, tuple)) else [codes]):
+                if c in seen:
+                    raise CmixError(f"trait {trait!r}: code {c} is in classes {seen[c]!r} "
+                                    f"and {name!r}")
+                seen[c] = name
+    else:
+        b = config.get("binarise", "median")
+        ok = b == "median" or (isinstance(b, dict) and (
+            ("quantiles" in b and len(b["quantiles"]) == 2
+             and 0 < b["quantiles"][0] <= b["quantiles"][1] < 1) or "threshold" in b))
+        if not ok:
+            raise CmixError(f"trait {trait!r}: 'binarise' must be 'median', "
+                            "{'quantiles': [low, high]} with 0 < low <= high < 1, or "
+                            f"{{'threshold': value}}; got {b!r}")
+    return kind
+
+
+def categorical_labels(values: np.ndarray, classes: dict) -> np.ndarray:
+    """Class index per value (int16 (n,), -1 missing) for a code -> class map.
+
+    values: float (n,) raw codes, NaN blank. Negative codes and unlisted codes are -1.
+    """
+    values = np.asarray(values, dtype=float)
+    labels = np.full(len(values), -1, dtype=np.int16)
+    for k, codes in enumerate(classes.values()):
+        codes = [float(c) for c in (codes if isinstance(codes, (list, tuple)) else [codes])]
+        labels[np.isin(values, codes) & (values >= 0)] = k
+    return labels
+
+
+def continuous_thresholds(train_values: np.ndarray, binarise) -> tuple[float, float]:
+    """(low_max, high_min): "low" if value <= low_max, "high" if value >= high_min.
+
+    For a single cut (median, threshold) high_min is the next float above the cut,
+    so "high" means value > cut.
+    """
+    train_values = np.asarray(train_values, dtype=float)
+    if binarise == "median" or (isinstance(binarise, dict) and "threshold" in binarise):
+        cut = (float(np.median(train_values)) if binarise == "median"
+               else float(binarise["threshold"]))
+        return cut, float(np.nextafter(cut, np.inf))
+    q_lo, q_hi = binarise["quantiles"]
+    lo, hi = np.quantile(train_values, [q_lo, q_hi])
+    return float(lo), float(hi)
+
+
+def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
+                test_fraction: float = 0.2, seed: int = 0, path="") -> dict:
+    """Labels and test split for one trait over the given samples.
+
+    pheno: :func:`read_phenotypes` table. sample_ids: IIDs of the candidate samples
+    (str, n_candidates), e.g. the unrelated kept samples in .fam order.
+    Returns a dict: ``keep`` (int64 positions into sample_ids of the labeled samples,
+    in order), ``label`` (int16, per kept sample), ``split`` (int8, 0 train / 1 test),
+    ``phenotype`` (float64 raw values), ``class_names`` (list of str),
+    ``thresholds`` (continuous only: [low_max, high_min]), ``counts`` (dict of counts
+    per step, no IDs). Raises :class:`CmixError` when the trait has fewer than two
+    classes left.
+    """
+    kind = _check_config(config, trait)
+    column = trait_column(pheno.columns, config, trait, path)
+    sample_ids = np.asarray(sample_ids, dtype=str)
+    raw = pheno[column].reindex(sample_ids)
+    values = _numeric(raw.fillna(""))
+    counts = {"candidates": int(len(sample_ids)),
+              "in_phenotype_table": int(raw.notna().sum())}
+    if kind == "categorical":
+        all_labels = categorical_labels(values, config["classes"])
+        class_names = [str(c) for c in config["classes"]]
+        has = np.flatnonzero(all_labels >= 0)
+        counts["with_a_listed_code"] = int(len(has))
+        split = test_split(all_labels[has], test_fraction, seed)
+        keep, label, thresholds = has, all_labels[has], None
+    else:
+        missing_codes = [float(c) for c in config.get("missing_codes", [])]
+        ok = np.isfinite(values) & ~np.isin(values, missing_codes)
+        has = np.flatnonzero(ok)
+        counts["with_a_value"] = int(len(has))
+        split_all = test_split(continuous_strata(values[has]), test_fraction, seed)
+        train_values = values[has][split_all == 0]
+        if len(train_values) == 0:
+            raise CmixError(f"{path}: trait {trait!r}: no sample with a value in column "
+                            f"{column!r} among the {len(sample_ids)} candidate samples")
+        low_max, high_min = continuous_thresholds(train_values, config.get("binarise", "median"))
+        v = values[has]
+        lab = np.where(v <= low_max, 0, np.where(v >= high_min, 1, -1)).astype(np.int16)
+        sel = lab >= 0
+        keep, label, split = has[sel], lab[sel], split_all[sel]
+        class_names, thresholds = ["low", "high"], [low_max, high_min]
+        counts["after_binarising"] = int(sel.sum())
+    n_per_class = np.bincount(label, minlength=len(class_names))
+    counts["per_class"] = {name: int(c) for name, c in zip(class_names, n_per_class)}
+    counts["test"] = int(split.sum())
+    if (n_per_class > 0).sum() < 2:
+        raise CmixError(f"{path}: trait {trait!r} (column {column!r}) has "
+                        f"{int((n_per_class > 0).sum())} class(es) with samples after "
+                        f"filtering ({counts['per_class']}); at least two are needed")
+    return {"keep": keep.astype(np.int64), "label": label.astype(np.int16),
+            "split": split.astype(np.int8), "phenotype": values[keep],
+            "class_names": class_names, "thresholds": thresholds, "column": column,
+            "counts": counts}
