@@ -108,9 +108,220 @@ def _run_train(args):
               config_path=args.config, device=args.device, resume=args.resume)
 
 
+# ---------------------------------------------------------------------------- select
+def _add_select(sub):
+    p = sub.add_parser(
+        "select",
+        help="harmonise GWAS summary statistics to the .bim and keep the top-k QC-passed SNPs",
+        description="Read summary statistics (plain or gzipped, tab or whitespace separated, "
+                    "UKB BOLT-LMM columns by default), match them to the .bim by ID or "
+                    "chrom:pos+alleles, orient beta to the .bim A1 (flipped where alleles are "
+                    "swapped), drop strand-ambiguous and non-QC-passed SNPs, rank by p "
+                    "(ties by chromosome, position) and keep the top k, optionally after "
+                    "plink 1.9-style LD clumping. Writes OUT and OUT.steps.tsv (counts per "
+                    "step).")
+    p.add_argument("--sumstats", required=True, help="summary statistics file (.gz or plain)")
+    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    p.add_argument("--extract", help="QC-passed SNPs (.snplist, one ID a line)")
+    p.add_argument("--top", type=_positive_int, default=1000, help="SNPs to keep (default 1000)")
+    for field, default in (("id", "SNP"), ("chrom", "CHR"), ("pos", "BP"),
+                           ("effect", "ALLELE1"), ("other", "ALLELE0"), ("beta", "BETA"),
+                           ("p", "P_BOLT_LMM")):
+        p.add_argument(f"--col-{field}", metavar="NAME",
+                       help=f"column name of the {field} field (default: {default} or a "
+                            "common alias)")
+    p.add_argument("--keep-ambiguous", action="store_true",
+                   help="keep strand-ambiguous A/T and C/G SNPs (dropped by default)")
+    p.add_argument("--clump", action="store_true", help="LD-clump before taking the top k")
+    p.add_argument("--clump-r2", type=_fraction, default=0.5, help="r2 threshold (default 0.5)")
+    p.add_argument("--clump-kb", type=float, default=250.0, help="window in kb (default 250)")
+    p.add_argument("--clump-p1", type=_fraction, default=1.0,
+                   help="p threshold for index SNPs (default 1)")
+    p.add_argument("--clump-p2", type=_fraction, default=None,
+                   help="p threshold for clumped SNPs (default: --clump-p1)")
+    p.add_argument("--keep", help="samples whose genotypes give the clumping r2 "
+                                  "(plink --keep list, e.g. unrelated.id; default all)")
+    p.add_argument("--out", required=True, help="output table (tab-separated)")
+    p.set_defaults(func=_run_select)
+
+
+def _run_select(args):
+    from .io import log
+    from .sumstats import select_snps, write_selection
+
+    column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
+                                    ("pos", args.col_pos), ("effect_allele", args.col_effect),
+                                    ("other_allele", args.col_other), ("beta", args.col_beta),
+                                    ("p", args.col_p)) if v}
+    clump = None
+    if args.clump:
+        clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,
+                 "p2": args.clump_p2}
+    selected, steps = select_snps(args.sumstats, args.bfile, top=args.top, extract=args.extract,
+                                  column_map=column_map, keep_ambiguous=args.keep_ambiguous,
+                                  clump_params=clump, keep=args.keep)
+    out, steps_path = write_selection(args.out, selected, steps)
+    for row in steps.itertuples(index=False):
+        log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
+    log(f"wrote {out} ({len(selected)} SNPs) and {steps_path}")
+
+
+# ----------------------------------------------------------------------------- store
+def _add_store(sub):
+    p = sub.add_parser(
+        "store",
+        help="write a trait's Zarr store: effect-allele dosages of the labeled kept samples",
+        description="Label the kept samples for one trait (see cmix.phenotypes for the trait "
+                    "config), fix a stratified test split, and write the dosages of the "
+                    "selected SNPs' effect alleles (int8, -1 missing) to a chunked, "
+                    "compressed Zarr (format 2) store with VCF Zarr names.")
+    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    p.add_argument("--keep", help="samples to use (plink --keep list, e.g. unrelated.id)")
+    p.add_argument("--snps", required=True, help="selected SNP table from `cmix select`")
+    p.add_argument("--pheno", required=True, help="phenotype table (eid + trait columns)")
+    p.add_argument("--trait", required=True, help="trait name (stored in the attributes)")
+    p.add_argument("--trait-config", required=True, metavar="JSON_OR_FILE",
+                   help='trait config as JSON text or a .json file, e.g. \'{"field": 1747, '
+                        '"kind": "categorical", "classes": {"blonde": [1], "red": [2]}}\'')
+    p.add_argument("--test-fraction", type=_fraction, default=0.2,
+                   help="fraction of labeled samples in the fixed test split (default 0.2)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the test split (default 0)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing store")
+    p.add_argument("--out", required=True, help="output store (folder, e.g. trait.zarr)")
+    p.set_defaults(func=_run_store)
+
+
+def _load_trait_config(text: str) -> dict:
+    import json
+    from pathlib import Path
+
+    from .io import CmixError
+
+    source = "--trait-config"
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.exists():
+            raise CmixError(f"{text}: file not found (--trait-config expects JSON text or a "
+                            "JSON file)")
+        source, text = str(path), path.read_text()
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                        f"{err.msg})") from None
+    if not isinstance(config, dict):
+        raise CmixError(f"{source}: expected a JSON object (a dict of trait settings)")
+    return config
+
+
+def _run_store(args):
+    from .io import log
+    from .store import build_store
+
+    summary = build_store(args.out, bfile=args.bfile, snps=args.snps, pheno=args.pheno,
+                          trait=args.trait, trait_config=_load_trait_config(args.trait_config),
+                          keep=args.keep, test_fraction=args.test_fraction,
+                          split_seed=args.split_seed, force=args.force)
+    log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
+        f"classes {summary['per_class']}, {summary['test']} in the test split")
+
+
+# --------------------------------------------------------------------------- samples
+def _add_samples(sub):
+    p = sub.add_parser(
+        "samples",
+        help="UK Biobank sample filters (withdrawn, QC outliers, ancestry) -> O.keep",
+        description="Remove withdrawn participants and samples failing the UK Biobank sample "
+                    "QC table (het.missing.outliers, putative.sex.chromosome.aneuploidy, "
+                    "excess.relatives, not in.white.British.ancestry.subset). Writes O.keep "
+                    "(#FID IID, for --keep) and O.filters.tsv (filter, n_removed, n_remaining).")
+    p.add_argument("--fam", required=True, help=".fam file (or PLINK prefix) whose samples to filter")
+    p.add_argument("--sqc", help="sample QC table: ukb_sqc_v2.txt (headerless, .fam order) or a "
+                                 "tidy table with an eid/IID column and the named columns")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--sqc-headerless", dest="sqc_headerless", action="store_const", const=True,
+                     default=None, help="--sqc is headerless ukb_sqc_v2 (default: detect)")
+    fmt.add_argument("--sqc-tidy", dest="sqc_headerless", action="store_const", const=False,
+                     help="--sqc has a header with named columns (default: detect)")
+    p.add_argument("--withdrawn", help="withdrawn participants: one ID a line")
+    p.add_argument("--no-ancestry-filter", action="store_true",
+                   help="keep samples outside the white British ancestry subset")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.keep, OUT.filters.tsv")
+    p.set_defaults(func=_run_samples)
+
+
+def _run_samples(args):
+    from pathlib import Path
+
+    from .samples import run_samples
+
+    fam = Path(args.fam)
+    if fam.suffix != ".fam":
+        fam = fam.with_name(fam.name + ".fam") if not fam.exists() or fam.suffix in (".bed", ".bim") else fam
+        if fam.suffix in (".bed", ".bim"):
+            fam = fam.with_suffix(".fam")
+    run_samples(fam, args.out, sqc_path=args.sqc, withdrawn_path=args.withdrawn,
+                headerless=args.sqc_headerless, ancestry=not args.no_ancestry_filter)
+
+
+# --------------------------------------------------------------------------- qc
+def _hwe_args(values):
+    """--hwe P [midp] [keep-fewhet] -> (p, midp, keep_fewhet)."""
+    p = _fraction(values[0])
+    mods = values[1:]
+    bad = [m for m in mods if m not in ("midp", "keep-fewhet")]
+    if bad or len(set(mods)) != len(mods):
+        raise argparse.ArgumentTypeError(
+            f"--hwe modifiers must be 'midp' and/or 'keep-fewhet', got {' '.join(mods)!r}")
+    return p, "midp" in mods, "keep-fewhet" in mods
+
+
+def _add_qc(sub):
+    p = sub.add_parser(
+        "qc",
+        help="variant QC as plink2 (--mind, --geno, --hwe, --maf) -> O.snplist, O.vqc.tsv",
+        description="Per-variant genotype counts over the kept samples, missingness, minor "
+                    "allele frequency and the exact Hardy-Weinberg test, filtered in plink2's "
+                    "order (sample filters, --mind, --geno, --hwe, --maf) with plink2 "
+                    "2.00a3.5's boundary rules. Writes OUT.snplist (IDs passing, as plink2 "
+                    "--write-snplist), OUT.vqc.tsv (per-variant table) and OUT.mindrem.id "
+                    "(samples --mind removed).")
+    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    p.add_argument("--keep", help="keep only these samples (plink --keep file: FID IID or IID)")
+    p.add_argument("--remove", help="remove these samples (plink --remove file)")
+    p.add_argument("--maf", type=_fraction, nargs="?", const=0.01, default=None,
+                   help="remove variants with minor allele frequency < MAF (default 0.01)")
+    p.add_argument("--hwe", nargs="+", metavar="P [midp] [keep-fewhet]", default=None,
+                   help="remove variants with HWE exact test p < P (founders only)")
+    p.add_argument("--geno", type=_fraction, nargs="?", const=0.1, default=None,
+                   help="remove variants with missing call rate > T (default 0.1)")
+    p.add_argument("--mind", type=_fraction, nargs="?", const=0.1, default=None,
+                   help="remove samples with missing call rate > T first (default 0.1)")
+    p.add_argument("--autosome", action="store_true",
+                   help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads (default: all cores)")
+    p.add_argument("--out", required=True, help="output prefix")
+    p.set_defaults(func=_run_qc, _parser=p)
+
+
+def _run_qc(args):
+    hwe = None
+    if args.hwe is not None:
+        try:
+            hwe = _hwe_args(args.hwe)
+        except argparse.ArgumentTypeError as err:
+            args._parser.error(f"argument --hwe: {err}")
+    from .qc import run_qc_cli
+
+    run_qc_cli(args.bfile, args.out, keep=args.keep, remove=args.remove, maf=args.maf,
+               hwe=hwe, geno=args.geno, mind=args.mind, autosome_only=args.autosome,
+               threads=args.threads)
+
+
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_train]
+_SUBCOMMANDS = [_add_simulate, _add_train, _add_select, _add_store, _add_samples, _add_qc]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -513,7 +513,7 @@ def select_snps(sumstats_path, bfile, *, top: int, extract=None, column_map=None
             sample_idx, _ = match_samples(read_sample_ids(keep), bf.fam, keep)
         rows = clump(ranked, bf, sample_idx, max_index=top, **clump_params)
         steps_rows.append((f"clumped (r2 > {clump_params.get('r2', 0.5)}, "
-                           f"{clump_params.get('kb', 250)} kb): index SNPs",
+                           f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",
                            len(ranked) - len(rows), len(rows)))
         ranked = ranked.iloc[rows].reset_index(drop=True)
     selected = ranked.head(top).reset_index(drop=True)
