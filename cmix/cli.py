@@ -251,15 +251,11 @@ def _add_samples(sub):
 
 
 def _run_samples(args):
-    from pathlib import Path
-
+    from .plink import bfile_prefix
     from .samples import run_samples
 
-    fam = Path(args.fam)
-    if fam.suffix != ".fam":
-        fam = fam.with_name(fam.name + ".fam") if not fam.exists() or fam.suffix in (".bed", ".bim") else fam
-        if fam.suffix in (".bed", ".bim"):
-            fam = fam.with_suffix(".fam")
+    prefix = bfile_prefix(args.fam)
+    fam = prefix.with_name(prefix.name + ".fam")
     run_samples(fam, args.out, sqc_path=args.sqc, withdrawn_path=args.withdrawn,
                 headerless=args.sqc_headerless, ancestry=not args.no_ancestry_filter)
 

@@ -1,0 +1,619 @@
+"""Variant QC as plink2 (2.00a3.5) does it: genotype counts, MAF, missingness, HWE.
+
+One pass over the packed .bed bytes counts, per variant, the genotypes of the kept
+founders (for --maf and --hwe) and the missing calls of all kept samples (for --geno);
+with --mind it also counts each sample's missing calls. The .bed is read in blocks of
+variants into two reusable buffers (the next block is read while the current one is
+counted), so memory stays flat in the number of variants. The counting kernel works on
+64-bit words (32 samples each) with three popcounts per word; a per-word bit mask
+selects the kept (founder) samples, so --keep, --remove, founders and the padding of
+each variant's last byte are handled by the same AND.
+
+Filters, in plink2's order: sample filters (--keep/--remove) -> --mind -> --geno ->
+--hwe -> --maf. Counts for --hwe/--maf are taken once, after --mind. Boundary rules
+(each checked against plink2 by tests/test_qc.py):
+
+- --geno t / --mind t: removed if missing_count > t * N (strict; N = kept samples for
+  --geno, variants for --mind), with plink2's 2^-44 relative tolerance on t * N, so
+  --geno 0.29 with N = 100 keeps 29 missing calls although 0.29 * 100 < 29 in floats.
+- Founders: both parent columns "0" (a parent ID absent from the .fam still makes a
+  non-founder; removing a parent does not make the child a founder), as plink2.
+- --maf t: removed if min(f_A2, 1 - f_A2) < t over non-missing founder calls
+  (exactly t is kept). A variant with no non-missing founder call is kept (plink2).
+- --hwe t: removed if the exact test p (plink2's HweP, including its tie tolerance
+  between tables of equal probability) < t. ``midp`` subtracts half the probability of
+  the observed table(s); ``keep-fewhet`` keeps variants whose heterozygote count is
+  below its expectation.
+
+Genotype counts use .bim column 5 (A1; plink2's ALT) and column 6 (A2; plink2's REF):
+``hom_a1`` = two copies of A1.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .io import CmixError
+
+# plink2's constants (plink2_stats.cc): the probability scale of the observed table and
+# the relative tolerance below which two tables count as equally likely.
+K_EXACT_TEST_BIAS = 0.00000000000000000000000010339757656912845935892608650874535669572651386260986328125
+K_SMALL_EPSILON = 0.00000000000005684341886080801486968994140625  # 2^-44
+_DBL_MAX = 1.7976931348623157e308
+
+_M55 = np.uint64(0x5555555555555555)
+_ONE = np.uint64(1)
+
+AUTOSOME_CODES = {str(c) for c in range(1, 23)} | {f"chr{c}" for c in range(1, 23)}
+
+
+@intrinsic
+def _popcount(typingctx, x):
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@intrinsic
+def _ctz(typingctx, x):
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return sig, codegen
+
+
+# ---------------------------------------------------------------- HWE exact test
+@njit(cache=True, nogil=True)
+def _hwe_p_one(obs_hets, obs_hom1, obs_hom2, midp):
+    """plink2's HweP(): exact HWE p-value for one variant (a line-by-line port)."""
+    if obs_hom1 < obs_hom2:
+        obs_homc = obs_hom2
+        obs_homr = obs_hom1
+    else:
+        obs_homc = obs_hom1
+        obs_homr = obs_hom2
+    rare_copies = 2 * obs_homr + obs_hets
+    genotypes2 = (obs_hets + obs_homc + obs_homr) * 2
+    if genotypes2 == 0:
+        return 0.5 if midp else 1.0
+    tie_ct = 1
+    curr_hets_t2 = float(obs_hets)
+    curr_homr_t2 = float(obs_homr)
+    curr_homc_t2 = float(obs_homc)
+    tailp = (1 - K_SMALL_EPSILON) * K_EXACT_TEST_BIAS
+    centerp = 0.0
+    lastp2 = tailp
+    lastp1 = tailp
+    if obs_hets * genotypes2 > rare_copies * (genotypes2 - rare_copies):
+        # tail 1 = upper
+        while curr_hets_t2 > 1.5:
+            curr_homr_t2 += 1
+            curr_homc_t2 += 1
+            lastp2 *= (curr_hets_t2 * (curr_hets_t2 - 1)) / (4 * curr_homr_t2 * curr_homc_t2)
+            curr_hets_t2 -= 2
+            if lastp2 < K_EXACT_TEST_BIAS:
+                if lastp2 > (1 - 2 * K_SMALL_EPSILON) * K_EXACT_TEST_BIAS:
+                    tie_ct += 1
+                tailp += lastp2
+                break
+            centerp += lastp2
+            if centerp > _DBL_MAX:
+                return 0.0
+        if centerp == 0 and not midp:
+            return 1.0
+        while curr_hets_t2 > 1.5:
+            curr_homr_t2 += 1
+            curr_homc_t2 += 1
+            lastp2 *= (curr_hets_t2 * (curr_hets_t2 - 1)) / (4 * curr_homr_t2 * curr_homc_t2)
+            curr_hets_t2 -= 2
+            preaddp = tailp
+            tailp += lastp2
+            if tailp <= preaddp:
+                break
+        curr_hets_t1 = float(obs_hets + 2)
+        curr_homr_t1 = float(obs_homr)
+        curr_homc_t1 = float(obs_homc)
+        while curr_homr_t1 > 0.5:
+            lastp1 *= (4 * curr_homr_t1 * curr_homc_t1) / (curr_hets_t1 * (curr_hets_t1 - 1))
+            preaddp = tailp
+            tailp += lastp1
+            if tailp <= preaddp:
+                break
+            curr_hets_t1 += 2
+            curr_homr_t1 -= 1
+            curr_homc_t1 -= 1
+    else:
+        # tail 1 = lower
+        while curr_homr_t2 > 0.5:
+            curr_hets_t2 += 2
+            lastp2 *= (4 * curr_homr_t2 * curr_homc_t2) / (curr_hets_t2 * (curr_hets_t2 - 1))
+            curr_homr_t2 -= 1
+            curr_homc_t2 -= 1
+            if lastp2 < K_EXACT_TEST_BIAS:
+                if lastp2 > (1 - 2 * K_SMALL_EPSILON) * K_EXACT_TEST_BIAS:
+                    tie_ct += 1
+                tailp += lastp2
+                break
+            centerp += lastp2
+            if centerp > _DBL_MAX:
+                return 0.0
+        if centerp == 0 and not midp:
+            return 1.0
+        while curr_homr_t2 > 0.5:
+            curr_hets_t2 += 2
+            lastp2 *= (4 * curr_homr_t2 * curr_homc_t2) / (curr_hets_t2 * (curr_hets_t2 - 1))
+            curr_homr_t2 -= 1
+            curr_homc_t2 -= 1
+            preaddp = tailp
+            tailp += lastp2
+            if tailp <= preaddp:
+                break
+        curr_hets_t1 = float(obs_hets)
+        curr_homr_t1 = float(obs_homr)
+        curr_homc_t1 = float(obs_homc)
+        while curr_hets_t1 > 1.5:
+            curr_homr_t1 += 1
+            curr_homc_t1 += 1
+            lastp1 *= (curr_hets_t1 * (curr_hets_t1 - 1)) / (4 * curr_homr_t1 * curr_homc_t1)
+            preaddp = tailp
+            tailp += lastp1
+            if tailp <= preaddp:
+                break
+            curr_hets_t1 -= 2
+    if not midp:
+        return tailp / (tailp + centerp)
+    return (tailp - ((1 - K_SMALL_EPSILON) * K_EXACT_TEST_BIAS * 0.5) * tie_ct) / (tailp + centerp)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _hwe_p_many(het, hom1, hom2, midp, out):
+    for i in prange(het.shape[0]):
+        out[i] = _hwe_p_one(np.int64(het[i]), np.int64(hom1[i]), np.int64(hom2[i]), midp)
+
+
+def hwe_exact_p(het, hom_a1, hom_a2, midp: bool = False) -> np.ndarray:
+    """Exact Hardy-Weinberg p-values (Wigginton et al. 2005), exactly as plink2 --hardy.
+
+    het, hom_a1, hom_a2: integer arrays (n_variants,) of genotype counts (founders,
+    missing calls excluded). Returns float64 (n_variants,). Each variant walks out
+    from the observed table only while terms still change the sums (plink2's HweP),
+    so the cost per variant is about the distribution's width (~sqrt(n)), not n.
+    Runs in parallel over variants on numba's threads.
+    """
+    het = np.ascontiguousarray(het, dtype=np.int64)
+    hom_a1 = np.ascontiguousarray(hom_a1, dtype=np.int64)
+    hom_a2 = np.ascontiguousarray(hom_a2, dtype=np.int64)
+    out = np.empty(het.shape[0], np.float64)
+    if het.shape[0]:
+        _hwe_p_many(het, hom_a1, hom_a2, bool(midp), out)
+    return out
+
+
+# ---------------------------------------------------------------- counting kernel
+@njit(parallel=True, cache=True, nogil=True)
+def _count_block(block, n_rows, bpv, mask_f, mask_nf, nf_words, mask_keep, row_ok,
+                 sample_missing, counts):
+    """Count genotypes for ``n_rows`` packed variants in ``block`` (uint8, row-major).
+
+    mask_f / mask_nf / mask_keep: uint64 (n_words,), bit 2k set when sample 32w+k is a
+    kept founder / kept non-founder / kept sample. nf_words: int64 indices of words
+    with a kept non-founder. counts: int64 (n_rows, 4) <- founders' hom A2 (code 11),
+    het (code 10), missing (code 01), and all kept samples' missing.
+    sample_missing: int64 (n_chunks, n_samples) per-sample missing counts, added to
+    when it has columns (one row per parallel chunk, summed by the caller), for rows
+    with row_ok[v] != 0 (uint8 (n_rows,)).
+    """
+    n_words = mask_f.shape[0]
+    n_chunks = sample_missing.shape[0]
+    want_samples = sample_missing.shape[1] > 0
+    per = (n_rows + n_chunks - 1) // n_chunks
+    for t in prange(n_chunks):
+        buf8 = np.zeros(n_words * 8, np.uint8)
+        buf = buf8.view(np.uint64)
+        v0 = t * per
+        v1 = min(n_rows, v0 + per)
+        for v in range(v0, v1):
+            off = v * bpv
+            buf8[:bpv] = block[off:off + bpv]
+            n11 = np.uint64(0)
+            nlo = np.uint64(0)
+            nhi = np.uint64(0)
+            for w in range(n_words):
+                x = buf[w]
+                lo = x & _M55
+                hi = (x >> _ONE) & _M55
+                m = mask_f[w]
+                nlo += _popcount(lo & m)
+                nhi += _popcount(hi & m)
+                n11 += _popcount(lo & hi & m)
+            miss_nf = np.uint64(0)
+            for k in range(nf_words.shape[0]):
+                w = nf_words[k]
+                x = buf[w]
+                miss_nf += _popcount(x & ~(x >> _ONE) & _M55 & mask_nf[w])
+            counts[v, 0] = n11
+            counts[v, 1] = nhi - n11
+            counts[v, 2] = nlo - n11
+            counts[v, 3] = nlo - n11 + miss_nf
+            if want_samples and row_ok[v]:
+                for w in range(n_words):
+                    x = buf[w]
+                    miss = x & ~(x >> _ONE) & _M55 & mask_keep[w]
+                    while miss:
+                        bit = _ctz(miss)
+                        sample_missing[t, w * 32 + (bit >> _ONE)] += 1
+                        miss &= miss - _ONE
+
+
+def _word_mask(sample_flags: np.ndarray) -> np.ndarray:
+    """bool (n_samples,) -> uint64 (ceil(n/32),) with bit 2k set where sample 32w+k is True."""
+    n = sample_flags.shape[0]
+    n_words = (n + 31) // 32
+    flags = np.zeros(n_words * 32, np.uint64)
+    flags[:n] = sample_flags
+    shifts = (2 * np.arange(32)).astype(np.uint64)
+    return (flags.reshape(n_words, 32) << shifts).sum(axis=1, dtype=np.uint64)
+
+
+def founder_flags(fam) -> np.ndarray:
+    """bool (n_samples,): True where the .fam lists no parent (both columns "0").
+
+    plink2 treats a sample as a founder when neither parent ID is given, whether or not
+    the parents are in the file (checked by tests/test_qc.py against plink2).
+    """
+    return ((fam["father"] == "0") & (fam["mother"] == "0")).to_numpy()
+
+
+@dataclass
+class Counts:
+    """Per-variant counts over the kept samples; arrays are int64 (n_variants,)."""
+
+    hom_a1: np.ndarray
+    het: np.ndarray
+    hom_a2: np.ndarray
+    missing_founders: np.ndarray
+    missing: np.ndarray  # all kept samples, founders or not
+    n_samples: int       # kept samples
+    n_founders: int      # kept founders
+    sample_missing: np.ndarray | None = None  # int64 (n_samples_in_fam,), --mind only
+
+
+def _read_blocks(bed_path: Path, n_variants: int, bpv: int, block: int):
+    """Yield (start, stop, uint8 buffer) over variant blocks, reading one block ahead."""
+    if n_variants == 0:
+        return
+    bufs = [np.empty(block * bpv, np.uint8), np.empty(block * bpv, np.uint8)]
+    fd = os.open(bed_path, os.O_RDONLY)
+    try:
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        except (AttributeError, OSError):
+            pass
+        ranges = [(s, min(s + block, n_variants)) for s in range(0, n_variants, block)]
+
+        def read(i, j):
+            s, e = ranges[i]
+            view = memoryview(bufs[j])[: (e - s) * bpv]
+            offset = 3 + s * bpv
+            got = 0
+            while got < len(view):
+                n = os.preadv(fd, [view[got:]], offset + got)
+                if n <= 0:
+                    raise CmixError(f"{bed_path}: file ended early (truncated while reading)")
+                got += n
+
+        result: dict = {}
+
+        def read_into(i, j):
+            try:
+                read(i, j)
+            except BaseException as err:  # re-raised in the consumer
+                result[i] = err
+
+        read(0, 0)
+        for i, (s, e) in enumerate(ranges):
+            thread = None
+            if i + 1 < len(ranges):
+                thread = threading.Thread(target=read_into, args=(i + 1, (i + 1) % 2))
+                thread.start()
+            yield s, e, bufs[i % 2]
+            if thread is not None:
+                thread.join()
+                if (i + 1) in result:
+                    raise result[i + 1]
+    finally:
+        os.close(fd)
+
+
+def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
+                    variant_ok=None, threads: int | None = None, block_bytes: int = 32 << 20,
+                    show_progress: bool = True) -> Counts:
+    """Count genotypes per variant over the kept samples in one streaming pass.
+
+    bf: an opened :class:`cmix.plink.Bfile`. sample_idx: int indices into the .fam of
+    the kept samples (None = all). Founders (no parents in the .fam) give the genotype
+    counts; all kept samples give ``missing``. ``sample_missing=True`` also counts
+    each sample's missing calls (for --mind) over the variants where ``variant_ok``
+    (bool (n_variants,), None = all) is True. Peak memory: two blocks of
+    ``block_bytes`` plus the per-variant arrays.
+    """
+    from .io import progress
+
+    n, m = bf.n_samples, bf.n_variants
+    keep = np.zeros(n, bool)
+    keep[np.arange(n) if sample_idx is None else np.asarray(sample_idx, np.int64)] = True
+    founders = founder_flags(bf.fam)
+    mask_f = _word_mask(keep & founders)
+    mask_nf = _word_mask(keep & ~founders)
+    mask_keep = _word_mask(keep)
+    nf_words = np.flatnonzero(mask_nf).astype(np.int64)
+    bpv = bf.bytes_per_variant
+    n_threads = _set_threads(threads)
+    block = max(1, min(m, block_bytes // max(bpv, 1)))
+    counts = np.zeros((m, 4), np.int64)
+    row_ok = (np.ones(m, np.uint8) if variant_ok is None
+              else np.asarray(variant_ok, bool).astype(np.uint8))
+    n_chunks = max(1, n_threads)
+    smiss = np.zeros((n_chunks, n if sample_missing else 0), np.int64)
+    if n > 0:
+        bar = progress(total=m, desc="counting genotypes", unit="variant",
+                       disable=None if show_progress else True)
+        for s, e, buf in _read_blocks(bf.bed_path, m, bpv, block):
+            _count_block(buf, e - s, bpv, mask_f, mask_nf, nf_words, mask_keep, row_ok[s:e],
+                         smiss, counts[s:e])
+            bar.update(e - s)
+        bar.close()
+    n_founders = int((keep & founders).sum())
+    hom_a2, het, miss_f, miss = counts.T
+    return Counts(hom_a1=n_founders - hom_a2 - het - miss_f, het=het.copy(),
+                  hom_a2=hom_a2.copy(), missing_founders=miss_f.copy(), missing=miss.copy(),
+                  n_samples=int(keep.sum()), n_founders=n_founders,
+                  sample_missing=smiss.sum(axis=0) if sample_missing else None)
+
+
+def _set_threads(threads: int | None) -> int:
+    import numba
+
+    if threads is None:
+        threads = numba.config.NUMBA_NUM_THREADS
+    threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    return threads
+
+
+def _subtract_samples(bf, counts: Counts, removed_idx: np.ndarray) -> None:
+    """Remove the contribution of samples ``removed_idx`` from ``counts`` (in place)."""
+    from .plink import read_genotypes, variant_blocks
+
+    if len(removed_idx) == 0:
+        return
+    founders = founder_flags(bf.fam)[removed_idx]
+    block = max(1, (64 << 20) // max(len(removed_idx), 1))
+    for s, e in variant_blocks(bf.n_variants, block):
+        g = read_genotypes(bf, np.arange(s, e), removed_idx)  # (v, k) A1 counts, -1 missing
+        gf = g[:, founders]
+        counts.hom_a1[s:e] -= (gf == 2).sum(axis=1)
+        counts.het[s:e] -= (gf == 1).sum(axis=1)
+        counts.hom_a2[s:e] -= (gf == 0).sum(axis=1)
+        counts.missing_founders[s:e] -= (gf == -1).sum(axis=1)
+        counts.missing[s:e] -= (g == -1).sum(axis=1)
+    counts.n_samples -= len(removed_idx)
+    counts.n_founders -= int(founders.sum())
+
+
+# ---------------------------------------------------------------- filters
+def a2_frequency(counts: Counts) -> np.ndarray:
+    """float64 (n_variants,): frequency of A2 (plink2's REF) among non-missing founder
+    calls; NaN where there is none."""
+    obs = 2 * (counts.hom_a1 + counts.het + counts.hom_a2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (2 * counts.hom_a2 + counts.het) / obs
+
+
+def minor_allele_frequency(counts: Counts) -> np.ndarray:
+    """float64 (n_variants,): min(f_A2, 1 - f_A2), as plink2 --maf; NaN if no calls."""
+    f = a2_frequency(counts)
+    return np.minimum(f, 1.0 - f)
+
+
+def missing_exceeds(missing: np.ndarray, threshold: float, total: int) -> np.ndarray:
+    """plink2's --geno/--mind rule: True where missing > threshold * total.
+
+    The product gets plink2's relative tolerance (2^-44), so 0.29 x 100 =
+    28.999999999999996 in floating point still allows 29 missing calls, as plink2 does.
+    """
+    return np.asarray(missing) > threshold * total * (1 + K_SMALL_EPSILON)
+
+
+@dataclass
+class QcResult:
+    """What :func:`run_qc` decided.
+
+    table: one row per variant (.bim order) with columns variant_id, chrom, pos, a1, a2,
+    hom_a1, het, hom_a2, missing, n_kept, missing_rate, a1_freq, maf, hwe_p, status
+    ("PASS" or the first failing filter: geno, hwe, maf). sample_idx: int indices into
+    the .fam of the samples the counts used (after --mind). mind_removed: int indices of
+    samples --mind removed. summary: filter -> count, in application order.
+    """
+
+    table: "object"
+    sample_idx: np.ndarray
+    mind_removed: np.ndarray
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> np.ndarray:
+        return (self.table["status"] == "PASS").to_numpy()
+
+
+def check_autosomes(bim, path) -> None:
+    """Raise unless every variant is on an autosome (chrX/Y/XY/MT follow other rules)."""
+    chrom = bim["chrom"]
+    bad = ~chrom.isin(AUTOSOME_CODES)
+    if bad.any():
+        line = int(np.flatnonzero(bad.to_numpy())[0]) + 1
+        raise CmixError(
+            f"{path}, line {line}: {int(bad.sum())} variants are not on autosomes 1-22 "
+            f"(first: chromosome {chrom.iloc[line - 1]!r}); plink2 applies sex-specific "
+            "rules to chrX/Y/MT that cmix qc does not implement. Add --autosome to drop "
+            "them (as plink2 --autosome does)")
+
+
+def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None = None,
+           hwe_midp: bool = False, hwe_keep_fewhet: bool = False,
+           geno: float | None = None, mind: float | None = None,
+           autosome_only: bool = False, threads: int | None = None,
+           block_bytes: int = 32 << 20) -> QcResult:
+    """Variant QC in plink2's order: sample filters -> --mind -> --geno -> --hwe -> --maf.
+
+    bf: opened Bfile; sample_idx: kept samples (sorted int indices, None = all).
+    Thresholds as plink2's flags (None = filter off). Returns a :class:`QcResult`.
+    """
+    import pandas as pd
+
+    from .io import log
+
+    bim = bf.bim
+    variant_ok = np.ones(bf.n_variants, bool)
+    if autosome_only:
+        variant_ok = bim["chrom"].isin(AUTOSOME_CODES).to_numpy()
+    else:
+        check_autosomes(bim, bf.prefix.with_name(bf.prefix.name + ".bim"))
+    if sample_idx is None:
+        sample_idx = np.arange(bf.n_samples)
+    sample_idx = np.unique(np.asarray(sample_idx, np.int64))
+    counts = count_genotypes(bf, sample_idx, sample_missing=mind is not None,
+                             variant_ok=variant_ok, threads=threads, block_bytes=block_bytes)
+    mind_removed = np.zeros(0, np.int64)
+    summary = {"variants": int(variant_ok.sum()), "samples": len(sample_idx)}
+    if mind is not None:
+        n_var = int(variant_ok.sum())
+        bad = missing_exceeds(counts.sample_missing[sample_idx], mind, n_var)
+        mind_removed = sample_idx[bad]
+        sample_idx = sample_idx[~bad]
+        summary["removed by --mind (samples)"] = len(mind_removed)
+        if len(sample_idx) == 0:
+            raise CmixError(f"--mind {mind}: all {len(mind_removed)} samples removed")
+        _subtract_samples(bf, counts, mind_removed)
+    n_kept = counts.n_samples
+    with np.errstate(invalid="ignore", divide="ignore"):
+        missing_rate = counts.missing / n_kept if n_kept else np.full(bf.n_variants, np.nan)
+    f_a2 = a2_frequency(counts)
+    maf_v = np.minimum(f_a2, 1.0 - f_a2)
+    hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=hwe_midp)
+
+    status = np.where(variant_ok, "PASS", "non-autosomal").astype(object)
+    if geno is not None:
+        fail = variant_ok & (status == "PASS") & missing_exceeds(counts.missing, geno, n_kept)
+        status[fail] = "geno"
+        summary["removed by --geno"] = int(fail.sum())
+    if hwe is not None:
+        fail = hwe_p < hwe
+        if hwe_keep_fewhet:
+            g2 = 2 * (counts.het + counts.hom_a1 + counts.hom_a2)
+            rare = 2 * np.minimum(counts.hom_a1, counts.hom_a2) + counts.het
+            fail &= counts.het * g2 > rare * (g2 - rare)
+        fail &= status == "PASS"
+        status[fail] = "hwe"
+        summary["removed by --hwe"] = int(fail.sum())
+    if maf is not None:
+        fail = (status == "PASS") & (maf_v < maf)  # NaN (no calls) is kept, as in plink2
+        status[fail] = "maf"
+        summary["removed by --maf"] = int(fail.sum())
+    summary["variants passing"] = int((status == "PASS").sum())
+    table = pd.DataFrame({
+        "variant_id": bim["variant_id"].to_numpy(), "chrom": bim["chrom"].to_numpy(),
+        "pos": bim["pos"].to_numpy(), "a1": bim["a1"].to_numpy(), "a2": bim["a2"].to_numpy(),
+        "hom_a1": counts.hom_a1, "het": counts.het, "hom_a2": counts.hom_a2,
+        "missing": counts.missing, "n_kept": n_kept, "missing_rate": missing_rate,
+        "a1_freq": 1.0 - f_a2, "maf": maf_v, "hwe_p": hwe_p, "status": status,
+    })
+    for k, v in summary.items():
+        log(f"qc: {k}: {v}")
+    return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
+                    summary=summary)
+
+
+def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
+    """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
+    all or none. Returns the paths written."""
+    from .io import atomic_outputs
+
+    out_prefix = Path(out_prefix)
+    snplist = out_prefix.with_name(out_prefix.name + ".snplist")
+    vqc = out_prefix.with_name(out_prefix.name + ".vqc.tsv")
+    paths = [snplist, vqc]
+    mindrem = out_prefix.with_name(out_prefix.name + ".mindrem.id")
+    if len(result.mind_removed):
+        paths.append(mindrem)
+    with atomic_outputs(*paths) as tmps:
+        ids = result.table["variant_id"].to_numpy()[result.passed]
+        with open(tmps[0], "w") as fh:
+            fh.write("".join(f"{v}\n" for v in ids))
+        result.table.to_csv(tmps[1], sep="\t", index=False, float_format="%.10g",
+                            na_rep="NA")
+        if len(result.mind_removed):
+            sub = fam.iloc[result.mind_removed]
+            with open(tmps[2], "w") as fh:
+                fh.write("#FID\tIID\n")
+                fh.write("".join(f"{a}\t{b}\n" for a, b in zip(sub["fid"], sub["iid"])))
+    if not len(result.mind_removed) and mindrem.exists():
+        mindrem.unlink()  # a stale file from an earlier run would mislead
+    return paths
+
+
+def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
+               geno=None, mind=None, autosome_only=False, threads=None) -> QcResult:
+    """What ``cmix qc`` does: open and validate, apply --keep/--remove, run the filters,
+    write the outputs. ``hwe`` is (p, midp, keep_fewhet) or None.
+
+    IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
+    ignores them too); a --keep file matching no sample is an error.
+    """
+    from .io import log
+    from .plink import match_samples, open_bfile, read_sample_ids
+
+    bf = open_bfile(bfile)
+    keep_mask = np.ones(bf.n_samples, bool)
+    for path, is_keep in ((keep, True), (remove, False)):
+        if path is None:
+            continue
+        ids = read_sample_ids(path)
+        if is_keep and len(ids) == 0:
+            raise CmixError(f"{path}: no sample IDs in the --keep file")
+        try:
+            idx, n_unknown = match_samples(ids, bf.fam, path)
+        except CmixError:
+            if is_keep:
+                raise
+            idx, n_unknown = np.zeros(0, np.int64), len(ids)
+        if n_unknown:
+            log(f"qc: warning: {n_unknown} of {len(ids)} IDs in {path} are not in the .fam "
+                "and were ignored (as plink2 does)")
+        sel = np.zeros(bf.n_samples, bool)
+        sel[idx] = True
+        keep_mask &= sel if is_keep else ~sel
+    sample_idx = np.flatnonzero(keep_mask)
+    if len(sample_idx) == 0:
+        raise CmixError("no samples left after --keep/--remove")
+    hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
+    result = run_qc(bf, sample_idx, maf=maf, hwe=hwe_p, hwe_midp=midp,
+                    hwe_keep_fewhet=fewhet, geno=geno, mind=mind,
+                    autosome_only=autosome_only, threads=threads)
+    paths = write_qc_outputs(result, bf.fam, out_prefix)
+    log("qc: wrote " + ", ".join(str(p) for p in paths))
+    return result

@@ -1,0 +1,158 @@
+"""UK Biobank sample filters: withdrawn participants and the sample QC table.
+
+The sample QC table is either UK Biobank's ``ukb_sqc_v2.txt`` (no header, one row per
+.fam line in .fam order, 68 whitespace-separated columns) or a tidy table with a header,
+an ID column (``eid``, ``IID`` or ``iid``) and the named columns below, matched to the
+.fam by IID (not by row order). Filters, in order:
+
+1. withdrawn participants (a file of IDs, one per line; matched to the .fam IID);
+2. ``het.missing.outliers == 0`` (ukb_sqc_v2 column 19, 1-based);
+3. ``putative.sex.chromosome.aneuploidy == 0`` (column 20);
+4. ``excess.relatives == 0`` (column 23);
+5. ``in.white.British.ancestry.subset == 1`` (column 24), unless switched off.
+
+A sample absent from a tidy table is removed (its QC cannot be checked) and counted on
+its own line. Counts only ever leave this module, never IDs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, atomic_outputs
+
+# ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
+SQC_FIELDS = {
+    "het.missing.outliers": (19, 0),
+    "putative.sex.chromosome.aneuploidy": (20, 0),
+    "excess.relatives": (23, 0),
+    "in.white.British.ancestry.subset": (24, 1),
+}
+ID_COLUMNS = ("eid", "IID", "iid", "#IID")
+
+
+def _flag_column(values: pd.Series, path: Path, column_label: str, line_offset: int) -> np.ndarray:
+    """Parse a 0/1 column; raise naming the first bad line and the column."""
+    text = values.astype(str).str.strip()
+    ok = text.isin(["0", "1"])
+    if not ok.all():
+        i = int(np.flatnonzero(~ok.to_numpy())[0])
+        raise CmixError(f"{path}, line {i + 1 + line_offset}, {column_label}: expected 0 or 1, "
+                        f"found {text.iloc[i]!r}")
+    return (text == "1").to_numpy()
+
+
+def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
+                   headerless: bool | None = None) -> pd.DataFrame:
+    """Read a sample QC table aligned to ``fam``: bool columns named as SQC_FIELDS plus
+    ``in_table`` (False for .fam samples a tidy table does not list). One row per .fam row.
+
+    headerless: True for ukb_sqc_v2.txt, False for a tidy table, None = detect (a first
+    line containing ``het.missing.outliers`` means a header).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (sample QC table)")
+    if headerless is None:
+        with open(path) as fh:
+            first = fh.readline()
+        headerless = "het.missing.outliers" not in first
+    if headerless:
+        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, na_filter=False)
+        need = max(c for c, _ in SQC_FIELDS.values())
+        if raw.shape[1] < need:
+            raise CmixError(f"{path}: headerless ukb_sqc_v2-style table needs at least {need} "
+                            f"columns (UK Biobank's has 68), found {raw.shape[1]}")
+        if len(raw) != len(fam):
+            raise CmixError(f"{path}: {len(raw)} lines, but the .fam has {len(fam)} samples; "
+                            "a headerless ukb_sqc_v2 table must have one line per .fam line, "
+                            "in .fam order")
+        out = pd.DataFrame({name: _flag_column(raw[col - 1], path, f"column {col} ({name})", 0)
+                            for name, (col, _) in SQC_FIELDS.items()})
+        out["in_table"] = True
+        return out
+    tidy = pd.read_csv(path, sep=None, engine="python", dtype=str, na_filter=False)
+    id_col = next((c for c in ID_COLUMNS if c in tidy.columns), None)
+    if id_col is None:
+        raise CmixError(f"{path}: no sample ID column; expected one named "
+                        f"{' or '.join(ID_COLUMNS)}")
+    missing = [c for c in SQC_FIELDS if c not in tidy.columns]
+    if missing:
+        raise CmixError(f"{path}: missing column(s) {', '.join(missing)}")
+    dup = tidy[id_col].duplicated()
+    if dup.any():
+        raise CmixError(f"{path}, line {int(np.flatnonzero(dup.to_numpy())[0]) + 2}: "
+                        "duplicate sample ID (each sample must appear once)")
+    flags = pd.DataFrame({name: _flag_column(tidy[name], path, f"column {name}", 1)
+                          for name in SQC_FIELDS}, index=tidy[id_col].to_numpy())
+    pos = pd.Index(flags.index).get_indexer(fam["iid"])
+    out = pd.DataFrame({name: np.where(pos >= 0, flags[name].to_numpy()[pos], False)
+                        for name in SQC_FIELDS})
+    out["in.white.British.ancestry.subset"] &= pos >= 0
+    out["in_table"] = pos >= 0
+    return out
+
+
+def read_withdrawn(path: str | os.PathLike) -> set[str]:
+    """IDs of withdrawn participants: one per line (first field), blank lines skipped."""
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (withdrawn participants list)")
+    with open(path) as fh:
+        return {line.split()[0] for line in fh if line.strip()}
+
+
+def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,
+                   withdrawn: set[str] | None = None, ancestry: bool = True
+                   ) -> tuple[np.ndarray, pd.DataFrame]:
+    """Apply the filters in order. Returns (kept indices into fam (sorted), filters table
+    with columns filter, n_removed, n_remaining; the first row is the .fam itself)."""
+    keep = np.ones(len(fam), bool)
+    rows = [("fam", 0, len(fam))]
+
+    def apply(name: str, remove: np.ndarray) -> None:
+        removed = keep & remove
+        keep[removed] = False
+        rows.append((name, int(removed.sum()), int(keep.sum())))
+
+    if withdrawn is not None:
+        apply("withdrawn", fam["iid"].isin(withdrawn).to_numpy())
+    if sqc is not None:
+        if not sqc["in_table"].all():
+            apply("not_in_sample_qc_table", ~sqc["in_table"].to_numpy())
+        for name, (_, want) in SQC_FIELDS.items():
+            if name == "in.white.British.ancestry.subset" and not ancestry:
+                continue
+            apply(name, sqc[name].to_numpy() != bool(want))
+    return np.flatnonzero(keep), pd.DataFrame(rows, columns=["filter", "n_removed", "n_remaining"])
+
+
+def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
+                headerless: bool | None = None, ancestry: bool = True) -> pd.DataFrame:
+    """Read inputs, filter, write ``O.keep`` (#FID IID) and ``O.filters.tsv`` together."""
+    from .io import log
+    from .plink import read_fam
+
+    fam = read_fam(fam_path)
+    sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None
+    withdrawn = read_withdrawn(withdrawn_path) if withdrawn_path else None
+    idx, table = sample_filters(fam, sqc, withdrawn, ancestry)
+    if len(idx) == 0:
+        raise CmixError("no samples remain after the sample filters "
+                        f"({'; '.join(f'{r.filter}: -{r.n_removed}' for r in table.itertuples())})")
+    out_prefix = Path(out_prefix)
+    keep_path = out_prefix.with_name(out_prefix.name + ".keep")
+    table_path = out_prefix.with_name(out_prefix.name + ".filters.tsv")
+    with atomic_outputs(keep_path, table_path) as (tmp_keep, tmp_table):
+        sub = fam.iloc[idx]
+        with open(tmp_keep, "w") as fh:
+            fh.write("#FID\tIID\n")
+            fh.write("".join(f"{a}\t{b}\n" for a, b in zip(sub["fid"], sub["iid"])))
+        table.to_csv(tmp_table, sep="\t", index=False)
+    for r in table.itertuples():
+        log(f"samples: {r.filter}: removed {r.n_removed}, {r.n_remaining} remain")
+    return table
