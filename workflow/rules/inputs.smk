@@ -1,0 +1,23 @@
+# The demo's cohort: simulated when the config has a `simulate` section.
+if SIMULATED:
+
+    rule simulate:
+        output:
+            bfile_files(f"{OUT}/cohort/genotypes"),
+            f"{OUT}/cohort/sample_qc.tsv",
+            f"{OUT}/cohort/withdrawn.txt",
+            f"{OUT}/cohort/kinship.dat",
+            f"{OUT}/cohort/phenotypes.tsv",
+            expand(f"{OUT}/cohort/sumstats/{{trait}}.txt.gz", trait=TRAITS),
+        params:
+            out=f"{OUT}/cohort",
+            n_samples=config["simulate"]["n_samples"],
+            n_variants=config["simulate"]["n_variants"],
+            seed=config["simulate"]["seed"],
+        log:
+            f"{OUT}/logs/simulate.log",
+        benchmark:
+            f"{OUT}/benchmarks/simulate.tsv"
+        shell:
+            "cmix simulate --out {params.out} --n-samples {params.n_samples} "
+            "--n-variants {params.n_variants} --seed {params.seed} 2> {log}"

@@ -1,0 +1,72 @@
+# Sample filters -> variant QC on kept samples -> unrelated set.
+
+
+rule sample_filters:
+    input:
+        fam=input_path("bfile") + ".fam",
+        sqc=input_path("sample_qc"),
+        withdrawn=input_path("withdrawn"),
+    output:
+        keep=f"{OUT}/qc/samples.keep",
+        table=f"{OUT}/qc/samples.filters.tsv",
+    params:
+        out=f"{OUT}/qc/samples",
+        extra=config["sample_qc"].get("extra", ""),
+    log:
+        f"{OUT}/logs/sample_filters.log",
+    benchmark:
+        f"{OUT}/benchmarks/sample_filters.tsv"
+    shell:
+        "cmix samples --fam {input.fam} --sqc {input.sqc} --withdrawn {input.withdrawn} "
+        "{params.extra} --out {params.out} 2> {log}"
+
+
+rule variant_qc:
+    input:
+        bfile_files(input_path("bfile")),
+        keep=f"{OUT}/qc/samples.keep",
+    output:
+        snplist=f"{OUT}/qc/variants.snplist",
+        table=f"{OUT}/qc/variants.vqc.tsv",
+    params:
+        bfile=input_path("bfile"),
+        out=f"{OUT}/qc/variants",
+        maf=config["variant_qc"]["maf"],
+        hwe=config["variant_qc"]["hwe"],
+        geno=config["variant_qc"]["geno"],
+    threads: 2
+    log:
+        f"{OUT}/logs/variant_qc.log",
+    benchmark:
+        f"{OUT}/benchmarks/variant_qc.tsv"
+    shell:
+        "cmix qc --bfile {params.bfile} --keep {input.keep} --maf {params.maf} "
+        "--hwe {params.hwe} --geno {params.geno} --threads {threads} --out {params.out} 2> {log}"
+
+
+rule unrelated:
+    input:
+        bfile_files(input_path("bfile")),
+        keep=f"{OUT}/qc/samples.keep",
+        snplist=f"{OUT}/qc/variants.snplist",
+        kinship=input_path("kinship") if input_path("kinship") else [],
+    output:
+        keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
+        out=f"{OUT}/qc/unrelated.king.cutoff.out.id",
+    params:
+        bfile=input_path("bfile"),
+        out=f"{OUT}/qc/unrelated",
+        cutoff=config["relatedness"]["cutoff"],
+        source=lambda wc, input: (
+            f"--kinship {input.kinship}"
+            if input.kinship
+            else f"--bfile {input_path('bfile')} --extract {input.snplist}"
+        ),
+    threads: 2
+    log:
+        f"{OUT}/logs/unrelated.log",
+    benchmark:
+        f"{OUT}/benchmarks/unrelated.tsv"
+    shell:
+        "cmix unrelated {params.source} --keep {input.keep} --cutoff {params.cutoff} "
+        "--out {params.out} 2> {log}"
