@@ -24,7 +24,9 @@ def fail(msg):
 def check_config():
     """Problems a user must fix before any job runs (the schema catches types and keys)."""
     if not SIMULATED:
-        inputs = config.get("inputs") or fail("'inputs' is required when 'simulate' is absent")
+        inputs = config.get("inputs") or fail(
+            "'inputs' is required when 'simulate' is absent"
+        )
         for key in ("bfile", "sample_qc", "withdrawn", "phenotypes"):
             if key not in inputs:
                 fail(f"inputs.{key} is required")
@@ -37,7 +39,9 @@ def check_config():
         for trait in TRAITS:
             path = (inputs.get("sumstats") or {}).get(trait)
             if not path:
-                fail(f"inputs.sumstats.{trait}: no summary statistics for trait {trait!r}")
+                fail(
+                    f"inputs.sumstats.{trait}: no summary statistics for trait {trait!r}"
+                )
             if not os.path.exists(path):
                 fail(f"inputs.sumstats.{trait}: {path} not found")
         n_samples = sum(1 for _ in open(inputs["bfile"] + ".fam"))
@@ -46,8 +50,10 @@ def check_config():
     test_fraction = config["split"]["test_fraction"]
     largest = max(BUDGETS)
     if largest > (1 - test_fraction) * n_samples:
-        fail(f"budgets: {largest} labeled samples asked for, but the cohort has only "
-             f"{n_samples} samples ({(1 - test_fraction) * n_samples:.0f} in training splits)")
+        fail(
+            f"budgets: {largest} labeled samples asked for, but the cohort has only "
+            f"{n_samples} samples ({(1 - test_fraction) * n_samples:.0f} in training splits)"
+        )
 
 
 check_config()
@@ -83,7 +89,7 @@ def run_dir(trait="{trait}", method="{method}", budget="{budget}", seed="{seed}"
 
 def final_outputs():
     return expand(
-        run_dir() + "/metrics.json",
+        f"{run_dir()}/metrics.json",
         trait=TRAITS,
         method=METHODS,
         budget=BUDGETS,

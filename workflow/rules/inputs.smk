@@ -9,15 +9,17 @@ if SIMULATED:
             f"{OUT}/cohort/kinship.dat",
             f"{OUT}/cohort/phenotypes.tsv",
             expand(f"{OUT}/cohort/sumstats/{{trait}}.txt.gz", trait=TRAITS),
-        params:
-            out=f"{OUT}/cohort",
-            n_samples=config["simulate"]["n_samples"],
-            n_variants=config["simulate"]["n_variants"],
-            seed=config["simulate"]["seed"],
         log:
             f"{OUT}/logs/simulate.log",
         benchmark:
             f"{OUT}/benchmarks/simulate.tsv"
+        conda:
+            "../envs/cmix.yaml"
+        params:
+            out=lambda wc, output: os.path.dirname(output[0]),
+            n_samples=config["simulate"]["n_samples"],
+            n_variants=config["simulate"]["n_variants"],
+            seed=config["simulate"]["seed"],
         shell:
             "cmix simulate --out {params.out} --n-samples {params.n_samples} "
             "--n-variants {params.n_variants} --seed {params.seed} 2> {log}"

@@ -9,13 +9,15 @@ rule sample_filters:
     output:
         keep=f"{OUT}/qc/samples.keep",
         table=f"{OUT}/qc/samples.filters.tsv",
-    params:
-        out=f"{OUT}/qc/samples",
-        extra=config["sample_qc"].get("extra", ""),
     log:
         f"{OUT}/logs/sample_filters.log",
     benchmark:
         f"{OUT}/benchmarks/sample_filters.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    params:
+        out=lambda wc, output: output.keep[: -len(".keep")],
+        extra=config["sample_qc"].get("extra", ""),
     shell:
         "cmix samples --fam {input.fam} --sqc {input.sqc} --withdrawn {input.withdrawn} "
         "{params.extra} --out {params.out} 2> {log}"
@@ -28,17 +30,19 @@ rule variant_qc:
     output:
         snplist=f"{OUT}/qc/variants.snplist",
         table=f"{OUT}/qc/variants.vqc.tsv",
-    params:
-        bfile=input_path("bfile"),
-        out=f"{OUT}/qc/variants",
-        maf=config["variant_qc"]["maf"],
-        hwe=config["variant_qc"]["hwe"],
-        geno=config["variant_qc"]["geno"],
-    threads: 2
     log:
         f"{OUT}/logs/variant_qc.log",
     benchmark:
         f"{OUT}/benchmarks/variant_qc.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        bfile=lambda wc, input: input[0][: -len(".bed")],
+        out=lambda wc, output: output.snplist[: -len(".snplist")],
+        maf=config["variant_qc"]["maf"],
+        hwe=config["variant_qc"]["hwe"],
+        geno=config["variant_qc"]["geno"],
     shell:
         "cmix qc --bfile {params.bfile} --keep {input.keep} --maf {params.maf} "
         "--hwe {params.hwe} --geno {params.geno} --threads {threads} --out {params.out} 2> {log}"
@@ -53,20 +57,22 @@ rule unrelated:
     output:
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         out=f"{OUT}/qc/unrelated.king.cutoff.out.id",
-    params:
-        bfile=input_path("bfile"),
-        out=f"{OUT}/qc/unrelated",
-        cutoff=config["relatedness"]["cutoff"],
-        source=lambda wc, input: (
-            f"--kinship {input.kinship}"
-            if input.kinship
-            else f"--bfile {input_path('bfile')} --extract {input.snplist}"
-        ),
-    threads: 2
     log:
         f"{OUT}/logs/unrelated.log",
     benchmark:
         f"{OUT}/benchmarks/unrelated.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        bfile=lambda wc, input: input[0][: -len(".bed")],
+        out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
+        cutoff=config["relatedness"]["cutoff"],
+        source=lambda wc, input: (
+            f"--kinship {input.kinship}"
+            if input.kinship
+            else f"--bfile {input[0][: -len('.bed')]} --extract {input.snplist}"
+        ),
     shell:
         "cmix unrelated {params.source} --keep {input.keep} --cutoff {params.cutoff} "
         "--out {params.out} 2> {log}"

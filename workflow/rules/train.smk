@@ -4,15 +4,14 @@
 rule train_config:
     output:
         f"{OUT}/train_config.json",
-    params:
-        cfg=json.dumps(config.get("train", {}).get("config", {}), sort_keys=True),
     log:
         f"{OUT}/logs/train_config.log",
-    run:
-        from cmix.io import atomic_path
-
-        with atomic_path(output[0]) as tmp:
-            tmp.write_text(params.cfg + "\n")
+    conda:
+        "../envs/cmix.yaml"
+    params:
+        cfg=json.dumps(config.get("train", {}).get("config", {}), sort_keys=True),
+    shell:
+        "printf '%s\\n' {params.cfg:q} > {output} 2> {log}"
 
 
 rule train:
@@ -20,15 +19,17 @@ rule train:
         store=f"{OUT}/traits/{{trait}}.zarr",
         config=f"{OUT}/train_config.json",
     output:
-        run_dir() + "/metrics.json",
-    params:
-        out=run_dir(),
-        device=config.get("train", {}).get("device", "auto"),
-    threads: 2
+        f"{run_dir()}/metrics.json",
     log:
         f"{OUT}/logs/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.log",
     benchmark:
         f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        out=lambda wc, output: os.path.dirname(output[0]),
+        device=config.get("train", {}).get("device", "auto"),
     shell:
         "cmix train --store {input.store} --budget {wildcards.budget} --seed {wildcards.seed} "
         "--method {wildcards.method} --config {input.config} --device {params.device} "

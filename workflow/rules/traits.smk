@@ -8,13 +8,15 @@ rule select_snps:
         snplist=f"{OUT}/qc/variants.snplist",
     output:
         f"{OUT}/traits/{{trait}}.snps.tsv",
-    params:
-        bfile=input_path("bfile"),
-        top=config["selection"]["top"],
     log:
         f"{OUT}/logs/select_snps/{{trait}}.log",
     benchmark:
         f"{OUT}/benchmarks/select_snps/{{trait}}.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    params:
+        bfile=lambda wc, input: input[0][: -len(".bed")],
+        top=config["selection"]["top"],
     shell:
         "cmix select --sumstats {input.sumstats} --bfile {params.bfile} "
         "--extract {input.snplist} --top {params.top} --out {output} 2> {log}"
@@ -28,16 +30,18 @@ rule store:
         pheno=input_path("phenotypes"),
     output:
         directory(f"{OUT}/traits/{{trait}}.zarr"),
-    params:
-        bfile=input_path("bfile"),
-        trait_config=lambda wc: json.dumps(config["traits"][wc.trait]),
-        test_fraction=config["split"]["test_fraction"],
-        split_seed=config["split"]["seed"],
-    threads: 2
     log:
         f"{OUT}/logs/store/{{trait}}.log",
     benchmark:
         f"{OUT}/benchmarks/store/{{trait}}.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        bfile=lambda wc, input: input[0][: -len(".bed")],
+        trait_config=lambda wc: json.dumps(config["traits"][wc.trait]),
+        test_fraction=config["split"]["test_fraction"],
+        split_seed=config["split"]["seed"],
     shell:
         "cmix store --bfile {params.bfile} --keep {input.keep} --snps {input.snps} "
         "--pheno {input.pheno} --trait {wildcards.trait} --trait-config '{params.trait_config}' "
