@@ -1,0 +1,142 @@
+"""cmix.phenotypes: trait columns, UKB codings, binarising on the training split only,
+and the stratified test split. References: direct computations written in the tests."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cmix import phenotypes as ph
+from cmix.io import CmixError
+
+HAIR = {"field": 1747, "kind": "categorical",
+        "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}
+SMOKING = {"field": 20116, "kind": "categorical",
+           "classes": {"never": [0], "previous": [1], "current": [2]}}
+MPV_MEDIAN = {"field": 30100, "kind": "continuous", "binarise": "median"}
+MSCV_QUARTILES = {"field": 30270, "kind": "continuous", "binarise": {"quantiles": [0.25, 0.75]}}
+
+
+@pytest.fixture()
+def table(tmp_path):
+    rng = np.random.default_rng(5)
+    n = 1000
+    eid = np.arange(5_000_000, 5_000_000 + n).astype(str)
+    hair = rng.choice(["1", "2", "3", "4", "5", "6", "-1", "-3", ""], n)
+    smoke = rng.choice(["0", "1", "2", "-3", ""], n)
+    mpv = np.round(rng.normal(10, 1, n), 2).astype(str)
+    mpv[rng.random(n) < 0.05] = ""
+    mscv = np.round(rng.normal(80, 5, n), 2).astype(str)
+    df = pd.DataFrame({"eid": eid, "f.30100.0.0": mpv, "f.30270.0.0": mscv,
+                       "f.20116.0.0": smoke, "f.1747.0.0": hair})
+    path = tmp_path / "pheno.tsv"
+    df.to_csv(path, sep="\t", index=False)
+    return path, df
+
+
+def test_test_split_is_stratified_and_seeded():
+    rng = np.random.default_rng(0)
+    strata = rng.choice([0, 1, 2, 7], 1003, p=[0.6, 0.3, 0.07, 0.03])
+    split = ph.test_split(strata, 0.2, seed=4)
+    assert split.dtype == np.int8 and set(np.unique(split)) == {0, 1}
+    for s in np.unique(strata):
+        n = (strata == s).sum()
+        assert split[strata == s].sum() == int(round(n * 0.2))
+    assert np.array_equal(split, ph.test_split(strata, 0.2, seed=4))
+    assert not np.array_equal(split, ph.test_split(strata, 0.2, seed=5))
+    assert ph.test_split(strata, 0.0, seed=1).sum() == 0
+    with pytest.raises(CmixError):
+        ph.test_split(strata, 1.0, seed=1)
+
+
+@pytest.mark.parametrize("config,column", [(HAIR, "f.1747.0.0"), (SMOKING, "f.20116.0.0")])
+def test_categorical_labels_follow_ukb_codings(table, config, column):
+    path, df = table
+    pheno = ph.read_phenotypes(path)
+    ids = df.eid.to_numpy()[::-1]          # candidate order is kept, whatever the file's
+    res = ph.label_trait(pheno, "t", config, ids, test_fraction=0.25, seed=3, path=path)
+    code_to_class = {str(c): k for k, codes in enumerate(config["classes"].values())
+                     for c in codes}
+    raw = df.set_index("eid")[column].reindex(ids)
+    expected = [(i, code_to_class[v]) for i, v in enumerate(raw) if v in code_to_class]
+    assert list(res["keep"]) == [i for i, _ in expected]
+    assert list(res["label"]) == [k for _, k in expected]
+    assert res["class_names"] == list(config["classes"])
+    # the split is stratified by class
+    for k in range(len(config["classes"])):
+        n = int((res["label"] == k).sum())
+        assert int(res["split"][res["label"] == k].sum()) == int(round(n * 0.25))
+
+
+def test_median_split_uses_training_values_only(table):
+    path, df = table
+    pheno = ph.read_phenotypes(path)
+    ids = df.eid.to_numpy()
+    res = ph.label_trait(pheno, "mpv", MPV_MEDIAN, ids, 0.2, seed=1)
+    values = pd.to_numeric(df["f.30100.0.0"], errors="coerce").to_numpy()
+    has = np.flatnonzero(~np.isnan(values))
+    assert list(res["keep"]) == list(has)        # median split drops nobody with a value
+    train = values[has][res["split"] == 0]
+    median = np.median(train)
+    assert list(res["label"]) == list((values[has] > median).astype(int))
+    assert res["thresholds"][0] == median
+    # the threshold is not the median of all values (the test would see a leak)
+    assert np.median(values[has]) != median
+
+
+def test_quantile_split_drops_the_middle(table):
+    path, df = table
+    res = ph.label_trait(ph.read_phenotypes(path), "mscv", MSCV_QUARTILES,
+                         df.eid.to_numpy(), 0.2, seed=2)
+    values = pd.to_numeric(df["f.30270.0.0"]).to_numpy()
+    # the split was drawn over every sample with a value; recover the training rows
+    full_split = ph.test_split(ph.continuous_strata(values), 0.2, 2)
+    lo, hi = np.percentile(values[full_split == 0], [25, 75])
+    expected = np.flatnonzero((values <= lo) | (values >= hi))
+    assert list(res["keep"]) == list(expected)
+    assert list(res["label"]) == list((values[expected] >= hi).astype(int))
+    assert np.array_equal(res["split"], full_split[expected])
+    assert 0.45 < len(expected) / len(values) < 0.55
+
+
+@pytest.mark.parametrize("layout", ["ukbtools", "showcase_csv", "plain"])
+def test_column_layouts(tmp_path, layout):
+    values = ["9.1", "11.2", "", "10.5", "8.0", "12.5"]
+    ids = ["1", "2", "3", "4", "5", "6"]
+    if layout == "ukbtools":
+        pd.DataFrame({"eid": ids, "f.30100.0.0": values}).to_csv(tmp_path / "p", sep="\t",
+                                                                   index=False)
+        config = MPV_MEDIAN
+    elif layout == "showcase_csv":
+        pd.DataFrame({"eid": ids, "30100-0.0": values}).to_csv(tmp_path / "p", index=False)
+        config = MPV_MEDIAN
+    else:
+        pd.DataFrame({"IID": ids, "mpv": values}).to_csv(tmp_path / "p", sep=" ", index=False)
+        config = {"column": "mpv", "kind": "continuous", "binarise": {"threshold": 10}}
+    res = ph.label_trait(ph.read_phenotypes(tmp_path / "p"), "mpv", config, ids, 0.0, 0)
+    assert list(res["keep"]) == [0, 1, 3, 4, 5]
+    cut = 10.5 if layout != "plain" else 10     # median of the five values, or the threshold
+    assert list(res["label"]) == [int(float(values[i]) > cut) for i in res["keep"]]
+
+
+def test_bad_trait_inputs(table, tmp_path):
+    path, df = table
+    pheno = ph.read_phenotypes(path)
+    ids = df.eid.to_numpy()
+    with pytest.raises(CmixError, match=r"field 99999\) is absent .* f\.99999\.0\.0 or 99999-0\.0"):
+        ph.label_trait(pheno, "x", {"field": 99999, "kind": "continuous"}, ids, path=path)
+    single = {"field": 1747, "kind": "categorical", "classes": {"red": [2], "other": [77]}}
+    with pytest.raises(CmixError, match="1 class\\(es\\) with samples"):
+        ph.label_trait(pheno, "hair", single, ids, path=path)
+    with pytest.raises(CmixError, match="'kind'"):
+        ph.label_trait(pheno, "hair", {"field": 1747}, ids)
+    with pytest.raises(CmixError, match="code 3 is in classes"):
+        ph.label_trait(pheno, "hair", {"field": 1747, "kind": "categorical",
+                                       "classes": {"a": [3], "b": [3, 4]}}, ids)
+    dup = tmp_path / "dup.tsv"
+    pd.concat([df, df.iloc[[3]]]).to_csv(dup, sep="\t", index=False)
+    with pytest.raises(CmixError, match="same eid on lines 5 and 1002"):
+        ph.read_phenotypes(dup)
+    noid = tmp_path / "noid.tsv"
+    df.rename(columns={"eid": "person"}).to_csv(noid, sep="\t", index=False)
+    with pytest.raises(CmixError, match="no ID column"):
+        ph.read_phenotypes(noid)
