@@ -1,0 +1,660 @@
+"""Unrelated samples: kinship tables, KING-robust kinship from genotypes, plink2's pruning.
+
+Two routes lead to the same output, the samples to keep so that no two kept samples
+have kinship above a cutoff (plink2 ``--king-cutoff``):
+
+* a kinship table: UK Biobank's ``ukb_rel.dat`` (``ID1 ID2 HetHet IBS0 Kinship``) or a
+  ``plink2 --make-king-table`` ``.kin0`` file (:func:`read_kinship_table`);
+* KING-robust kinship computed from genotypes (:func:`king_robust`).
+
+KING-robust (Manichaikul et al. 2010; plink2's between-family estimator), over the
+autosomal variants called in both samples i and j:
+
+    phi_ij = 0.5 - (4 N_IBS0 + N_het_i,hom_j + N_hom_i,het_j) / (4 min(N_het_i, N_het_j))
+
+The numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts
+g in {0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and
+H the het indicators (samples x variants),
+
+    numerator = G2 C^T + C G2^T - 2 G G^T,   N_het_i = H C^T,   N_het_j = C H^T
+
+with G2 = G * G. Writing C = 1 - M (M: missing calls) turns the C products into
+per-sample totals minus products with the sparse M, so the only dense product is
+G G^T: one float32 matrix product per (sample block, sample block, variant block),
+exact because every partial sum is an integer below 2^24. The products run with torch
+on a GPU when there is one and on the CPU otherwise (same code). Pairs above the
+reporting threshold are then recounted exactly (NSNP, HETHET, IBS0) from the genotypes.
+
+plink2's pruning order (``KinshipPruneDestructive`` in plink2_matrix_calc.cc): while
+related pairs remain, if some sample has exactly one remaining relative, the first such
+sample in .fam order keeps its place and its relative is dropped; otherwise the first
+sample (in .fam order) with the most remaining relatives is dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import plink
+from .io import CmixError, atomic_outputs, log, progress
+
+#: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
+DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
+           ("second degree", 0.0884), ("third degree", 0.0442))
+#: pairs above this kinship are written to the .kin0 table (KING's "third degree")
+REPORT_MIN_KINSHIP = 0.0442
+DEFAULT_CUTOFF = 0.0884
+KIN0_COLUMNS = ["#FID1", "IID1", "FID2", "IID2", "NSNP", "HETHET", "IBS0", "KINSHIP"]
+# Variants per float32 product: partial sums stay exact integers below 2^24 (see
+# _accumulate_block: the packed correction term is at most (4 v + 1) (v + 1)).
+_MAX_VARIANT_BLOCK = 2040
+
+
+# ----------------------------------------------------------------------------- checks
+def check_cutoff(cutoff: float) -> float:
+    """A kinship cutoff must lie strictly between 0 and 0.5."""
+    try:
+        cutoff = float(cutoff)
+    except (TypeError, ValueError):
+        raise CmixError(f"--cutoff: expected a number between 0 and 0.5, got {cutoff!r}") from None
+    if not (0.0 < cutoff < 0.5) or math.isnan(cutoff):
+        raise CmixError(f"--cutoff {cutoff:g}: a kinship cutoff must lie strictly between 0 "
+                        "and 0.5 (0.0884 drops second-degree relatives and closer, 0.177 "
+                        "first-degree, 0.354 duplicates)")
+    return cutoff
+
+
+def autosomal(chrom: pd.Series) -> np.ndarray:
+    """Boolean mask of .bim chromosome codes 1-22 (also written chr1..chr22)."""
+    code = chrom.astype(str).str.replace(r"^chr", "", case=False, regex=True)
+    num = pd.to_numeric(code, errors="coerce")
+    return (num >= 1).to_numpy() & (num <= 22).to_numpy()
+
+
+def read_variant_ids(path) -> pd.Series:
+    """Variant IDs of a plink ``--extract`` list (.snplist): first field of each line."""
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (variant ID list for --extract)")
+    ids = []
+    with open(path) as fh:
+        for line in fh:
+            fields = line.split()
+            if fields:
+                ids.append(fields[0])
+    return pd.Series(ids, dtype=str)
+
+
+# ------------------------------------------------------------------------------ pruning
+def prune_king_cutoff(n_samples: int, idx_a: np.ndarray, idx_b: np.ndarray) -> np.ndarray:
+    """Choose the samples to drop so that no related pair remains, in plink2's order.
+
+    idx_a, idx_b: int arrays (n_pairs,) of sample positions (in .fam order, 0-based) of
+    the related pairs (kinship above the cutoff; order within a pair does not matter,
+    duplicates and self-pairs are ignored).
+    Returns bool (n_samples,): True for the samples to drop.
+
+    While pairs remain: if a sample has exactly one remaining relative, take the first
+    such sample (lowest position) and drop its relative; otherwise drop the first sample
+    with the most remaining relatives. Lazy heaps make it O(pairs log pairs).
+    """
+    idx_a = np.asarray(idx_a, dtype=np.int64)
+    idx_b = np.asarray(idx_b, dtype=np.int64)
+    removed = np.zeros(n_samples, dtype=bool)
+    keep = idx_a != idx_b
+    lo = np.minimum(idx_a[keep], idx_b[keep])
+    hi = np.maximum(idx_a[keep], idx_b[keep])
+    if len(lo) == 0:
+        return removed
+    edges = np.unique(np.stack([lo, hi], axis=1), axis=0)
+    neighbours: dict[int, set[int]] = {}
+    for a, b in edges.tolist():
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    degree = {v: len(s) for v, s in neighbours.items()}
+    degree_one = sorted(v for v, d in degree.items() if d == 1)      # a sorted list is a heap
+    by_degree = [(-d, v) for v, d in degree.items()]
+    heapq.heapify(by_degree)
+    n_active = len(degree)
+    while n_active:
+        while degree_one and degree[degree_one[0]] != 1:
+            heapq.heappop(degree_one)
+        if degree_one:
+            drop = next(iter(neighbours[degree_one[0]]))
+        else:
+            while True:
+                d, v = by_degree[0]
+                if degree[v] == -d and d != 0:
+                    break
+                heapq.heappop(by_degree)
+            drop = v
+        for u in neighbours[drop]:
+            neighbours[u].discard(drop)
+            degree[u] -= 1
+            if degree[u] == 0:
+                n_active -= 1
+            else:
+                heapq.heappush(by_degree, (-degree[u], u))
+                if degree[u] == 1:
+                    heapq.heappush(degree_one, u)
+        neighbours[drop] = set()
+        degree[drop] = 0
+        removed[drop] = True
+        n_active -= 1
+    return removed
+
+
+# ------------------------------------------------------------------------ kinship table
+_ID_COLUMNS = {  # normalised header name -> role
+    "ID1": "iid1", "IID1": "iid1", "ID2": "iid2", "IID2": "iid2",
+    "FID1": "fid1", "FID2": "fid2", "KINSHIP": "kinship", "NSNP": "nsnp",
+    "HETHET": "hethet", "IBS0": "ibs0",
+}
+
+
+def read_kinship_table(path) -> pd.DataFrame:
+    """Read a kinship table: UKB ``ukb_rel.dat`` or plink2 ``.kin0`` (whitespace separated).
+
+    Columns are found by header name (case-insensitive, leading ``#`` ignored):
+    ``ID1 ID2 ... Kinship`` (UK Biobank: IDs are eids, matched to the .fam IID) or
+    ``FID1 IID1 FID2 IID2 ... KINSHIP`` (plink2; ``IID1 IID2`` alone when there is no
+    FID). Returns a DataFrame with columns key1, key2 (str: ``FID<TAB>IID`` when the
+    table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
+    ``df.attrs["has_fid"]`` says which key form was used.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (kinship table)")
+    with open(path) as fh:
+        header = fh.readline().split()
+    if not header:
+        raise CmixError(f"{path}, line 1: empty file; expected a header such as "
+                        "'ID1 ID2 HetHet IBS0 Kinship' or plink2's '#FID1 IID1 FID2 IID2 "
+                        "NSNP HETHET IBS0 KINSHIP'")
+    names = [h.lstrip("#").upper() for h in header]
+    roles = {}
+    for col, name in enumerate(names):
+        role = _ID_COLUMNS.get(name)
+        if role and role not in roles:
+            roles[role] = col
+    missing = [r for r in ("iid1", "iid2", "kinship") if r not in roles]
+    has_fid = "fid1" in roles and "fid2" in roles
+    if missing or (("fid1" in roles) != ("fid2" in roles)):
+        raise CmixError(f"{path}, line 1: header {' '.join(header)!r} lacks the column(s) "
+                        f"{', '.join(missing) or 'FID1/FID2'}; expected 'ID1 ID2 HetHet IBS0 "
+                        "Kinship' (UK Biobank) or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 "
+                        "KINSHIP' (plink2 --make-king-table)")
+    try:
+        raw = pd.read_csv(path, sep=r"\s+", header=None, skiprows=1, names=range(len(header)),
+                          dtype=str, na_filter=False, engine="c", comment=None)
+    except pd.errors.EmptyDataError:
+        raw = pd.DataFrame({c: pd.Series(dtype=str) for c in range(len(header))})
+    except pd.errors.ParserError as err:
+        raise CmixError(f"{path}: expected {len(header)} whitespace-separated columns on every "
+                        f"line, as in the header; {err}") from None
+    short = raw[len(header) - 1].eq("").to_numpy() if len(raw) else np.zeros(0, bool)
+    if short.any():
+        line = int(np.flatnonzero(short)[0]) + 2
+        raise CmixError(f"{path}, line {line}: expected {len(header)} columns as in the "
+                        "header, found fewer")
+    out = pd.DataFrame(index=raw.index)
+    if has_fid:
+        out["key1"] = raw[roles["fid1"]] + "\t" + raw[roles["iid1"]]
+        out["key2"] = raw[roles["fid2"]] + "\t" + raw[roles["iid2"]]
+    else:
+        out["key1"] = raw[roles["iid1"]]
+        out["key2"] = raw[roles["iid2"]]
+    for role in ("kinship", "hethet", "ibs0", "nsnp"):
+        if role not in roles:
+            continue
+        values = pd.to_numeric(raw[roles[role]], errors="coerce")
+        bad = values.isna().to_numpy() & ~raw[roles[role]].str.lower().isin(["nan"]).to_numpy()
+        if role == "kinship" and bad.any():
+            line = int(np.flatnonzero(bad)[0]) + 2
+            raise CmixError(f"{path}, line {line}, column {roles[role] + 1} "
+                            f"({header[roles[role]]}): expected a number, found "
+                            f"{raw[roles[role]].iloc[line - 2]!r}")
+        out[role] = values.astype(np.float64)
+    out.attrs["has_fid"] = has_fid
+    return out
+
+
+def match_kinship_pairs(table: pd.DataFrame, fam: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Map a kinship table's pairs onto .fam positions.
+
+    Returns (pairs, n_unknown): pairs has columns idx1, idx2 (int64 positions in ``fam``)
+    plus the table's value columns, for the rows whose two IDs are both in ``fam``;
+    n_unknown counts rows naming an ID that is not.
+    """
+    if table.attrs.get("has_fid"):
+        keys = fam["fid"] + "\t" + fam["iid"]
+    else:
+        keys = fam["iid"]
+        if keys.duplicated().any():
+            raise CmixError("the kinship table identifies samples by IID only, but the "
+                            f"sample list has {int(keys.duplicated().sum())} repeated IIDs "
+                            "(different FIDs); use a table with FID columns")
+    index = pd.Index(keys.to_numpy())
+    p1 = index.get_indexer(table["key1"].to_numpy())
+    p2 = index.get_indexer(table["key2"].to_numpy())
+    known = (p1 >= 0) & (p2 >= 0)
+    pairs = table.loc[known].drop(columns=["key1", "key2"]).reset_index(drop=True)
+    pairs.insert(0, "idx1", p1[known].astype(np.int64))
+    pairs.insert(1, "idx2", p2[known].astype(np.int64))
+    return pairs, int((~known).sum())
+
+
+# ------------------------------------------------------------------- KING from genotypes
+def resolve_device(device: str = "auto"):
+    """'auto' -> CUDA when torch sees a GPU, else CPU; 'cuda' without a GPU is an error."""
+    import torch
+
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CmixError("--device cuda: torch sees no CUDA GPU here (use --device auto or cpu)")
+    if device not in ("cpu", "cuda"):
+        raise CmixError(f"--device {device}: expected auto, cpu or cuda")
+    return torch.device(device)
+
+
+@dataclass
+class _Tile:
+    a0: int
+    a1: int
+    b0: int
+    b1: int
+    acc: dict = field(default_factory=dict)
+
+
+def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
+                min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 2048,
+                variant_block: int = _MAX_VARIANT_BLOCK, device: str = "auto",
+                max_memory_bytes: int = 2 << 30) -> pd.DataFrame:
+    """KING-robust kinship of all pairs of the selected samples, over autosomal variants.
+
+    bf: an opened .bed trio. variant_idx: int positions in the .bim to use (default all;
+    non-autosomal ones are dropped, as plink2 does). sample_idx: sorted int positions in
+    the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
+    block_size: samples per tile edge; variant_block: variants per product (<= 2040).
+    max_memory_bytes bounds the accumulators held at once (tiles are done in passes).
+
+    Returns a DataFrame, one row per kept pair in plink2's .kin0 order (by the later
+    sample, then the earlier): idx1 (later .fam position), idx2 (earlier), nsnp, hethet,
+    ibs0, het1_hom2, het2_hom1 (int64 counts over jointly called variants), kinship.
+    """
+    import torch
+
+    dev = resolve_device(device)
+    variant_idx = np.arange(bf.n_variants) if variant_idx is None else np.asarray(variant_idx)
+    variant_idx = np.sort(variant_idx[autosomal(bf.bim["chrom"].iloc[variant_idx])])
+    sample_idx = np.arange(bf.n_samples) if sample_idx is None else np.sort(np.asarray(sample_idx))
+    n, n_var = len(sample_idx), len(variant_idx)
+    empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in
+                          ("idx1", "idx2", "nsnp", "hethet", "ibs0", "het1_hom2", "het2_hom1")})
+    empty["kinship"] = pd.Series(dtype=np.float64)
+    if n < 2 or n_var == 0:
+        return empty
+    variant_block = int(min(max(1, variant_block), _MAX_VARIANT_BLOCK))
+    block_size = int(max(1, block_size))
+    edges = list(range(0, n, block_size)) + [n]
+    tiles = [(edges[a], edges[a + 1], edges[b], edges[b + 1])
+             for a in range(len(edges) - 1) for b in range(a, len(edges) - 1)]
+    # four float32 accumulators per pair in a tile
+    passes, cur, cur_bytes = [], [], 0
+    for t in tiles:
+        size = 16 * (t[1] - t[0]) * (t[3] - t[2])
+        if cur and cur_bytes + size > max_memory_bytes:
+            passes.append(cur)
+            cur, cur_bytes = [], 0
+        cur.append(_Tile(*t))
+        cur_bytes += size
+    passes.append(cur)
+
+    blocks = list(plink.variant_blocks(n_var, variant_block))
+    sq_total = torch.zeros(n, dtype=torch.float64, device=dev)    # sum of g^2 over called
+    het_total = torch.zeros(n, dtype=torch.float64, device=dev)   # hets over called
+    found1, found2, found_k = [], [], []
+    bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
+    for pass_no, tiles_now in enumerate(passes):
+        for t in tiles_now:
+            shape = (t.a1 - t.a0, t.b1 - t.b0)
+            t.acc = {k: torch.zeros(shape, dtype=torch.float32, device=dev)
+                     for k in ("gg", "sq_miss", "het_miss", "miss_het")}
+        rows_needed = sorted({(t.a0, t.a1) for t in tiles_now} | {(t.b0, t.b1) for t in tiles_now})
+        lo = min(r[0] for r in rows_needed)
+        for v0, v1 in blocks:
+            geno = plink.read_genotypes(bf, variant_idx[v0:v1], sample_idx[lo:] if lo else sample_idx)
+            g = torch.from_numpy(np.ascontiguousarray(geno.T)).to(dev)     # (n - lo, v) int8
+            _accumulate_block(g, lo, tiles_now, rows_needed, v1 - v0,
+                              sq_total if pass_no == 0 else None,
+                              het_total if pass_no == 0 else None)
+            bar.update(1)
+        for t in tiles_now:
+            k1, k2, kin = _tile_kinship(t, sq_total, het_total, min_kinship)
+            found1.append(k1)
+            found2.append(k2)
+            found_k.append(kin)
+            t.acc = {}
+    bar.close()
+    pos_i = np.concatenate(found1) if found1 else np.zeros(0, np.int64)
+    pos_j = np.concatenate(found2) if found2 else np.zeros(0, np.int64)
+    if len(pos_i) == 0:
+        return empty
+    # exact counts for the kept pairs, in .kin0 order (later sample first)
+    order = np.lexsort((pos_i, pos_j))
+    later, earlier = pos_j[order], pos_i[order]
+    counts = pair_counts(bf, variant_idx, sample_idx, later, earlier, block=variant_block * 4)
+    fast = np.concatenate(found_k)[order]
+    if not np.allclose(fast, counts["kinship"].to_numpy(), rtol=0, atol=1e-9, equal_nan=True):
+        raise RuntimeError("KING-robust: blocked products and exact pair counts disagree "
+                           "(internal error; please report)")
+    counts.insert(0, "idx1", sample_idx[later].astype(np.int64))
+    counts.insert(1, "idx2", sample_idx[earlier].astype(np.int64))
+    if min_kinship is not None:
+        counts = counts[counts["kinship"] > min_kinship].reset_index(drop=True)
+    return counts
+
+
+def _accumulate_block(g, lo: int, tiles, rows_needed, n_block: int, sq_total, het_total) -> None:
+    """Add one variant block's products to every tile's accumulators.
+
+    g: int8 tensor (n_samples - lo, n_block) of A1 counts, -1 missing, for the samples
+    from position ``lo`` on. Per tile (rows a, columns b):
+      gg       += G_a G_b^T                       (sum of g_i g_j, jointly called)
+      sq_miss  += G2_a M_b^T + M_a G2_b^T         (g^2 of one where the other is missing)
+      het_miss += H_a M_b^T,  miss_het += M_a H_b^T
+    The two M products are packed into one sparse product each as G2 + s H with
+    s = 4 n_block + 1, so each stays an exact float32 integer below 2^24.
+    """
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    called = g >= 0
+    gf = torch.where(called, g, torch.zeros_like(g)).to(torch.float32)
+    het = (g == 1).to(torch.float32)
+    if sq_total is not None:
+        sq_total[lo:] += (gf * gf).sum(1, dtype=torch.float64)
+        het_total[lo:] += het.sum(1, dtype=torch.float64)
+    missing = ~called
+    any_missing = bool(missing.any())
+    scale = float(4 * n_block + 1)
+    packed = gf * gf + scale * het if any_missing else None
+    parts = {}
+    for r0, r1 in rows_needed:
+        part = {"g": gf[r0 - lo:r1 - lo]}
+        if any_missing:
+            m = missing[r0 - lo:r1 - lo]
+            part["packed_t"] = packed[r0 - lo:r1 - lo].T.contiguous()        # (v, rows)
+            part["miss"] = m.to(torch.float32).to_sparse_csr() if bool(m.any()) else None
+        parts[(r0, r1)] = part
+    for t in tiles:
+        pa, pb = parts[(t.a0, t.a1)], parts[(t.b0, t.b1)]
+        t.acc["gg"] += pa["g"] @ pb["g"].T
+        if not any_missing:
+            continue
+        if pb["miss"] is not None:       # (G2 + s H)_a M_b^T
+            prod = (pb["miss"] @ pa["packed_t"]).T.to(torch.float64)
+            n_het = torch.floor(prod / scale)
+            t.acc["sq_miss"] += (prod - scale * n_het).to(torch.float32)
+            t.acc["het_miss"] += n_het.to(torch.float32)
+        if pa["miss"] is not None:       # M_a (G2 + s H)_b^T
+            prod = (pa["miss"] @ pb["packed_t"]).to(torch.float64)
+            n_het = torch.floor(prod / scale)
+            t.acc["sq_miss"] += (prod - scale * n_het).to(torch.float32)
+            t.acc["miss_het"] += n_het.to(torch.float32)
+
+
+def _tile_kinship(t: _Tile, sq_total, het_total, min_kinship):
+    """Kinship of a tile's pairs (i < j) from its accumulators; keep those above min."""
+    import torch
+
+    acc = {k: v.to(torch.float64) for k, v in t.acc.items()}
+    sq_a, sq_b = sq_total[t.a0:t.a1, None], sq_total[None, t.b0:t.b1]
+    het_a = het_total[t.a0:t.a1, None] - acc["het_miss"]
+    het_b = het_total[None, t.b0:t.b1] - acc["miss_het"]
+    numerator = sq_a + sq_b - acc["sq_miss"] - 2.0 * acc["gg"]
+    kinship = 0.5 - numerator / (4.0 * torch.minimum(het_a, het_b))
+    rows = torch.arange(t.a0, t.a1, device=kinship.device)[:, None]
+    cols = torch.arange(t.b0, t.b1, device=kinship.device)[None, :]
+    mask = cols > rows
+    if min_kinship is not None:
+        mask &= kinship > min_kinship
+    ii, jj = torch.nonzero(mask, as_tuple=True)
+    return ((ii + t.a0).cpu().numpy().astype(np.int64), (jj + t.b0).cpu().numpy().astype(np.int64),
+            kinship[ii, jj].cpu().numpy())
+
+
+def pair_counts(bf: plink.Bfile, variant_idx, sample_idx, pos1, pos2,
+                block: int = 8192) -> pd.DataFrame:
+    """Exact KING counts for given pairs, streaming variant blocks of the .bed.
+
+    pos1, pos2: positions within ``sample_idx`` of each pair's two samples.
+    Returns nsnp, hethet, ibs0, het1_hom2, het2_hom1 (int64, jointly called variants)
+    and kinship (float64, plink2's formula), one row per pair.
+    """
+    pos1, pos2 = np.asarray(pos1, np.int64), np.asarray(pos2, np.int64)
+    involved, inv = np.unique(np.concatenate([pos1, pos2]), return_inverse=True)
+    c1, c2 = inv[:len(pos1)], inv[len(pos1):]
+    n_pairs = len(pos1)
+    tot = np.zeros((5, n_pairs), dtype=np.int64)
+    pair_chunk = max(1, (1 << 24) // max(1, block))
+    for v0, v1 in plink.variant_blocks(len(variant_idx), block):
+        geno = plink.read_genotypes(bf, variant_idx[v0:v1], np.asarray(sample_idx)[involved])
+        for p0 in range(0, n_pairs, pair_chunk):
+            a = geno[:, c1[p0:p0 + pair_chunk]]
+            b = geno[:, c2[p0:p0 + pair_chunk]]
+            both = (a >= 0) & (b >= 0)
+            het_a, het_b = (a == 1) & both, (b == 1) & both
+            hom_a, hom_b = both & (a != 1), both & (b != 1)
+            sl = slice(p0, p0 + a.shape[1])
+            tot[0, sl] += both.sum(0)
+            tot[1, sl] += (het_a & het_b).sum(0)
+            tot[2, sl] += (hom_a & hom_b & (a != b)).sum(0)
+            tot[3, sl] += (het_a & hom_b).sum(0)
+            tot[4, sl] += (hom_a & het_b).sum(0)
+    out = pd.DataFrame(tot.T, columns=["nsnp", "hethet", "ibs0", "het1_hom2", "het2_hom1"])
+    out["kinship"] = king_kinship(out["ibs0"].to_numpy(), out["hethet"].to_numpy(),
+                                  out["het1_hom2"].to_numpy(), out["het2_hom1"].to_numpy())
+    return out
+
+
+def king_kinship(ibs0, hethet, het1_hom2, het2_hom1) -> np.ndarray:
+    """plink2's KING-robust kinship from jointly-called counts (NaN/-inf when no hets)."""
+    ibs0, hethet = np.asarray(ibs0, np.float64), np.asarray(hethet, np.float64)
+    h12, h21 = np.asarray(het1_hom2, np.float64), np.asarray(het2_hom1, np.float64)
+    smaller_het = hethet + np.minimum(h12, h21)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 0.5 - (4.0 * ibs0 + h12 + h21) / (4.0 * smaller_het)
+
+
+# ------------------------------------------------------------------------------- outputs
+def degree_counts(kinship: np.ndarray) -> dict[str, int]:
+    """Pairs per KING degree among kinship values (each pair counted in its own degree)."""
+    kinship = np.asarray(kinship, np.float64)
+    out, upper = {}, np.inf
+    for name, lower in DEGREES:
+        out[name] = int(((kinship > lower) & (kinship <= upper)).sum())
+        upper = lower
+    return out
+
+
+def _format_g(x: float) -> str:
+    return "nan" if x != x else f"{x:.6g}"
+
+
+def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.ndarray,
+                    related: pd.DataFrame, cutoff: float, *, kin0: pd.DataFrame | None = None,
+                    extra_summary: dict | None = None) -> dict:
+    """Prune and write ``out.king.cutoff.in.id``, ``.out.id``, ``.king.summary.tsv``
+    (and ``out.kin0`` when ``kin0`` is given), all atomically.
+
+    fam: the sample table (fid, iid) in .fam order; sample_idx: sorted positions of the
+    samples considered (the keep list); related: pairs among them with columns idx1,
+    idx2, kinship (kinship > REPORT_MIN_KINSHIP or more; only pairs > cutoff prune).
+    Returns the summary as a dict.
+    """
+    out = str(out)
+    sample_idx = np.sort(np.asarray(sample_idx, np.int64))
+    local = np.full(len(fam), -1, np.int64)
+    local[sample_idx] = np.arange(len(sample_idx))
+    above = related[related["kinship"].to_numpy() > cutoff]
+    drop_local = prune_king_cutoff(len(sample_idx), local[above["idx1"].to_numpy()],
+                                   local[above["idx2"].to_numpy()])
+    kept, dropped = sample_idx[~drop_local], sample_idx[drop_local]
+    related_samples = np.unique(np.concatenate([above["idx1"].to_numpy(), above["idx2"].to_numpy()]))
+    summary = {"samples_considered": len(sample_idx)}
+    summary.update(extra_summary or {})
+    reported = related[related["kinship"].to_numpy() > REPORT_MIN_KINSHIP]
+    for name, count in degree_counts(reported["kinship"].to_numpy()).items():
+        summary[f"pairs_{name.replace('/', '_').replace(' ', '_')}"] = count
+    summary.update({"kinship_cutoff": cutoff, "pairs_above_cutoff": len(above),
+                    "samples_with_relatives": len(related_samples),
+                    "samples_dropped": len(dropped), "samples_kept": len(kept)})
+    paths = [f"{out}.king.cutoff.in.id", f"{out}.king.cutoff.out.id", f"{out}.king.summary.tsv"]
+    if kin0 is not None:
+        paths.append(f"{out}.kin0")
+    with_fid = not (fam["fid"] == "0").all()
+    with atomic_outputs(*paths) as tmps:
+        _write_ids(tmps[0], fam, kept, with_fid)
+        _write_ids(tmps[1], fam, dropped, with_fid)
+        with open(tmps[2], "w") as fh:
+            fh.write("metric\tvalue\n")
+            for k, v in summary.items():
+                fh.write(f"{k}\t{v:g}\n" if isinstance(v, float) else f"{k}\t{v}\n")
+        if kin0 is not None:
+            _write_kin0(tmps[3], fam, kin0)
+    deg = ", ".join(f"{summary[k]} {k[6:].replace('_', ' ')}" for k in summary if k.startswith("pairs_")
+                    and k != "pairs_above_cutoff")
+    log(f"unrelated: {len(sample_idx)} samples considered; related pairs (kinship > 0.0442): "
+        f"{deg}; {len(above)} pairs > {cutoff:g} involve {len(related_samples)} samples; "
+        f"dropped {len(dropped)}, kept {len(kept)}")
+    return summary
+
+
+def _write_ids(path, fam: pd.DataFrame, idx: np.ndarray, with_fid: bool) -> None:
+    sub = fam.iloc[np.sort(idx)]
+    with open(path, "w") as fh:
+        if with_fid:
+            fh.write("#FID\tIID\n")
+            fh.writelines(f"{f}\t{i}\n" for f, i in zip(sub["fid"], sub["iid"]))
+        else:
+            fh.write("#IID\n")
+            fh.writelines(f"{i}\n" for i in sub["iid"])
+
+
+def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
+    fid, iid = fam["fid"].to_numpy(), fam["iid"].to_numpy()
+    with open(path, "w") as fh:
+        fh.write("\t".join(KIN0_COLUMNS) + "\n")
+        for r in pairs.itertuples(index=False):
+            nsnp = int(r.nsnp)
+            fh.write(f"{fid[r.idx1]}\t{iid[r.idx1]}\t{fid[r.idx2]}\t{iid[r.idx2]}\t{nsnp}\t"
+                     f"{_format_g(r.hethet / nsnp if nsnp else float('nan'))}\t"
+                     f"{_format_g(r.ibs0 / nsnp if nsnp else float('nan'))}\t"
+                     f"{_format_g(r.kinship)}\n")
+
+
+# ---------------------------------------------------------------------------- the routes
+def _sample_universe(bfile=None, fam_path=None, keep=None):
+    """(fam, sample_idx, n_keep_unknown): the sample table in .fam order and the kept positions."""
+    if bfile is not None:
+        fam = plink.open_bfile(bfile).fam
+    elif fam_path is not None:
+        fam = plink.read_fam(fam_path)
+    elif keep is not None:
+        fam = plink.read_sample_ids(keep)
+        dup = fam.duplicated()
+        if dup.any():
+            fam = fam[~dup].reset_index(drop=True)
+        return fam, np.arange(len(fam)), 0
+    else:
+        raise CmixError("the kinship-table route needs the samples: give --bfile, --fam or --keep")
+    if keep is None:
+        return fam, np.arange(len(fam)), 0
+    idx, n_unknown = plink.match_samples(plink.read_sample_ids(keep), fam, keep)
+    return fam, idx, n_unknown
+
+
+def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, bfile=None,
+                         fam_path=None, keep=None) -> dict:
+    """Table route: read ukb_rel.dat / .kin0, prune pairs > cutoff among kept samples, write.
+
+    Pairs naming an ID outside the sample table are counted and reported (never
+    listed); a table none of whose pairs match is an error (wrong ID columns).
+    """
+    cutoff = check_cutoff(cutoff)
+    fam, sample_idx, n_keep_unknown = _sample_universe(bfile, fam_path, keep)
+    table = read_kinship_table(kinship_path)
+    pairs, n_unknown = match_kinship_pairs(table, fam)
+    if len(table) and len(pairs) == 0:
+        raise CmixError(f"{kinship_path}: none of its {len(table)} pairs names two samples of "
+                        "the cohort; check that its IDs are the .fam IIDs (UK Biobank eids of "
+                        "the same application)")
+    in_keep = np.zeros(len(fam), bool)
+    in_keep[sample_idx] = True
+    inside = in_keep[pairs["idx1"].to_numpy()] & in_keep[pairs["idx2"].to_numpy()]
+    n_outside = int((~inside).sum())
+    if n_unknown:
+        log(f"unrelated: {n_unknown} of {len(table)} kinship-table pairs name a sample not in "
+            "the cohort; ignored")
+    if n_keep_unknown:
+        log(f"unrelated: {n_keep_unknown} IDs of the keep list are not in the cohort; ignored")
+    pairs = pairs[inside].reset_index(drop=True)
+    summary_extra = {"table_pairs": len(table), "table_pairs_unknown_ids": n_unknown,
+                     "table_pairs_outside_keep": n_outside}
+    return write_unrelated(out, fam, sample_idx, pairs, cutoff, extra_summary=summary_extra)
+
+
+def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extract=None,
+                             keep=None, device: str = "auto", block_size: int = 2048) -> dict:
+    """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
+    the .id files, the .kin0 of pairs > 0.0442 and the summary."""
+    cutoff = check_cutoff(cutoff)
+    bf = plink.open_bfile(bfile)
+    fam = bf.fam
+    sample_idx, n_keep_unknown = _keep_positions(fam, keep)
+    variant_idx = np.arange(bf.n_variants)
+    n_extract_unknown = 0
+    if extract is not None:
+        ids = read_variant_ids(extract)
+        pos = pd.Index(bf.bim["variant_id"]).get_indexer(ids)
+        n_extract_unknown = int((pos < 0).sum())
+        variant_idx = np.unique(pos[pos >= 0])
+        if len(ids) and len(variant_idx) == 0:
+            raise CmixError(f"{extract}: none of its {len(ids)} variant IDs is in {bf.prefix}.bim")
+    is_auto = autosomal(bf.bim["chrom"].iloc[variant_idx])
+    n_non_auto = int((~is_auto).sum())
+    variant_idx = variant_idx[is_auto]
+    if len(variant_idx) == 0:
+        raise CmixError(f"{bf.prefix}.bim: no autosomal variants (chromosomes 1-22) to compute "
+                        "kinship from")
+    if len(sample_idx) < 2:
+        raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
+                        f"{len(sample_idx)}")
+    dev = resolve_device(device)
+    log(f"unrelated: KING-robust over {len(variant_idx)} autosomal variants "
+        f"({n_non_auto} non-autosomal excluded"
+        + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
+        + f") and {len(sample_idx)} samples on {dev.type}")
+    if n_keep_unknown:
+        log(f"unrelated: {n_keep_unknown} IDs of the keep list are not in the .fam; ignored")
+    pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=REPORT_MIN_KINSHIP,
+                        block_size=block_size, device=device)
+    extra = {"variants_used": len(variant_idx), "variants_non_autosomal_excluded": n_non_auto}
+    return write_unrelated(out, fam, sample_idx, pairs, cutoff, kin0=pairs, extra_summary=extra)
+
+
+def _keep_positions(fam: pd.DataFrame, keep):
+    if keep is None:
+        return np.arange(len(fam)), 0
+    return plink.match_samples(plink.read_sample_ids(keep), fam, keep)
