@@ -5,6 +5,7 @@ import os
 OUT = f"results/{config['run_name']}"
 SIMULATED = "simulate" in config
 TRAITS = list(config["traits"])
+TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
@@ -23,6 +24,12 @@ def fail(msg):
 
 def check_config():
     """Problems a user must fix before any job runs (the schema catches types and keys)."""
+    for trait in TRAITS:
+        if trait not in TRAIT_DEFINITIONS:
+            fail(
+                f"traits: unknown trait {trait!r}; defined in trait_definitions: "
+                f"{', '.join(TRAIT_DEFINITIONS)}"
+            )
     if not SIMULATED:
         inputs = config.get("inputs") or fail(
             "'inputs' is required when 'simulate' is absent"

@@ -39,7 +39,7 @@ rule store:
     threads: 2
     params:
         bfile=lambda wc, input: input[0][: -len(".bed")],
-        trait_config=lambda wc: json.dumps(config["traits"][wc.trait]),
+        trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
     shell:

@@ -1,0 +1,117 @@
+"""The Snakemake workflow: lint, formatting, the SLURM plan, config errors, an end-to-end run."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cmix.simulate import simulate_cohort
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def snakemake(*args, cwd=REPO):
+    return subprocess.run(["snakemake", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_lint_and_format_are_clean():
+    res = snakemake("--lint")
+    assert res.returncode == 0, res.stdout + res.stderr
+    if shutil.which("snakefmt"):
+        res = subprocess.run(["snakefmt", "--check", "workflow/"], cwd=REPO, capture_output=True,
+                             text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.fixture(scope="module")
+def ukb_standin(tmp_path_factory):
+    """A tiny simulated cohort laid out like real inputs, and a config naming its paths."""
+    d = tmp_path_factory.mktemp("ukb")
+    simulate_cohort(d / "c", n_samples=300, n_variants=1000, n_discovery=500, seed=2)
+    cfg = yaml.safe_load((REPO / "config/ukb.yaml").read_text())
+    cfg["run_name"] = "ukbtiny"
+    c = d / "c"
+    cfg["inputs"] = {
+        "bfile": str(c / "genotypes"), "sample_qc": str(c / "sample_qc.tsv"),
+        "withdrawn": str(c / "withdrawn.txt"), "kinship": str(c / "kinship.dat"),
+        "phenotypes": str(c / "phenotypes.tsv"),
+        "sumstats": {t: str(c / f"sumstats/{t}.txt.gz") for t in cfg["traits"]},
+    }
+    cfg["budgets"] = [50, 100]
+    cfg["seeds"] = [1, 2]
+    path = d / "ukb.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, cfg
+
+
+def plan(output: str) -> list[dict]:
+    """Parse a dry run's jobs: rule name and resources per job."""
+    jobs = []
+    for block in re.split(r"\n(?=\[[^\]]*\]\n(?:local)?rule )|\n(?=(?:local)?rule )", output):
+        m = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if not m:
+            continue
+        res = re.search(r"^\s+resources: (.*)$", block, re.M)
+        resources = dict(kv.split("=", 1) for kv in res.group(1).split(", ")) if res else {}
+        jobs.append({"rule": m.group(1), "resources": resources})
+    return jobs
+
+
+def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
+    cfg_path, cfg = ukb_standin
+    res = snakemake("-n", "--profile", "profiles/slurm", "--configfile", str(cfg_path),
+                    "--directory", str(REPO))
+    assert res.returncode == 0, res.stdout + res.stderr
+    jobs = plan(res.stdout)
+    rules = [j["rule"] for j in jobs]
+    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2 * 2
+    assert rules.count("train") == n_train
+    assert "simulate" not in rules                      # real inputs: nothing simulated
+    for rule in ("sample_filters", "variant_qc", "unrelated"):
+        assert rules.count(rule) == 1
+    assert rules.count("select_snps") == rules.count("store") == len(cfg["traits"])
+    for job in jobs:
+        if job["rule"] == "all":
+            continue
+        r = job["resources"]
+        if job["rule"] == "train":
+            assert r.get("slurm_partition") == "gpu" and r.get("gpu") == "1", r
+        else:
+            assert r.get("slurm_partition") == "cpu" and "gpu" not in r, (job["rule"], r)
+
+
+def test_one_trait_by_config_alone(ukb_standin):
+    cfg_path, cfg = ukb_standin
+    res = snakemake("-n", "--cores", "1", "--configfile", str(cfg_path),
+                    "--config", 'traits=["hair_colour"]', "budgets=[50]")
+    assert res.returncode == 0, res.stderr
+    rules = [j["rule"] for j in plan(res.stdout)]
+    assert rules.count("train") == len(cfg["methods"]) * len(cfg["seeds"])
+    assert rules.count("store") == 1
+
+
+@pytest.mark.parametrize("override, message", [
+    (['traits=["eye_colour"]'], "traits: unknown trait 'eye_colour'"),
+    (["budgets=[100000]"], "budgets: 100000 labeled samples asked for"),
+    (["bogus_key=1"], "'bogus_key' was unexpected"),
+])
+def test_config_errors_fail_before_any_job(ukb_standin, tmp_path, override, message):
+    cfg_path, _ = ukb_standin
+    res = snakemake("--cores", "1", "--configfile", str(cfg_path), "--config", *override,
+                    "--directory", str(tmp_path))
+    assert res.returncode != 0
+    assert message in res.stdout + res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_missing_input_file_names_the_key(ukb_standin, tmp_path):
+    cfg_path, cfg = ukb_standin
+    cfg = dict(cfg, inputs=dict(cfg["inputs"], phenotypes=str(tmp_path / "nope.tsv")))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--cores", "1", "--configfile", str(bad))
+    assert res.returncode != 0
+    assert "inputs.phenotypes:" in res.stdout + res.stderr and "not found" in res.stdout + res.stderr
