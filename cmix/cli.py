@@ -315,9 +315,65 @@ def _run_qc(args):
                threads=args.threads)
 
 
+# ------------------------------------------------------------------------- unrelated
+def _add_unrelated(sub):
+    p = sub.add_parser(
+        "unrelated",
+        help="choose unrelated samples (plink2 --king-cutoff order) from a kinship table "
+             "or from KING-robust kinship computed on the genotypes",
+        description="Write OUT.king.cutoff.in.id / OUT.king.cutoff.out.id (plink2's format) "
+                    "and OUT.king.summary.tsv. Route 1: --kinship ukb_rel.dat (or a plink2 "
+                    ".kin0) with the samples from --bfile/--fam/--keep. Route 2: --bfile "
+                    "alone: KING-robust kinship over jointly called autosomal variants "
+                    "(torch, GPU when available), also writing OUT.kin0 (pairs > 0.0442).")
+    p.add_argument("--kinship", default=None,
+                   help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
+                        "or plink2 --make-king-table output (.kin0)")
+    p.add_argument("--bfile", default=None,
+                   help="PLINK .bed/.bim/.fam prefix: the genotypes (route 2) or, with "
+                        "--kinship, the sample list and its order")
+    p.add_argument("--fam", default=None, help="with --kinship: a .fam giving the samples")
+    p.add_argument("--extract", default=None,
+                   help="variant IDs to use (e.g. the QC's .snplist); default all autosomal")
+    p.add_argument("--keep", default=None, help="samples to consider (plink --keep format)")
+    p.add_argument("--cutoff", default="0.0884",
+                   help="drop one of each pair with kinship above this, in (0, 0.5) "
+                        "(default 0.0884: second-degree relatives and closer)")
+    p.add_argument("--out", required=True, help="output prefix")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where to compute KING (default auto: CUDA when torch sees a GPU)")
+    p.add_argument("--block-size", type=_positive_int, default=2048,
+                   help="samples per block of the kinship products (default 2048)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="CPU threads for torch (default: torch's default)")
+    p.set_defaults(func=_run_unrelated)
+
+
+def _run_unrelated(args):
+    from .io import CmixError
+    from .relatedness import unrelated_from_genotypes, unrelated_from_table
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.kinship is not None:
+        if args.extract is not None:
+            raise CmixError("--extract applies to kinship from genotypes; it cannot be used "
+                            "with --kinship")
+        unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
+                             fam_path=args.fam, keep=args.keep)
+    elif args.bfile is not None:
+        unrelated_from_genotypes(args.bfile, args.out, cutoff=args.cutoff, extract=args.extract,
+                                 keep=args.keep, device=args.device, block_size=args.block_size)
+    else:
+        raise CmixError("give --kinship TABLE (with --bfile, --fam or --keep for the samples) "
+                        "or --bfile PREFIX to compute kinship from genotypes")
+
+
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_train, _add_select, _add_store, _add_samples, _add_qc]
+_SUBCOMMANDS = [_add_simulate, _add_train, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
 
 
 def build_parser() -> argparse.ArgumentParser:
