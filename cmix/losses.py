@@ -30,7 +30,9 @@ def supcon_loss(z: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | N
         weights = torch.ones(n, device=z.device, dtype=z.dtype)
     if n < 2:
         return z.sum() * 0.0
-    sim = (z @ z.T).float() / tau
+    if z.dtype in (torch.float16, torch.bfloat16):
+        z = z.float()
+    sim = (z @ z.T) / tau
     eye = torch.eye(n, dtype=torch.bool, device=z.device)
     sim = sim.masked_fill(eye, float("-inf"))
     log_prob = sim - torch.logsumexp(sim, dim=1, keepdim=True)
@@ -41,7 +43,7 @@ def supcon_loss(z: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | N
         return z.sum() * 0.0
     pos_sum = torch.where(pos, log_prob, torch.zeros_like(log_prob)).sum(1)
     loss_i = -pos_sum[has] / n_pos[has]
-    w = weights[has].float()
+    w = weights[has].to(loss_i.dtype)
     return (w * loss_i).sum() / w.sum().clamp_min(1e-12)
 
 
@@ -51,16 +53,18 @@ def mix_partners(labels: torch.Tensor, generator: torch.Generator | None = None,
 
     within_class: a uniformly drawn OTHER row with the same label; rows whose class has
     no other row in the batch, and rows with label < 0 (no label), get -1.
-    Otherwise (random mixing): any other row of the batch.
+    Otherwise (random mixing, an ablation): any other (pseudo-)labeled row of the batch.
     """
     n = len(labels)
     device = labels.device
     partner = torch.full((n,), -1, dtype=torch.long)
     lab = labels.cpu()
     if not within_class:
-        if n >= 2:
-            off = torch.randint(1, n, (n,), generator=generator)
-            partner = (torch.arange(n) + off) % n
+        rows = torch.nonzero(lab >= 0).flatten()
+        m = len(rows)
+        if m >= 2:
+            off = torch.randint(1, m, (m,), generator=generator)
+            partner[rows] = rows[(torch.arange(m) + off) % m]
         return partner.to(device)
     for c in torch.unique(lab):
         if c < 0:
@@ -72,6 +76,14 @@ def mix_partners(labels: torch.Tensor, generator: torch.Generator | None = None,
         off = torch.randint(1, m, (m,), generator=generator)
         partner[rows] = rows[(torch.arange(m) + off) % m]
     return partner.to(device)
+
+
+def draw_mixup(labels: torch.Tensor, alpha: float, generator: torch.Generator | None = None,
+               within_class: bool = True):
+    """Partners (:func:`mix_partners`) and lambda ~ Uniform(0, alpha) per row, (N,) each."""
+    lam = torch.rand(len(labels), generator=generator) * alpha
+    partner = mix_partners(labels, generator, within_class)
+    return partner, lam.to(labels.device)
 
 
 def mix_rows(h: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor):

@@ -226,7 +226,7 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     positions (-1 = no pseudo-label). Returns mean losses."""
     import torch
 
-    from .losses import mix_partners, mix_rows, reconstruction_loss, supcon_loss
+    from .losses import draw_mixup, mix_rows, reconstruction_loss, supcon_loss
 
     gen, rng = _gen(seed, 1, epoch)
     model.train()
@@ -263,8 +263,7 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
             x = torch.cat([xl, xu])
             labels, weights = torch.cat([yl, yu]), torch.cat([wl, wu])
         t = int(torch.randint(0, T + 1, (1,), generator=gen))
-        lam = (torch.rand(len(x), generator=gen) * cfg["alpha"]).to(device)
-        partner = mix_partners(labels, gen, within_class=cfg["mix"] == "within_class")
+        partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class")
         with _amp(device):
             h = model.encoder.forward_to(model.embed(x), t)
             mixed, mrows = mix_rows(h, partner, lam)
@@ -672,6 +671,8 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         "store": str(Path(store_path).resolve().name),
     }
     state["stage"] = "done"
+    if cfg["pretrain"]:
+        state["model_after_predictor"] = model.state_dict()   # equals state["model"]: frozen
     _save_checkpoint(out_dir, state)
     with atomic_path(metrics_path) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")

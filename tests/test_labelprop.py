@@ -1,0 +1,76 @@
+"""Label propagation against a dense reference solve and on separable clusters."""
+
+import numpy as np
+import pytest
+
+from cmix.labelprop import knn_graph, label_propagation, propagate
+
+
+def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha):
+    """The whole computation with dense numpy matrices (fine for a few dozen nodes)."""
+    z = z / np.linalg.norm(z, axis=1, keepdims=True)
+    n = len(z)
+    s = z @ z.T
+    np.fill_diagonal(s, -np.inf)
+    g = np.zeros((n, n))
+    for i in range(n):
+        nn_i = np.argsort(-s[i], kind="stable")[:k]
+        g[i, nn_i] = np.clip(s[i, nn_i], 0, None) ** 3
+    w = g + g.T
+    np.fill_diagonal(w, 0)
+    d = w.sum(1)
+    a = w / np.sqrt(np.outer(d, d))
+    y = np.zeros((n, n_classes))
+    for c in range(n_classes):
+        members = labeled_pos[labeled_y == c]
+        y[members, c] = 1 / len(members)
+    f = np.linalg.solve(np.eye(n) - alpha * a, y)
+    f = np.clip(f, 0, None)
+    return w, f / f.sum(1, keepdims=True)
+
+
+def test_equals_dense_reference_solve():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(40, 6)) + 0.3
+    labeled_pos = np.array([0, 5, 9, 17, 30])
+    labeled_y = np.array([0, 1, 2, 1, 0])
+    w_ref, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=4, alpha=0.99)
+    w = knn_graph(z, k=4, block=7)                  # several blocks
+    np.testing.assert_allclose(w.toarray(), w_ref, rtol=1e-5, atol=1e-7)
+    res = propagate(w, labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12, maxiter=10000)
+    unl = np.setdiff1d(np.arange(40), labeled_pos)
+    np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
+    assert np.array_equal(res.pseudo_label[unl], p_ref[unl].argmax(1))
+    ent = -np.sum(np.where(p_ref > 0, p_ref * np.log(np.where(p_ref > 0, p_ref, 1)), 0), 1)
+    np.testing.assert_allclose(res.weight[unl], 1 - ent[unl] / np.log(3), atol=1e-5)
+    assert np.all(res.pseudo_label[labeled_pos] == labeled_y)
+    assert np.all(res.weight[labeled_pos] == 1)
+
+
+def test_two_separated_clusters_from_one_label_each():
+    rng = np.random.default_rng(1)
+    a = np.array([1.0, 0, 0, 0]) + rng.normal(scale=0.1, size=(150, 4))
+    b = np.array([0, 0, 1.0, 0]) + rng.normal(scale=0.1, size=(150, 4))
+    z = np.vstack([a, b])
+    truth = np.repeat([0, 1], 150)
+    res = label_propagation(z, np.array([3, 200]), np.array([0, 1]), 2, k=10, alpha=0.99,
+                            maxiter=200)
+    assert np.array_equal(res.pseudo_label, truth)
+    assert res.missing_classes == []
+    assert np.all(res.weight > 0.9)
+
+
+def test_class_without_labeled_row_is_reported_not_a_crash():
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(50, 5))
+    res = label_propagation(z, np.array([0, 1, 2]), np.array([0, 1, 0]), 3, k=5)
+    assert res.missing_classes == [2]
+    assert not np.any(res.pseudo_label == 2)
+    assert np.all(np.isfinite(res.prob)) and np.all(np.isfinite(res.weight))
+
+
+def test_block_size_does_not_change_the_graph():
+    z = np.random.default_rng(3).normal(size=(100, 8))
+    small, whole = knn_graph(z, k=3, block=9), knn_graph(z, k=3, block=4096)
+    assert np.array_equal(small.indptr, whole.indptr) and np.array_equal(small.indices, whole.indices)
+    np.testing.assert_allclose(small.data, whole.data, rtol=1e-5)
