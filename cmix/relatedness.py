@@ -523,10 +523,9 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
     paths = [f"{out}.king.cutoff.in.id", f"{out}.king.cutoff.out.id", f"{out}.king.summary.tsv"]
     if kin0 is not None:
         paths.append(f"{out}.kin0")
-    with_fid = not (fam["fid"] == "0").all()
     with atomic_outputs(*paths) as tmps:
-        _write_ids(tmps[0], fam, kept, with_fid)
-        _write_ids(tmps[1], fam, dropped, with_fid)
+        _write_ids(tmps[0], fam, kept)
+        _write_ids(tmps[1], fam, dropped)
         with open(tmps[2], "w") as fh:
             fh.write("metric\tvalue\n")
             for k, v in summary.items():
@@ -541,15 +540,12 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
     return summary
 
 
-def _write_ids(path, fam: pd.DataFrame, idx: np.ndarray, with_fid: bool) -> None:
+def _write_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
+    """plink2's .king.cutoff.{in,out}.id: '#FID<TAB>IID' header (even when FIDs are 0)."""
     sub = fam.iloc[np.sort(idx)]
     with open(path, "w") as fh:
-        if with_fid:
-            fh.write("#FID\tIID\n")
-            fh.writelines(f"{f}\t{i}\n" for f, i in zip(sub["fid"], sub["iid"]))
-        else:
-            fh.write("#IID\n")
-            fh.writelines(f"{i}\n" for i in sub["iid"])
+        fh.write("#FID\tIID\n")
+        fh.writelines(f"{f}\t{i}\n" for f, i in zip(sub["fid"], sub["iid"]))
 
 
 def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:

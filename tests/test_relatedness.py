@@ -1,0 +1,441 @@
+"""cmix unrelated against plink2 2.00a3.5 run on the same files.
+
+References: plink2 --make-king-table (kinship, NSNP, HETHET, IBS0 of every pair),
+plink2 --king-cutoff on the genotypes (the kept/dropped sets), plink2 --king-cutoff fed
+a triangular .king.bin we write (pruning order on arbitrary relatedness graphs), and a
+direct per-pair count in numpy (cmix.simulate.king_robust_pair). The cohorts are built
+here by inheritance (founder haplotypes, gametes with crossovers), so the relatives are
+known by construction.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cmix import plink, relatedness
+from cmix.cli import main
+from cmix.io import CmixError
+from cmix.simulate import king_robust_pair
+
+from conftest import requires_plink2
+
+pytestmark = [requires_plink2, pytest.mark.plink2]
+
+
+# ---------------------------------------------------------------------------- fixtures
+def make_family_cohort(prefix, seed=0, n_unrelated=120, n_variants=6000, missing_rate=0.01,
+                       n_x=20) -> np.ndarray:
+    """Write a cohort with planted relatives; returns each sample's label (.fam order).
+
+    Founders: haplotypes with allele frequencies uniform in 0.05-0.5 on two autosomes
+    (plus ``n_x`` chromosome-23 variants, which KING must ignore). Relatives: a
+    duplicate (0.3% discordant calls), a parent-offspring trio, full sibs, half sibs,
+    a nuclear family with three children (everyone related to 3-4 others), three
+    generations, first cousins (third degree), a path A-B-C-D of haplotype sharers and
+    a star (X shares half of each haplotype with four unrelated people). Calls are
+    missing at ``missing_rate`` and one sample misses 10% more. Sample order is shuffled.
+    """
+    rng = np.random.default_rng(seed)
+    half_a = n_variants // 2
+    chrom = np.r_[np.repeat(["1", "2"], [half_a, n_variants - half_a]), np.repeat("23", n_x)]
+    n_tot = len(chrom)
+    freq = rng.uniform(0.05, 0.5, n_tot)
+    bounds = [(0, half_a), (half_a, n_variants), (n_variants, n_tot)]
+
+    def founder():
+        return (rng.random((2, n_tot)) < freq).astype(np.int8)
+
+    def gamete(h):
+        out = np.empty(n_tot, np.int8)
+        for a, b in bounds:
+            cuts = np.sort(rng.integers(a + 1, b, rng.integers(1, 3))) if b - a > 2 else []
+            src, last = rng.integers(0, 2), a
+            for c in [*cuts, b]:
+                out[last:c] = h[src, last:c]
+                src, last = 1 - src, c
+        return out
+
+    def child(h1, h2):
+        return np.stack([gamete(h1), gamete(h2)])
+
+    people = []
+
+    def add(label, h):
+        people.append((label, h))
+        return h
+
+    for _ in range(n_unrelated):
+        add("unrelated", founder())
+    dup = add("dup1", founder())
+    add("dup2", dup.copy())
+    fa, mo = add("trio_father", founder()), add("trio_mother", founder())
+    add("trio_child", child(fa, mo))
+    p1, p2 = founder(), founder()
+    add("sib1", child(p1, p2))
+    add("sib2", child(p1, p2))
+    shared, q1, q2 = founder(), founder(), founder()
+    add("halfsib1", child(shared, q1))
+    add("halfsib2", child(shared, q2))
+    fa, mo = add("family_father", founder()), add("family_mother", founder())
+    for k in range(3):
+        add(f"family_child{k}", child(fa, mo))
+    grand = add("grandparent", founder())
+    parent = add("parent", child(grand, founder()))
+    add("grandchild", child(parent, founder()))
+    a, b = founder(), founder()
+    s1, s2 = child(a, b), child(a, b)
+    add("cousin1", child(s1, founder()))
+    add("cousin2", child(s2, founder()))
+    ha, hb, hc, hd, he = (founder()[0] for _ in range(5))
+    for label, pair in (("pathA", (ha, hb)), ("pathB", (hb, hc)), ("pathC", (hc, hd)),
+                        ("pathD", (hd, he))):
+        add(label, np.stack(pair))
+    x = add("starX", founder())
+    first_half = np.zeros(n_tot, bool)
+    for lo, hi in bounds:
+        first_half[lo:(lo + hi) // 2] = True
+    for hap in (0, 1):
+        for part in (first_half, ~first_half):
+            h = founder()
+            h[0, part] = x[hap, part]
+            add("starY", h)
+    labels = np.array([lab for lab, _ in people])
+    geno = np.stack([h.sum(0) for _, h in people], axis=1).astype(np.int8)
+    d2 = int(np.flatnonzero(labels == "dup2")[0])
+    flip = rng.random(n_tot) < 0.003
+    geno[flip, d2] = (geno[flip, d2] + 1) % 3
+    miss = rng.random(geno.shape) < missing_rate
+    miss[:, rng.integers(0, geno.shape[1])] |= rng.random(n_tot) < 0.1
+    geno[miss] = -1
+    order = rng.permutation(geno.shape[1])
+    geno, labels = geno[:, order], labels[order]
+    ids = (rng.choice(900_000, len(labels), replace=False) + 1_000_000).astype(str)
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": chrom, "variant_id": [f"v{i}" for i in range(n_tot)],
+                        "cm": 0.0, "pos": np.arange(n_tot) * 1000 + 1, "a1": "A", "a2": "G"})
+    plink.write_bfile(prefix, geno, fam, bim)
+    return labels
+
+
+def run_plink2(*args):
+    res = subprocess.run(["plink2", "--threads", "1", *map(str, args)], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def read_kin0(path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", dtype={"#FID1": str, "IID1": str, "FID2": str,
+                                              "IID2": str})
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """The family cohort, plus plink2's kinship table and --king-cutoff on it, with and
+    without a keep list (which drops one child of the family and 20 others)."""
+    d = tmp_path_factory.mktemp("families")
+    labels = make_family_cohort(d / "fam", seed=3)
+    bf = plink.open_bfile(d / "fam")
+    rng = np.random.default_rng(5)
+    drop = set(rng.choice(len(labels), 20, replace=False)) | {int(np.flatnonzero(
+        labels == "family_child1")[0])}
+    keep_idx = np.array([i for i in range(len(labels)) if i not in drop])
+    plink.write_sample_ids(d / "samples.keep", bf.fam, keep_idx)
+    run_plink2("--bfile", d / "fam", "--make-king-table", "--out", d / "p2all")
+    run_plink2("--bfile", d / "fam", "--make-king-table", "--king-table-filter", "0.0442",
+               "--out", d / "p2rep")
+    run_plink2("--bfile", d / "fam", "--king-cutoff", "0.0884", "--out", d / "p2cut")
+    run_plink2("--bfile", d / "fam", "--keep", d / "samples.keep", "--king-cutoff", "0.0884",
+               "--out", d / "p2cutkeep")
+    run_plink2("--bfile", d / "fam", "--keep", d / "samples.keep", "--make-king-table",
+               "--out", d / "p2allkeep")
+    return {"dir": d, "labels": labels, "bf": bf, "keep_idx": keep_idx}
+
+
+# ------------------------------------------------------------------- kinship values
+def _merge_with_plink2(pairs, bf, kin0):
+    pos = pd.Index(bf.fam["iid"])
+    kin0 = kin0.assign(i1=pos.get_indexer(kin0["IID1"]), i2=pos.get_indexer(kin0["IID2"]))
+    return pairs.merge(kin0, left_on=["idx1", "idx2"], right_on=["i1", "i2"], how="outer",
+                       indicator=True)
+
+
+def test_kinship_counts_match_plink2_all_pairs(families):
+    bf = families["bf"]
+    pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu")
+    kin0 = read_kin0(families["dir"] / "p2all.kin0")
+    n = bf.n_samples
+    assert len(pairs) == len(kin0) == n * (n - 1) // 2
+    m = _merge_with_plink2(pairs, bf, kin0)
+    assert (m["_merge"] == "both").all()            # same pairs, same (later, earlier) order
+    # plink2 prints 6 significant digits: agreement to 1e-6 absolute
+    assert np.abs(m["kinship"] - m["KINSHIP"]).max() < 1e-6
+    assert (m["nsnp"] == m["NSNP"]).all()
+    assert np.abs(m["hethet"] / m["nsnp"] - m["HETHET"]).max() < 1e-6
+    assert np.abs(m["ibs0"] / m["nsnp"] - m["IBS0"]).max() < 1e-6
+    # missing calls: jointly called only (NSNP varies by pair, below the 6,000 autosomal)
+    assert m["nsnp"].max() < 6000 and m["nsnp"].min() < 5500
+
+
+def test_kinship_matches_direct_pair_computation(families):
+    """Dense reference: per-pair counts written out directly (cmix.simulate)."""
+    bf = families["bf"]
+    auto = np.flatnonzero(bf.bim["chrom"] != "23")
+    geno = plink.read_genotypes(bf, auto)
+    pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu")
+    rng = np.random.default_rng(0)
+    for k in rng.choice(len(pairs), 40, replace=False):
+        r = pairs.iloc[k]
+        phi, hethet, ibs0, nsnp = king_robust_pair(geno[:, int(r.idx1)], geno[:, int(r.idx2)])
+        assert abs(phi - r.kinship) < 1e-12 and nsnp == r.nsnp
+        assert abs(hethet - r.hethet / r.nsnp) < 1e-12 and abs(ibs0 - r.ibs0 / r.nsnp) < 1e-12
+
+
+def test_block_sizes_and_passes_do_not_change_results(families):
+    bf = families["bf"]
+    ref = relatedness.king_robust(bf, min_kinship=None, device="cpu")
+    tiled = relatedness.king_robust(bf, min_kinship=None, device="cpu", block_size=50,
+                                    variant_block=1000, max_memory_bytes=100_000)
+    pd.testing.assert_frame_equal(ref, tiled)
+
+
+def test_relatives_are_found(families):
+    """The planted relationships land in their KING degrees (a sanity check of the fixture)."""
+    bf, labels = families["bf"], families["labels"]
+    pairs = relatedness.king_robust(bf, device="cpu")
+    lab = {frozenset((labels[a], labels[b])): k for a, b, k in
+           zip(pairs["idx1"], pairs["idx2"], pairs["kinship"])}
+    assert lab[frozenset(("dup1", "dup2"))] > 0.354
+    assert 0.177 < lab[frozenset(("trio_father", "trio_child"))] < 0.354
+    # sibs and second degree vary with the few crossovers of two simulated chromosomes
+    assert 0.0884 < lab[frozenset(("sib1", "sib2"))] < 0.354
+    assert 0.0884 < lab[frozenset(("grandparent", "parent"))] < 0.354
+    assert 0.0442 < lab[frozenset(("grandparent", "grandchild"))] < 0.354
+    assert 0.177 < lab[frozenset(("family_child0", "family_father"))] < 0.354
+    assert 0.177 < lab[frozenset(("pathB", "pathC"))] < 0.354
+    assert frozenset(("pathA", "pathC")) not in lab
+
+
+# --------------------------------------------------------------- kept sets vs plink2
+def _read(path):
+    return Path(path).read_text()
+
+
+@pytest.mark.parametrize("with_keep", [False, True])
+def test_genotype_route_matches_plink2_king_cutoff(families, with_keep, tmp_path):
+    d = families["dir"]
+    args = ["unrelated", "--bfile", str(d / "fam"), "--cutoff", "0.0884", "--out",
+            str(tmp_path / "o"), "--device", "cpu", "--block-size", "64"]
+    ref = "p2cut"
+    if with_keep:
+        args += ["--keep", str(d / "samples.keep")]
+        ref = "p2cutkeep"
+    assert main(args) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(d / f"{ref}.{ext}")
+    if not with_keep:
+        # the .kin0 of pairs > 0.0442: plink2 --make-king-table --king-table-filter 0.0442
+        ours, theirs = read_kin0(tmp_path / "o.kin0"), read_kin0(d / "p2rep.kin0")
+        assert list(ours.columns) == list(theirs.columns) == relatedness.KIN0_COLUMNS
+        pd.testing.assert_frame_equal(ours.drop(columns=["HETHET", "IBS0", "KINSHIP"]),
+                                      theirs.drop(columns=["HETHET", "IBS0", "KINSHIP"]))
+        for col in ("HETHET", "IBS0", "KINSHIP"):
+            assert np.abs(ours[col] - theirs[col]).max() < 1e-6
+    summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
+    n_out = len(_read(tmp_path / "o.king.cutoff.out.id").splitlines()) - 1
+    assert summary["samples_dropped"] == n_out > 0
+
+
+@pytest.mark.parametrize("with_keep", [False, True])
+def test_table_route_on_plink2_table_matches_plink2(families, with_keep, tmp_path):
+    d = families["dir"]
+    table = d / ("p2allkeep.kin0" if with_keep else "p2all.kin0")
+    args = ["unrelated", "--kinship", str(table), "--bfile", str(d / "fam"), "--out",
+            str(tmp_path / "o")]
+    ref = "p2cut"
+    if with_keep:
+        args += ["--keep", str(d / "samples.keep")]
+        ref = "p2cutkeep"
+    assert main(args) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(d / f"{ref}.{ext}")
+    assert not (tmp_path / "o.kin0").exists()
+
+
+def test_table_route_ukb_format_matches_plink2(families, tmp_path):
+    """The same pairs written as ukb_rel.dat (eids, > 0.0442 only) give plink2's kept set."""
+    d = families["dir"]
+    kin0 = read_kin0(d / "p2rep.kin0")
+    ukb = tmp_path / "ukb_rel.dat"
+    kin0[["IID1", "IID2", "HETHET", "IBS0", "KINSHIP"]].set_axis(
+        ["ID1", "ID2", "HetHet", "IBS0", "Kinship"], axis=1).to_csv(ukb, sep=" ", index=False)
+    # the table route only needs the sample list: a .fam
+    assert main(["unrelated", "--kinship", str(ukb), "--fam", str(d / "fam.fam"), "--out",
+                 str(tmp_path / "o")]) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(d / f"p2cut.{ext}")
+
+
+# ---------------------------------------------------------- pruning order vs plink2
+def _plink2_prune(tmp: Path, kinship: np.ndarray, cutoff=0.0884) -> np.ndarray:
+    """plink2 --king-cutoff on a kinship matrix we write as .king.bin (triangular)."""
+    n = kinship.shape[0]
+    ids = [f"S{i}" for i in range(n)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": ["1"], "variant_id": ["v"], "cm": [0.0], "pos": [1],
+                        "a1": ["A"], "a2": ["G"]})
+    plink.write_bfile(tmp / "g", np.zeros((1, n), np.int8), fam, bim)
+    with open(tmp / "k.king.id", "w") as fh:
+        fh.write("#FID\tIID\n" + "".join(f"{i}\t{i}\n" for i in ids))
+    tri = np.concatenate([kinship[i, :i] for i in range(1, n)]).astype(np.float64)
+    tri.tofile(tmp / "k.king.bin")
+    run_plink2("--bfile", tmp / "g", "--king-cutoff", tmp / "k", cutoff, "--out", tmp / "p")
+    out = pd.read_csv(tmp / "p.king.cutoff.out.id", sep="\t")["IID"].astype(str)
+    removed = np.zeros(n, bool)
+    removed[[int(s[1:]) for s in out]] = True
+    return removed
+
+
+def _matrix(n, edges):
+    k = np.zeros((n, n))
+    for a, b in edges:
+        k[a, b] = k[b, a] = 0.25
+    return k
+
+
+GRAPHS = {
+    # path 0-1-2-3 listed so that degree-one and most-relatives rules disagree
+    "path": (4, [(1, 0), (1, 2), (2, 3)]),
+    "path_reordered": (4, [(0, 2), (2, 1), (1, 3)]),
+    "star_centre_first": (5, [(0, 1), (0, 2), (0, 3), (0, 4)]),
+    "star_centre_last": (5, [(4, 0), (4, 1), (4, 2), (4, 3)]),
+    "isolated_pairs": (6, [(0, 5), (3, 1), (2, 4)]),
+    "family_of_five": (5, [(a, b) for a in range(5) for b in range(a + 1, 5) if (a, b) != (0, 1)]),
+    "triangle_with_tail": (5, [(0, 1), (1, 2), (0, 2), (2, 3), (3, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_prune_order_matches_plink2_on_shaped_graphs(name, tmp_path):
+    n, edges = GRAPHS[name]
+    ours = relatedness.prune_king_cutoff(n, *np.array(edges).T)
+    np.testing.assert_array_equal(ours, _plink2_prune(tmp_path, _matrix(n, edges)))
+
+
+def test_prune_order_matches_plink2_on_random_graphs(tmp_path):
+    rng = np.random.default_rng(11)
+    for trial in range(12):
+        n = int(rng.integers(8, 60))
+        kin = rng.uniform(-0.1, 0.08, (n, n))
+        n_edges = int(rng.integers(1, 2 * n))
+        a, b = rng.integers(0, n, n_edges), rng.integers(0, n, n_edges)
+        kin[a, b] = kin[b, a] = rng.uniform(0.09, 0.5, n_edges)
+        kin = np.triu(kin, 1) + np.triu(kin, 1).T
+        iu = np.argwhere(np.triu(kin, 1) > 0.0884)
+        ours = relatedness.prune_king_cutoff(n, iu[:, 0], iu[:, 1])
+        sub = tmp_path / f"t{trial}"
+        sub.mkdir()
+        np.testing.assert_array_equal(ours, _plink2_prune(sub, kin), err_msg=f"trial {trial}")
+
+
+def test_prune_scales_to_ukb_table_size():
+    """500,000 samples, 110,000 pairs (UK Biobank's table) prune without a dense matrix."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 500_000, 110_000)
+    b = (a + rng.integers(1, 50, 110_000)) % 500_000   # local clusters and chains
+    removed = relatedness.prune_king_cutoff(500_000, a, b)
+    kept = ~removed
+    assert not (kept[a] & kept[b]).any()               # no related pair left
+    assert 0 < removed.sum() < 110_000
+
+
+# ------------------------------------------------------------------------- bad inputs
+def _no_outputs(prefix: Path):
+    return not list(prefix.parent.glob(prefix.name + ".*"))
+
+
+def _fam_cli(families, table, out, *extra):
+    return main(["unrelated", "--kinship", str(table), "--bfile",
+                 str(families["dir"] / "fam"), "--out", str(out), *extra])
+
+
+def test_table_missing_kinship_column(families, tmp_path, capsys):
+    t = tmp_path / "t.dat"
+    t.write_text("ID1 ID2 HetHet IBS0\n1 2 0.1 0.01\n")
+    assert _fam_cli(families, t, tmp_path / "o") == 1
+    err = capsys.readouterr().err
+    assert "t.dat, line 1" in err and "kinship" in err.lower() and err.count("\n") == 1
+    assert _no_outputs(tmp_path / "o")
+
+
+def test_table_non_numeric_kinship(families, tmp_path, capsys):
+    ids = families["bf"].fam["iid"]
+    t = tmp_path / "t.dat"
+    t.write_text(f"ID1 ID2 HetHet IBS0 Kinship\n{ids[0]} {ids[1]} 0.1 0.01 0.2\n"
+                 f"{ids[2]} {ids[3]} 0.1 0.01 high\n")
+    assert _fam_cli(families, t, tmp_path / "o") == 1
+    err = capsys.readouterr().err
+    assert "line 3, column 5 (Kinship): expected a number" in err
+    assert _no_outputs(tmp_path / "o")
+
+
+def test_table_short_row(families, tmp_path, capsys):
+    ids = families["bf"].fam["iid"]
+    t = tmp_path / "t.dat"
+    t.write_text(f"ID1 ID2 HetHet IBS0 Kinship\n{ids[0]} {ids[1]} 0.1 0.01\n")
+    assert _fam_cli(families, t, tmp_path / "o") == 1
+    assert "line 2: expected 5 columns" in capsys.readouterr().err
+    assert _no_outputs(tmp_path / "o")
+
+
+def test_table_ids_not_in_cohort_counted_without_ids(families, tmp_path, capsys):
+    ids = families["bf"].fam["iid"]
+    t = tmp_path / "t.dat"
+    t.write_text("ID1 ID2 HetHet IBS0 Kinship\n"
+                 f"{ids[0]} {ids[1]} 0.1 0.01 0.25\n"
+                 f"{ids[2]} 9999991 0.1 0.01 0.25\n"
+                 f"9999992 9999993 0.1 0.01 0.3\n")
+    assert _fam_cli(families, t, tmp_path / "o") == 0
+    err = capsys.readouterr().err
+    assert "2 of 3 kinship-table pairs name a sample not in the cohort" in err
+    assert "999999" not in err and ids[0] not in err
+    summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
+    assert summary["table_pairs_unknown_ids"] == 2 and summary["samples_dropped"] == 1
+    # a table none of whose IDs are in the cohort is an error (wrong ID columns)
+    t.write_text("ID1 ID2 HetHet IBS0 Kinship\n9999992 9999993 0.1 0.01 0.3\n")
+    assert _fam_cli(families, t, tmp_path / "o2") == 1
+    assert "none of its 1 pairs" in capsys.readouterr().err
+    assert _no_outputs(tmp_path / "o2")
+
+
+@pytest.mark.parametrize("cutoff", ["0", "0.5", "-0.1", "0.7", "abc", "nan"])
+def test_cutoff_outside_range(families, cutoff, tmp_path, capsys):
+    d = families["dir"]
+    assert _fam_cli(families, d / "p2all.kin0", tmp_path / "o", "--cutoff", cutoff) == 1
+    err = capsys.readouterr().err
+    assert "--cutoff" in err and "between 0 and 0.5" in err and err.count("\n") == 1
+    assert main(["unrelated", "--bfile", str(d / "fam"), "--out", str(tmp_path / "g"),
+                 "--cutoff", cutoff]) == 1
+    assert _no_outputs(tmp_path / "o") and _no_outputs(tmp_path / "g")
+
+
+def test_cuda_requested_without_gpu(families, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert main(["unrelated", "--bfile", str(families["dir"] / "fam"), "--out",
+                 str(tmp_path / "o"), "--device", "cuda"]) == 1
+    assert "no CUDA GPU" in capsys.readouterr().err
+    assert _no_outputs(tmp_path / "o")
+
+
+def test_no_route_given(tmp_path, capsys):
+    assert main(["unrelated", "--out", str(tmp_path / "o")]) == 1
+    assert "--kinship" in capsys.readouterr().err
