@@ -190,7 +190,7 @@ def _amp(device):
 
     import torch
 
-    if device.type == "cuda":
+    if torch.device(device).type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 

@@ -14,8 +14,8 @@ def simulate_labels(n_samples: int, n_snps: int, n_classes: int = 2, n_causal: i
     rng = np.random.default_rng(seed)
     maf = rng.uniform(0.05, 0.5, n_snps)
     dosage = rng.binomial(2, maf, size=(n_samples, n_snps)).astype(np.int8)
-    causal = rng.choice(n_snps, n_causal, replace=False)
-    beta = rng.normal(size=n_causal)
+    causal = rng.choice(n_snps, min(n_causal, n_snps), replace=False)
+    beta = rng.normal(size=len(causal))
     g = (dosage[:, causal] - 2 * maf[causal]) @ beta
     g = (g - g.mean()) / g.std()
     liab = np.sqrt(h2) * g + np.sqrt(1 - h2) * rng.normal(size=n_samples)

@@ -1,0 +1,197 @@
+"""End-to-end training runs (tiny), the frozen encoder, pseudo-labels in the predictor's
+loss, resume after a kill, and bad inputs."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import cmix.train as train_mod
+from cmix.cli import main
+from cmix.io import CmixError
+from store_helpers import simulate_labels, write_test_store
+
+TINY = {"hidden": 32, "d_proj": 16, "epochs": 4, "warmup_epochs": 2, "lp_every": 1,
+        "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 15, "pred_patience": 5,
+        "lp_k": 5}
+
+
+@pytest.fixture(scope="module")
+def toy_store(tmp_path_factory):
+    dosage, label = simulate_labels(600, 50, n_classes=2, n_causal=10, h2=0.8, seed=11)
+    path = tmp_path_factory.mktemp("train") / "toy.zarr"
+    write_test_store(path, dosage, label, sample_chunk=128)
+    return path
+
+
+def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
+    out = tmp_path / "run"
+    m = train_mod.train_run(toy_store, 60, 123, out, config=TINY, device="cpu")
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["test"] == m["test"] and on_disk["method"] == "cmix"
+    assert m["n_labeled"] == 60 and m["n_validation"] == 12 and m["n_test"] == 150
+    assert m["n_unlabeled"] == 450 - 60
+    assert 0 <= m["test"]["accuracy"] <= 1 and m["test"]["auroc"] is not None
+    assert m["pseudo_labels"]["epochs"] == [2, 3, 4]              # after K, then every f
+    assert 0 < m["pseudo_labels"]["coverage"] <= 1
+    assert set(m["wall_seconds"]) >= {"pretrain", "label_propagation", "predictor", "evaluate"}
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if r["stage"] == "pretrain"] == [1, 2, 3, 4]
+    assert all("s0" not in json.dumps(r) for r in log)             # no sample IDs
+    # the frozen encoder did not move during the predictor stage
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
+    for k, v in ckpt["model"].items():
+        assert torch.equal(v, ckpt["model_after_predictor"][k]), k
+    # same seed -> same result; rerunning a finished run returns it
+    m2 = train_mod.train_run(toy_store, 60, 123, tmp_path / "again", config=TINY, device="cpu")
+    assert m2["test"] == m["test"] and m2["pseudo_labels"] == m["pseudo_labels"]
+
+
+def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_path, monkeypatch):
+    seen = {}
+    made = []
+    real_model = train_mod.__dict__.get("ContrastiveMixup")
+    import cmix.nn as nn_mod
+
+    class Spy(nn_mod.ContrastiveMixup):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+    monkeypatch.setattr(nn_mod, "ContrastiveMixup", Spy)
+    real_epoch = train_mod.predictor_epoch
+
+    def spy_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
+        enc = made[0]
+        enc_params = {id(p) for p in enc.parameters()}
+        assert all(not p.requires_grad for p in enc.parameters())
+        assert not any(id(p) in enc_params for g in opt.param_groups for p in g["params"])
+        seen["n_rows"], seen["weights"] = len(targets), weights.cpu().numpy()
+        before = {k: v.clone() for k, v in enc.state_dict().items()}
+        loss = real_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device)
+        assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
+        return loss
+    monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
+    m = train_mod.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
+    assert real_model is None and len(made) == 1
+    # the predictor trained on the labeled rows plus the pseudo-labeled rows, weighted by w
+    n_train_labeled = m["n_labeled"] - m["n_validation"]
+    assert seen["n_rows"] > n_train_labeled
+    assert np.all(seen["weights"][:n_train_labeled] == 1)
+    assert np.all(seen["weights"][n_train_labeled:] <= 1) and np.any(seen["weights"][n_train_labeled:] < 1)
+
+
+def test_pseudo_labels_change_the_predictor_loss():
+    from cmix.nn import Predictor
+    cfg = dict(train_mod.DEFAULT_CONFIG, pred_batch_size=1000, predictor_mixup=True)
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(40, 8, generator=g)
+    eye = torch.eye(2)
+    y = torch.randint(0, 2, (40,), generator=g)
+    w = torch.cat([torch.ones(10), torch.full((30,), 0.5)])
+
+    def loss_with(labels, weights, mixup=True):
+        cfg["predictor_mixup"] = mixup
+        torch.manual_seed(0)
+        head = train_mod.Head(torch.nn.Identity(), Predictor(8, 2))
+        opt = torch.optim.SGD(head.parameters(), lr=0.0)   # lr 0: loss of the same weights
+        return train_mod.predictor_epoch(head, opt, z, eye[labels], weights, cfg, 1, 0, "cpu")
+    base = loss_with(y, w)
+    flipped = y.clone()
+    flipped[10:] = 1 - flipped[10:]                 # change only the pseudo-labels
+    assert loss_with(flipped, w) != pytest.approx(base, rel=1e-6)
+    w2 = w.clone()
+    w2[10:] = 0.0                                    # pseudo rows with zero weight drop out
+    assert loss_with(flipped, w2, False) == pytest.approx(loss_with(y, w2, False), rel=1e-6)
+    assert loss_with(flipped, w, False) != pytest.approx(loss_with(y, w, False), rel=1e-6)
+
+
+def test_mlp_method_and_ablation_switches(toy_store, tmp_path):
+    m = train_mod.train_run(toy_store, 60, 123, tmp_path / "mlp", method="mlp", config=TINY,
+                            device="cpu")
+    assert m["method"] == "mlp" and m["pseudo_labels"] is None
+    assert "pretrain" not in m["wall_seconds"]
+    m = train_mod.train_run(toy_store, 60, 123, tmp_path / "rand",
+                            config={**TINY, "mix": "random", "pseudo_labels": False,
+                                    "encoding": "dosage", "n_layers": 2}, device="cpu")
+    assert m["pseudo_labels"] is None and m["config"]["mix"] == "random"
+
+
+def _cli(args):
+    return [sys.executable, "-m", "cmix.cli", "train", *args]
+
+
+def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
+    cfg = {**TINY, "epochs": 30, "lp_every": 5, "pred_epochs": 10}
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    common = ["--store", str(toy_store), "--budget", "60", "--seed", "7", "--device", "cpu",
+              "--config", str(cfg_file)]
+    out = tmp_path / "killed"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(_cli([*common, "--out", str(out)]), env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists()
+    done = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert done["stage"] == "pretrain" and done["epoch"] < 30
+    r = subprocess.run(_cli([*common, "--out", str(out), "--resume"]), env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "resuming from pretrain epoch" in r.stderr
+    ref = tmp_path / "straight"
+    r = subprocess.run(_cli([*common, "--out", str(ref)]), env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    a = json.loads((out / "metrics.json").read_text())
+    b = json.loads((ref / "metrics.json").read_text())
+    for key in ("test", "pseudo_labels", "validation", "n_labeled", "test_split_sha256"):
+        assert a[key] == b[key], key
+
+
+def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, capsys):
+    def run(store, budget, out, *extra):
+        code = main(["train", "--store", str(store), "--budget", str(budget), "--seed", "1",
+                     "--out", str(out), "--device", "cpu", *extra])
+        err = capsys.readouterr().err
+        assert code == 1 and not (Path(out) / "metrics.json").exists()
+        return err
+
+    assert "larger than the training split" in run(toy_store, 451, tmp_path / "a")
+    assert "smaller than the number of classes" in run(toy_store, 1, tmp_path / "b")
+    assert "store not found" in run(tmp_path / "nope.zarr", 10, tmp_path / "c")
+    broken = tmp_path / "broken.zarr"
+    shutil.copytree(toy_store, broken)
+    shutil.rmtree(broken / "sample_label")
+    assert "store lacks sample_label" in run(broken, 10, tmp_path / "d")
+    noattr = tmp_path / "noattr.zarr"
+    shutil.copytree(toy_store, noattr)
+    attrs = json.loads((noattr / ".zattrs").read_text())
+    del attrs["class_names"]
+    (noattr / ".zattrs").write_text(json.dumps(attrs))
+    assert "attribute class_names" in run(noattr, 10, tmp_path / "e")
+    bad_cfg = tmp_path / "bad.yaml"
+    bad_cfg.write_text("epochs: 2\nlearning_rate: 0.1\n")
+    assert "unknown config key" in run(toy_store, 10, tmp_path / "f", "--config", str(bad_cfg))
+    assert "unknown method" in run(toy_store, 10, tmp_path / "g", "--method", "svm")
+    assert "--resume given" in run(toy_store, 10, tmp_path / "h", "--resume")
+    if not torch.cuda.is_available():
+        code = main(["train", "--store", str(toy_store), "--budget", "10", "--seed", "1",
+                     "--out", str(tmp_path / "i"), "--device", "cuda"])
+        assert code == 1 and "no CUDA GPU" in capsys.readouterr().err
+    # a different run in the same folder is refused, not mixed up
+    train_mod.train_run(toy_store, 20, 1, tmp_path / "j", config={**TINY, "epochs": 1,
+                                                                   "pred_epochs": 1}, device="cpu")
+    with pytest.raises(CmixError, match="different run"):
+        train_mod.train_run(toy_store, 30, 1, tmp_path / "j", config=TINY, device="cpu")
