@@ -1,0 +1,130 @@
+"""Benchmark: write a UK Biobank-sized trait store (300,000 samples x 1,000 SNPs) from a .bed.
+
+Makes an LD-free cohort with cmix.simulate.simulate_genotypes_fast (300,000 x 2,000
+SNPs; 1,000 of them, in random order as a p-value ranking gives, are selected and a
+third count the .bim A2), a phenotype table with a categorical trait, then times, in
+the same run on the same inputs:
+
+  cmix      build_store: labels + split + effect-allele dosages -> compressed Zarr
+  bed-reader  reading the same samples x SNPs into memory as int8 (no writing)
+  plink2    --keep --extract --make-bed (writes the same subset as a .bed)
+
+and checks the store's dosages against bed-reader's. Prints the times, the ratios and
+the store's size on disk. Goals (issue 5): < 60 s on 2 cores, < 300 MB.
+
+    python benchmarks/store_write.py [--n-samples 300000] [--n-snps 1000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n-samples", type=int, default=300_000)
+    ap.add_argument("--n-snps", type=int, default=1000)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    from cmix import store
+    from cmix.plink import open_bfile
+    from cmix.simulate import simulate_genotypes_fast
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_store_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    n, k = args.n_samples, args.n_snps
+    t = time.perf_counter()
+    prefix = simulate_genotypes_fast(work / "cohort", n, 2 * k, seed=args.seed)
+    print(f"simulated {n} x {2 * k} .bed in {time.perf_counter() - t:.1f} s")
+    bf = open_bfile(prefix)
+    rng = np.random.default_rng(args.seed)
+
+    # inputs: 1,000 SNPs in random order, a third counting A2; 95% of samples kept
+    var = rng.choice(bf.n_variants, k, replace=False)
+    bim = bf.bim.iloc[var]
+    flip = np.arange(k) % 3 == 1
+    snps = pd.DataFrame({"variant_id": bim.variant_id.to_numpy(), "chrom": bim.chrom.to_numpy(),
+                         "pos": bim.pos.to_numpy(),
+                         "effect_allele": np.where(flip, bim.a2, bim.a1),
+                         "other_allele": np.where(flip, bim.a1, bim.a2),
+                         "beta": rng.normal(0, 0.05, k), "log10_p": -np.sort(rng.uniform(2, 30, k))[::-1],
+                         "p": "1e-5", "bim_index": var})
+    snps.to_csv(work / "trait.snps.tsv", sep="\t", index=False)
+    keep_mask = rng.random(n) < 0.95
+    iids = bf.fam.iid.to_numpy()
+    (work / "keep.id").write_text("#FID\tIID\n" + "".join(f"{i}\t{i}\n" for i in iids[keep_mask]))
+    codes = rng.choice(["1", "2", "3", "4", "5", "6", "-1", "-3", ""], n,
+                       p=[.11, .04, .38, .37, .06, .01, .01, .01, .01])
+    pd.DataFrame({"eid": iids, "f.1747.0.0": codes}).to_csv(work / "pheno.tsv", sep="\t",
+                                                           index=False)
+    config = {"field": 1747, "kind": "categorical",
+              "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}
+
+    out = work / "trait.zarr"
+    t = time.perf_counter()
+    summary = store.build_store(out, bfile=prefix, snps=work / "trait.snps.tsv",
+                                pheno=work / "pheno.tsv", trait="hair_colour",
+                                trait_config=config, keep=work / "keep.id", force=True)
+    t_cmix = time.perf_counter() - t
+    size = du(out)
+
+    import zarr
+    from bed_reader import open_bed
+
+    root = zarr.open_group(str(out), mode="r", zarr_format=2)
+    sample_pos = pd.Index(bf.fam.iid).get_indexer(root["sample_id"][:])
+    t = time.perf_counter()
+    with open_bed(str(bf.bed_path), count_A1=True, num_threads=2) as bed:
+        a1 = bed.read(index=np.s_[sample_pos, var], dtype="int8")
+    t_bedreader = time.perf_counter() - t
+    expected = np.where(a1 == -127, -1, np.where(flip[None, :], 2 - a1, a1))
+    t = time.perf_counter()
+    same = np.array_equal(root["call_dosage"][:], expected)
+    t_read = time.perf_counter() - t
+
+    (work / "ids.keep").write_text("".join(f"{i}\t{i}\n" for i in root["sample_id"][:]))
+    (work / "snps.extract").write_text("\n".join(snps.variant_id) + "\n")
+    t_plink2 = None
+    if shutil.which("plink2"):
+        t = time.perf_counter()
+        subprocess.run(["plink2", "--bfile", str(prefix), "--keep", str(work / "ids.keep"),
+                        "--extract", str(work / "snps.extract"), "--make-bed", "--threads", "2",
+                        "--out", str(work / "subset")], check=True, capture_output=True)
+        t_plink2 = time.perf_counter() - t
+
+    result = {
+        "n_samples_stored": summary["n_samples"], "n_snps": k,
+        "bed_bytes": bf.bed_path.stat().st_size,
+        "cmix_build_store_s": round(t_cmix, 2),
+        "bed_reader_read_s": round(t_bedreader, 2),
+        "plink2_make_bed_subset_s": None if t_plink2 is None else round(t_plink2, 2),
+        "ratio_cmix_over_bed_reader": round(t_cmix / t_bedreader, 2),
+        "ratio_cmix_over_plink2": None if t_plink2 is None else round(t_cmix / t_plink2, 2),
+        "store_mb": round(size / 1e6, 1),
+        "raw_int8_mb": round(summary["n_samples"] * k / 1e6, 1),
+        "compression": round(summary["n_samples"] * k / size, 2),
+        "full_read_back_s": round(t_read, 2),
+        "dosages_equal_bed_reader": bool(same),
+    }
+    print(json.dumps(result, indent=1))
+    if not same:
+        raise SystemExit("store dosages differ from bed-reader's")
+
+
+if __name__ == "__main__":
+    main()
