@@ -133,6 +133,9 @@ def test_split(strata: np.ndarray, test_fraction: float, seed: int) -> np.ndarra
     return split
 
 
+test_split.__test__ = False  # a library function, not a pytest test
+
+
 def continuous_strata(values: np.ndarray, n_bins: int = N_CONTINUOUS_STRATA) -> np.ndarray:
     """Quantile-bin index (0..n_bins-1) of each value: int64 (n,)."""
     values = np.asarray(values, dtype=float)

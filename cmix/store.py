@@ -26,8 +26,13 @@ variant_bim_index    (variants,)           int64  row of the variant in the sour
 ===================  ====================  =====  =============================================
 
 Group attributes: ``cmix_store_version`` (1), ``trait`` (name), ``class_names`` (list),
-``trait_config`` (dict), ``split`` ({"seed", "test_fraction"}), ``input_checksums``
-(file name -> sha256 of the inputs), ``complete`` (True, written last).
+``trait_config`` (dict), ``split`` ({"seed", "test_fraction", "stratified_by"}),
+``input_checksums`` (file name -> sha256 of the inputs; for the .bed, whose full hash
+would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
+``complete`` (True, written last). Stores written by :func:`build_store` also hold
+``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
+[low_max, high_min], computed on the training split; null for categorical ones) and
+``counts`` (samples and SNPs at each step, no IDs).
 
 A store is written under a temporary name and renamed when complete, so a store that
 exists is whole; :func:`open_store` refuses one without ``complete``.
@@ -220,6 +225,8 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
     sha256 of its first and last MiB (see :func:`bed_fingerprint`).
     Returns a summary dict (counts, no IDs).
     """
+    import pandas as pd
+
     from . import phenotypes as ph
     from .io import log
     from .plink import match_samples, open_bfile, read_sample_ids
@@ -230,7 +237,8 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
         raise CmixError(f"{out}: already exists; remove it or pass --force to overwrite")
     bf = open_bfile(bfile)
     snp_table = read_selection(snps)
-    bim_pos = pd_index(bf.bim["variant_id"]).get_indexer(snp_table["variant_id"].astype(str))
+    bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(
+        snp_table["variant_id"].astype(str))
     if (bim_pos < 0).any():
         i = int(np.flatnonzero(bim_pos < 0)[0])
         raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
@@ -298,8 +306,3 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
                 attrs=attrs, sample_chunk=chunk)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
 
-
-def pd_index(values):
-    import pandas as pd
-
-    return pd.Index(np.asarray(values, dtype=str))

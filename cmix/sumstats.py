@@ -65,7 +65,6 @@ DEFAULT_COLUMNS = {
 FIELDS = tuple(DEFAULT_COLUMNS)
 OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
                   "log10_p", "p", "bim_index"]
-_COMPLEMENT = {"A": "T", "T": "A", "C": "G", "G": "C"}
 _MISSING_TEXT = {"", "NA", "NAN", "NONE", ".", "NULL"}
 _NUMBER = re.compile(r"^\s*\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?\s*$")
 _CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25, "MT": 26,
@@ -81,6 +80,21 @@ def parse_log10_p(text, path="", column="p", lines=None) -> np.ndarray:
     outside [0, 1], raise :class:`CmixError` naming the file, line and column.
     """
     text = pd.Series(np.asarray(text, dtype=object)).astype(str).str.strip()
+    fast = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    easy = np.isfinite(fast) & (fast >= 1e-300) & (fast <= 1.0)
+    if easy.all():   # no underflow, text or missing: plain floats are exact enough
+        return np.log10(fast)
+    out = np.empty(len(text))
+    out[easy] = np.log10(fast[easy])
+    hard = np.flatnonzero(~easy)
+    out[hard] = _parse_log10_p_text(text.iloc[hard].reset_index(drop=True), path, column,
+                                    (np.arange(1, len(text) + 1) if lines is None
+                                     else np.asarray(lines))[hard])
+    return out
+
+
+def _parse_log10_p_text(text: pd.Series, path, column, lines) -> np.ndarray:
+    """The slow path of :func:`parse_log10_p`: split mantissa and exponent by regex."""
     missing = text.str.upper().isin(_MISSING_TEXT).to_numpy()
     parts = text.str.extract(_NUMBER)
     bad = parts[0].isna().to_numpy() & ~missing
@@ -158,10 +172,11 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
     sep = "\t" if "\t" in header_line else r"\s+"
     header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
     columns = resolve_columns([h.strip() for h in header], column_map, path)
+    with open(path, "rb") as fh:
+        compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     try:
         raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
-                          na_filter=False, compression="infer" if sep else None,
-                          engine="c" if sep == "\t" else "python")
+                          na_filter=False, compression=compression, engine="c")
     except (pd.errors.ParserError, ValueError) as err:
         raise CmixError(f"{path}: cannot parse as a table ({err})") from None
     lines = np.arange(2, len(raw) + 2)
@@ -242,9 +257,9 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     # chrom:pos+alleles for rows not matched by ID
     ea = df["effect_allele"].to_numpy()
     oa = df["other_allele"].to_numpy()
-    comp = lambda a: np.array(["".join(_COMPLEMENT.get(c, "?") for c in s) for s in a],
-                              dtype=object)
-    ea_c, oa_c = comp(ea), comp(oa)
+    table = str.maketrans("ACGT", "TGCA")
+    ea_c = df["effect_allele"].str.translate(table).to_numpy()
+    oa_c = df["other_allele"].str.translate(table).to_numpy()
     unmatched = np.flatnonzero(idx < 0)
     if len(unmatched):
         key_bim = pd.DataFrame({"chrom": bim_chrom.to_numpy(), "pos": bim["pos"].to_numpy(),
@@ -267,8 +282,7 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     a1, a2 = bim_a1[idx], bim_a2[idx]
     direct = (ea == a1) & (oa == a2)
     swapped = (ea == a2) & (oa == a1)
-    ambiguous = np.array([{x, y} in ({"A", "T"}, {"C", "G"}) for x, y in zip(a1, a2)],
-                         dtype=bool)
+    ambiguous = pd.Series(a1 + a2).isin(["AT", "TA", "CG", "GC"]).to_numpy()
     comp_direct = (ea_c == a1) & (oa_c == a2) & ~ambiguous
     comp_swapped = (ea_c == a2) & (oa_c == a1) & ~ambiguous
     ok = direct | swapped | comp_direct | comp_swapped
