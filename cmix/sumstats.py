@@ -72,6 +72,19 @@ _CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25,
 
 
 # ------------------------------------------------------------------------- reading
+def _map_unique(values, func) -> np.ndarray:
+    """Apply a str -> str function to each distinct value only (alleles and chromosome
+    names repeat millions of times): object array (n,)."""
+    codes, uniques = pd.factorize(pd.Series(np.asarray(values, dtype=object)).astype(str))
+    mapped = np.array([func(u) for u in uniques] + [""], dtype=object)
+    return mapped[codes]
+
+
+def _chrom_name(c: str) -> str:
+    c = c.strip()
+    return (c[3:] if c[:3].lower() == "chr" else c).upper()
+
+
 def parse_log10_p(text, path="", column="p", lines=None) -> np.ndarray:
     """log10 of p-values given as text: float64 (n,), -inf for p = 0, NaN for missing.
 
@@ -181,7 +194,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
         raise CmixError(f"{path}: cannot parse as a table ({err})") from None
     lines = np.arange(2, len(raw) + 2)
     out = pd.DataFrame({"id": raw[columns["id"]].str.strip()})
-    out["chrom"] = raw[columns["chrom"]].str.strip().str.replace(r"^(?i:chr)", "", regex=True)
+    out["chrom"] = _map_unique(raw[columns["chrom"]], _chrom_name)
     pos = pd.to_numeric(raw[columns["pos"]], errors="coerce")
     if pos.isna().any():
         i = int(np.flatnonzero(pos.isna().to_numpy())[0])
@@ -189,7 +202,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
                         f"position, found {raw[columns['pos']].iloc[i]!r}")
     out["pos"] = pos.astype(np.int64)
     for field in ("effect_allele", "other_allele"):
-        out[field] = raw[columns[field]].str.strip().str.upper()
+        out[field] = _map_unique(raw[columns[field]], lambda a: a.strip().upper())
     beta_text = raw[columns["beta"]].str.strip()
     beta = pd.to_numeric(beta_text, errors="coerce")
     bad = beta.isna() & ~beta_text.str.upper().isin(_MISSING_TEXT)
@@ -214,17 +227,17 @@ def read_snplist(path: str | os.PathLike) -> set[str]:
 
 
 # ---------------------------------------------------------------------- harmonising
-def _normalise_chrom(chrom: pd.Series) -> pd.Series:
-    return chrom.astype(str).str.replace(r"^(?i:chr)", "", regex=True).str.upper()
+def _normalise_chrom(chrom) -> pd.Series:
+    return pd.Series(_map_unique(chrom, _chrom_name))
 
 
 def chrom_sort_key(chrom) -> np.ndarray:
     """Sort key for chromosome names: 1..22, X=23, Y=24, XY=25, MT=26, others after."""
-    names = _normalise_chrom(pd.Series(np.asarray(chrom, dtype=str)))
-    key = names.map(_CHROM_ORDER)
-    others = sorted(set(names[key.isna()]))
-    key[key.isna()] = names[key.isna()].map({o: 100 + i for i, o in enumerate(others)})
-    return key.to_numpy(dtype=np.int64)
+    codes, uniques = pd.factorize(pd.Series(np.asarray(chrom, dtype=object)).astype(str))
+    names = [_chrom_name(u) for u in uniques]
+    others = sorted(n for n in set(names) if n not in _CHROM_ORDER)
+    order = {**{o: 100 + i for i, o in enumerate(others)}, **_CHROM_ORDER}
+    return np.array([order[n] for n in names] + [999], dtype=np.int64)[codes]
 
 
 def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | None = None,
@@ -248,8 +261,8 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     df = step("missing beta or p", n, df[df["beta"].notna() & df["log10_p"].notna()])
 
     bim_chrom = _normalise_chrom(bim["chrom"])
-    bim_a1 = bim["a1"].str.upper().to_numpy()
-    bim_a2 = bim["a2"].str.upper().to_numpy()
+    bim_a1 = _map_unique(bim["a1"], str.upper)
+    bim_a2 = _map_unique(bim["a2"], str.upper)
     by_id = pd.Index(bim["variant_id"])
     idx = by_id.get_indexer(df["id"]) if by_id.is_unique else np.full(len(df), -1)
     n_id = int((idx >= 0).sum())
@@ -258,8 +271,8 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     ea = df["effect_allele"].to_numpy()
     oa = df["other_allele"].to_numpy()
     table = str.maketrans("ACGT", "TGCA")
-    ea_c = df["effect_allele"].str.translate(table).to_numpy()
-    oa_c = df["other_allele"].str.translate(table).to_numpy()
+    ea_c = _map_unique(ea, lambda a: a.translate(table))
+    oa_c = _map_unique(oa, lambda a: a.translate(table))
     unmatched = np.flatnonzero(idx < 0)
     if len(unmatched):
         key_bim = pd.DataFrame({"chrom": bim_chrom.to_numpy(), "pos": bim["pos"].to_numpy(),
@@ -282,7 +295,8 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     a1, a2 = bim_a1[idx], bim_a2[idx]
     direct = (ea == a1) & (oa == a2)
     swapped = (ea == a2) & (oa == a1)
-    ambiguous = pd.Series(a1 + a2).isin(["AT", "TA", "CG", "GC"]).to_numpy()
+    ambiguous = (((a1 == "A") & (a2 == "T")) | ((a1 == "T") & (a2 == "A"))
+                 | ((a1 == "C") & (a2 == "G")) | ((a1 == "G") & (a2 == "C")))
     comp_direct = (ea_c == a1) & (oa_c == a2) & ~ambiguous
     comp_swapped = (ea_c == a2) & (oa_c == a1) & ~ambiguous
     ok = direct | swapped | comp_direct | comp_swapped
