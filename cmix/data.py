@@ -215,6 +215,11 @@ class RowLoader:
         import torch
 
         order = np.concatenate(buffers) if buffers else np.zeros(0, dtype=np.int64)
+        if self.device.type == "cpu":       # numpy's take is ~20x torch's for int8 rows
+            x_np = self._x.numpy()
+            for pos in self._split(order, drop_last):
+                yield pos, torch.from_numpy(np.take(x_np, pos, axis=0))
+            return
         order_dev = torch.from_numpy(order).to(self.device)
         for s, pos in zip(range(0, len(order), self.batch_size), self._split(order, drop_last)):
             yield pos, self._x.index_select(0, order_dev[s:s + len(pos)])

@@ -1,0 +1,108 @@
+"""Trainer speed: pre-training throughput, loader-only throughput, label propagation.
+
+Measured in one run on one store (random dosages, --n-samples x --n-snps, chunks of
+1,024 rows):
+
+1. pre-training samples/s: one epoch of ``cmix.train.pretrain_epoch`` (the default config:
+   categorical encoding, hidden 256, batches of 256 unlabeled + 128 labeled rows, no
+   pseudo-labels) over all rows, in-memory loader.
+2. loader-only samples/s over the same rows and batch size: the streaming loader (dask
+   reads of shuffled chunk buffers in a background thread) and the in-memory loader;
+   printed as a ratio to the trainer's consumption (the target is >= 10x).
+3. label propagation (kNN k=3 + sparse CG, 20 iterations per class) on --lp-nodes
+   latent rows (width 256, 2 classes, 1% labeled); the target is < 60 s on CPU.
+
+    python benchmarks/train_speed.py [--n-samples 20000] [--n-snps 1000] [--lp-nodes 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from store_helpers import write_test_store  # noqa: E402
+
+from cmix.data import RowLoader  # noqa: E402
+from cmix.labelprop import label_propagation  # noqa: E402
+from cmix.nn import ContrastiveMixup  # noqa: E402
+from cmix.store import open_store  # noqa: E402
+from cmix.train import DEFAULT_CONFIG, pretrain_epoch, resolve_device  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n-samples", type=int, default=20000)
+    p.add_argument("--n-snps", type=int, default=1000)
+    p.add_argument("--lp-nodes", type=int, default=50000)
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args(argv)
+    dev = resolve_device(args.device)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "speed.zarr"
+        dosage = rng.binomial(2, rng.uniform(0.05, 0.5, args.n_snps),
+                              size=(args.n_samples, args.n_snps)).astype(np.int8)
+        label = rng.integers(0, 2, args.n_samples).astype(np.int16)
+        write_test_store(path, dosage, label, test_fraction=0.1, sample_chunk=1024)
+        root = open_store(path)
+        rows = np.arange(args.n_samples)
+        cfg = dict(DEFAULT_CONFIG)
+        print(f"device {dev}, torch threads {torch.get_num_threads()}, store "
+              f"{args.n_samples} x {args.n_snps}")
+
+        # 1. trainer
+        torch.manual_seed(0)
+        model = ContrastiveMixup(args.n_snps, cfg).to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loader = RowLoader(root, rows, batch_size=cfg["batch_size"], mode="memory", device=dev)
+        x_lab = torch.from_numpy(dosage[:500]).to(dev)
+        y_lab = torch.from_numpy(label[:500].astype(np.int64)).to(dev)
+        pretrain_epoch(model, opt, x_lab, y_lab, RowLoader(root, rows[:2048], batch_size=256,
+                                                           device=dev), None, cfg, 0, 0, dev)
+        t = time.perf_counter()
+        pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 1, dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t_train = time.perf_counter() - t
+        n_per_epoch = args.n_samples + loader.n_batches() * cfg["labeled_batch_size"]
+        train_rate = n_per_epoch / t_train
+        print(f"pre-training: {t_train:.2f} s/epoch, {train_rate:,.0f} samples/s "
+              f"({args.n_samples} unlabeled + {cfg['labeled_batch_size']} labeled per step)")
+
+        # 2. loaders
+        for mode in ("stream", "memory"):
+            ld = RowLoader(root, rows, batch_size=cfg["batch_size"], mode=mode, device=dev)
+            t = time.perf_counter()
+            n = 0
+            for _pos, x in ld.batches(seed_seq=[0, 1]):
+                n += len(x)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            rate = n / (time.perf_counter() - t)
+            print(f"loader {mode}: {rate:,.0f} samples/s = {rate / train_rate:.1f}x the "
+                  "trainer's consumption")
+
+    # 3. label propagation
+    n = args.lp_nodes
+    centers = rng.normal(size=(2, 256))
+    y = rng.integers(0, 2, n)
+    z = torch.from_numpy((centers[y] + rng.normal(scale=3.0, size=(n, 256))).astype(np.float32))
+    labeled = rng.choice(n, n // 100, replace=False)
+    t = time.perf_counter()
+    res = label_propagation(z.to(dev), labeled, y[labeled], 2, k=3)
+    t_lp = time.perf_counter() - t
+    unl = np.setdiff1d(np.arange(n), labeled)
+    print(f"label propagation on {n:,} nodes: {t_lp:.1f} s (target < 60 s on CPU); "
+          f"pseudo-label accuracy {np.mean(res.pseudo_label[unl] == y[unl]):.3f}, "
+          f"coverage {np.mean(res.pseudo_label[unl] >= 0):.3f}")
+
+
+if __name__ == "__main__":
+    main()
