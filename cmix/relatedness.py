@@ -52,9 +52,8 @@ DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
 REPORT_MIN_KINSHIP = 0.0442
 DEFAULT_CUTOFF = 0.0884
 KIN0_COLUMNS = ["#FID1", "IID1", "FID2", "IID2", "NSNP", "HETHET", "IBS0", "KINSHIP"]
-# Variants per float32 product: partial sums stay exact integers below 2^24 (see
-# _accumulate_block: the packed correction term is at most (4 v + 1) (v + 1)).
-_MAX_VARIANT_BLOCK = 2040
+# The packed float64 correction sums (4 V + 1) * V + 4 V stay exact below 2^53.
+_MAX_VARIANTS = 40_000_000
 
 
 # ----------------------------------------------------------------------------- checks
@@ -266,25 +265,32 @@ def resolve_device(device: str = "auto"):
 
 
 @dataclass
-class _Tile:
+class _Pass:
+    """Row strips [a0, a1) of the upper triangle, done in one pass over the .bed.
+
+    tiles: (r0, r1, c0, c1) sample ranges with c0 >= r0. Accumulators: gg per tile
+    (float32 or float64, G_a G_b^T); row_side = M_A P_S^T, (a1 - a0, n - a0) float64;
+    col_side = M_S P_A^T, (n - a0, a1 - a0) float64, where A = [a0, a1), S = [a0, n).
+    """
+
     a0: int
     a1: int
-    b0: int
-    b1: int
+    tiles: list
     acc: dict = field(default_factory=dict)
 
 
 def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
-                min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 2048,
-                variant_block: int = _MAX_VARIANT_BLOCK, device: str = "auto",
+                min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 1024,
+                variant_block: int = 2048, device: str = "auto",
                 max_memory_bytes: int = 2 << 30) -> pd.DataFrame:
     """KING-robust kinship of all pairs of the selected samples, over autosomal variants.
 
     bf: an opened .bed trio. variant_idx: int positions in the .bim to use (default all;
     non-autosomal ones are dropped, as plink2 does). sample_idx: sorted int positions in
     the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
-    block_size: samples per tile edge; variant_block: variants per product (<= 2040).
-    max_memory_bytes bounds the accumulators held at once (tiles are done in passes).
+    block_size: samples per tile edge; variant_block: variants per product.
+    max_memory_bytes bounds the accumulators (about 20 bytes per pair of a strip) held at
+    once; further row strips are done in further passes over the .bed.
 
     Returns a DataFrame, one row per kept pair in plink2's .kin0 order (by the later
     sample, then the earlier): idx1 (later .fam position), idx2 (earlier), nsnp, hethet,
@@ -302,47 +308,49 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     empty["kinship"] = pd.Series(dtype=np.float64)
     if n < 2 or n_var == 0:
         return empty
-    variant_block = int(min(max(1, variant_block), _MAX_VARIANT_BLOCK))
+    if n_var >= _MAX_VARIANTS:
+        raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
+    variant_block = int(max(1, variant_block))
     block_size = int(max(1, block_size))
+    # exact float32 accumulation of G G^T while 4 n_var < 2^24; float64 beyond
+    gg_dtype = torch.float32 if 4 * n_var < (1 << 24) else torch.float64
+    scale = float(4 * n_var + 1)            # packs (g^2 count, het count) into one float64
     edges = list(range(0, n, block_size)) + [n]
-    tiles = [(edges[a], edges[a + 1], edges[b], edges[b + 1])
-             for a in range(len(edges) - 1) for b in range(a, len(edges) - 1)]
-    # four float32 accumulators per pair in a tile
-    passes, cur, cur_bytes = [], [], 0
-    for t in tiles:
-        size = 16 * (t[1] - t[0]) * (t[3] - t[2])
-        if cur and cur_bytes + size > max_memory_bytes:
-            passes.append(cur)
-            cur, cur_bytes = [], 0
-        cur.append(_Tile(*t))
-        cur_bytes += size
-    passes.append(cur)
+    passes, strips = [], []
+    for k in range(len(edges) - 1):
+        r0, r1 = edges[k], edges[k + 1]
+        a0 = strips[0][0] if strips else r0
+        if strips and 20 * (r1 - a0) * (n - a0) > max_memory_bytes:
+            passes.append(strips)
+            strips = []
+        strips.append((r0, r1))
+    passes.append(strips)
+    passes = [_Pass(st[0][0], st[-1][1],
+                    [(r0, r1, edges[c], edges[c + 1]) for r0, r1 in st
+                     for c in range(edges.index(r0), len(edges) - 1)]) for st in passes]
 
     blocks = list(plink.variant_blocks(n_var, variant_block))
-    sq_total = torch.zeros(n, dtype=torch.float64, device=dev)    # sum of g^2 over called
-    het_total = torch.zeros(n, dtype=torch.float64, device=dev)   # hets over called
     found1, found2, found_k = [], [], []
     bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
-    for pass_no, tiles_now in enumerate(passes):
-        for t in tiles_now:
-            shape = (t.a1 - t.a0, t.b1 - t.b0)
-            t.acc = {k: torch.zeros(shape, dtype=torch.float32, device=dev)
-                     for k in ("gg", "sq_miss", "het_miss", "miss_het")}
-        rows_needed = sorted({(t.a0, t.a1) for t in tiles_now} | {(t.b0, t.b1) for t in tiles_now})
-        lo = min(r[0] for r in rows_needed)
+    for pass_no, ps in enumerate(passes):
+        width = n - ps.a0
+        ps.acc = {"row_side": torch.zeros((ps.a1 - ps.a0, width), dtype=torch.float64, device=dev),
+                  "col_side": torch.zeros((width, ps.a1 - ps.a0), dtype=torch.float64, device=dev),
+                  "sq_total": torch.zeros(width, dtype=torch.float64, device=dev),
+                  "het_total": torch.zeros(width, dtype=torch.float64, device=dev)}
+        for t in ps.tiles:
+            ps.acc[t] = torch.zeros((t[1] - t[0], t[3] - t[2]), dtype=gg_dtype, device=dev)
         for v0, v1 in blocks:
-            geno = plink.read_genotypes(bf, variant_idx[v0:v1], sample_idx[lo:] if lo else sample_idx)
-            g = torch.from_numpy(np.ascontiguousarray(geno.T)).to(dev)     # (n - lo, v) int8
-            _accumulate_block(g, lo, tiles_now, rows_needed, v1 - v0,
-                              sq_total if pass_no == 0 else None,
-                              het_total if pass_no == 0 else None)
+            geno = plink.read_genotypes(bf, variant_idx[v0:v1],
+                                        sample_idx[ps.a0:] if ps.a0 else sample_idx)
+            _accumulate_block(geno, ps, scale, dev)
             bar.update(1)
-        for t in tiles_now:
-            k1, k2, kin = _tile_kinship(t, sq_total, het_total, min_kinship)
+        for t in ps.tiles:
+            k1, k2, kin = _tile_kinship(ps, t, scale, min_kinship)
             found1.append(k1)
             found2.append(k2)
             found_k.append(kin)
-            t.acc = {}
+        ps.acc = {}
     bar.close()
     pos_i = np.concatenate(found1) if found1 else np.zeros(0, np.int64)
     pos_j = np.concatenate(found2) if found2 else np.zeros(0, np.int64)
@@ -351,7 +359,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     # exact counts for the kept pairs, in .kin0 order (later sample first)
     order = np.lexsort((pos_i, pos_j))
     later, earlier = pos_j[order], pos_i[order]
-    counts = pair_counts(bf, variant_idx, sample_idx, later, earlier, block=variant_block * 4)
+    counts = pair_counts(bf, variant_idx, sample_idx, later, earlier, block=8192)
     fast = np.concatenate(found_k)[order]
     if not np.allclose(fast, counts["kinship"].to_numpy(), rtol=0, atol=1e-9, equal_nan=True):
         raise RuntimeError("KING-robust: blocked products and exact pair counts disagree "
@@ -363,74 +371,96 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     return counts
 
 
-def _accumulate_block(g, lo: int, tiles, rows_needed, n_block: int, sq_total, het_total) -> None:
-    """Add one variant block's products to every tile's accumulators.
+def _accumulate_block(geno: np.ndarray, ps: _Pass, scale: float, device) -> None:
+    """Add one variant block's products to a pass's accumulators.
 
-    g: int8 tensor (n_samples - lo, n_block) of A1 counts, -1 missing, for the samples
-    from position ``lo`` on. Per tile (rows a, columns b):
-      gg       += G_a G_b^T                       (sum of g_i g_j, jointly called)
-      sq_miss  += G2_a M_b^T + M_a G2_b^T         (g^2 of one where the other is missing)
-      het_miss += H_a M_b^T,  miss_het += M_a H_b^T
-    The two M products are packed into one sparse product each as G2 + s H with
-    s = 4 n_block + 1, so each stays an exact float32 integer below 2^24.
+    geno: int8 (n_block, n - a0) A1 counts, -1 missing, for the samples from position
+    a0 on (variant-major, as read from the .bed). Variants with no het call and not both
+    homozygotes among these samples add nothing to the KING numerator or het counts (their
+    g_i^2 + g_j^2 - 2 g_i g_j terms cancel), so they are skipped. With G the counts
+    (missing -> 0), M the missing calls and P = G^2 + scale * H (float64, exact:
+    scale > 4 n_var):
+      sq_total, het_total += per-sample sums of g^2 and hets over called variants
+      tile (a, b):  gg += G_a G_b^T     dense float32 product (sum of g_i g_j, joint)
+      row_side += M_A P_S^T            sparse M: g_j^2 and het_j where i is missing
+      col_side += M_S P_A^T            g_i^2 and het_i where j is missing
     """
     import warnings
 
     import torch
 
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-    called = g >= 0
-    gf = torch.where(called, g, torch.zeros_like(g)).to(torch.float32)
-    het = (g == 1).to(torch.float32)
-    if sq_total is not None:
-        sq_total[lo:] += (gf * gf).sum(1, dtype=torch.float64)
-        het_total[lo:] += het.sum(1, dtype=torch.float64)
-    missing = ~called
-    any_missing = bool(missing.any())
-    scale = float(4 * n_block + 1)
-    packed = gf * gf + scale * het if any_missing else None
-    parts = {}
-    for r0, r1 in rows_needed:
-        part = {"g": gf[r0 - lo:r1 - lo]}
-        if any_missing:
-            m = missing[r0 - lo:r1 - lo]
-            part["packed_t"] = packed[r0 - lo:r1 - lo].T.contiguous()        # (v, rows)
-            part["miss"] = m.to(torch.float32).to_sparse_csr() if bool(m.any()) else None
-        parts[(r0, r1)] = part
-    for t in tiles:
-        pa, pb = parts[(t.a0, t.a1)], parts[(t.b0, t.b1)]
-        t.acc["gg"] += pa["g"] @ pb["g"].T
-        if not any_missing:
-            continue
-        if pb["miss"] is not None:       # (G2 + s H)_a M_b^T
-            prod = (pb["miss"] @ pa["packed_t"]).T.to(torch.float64)
-            n_het = torch.floor(prod / scale)
-            t.acc["sq_miss"] += (prod - scale * n_het).to(torch.float32)
-            t.acc["het_miss"] += n_het.to(torch.float32)
-        if pa["miss"] is not None:       # M_a (G2 + s H)_b^T
-            prod = (pa["miss"] @ pb["packed_t"]).to(torch.float64)
-            n_het = torch.floor(prod / scale)
-            t.acc["sq_miss"] += (prod - scale * n_het).to(torch.float32)
-            t.acc["miss_het"] += n_het.to(torch.float32)
+    is_het = geno == 1
+    informative = is_het.any(1) | ((geno == 0).any(1) & (geno == 2).any(1))
+    if not informative.all():
+        geno, is_het = geno[informative], is_het[informative]
+    if geno.shape[0] == 0:
+        return
+    a0, na = ps.a0, ps.a1 - ps.a0
+    g = torch.from_numpy(geno).to(device)
+    gf = g.to(torch.float32).clamp_(min=0.0)                                  # (v, n - a0)
+    het = torch.from_numpy(is_het).to(device)
+    ps.acc["sq_total"] += (gf * gf).sum(0, dtype=torch.float64)
+    ps.acc["het_total"] += het.sum(0, dtype=torch.float64)
+    for t in ps.tiles:
+        r0, r1, c0, c1 = t
+        _add_product(ps.acc[t], gf[:, r0 - a0:r1 - a0].T, gf[:, c0 - a0:c1 - a0])
+    miss_v, miss_s = np.nonzero(geno < 0)
+    if len(miss_v) == 0:
+        return
+    packed_t = gf.to(torch.float64)
+    packed_t.mul_(packed_t).masked_fill_(het, 1.0 + scale)                   # (v, n - a0)
+    order = np.argsort(miss_s, kind="stable")                                 # CSR: by sample
+    miss_s, miss_v = miss_s[order], miss_v[order]
+    crow = np.zeros(geno.shape[1] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(miss_s, minlength=geno.shape[1]), out=crow[1:])
+
+    def csr(n_rows):
+        nnz = int(crow[n_rows])
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(crow[:n_rows + 1].copy()), torch.from_numpy(miss_v[:nnz].astype(np.int64)),
+            torch.ones(nnz, dtype=torch.float64), size=(n_rows, geno.shape[0]),
+            check_invariants=False).to(device)
+
+    ps.acc["row_side"].addmm_(csr(na), packed_t)
+    ps.acc["col_side"].addmm_(csr(geno.shape[1]), packed_t[:, :na].contiguous())
 
 
-def _tile_kinship(t: _Tile, sq_total, het_total, min_kinship):
+def _add_product(acc, a, b) -> None:
+    """acc += a @ b, computing the product in float32 (exact small integers)."""
+    import torch
+
+    if acc.dtype == torch.float32:
+        acc.addmm_(a, b)
+    else:
+        acc += (a @ b).to(acc.dtype)
+
+
+def _tile_kinship(ps: _Pass, t, scale: float, min_kinship):
     """Kinship of a tile's pairs (i < j) from its accumulators; keep those above min."""
     import torch
 
-    acc = {k: v.to(torch.float64) for k, v in t.acc.items()}
-    sq_a, sq_b = sq_total[t.a0:t.a1, None], sq_total[None, t.b0:t.b1]
-    het_a = het_total[t.a0:t.a1, None] - acc["het_miss"]
-    het_b = het_total[None, t.b0:t.b1] - acc["miss_het"]
-    numerator = sq_a + sq_b - acc["sq_miss"] - 2.0 * acc["gg"]
+    r0, r1, c0, c1 = t
+    sq_total, het_total = ps.acc["sq_total"], ps.acc["het_total"]
+    gg = ps.acc[t].to(torch.float64)
+    row_missing = ps.acc["row_side"][r0 - ps.a0:r1 - ps.a0, c0 - ps.a0:c1 - ps.a0]
+    col_missing = ps.acc["col_side"][c0 - ps.a0:c1 - ps.a0, r0 - ps.a0:r1 - ps.a0].T
+    miss_het = torch.floor(row_missing / scale)     # j het, i missing
+    het_miss = torch.floor(col_missing / scale)     # i het, j missing
+    sq_lost = (row_missing - scale * miss_het) + (col_missing - scale * het_miss)
+    a0 = ps.a0
+    het_a = het_total[r0 - a0:r1 - a0, None] - het_miss
+    het_b = het_total[None, c0 - a0:c1 - a0] - miss_het
+    numerator = (sq_total[r0 - a0:r1 - a0, None] + sq_total[None, c0 - a0:c1 - a0]
+                 - sq_lost - 2.0 * gg)
     kinship = 0.5 - numerator / (4.0 * torch.minimum(het_a, het_b))
-    rows = torch.arange(t.a0, t.a1, device=kinship.device)[:, None]
-    cols = torch.arange(t.b0, t.b1, device=kinship.device)[None, :]
+    rows = torch.arange(r0, r1, device=kinship.device)[:, None]
+    cols = torch.arange(c0, c1, device=kinship.device)[None, :]
     mask = cols > rows
     if min_kinship is not None:
         mask &= kinship > min_kinship
     ii, jj = torch.nonzero(mask, as_tuple=True)
-    return ((ii + t.a0).cpu().numpy().astype(np.int64), (jj + t.b0).cpu().numpy().astype(np.int64),
+    return ((ii + r0).cpu().numpy().astype(np.int64), (jj + c0).cpu().numpy().astype(np.int64),
             kinship[ii, jj].cpu().numpy())
 
 
@@ -612,7 +642,7 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
 
 
 def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extract=None,
-                             keep=None, device: str = "auto", block_size: int = 2048) -> dict:
+                             keep=None, device: str = "auto", block_size: int = 1024) -> dict:
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
     the .id files, the .kin0 of pairs > 0.0442 and the summary."""
     cutoff = check_cutoff(cutoff)
