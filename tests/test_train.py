@@ -129,7 +129,7 @@ def _cli(args):
 
 
 def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
-    cfg = {**TINY, "epochs": 30, "lp_every": 5, "pred_epochs": 10}
+    cfg = {**TINY, "epochs": 12, "lp_every": 3, "pred_epochs": 8}
     cfg_file = tmp_path / "cfg.json"
     cfg_file.write_text(json.dumps(cfg))
     common = ["--store", str(toy_store), "--budget", "60", "--seed", "7", "--device", "cpu",
@@ -146,7 +146,7 @@ def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
     proc.wait()
     assert not (out / "metrics.json").exists()
     done = torch.load(out / "checkpoint.pt", weights_only=False)
-    assert done["stage"] == "pretrain" and done["epoch"] < 30
+    assert done["stage"] == "pretrain" and done["epoch"] < 12
     r = subprocess.run(_cli([*common, "--out", str(out), "--resume"]), env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
