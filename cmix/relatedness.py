@@ -573,9 +573,11 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
 def _write_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
     """plink2's .king.cutoff.{in,out}.id: '#FID<TAB>IID' header (even when FIDs are 0)."""
     sub = fam.iloc[np.sort(idx)]
+    lines = (sub["fid"].astype(str) + "\t" + sub["iid"].astype(str)).tolist()
     with open(path, "w") as fh:
         fh.write("#FID\tIID\n")
-        fh.writelines(f"{f}\t{i}\n" for f, i in zip(sub["fid"], sub["iid"]))
+        if lines:
+            fh.write("\n".join(lines) + "\n")
 
 
 def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
