@@ -425,9 +425,12 @@ def a2_frequency(counts: Counts) -> np.ndarray:
 
 
 def minor_allele_frequency(counts: Counts) -> np.ndarray:
-    """float64 (n_variants,): min(f_A2, 1 - f_A2), as plink2 --maf; NaN if no calls."""
-    f = a2_frequency(counts)
-    return np.minimum(f, 1.0 - f)
+    """float64 (n_variants,): minor allele count / non-missing founder allele count, as
+    plink2 --maf (the ratio of counts, so 10 of 1,000 is exactly 0.01); NaN if no calls."""
+    a2 = 2 * counts.hom_a2 + counts.het
+    a1 = 2 * counts.hom_a1 + counts.het
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.minimum(a1, a2) / (a1 + a2)
 
 
 def missing_exceeds(missing: np.ndarray, threshold: float, total: int) -> np.ndarray:
@@ -513,7 +516,7 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
     with np.errstate(invalid="ignore", divide="ignore"):
         missing_rate = counts.missing / n_kept if n_kept else np.full(bf.n_variants, np.nan)
     f_a2 = a2_frequency(counts)
-    maf_v = np.minimum(f_a2, 1.0 - f_a2)
+    maf_v = minor_allele_frequency(counts)
     hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=hwe_midp)
 
     status = np.where(variant_ok, "PASS", "non-autosomal").astype(object)
@@ -564,7 +567,7 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
         ids = result.table["variant_id"].to_numpy()[result.passed]
         with open(tmps[0], "w") as fh:
             fh.write("".join(f"{v}\n" for v in ids))
-        result.table.to_csv(tmps[1], sep="\t", index=False, float_format="%.10g",
+        result.table.to_csv(tmps[1], sep="\t", index=False,
                             na_rep="NA")
         if len(result.mind_removed):
             sub = fam.iloc[result.mind_removed]
