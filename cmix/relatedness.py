@@ -332,7 +332,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     blocks = list(plink.variant_blocks(n_var, variant_block))
     found1, found2, found_k = [], [], []
     bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
-    for pass_no, ps in enumerate(passes):
+    for ps in passes:
         width = n - ps.a0
         ps.acc = {"row_side": torch.zeros((ps.a1 - ps.a0, width), dtype=torch.float64, device=dev),
                   "col_side": torch.zeros((width, ps.a1 - ps.a0), dtype=torch.float64, device=dev),

@@ -19,7 +19,6 @@ import pytest
 
 from cmix import plink, relatedness
 from cmix.cli import main
-from cmix.io import CmixError
 from cmix.simulate import king_robust_pair
 
 from conftest import requires_plink2
@@ -439,3 +438,25 @@ def test_cuda_requested_without_gpu(families, tmp_path, capsys):
 def test_no_route_given(tmp_path, capsys):
     assert main(["unrelated", "--out", str(tmp_path / "o")]) == 1
     assert "--kinship" in capsys.readouterr().err
+
+
+def test_extract_subset_matches_plink2(families, tmp_path):
+    """--extract: only listed variants (non-autosomal ones still dropped), as plink2."""
+    d, bf = families["dir"], families["bf"]
+    rng = np.random.default_rng(2)
+    chosen = bf.bim["variant_id"].to_numpy()[rng.random(bf.n_variants) < 0.5]
+    (tmp_path / "qc.snplist").write_text("\n".join(chosen) + "\n")
+    run_plink2("--bfile", d / "fam", "--extract", tmp_path / "qc.snplist", "--king-cutoff",
+               "0.0884", "--make-king-table", "--king-table-filter", "0.0442", "--out",
+               tmp_path / "p")
+    assert main(["unrelated", "--bfile", str(d / "fam"), "--extract", str(tmp_path / "qc.snplist"),
+                 "--out", str(tmp_path / "o"), "--device", "cpu"]) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(tmp_path / f"p.{ext}")
+    ours, theirs = read_kin0(tmp_path / "o.kin0"), read_kin0(tmp_path / "p.kin0")
+    assert (ours["NSNP"].to_numpy() == theirs["NSNP"].to_numpy()).all()
+    assert np.abs(ours["KINSHIP"] - theirs["KINSHIP"]).max() < 1e-6
+    summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
+    n_x = int(np.isin(chosen, bf.bim["variant_id"][bf.bim["chrom"] == "23"]).sum())
+    assert summary["variants_used"] == len(chosen) - n_x
+    assert summary["variants_non_autosomal_excluded"] == n_x > 0
