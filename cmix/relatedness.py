@@ -21,9 +21,14 @@ H the het indicators (samples x variants),
 with G2 = G * G. Writing C = 1 - M (M: missing calls) turns the C products into
 per-sample totals minus products with the sparse M, so the only dense product is
 G G^T: one float32 matrix product per (sample block, sample block, variant block),
-exact because every partial sum is an integer below 2^24. The products run with torch
-on a GPU when there is one and on the CPU otherwise (same code). Pairs above the
-reporting threshold are then recounted exactly (NSNP, HETHET, IBS0) from the genotypes.
+exact because every partial sum is an integer below 2^24. The missing-call terms are
+sparse (CSR) float64 products M P^T with P = G2 + s H packed into one exact number
+(s > 4 n_variants). Variants with no het call and one homozygote only add nothing and
+are skipped. The products run with torch on a GPU when there is one and on the CPU
+otherwise (same code). Memory: the accumulators of one pass (about 20 bytes per sample
+pair of its row strips, capped by ``max_memory_bytes``; more strips mean more passes
+over the .bed) plus one variant block. Pairs above the reporting threshold are then
+recounted exactly (NSNP, HETHET, IBS0) from the genotypes, and the two must agree.
 
 plink2's pruning order (``KinshipPruneDestructive`` in plink2_matrix_calc.cc): while
 related pairs remain, if some sample has exactly one remaining relative, the first such
