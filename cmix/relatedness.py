@@ -317,6 +317,8 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
         raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
     variant_block = int(max(1, variant_block))
     block_size = int(max(1, block_size))
+    if 20 * block_size * n > max_memory_bytes:      # one row strip must fit the budget
+        block_size = max(64, max_memory_bytes // (20 * n))
     # exact float32 accumulation of G G^T while 4 n_var < 2^24; float64 beyond
     gg_dtype = torch.float32 if 4 * n_var < (1 << 24) else torch.float64
     scale = float(4 * n_var + 1)            # packs (g^2 count, het count) into one float64

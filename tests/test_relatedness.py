@@ -460,3 +460,20 @@ def test_extract_subset_matches_plink2(families, tmp_path):
     n_x = int(np.isin(chosen, bf.bim["variant_id"][bf.bim["chrom"] == "23"]).sum())
     assert summary["variants_used"] == len(chosen) - n_x
     assert summary["variants_non_autosomal_excluded"] == n_x > 0
+
+
+def test_ukb_table_of_simulated_cohort_matches_plink2(cohort, tmp_path):
+    """cmix.simulate's ukb_rel.dat (eids) pruned by cmix and, as a .king.bin of the same
+    pairs in .fam order, by plink2 --king-cutoff: same dropped samples."""
+    fam = plink.read_fam(cohort / "genotypes.fam")
+    assert main(["unrelated", "--kinship", str(cohort / "kinship.dat"), "--bfile",
+                 str(cohort / "genotypes"), "--out", str(tmp_path / "o")]) == 0
+    table = pd.read_csv(cohort / "kinship.dat", sep=r"\s+", dtype={"ID1": str, "ID2": str})
+    pos = pd.Index(fam["iid"])
+    kin = np.zeros((len(fam), len(fam)))
+    i, j = pos.get_indexer(table["ID1"]), pos.get_indexer(table["ID2"])
+    kin[i, j] = kin[j, i] = table["Kinship"]
+    removed = _plink2_prune(tmp_path, kin)
+    out = pd.read_csv(tmp_path / "o.king.cutoff.out.id", sep="\t", dtype=str)
+    assert sorted(pos.get_indexer(out["IID"])) == list(np.flatnonzero(removed))
+    assert removed.sum() > 0
