@@ -79,8 +79,8 @@ DEFAULT_CONFIG: dict = {
     "memory_limit_mb": 2048,
 }
 
-PAPER_CONFIG: dict = {"hidden": None, "n_layers": 1, "epochs": 100, "lp_k": 3,
-                      "alpha": 0.2, "tau": 0.1, "beta": 0.25}
+PAPER_CONFIG: dict = {"hidden": None, "n_layers": 1, "lp_k": 3, "lp_alpha": 0.999,
+                      "alpha": 0.2, "tau": 0.1, "beta": 0.25, "pred_hidden": 100}
 
 # method name -> config overrides (issue 7 adds baselines here or beside it)
 METHODS: dict = {
