@@ -8,6 +8,7 @@ printed as one line, ``cmix <step>: error: ...``, with exit status 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -308,11 +309,47 @@ def _run_qc(args):
             hwe = _hwe_args(args.hwe)
         except argparse.ArgumentTypeError as err:
             args._parser.error(f"argument --hwe: {err}")
+    if os.path.basename(sys.argv[0]) == "cmix" and "scipy.linalg" not in sys.modules:
+        # Start-up: numba's first kernel load imports scipy.linalg (0.6 s) only to
+        # offer BLAS inside jitted code, which cmix qc never uses. In a `cmix qc`
+        # process (not when main() is called from Python) tell numba there is no BLAS.
+        sys.modules["scipy.linalg.cython_blas"] = None
     from .qc import run_qc_cli
 
     run_qc_cli(args.bfile, args.out, keep=args.keep, remove=args.remove, maf=args.maf,
                hwe=hwe, geno=args.geno, mind=args.mind, autosome_only=args.autosome,
                threads=args.threads)
+
+
+# ------------------------------------------------------------------ install-profile
+def _add_install_profile(sub):
+    p = sub.add_parser(
+        "install-profile",
+        help="copy a Snakemake profile of this repository to ~/.config/snakemake/NAME",
+        description="Install profiles/NAME so that `snakemake --profile NAME` finds it.")
+    p.add_argument("name", choices=["slurm", "local"], help="profile to install")
+    p.add_argument("--dest", default=None,
+                   help="target folder (default ~/.config/snakemake/NAME)")
+    p.add_argument("--force", action="store_true", help="overwrite an installed profile")
+    p.set_defaults(func=_run_install_profile)
+
+
+def _run_install_profile(args):
+    import shutil
+    from pathlib import Path
+
+    from .io import CmixError, log
+
+    src = Path(__file__).resolve().parent.parent / "profiles" / args.name
+    if not (src / "config.yaml").exists():
+        raise CmixError(f"{src}: profile not found; run this from a clone of the cmix "
+                        "repository installed with `pip install -e .`")
+    dest = Path(args.dest) if args.dest else Path.home() / ".config" / "snakemake" / args.name
+    if (dest / "config.yaml").exists() and not args.force:
+        raise CmixError(f"{dest}: a profile is already installed there (use --force to replace it)")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src / "config.yaml", dest / "config.yaml")
+    log(f"installed {args.name} profile to {dest}; edit partition/account names there")
 
 
 # ------------------------------------------------------------------------- unrelated
@@ -373,7 +410,7 @@ def _run_unrelated(args):
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_train, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
+_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -446,8 +446,9 @@ def missing_exceeds(missing: np.ndarray, threshold: float, total: int) -> np.nda
 class QcResult:
     """What :func:`run_qc` decided.
 
-    table: one row per variant (.bim order) with columns variant_id, chrom, pos, a1, a2,
-    hom_a1, het, hom_a2, missing, n_kept, missing_rate, a1_freq, maf, hwe_p, status
+    table: one row per variant (.bim order) with columns variant_id, a1, a2 (.bim
+    columns 5 and 6), hom_a1, het, hom_a2 (kept founders' genotype counts), missing,
+    n_kept (all kept samples), missing_rate, maf, hwe_p, status
     ("PASS" or the first failing filter: geno, hwe, maf). sample_idx: int indices into
     the .fam of the samples the counts used (after --mind). mind_removed: int indices of
     samples --mind removed. summary: filter -> count, in application order.
@@ -515,7 +516,6 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
     n_kept = counts.n_samples
     with np.errstate(invalid="ignore", divide="ignore"):
         missing_rate = counts.missing / n_kept if n_kept else np.full(bf.n_variants, np.nan)
-    f_a2 = a2_frequency(counts)
     maf_v = minor_allele_frequency(counts)
     hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=hwe_midp)
 
@@ -539,16 +539,37 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
         summary["removed by --maf"] = int(fail.sum())
     summary["variants passing"] = int((status == "PASS").sum())
     table = pd.DataFrame({
-        "variant_id": bim["variant_id"].to_numpy(), "chrom": bim["chrom"].to_numpy(),
-        "pos": bim["pos"].to_numpy(), "a1": bim["a1"].to_numpy(), "a2": bim["a2"].to_numpy(),
-        "hom_a1": counts.hom_a1, "het": counts.het, "hom_a2": counts.hom_a2,
-        "missing": counts.missing, "n_kept": n_kept, "missing_rate": missing_rate,
-        "a1_freq": 1.0 - f_a2, "maf": maf_v, "hwe_p": hwe_p, "status": status,
+        "variant_id": bim["variant_id"].to_numpy(), "a1": bim["a1"].to_numpy(),
+        "a2": bim["a2"].to_numpy(), "hom_a1": counts.hom_a1, "het": counts.het,
+        "hom_a2": counts.hom_a2, "missing": counts.missing, "n_kept": n_kept,
+        "missing_rate": missing_rate, "maf": maf_v, "hwe_p": hwe_p, "status": status,
     })
     for k, v in summary.items():
         log(f"qc: {k}: {v}")
     return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
                     summary=summary)
+
+
+def _write_tsv(table, path) -> None:
+    """Tab-separated, floats as shortest round-trip repr, NaN as NA (several times
+    faster than DataFrame.to_csv, which dominated the run time at 200k variants)."""
+    cols = []
+    for name in table.columns:
+        values = table[name].to_numpy()
+        if values.dtype.kind == "f":
+            text = list(map(float.__repr__, values.tolist()))
+            for i in np.flatnonzero(np.isnan(values)).tolist():
+                text[i] = "NA"
+            cols.append(text)
+        elif values.dtype.kind in "iub":
+            cols.append(list(map(str, values.tolist())))
+        else:
+            cols.append(values.tolist())
+    with open(path, "w") as fh:
+        fh.write("\t".join(table.columns) + "\n")
+        if len(table):
+            fh.write("\n".join(map("\t".join, zip(*cols))))
+            fh.write("\n")
 
 
 def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
@@ -567,8 +588,7 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
         ids = result.table["variant_id"].to_numpy()[result.passed]
         with open(tmps[0], "w") as fh:
             fh.write("".join(f"{v}\n" for v in ids))
-        result.table.to_csv(tmps[1], sep="\t", index=False,
-                            na_rep="NA")
+        _write_tsv(result.table, tmps[1])
         if len(result.mind_removed):
             sub = fam.iloc[result.mind_removed]
             with open(tmps[2], "w") as fh:
