@@ -17,7 +17,14 @@ rule sample_filters:
         "../envs/cmix.yaml"
     params:
         out=lambda wc, output: output.keep[: -len(".keep")],
-        extra=config["sample_qc"].get("extra", ""),
+        extra=" ".join(
+            (
+                ["--sqc-headerless"]
+                if config.get("inputs", {}).get("sample_qc_headerless")
+                else []
+            )
+            + [config["sample_qc"].get("extra", "")]
+        ),
     shell:
         "cmix samples --fam {input.fam} --sqc {input.sqc} --withdrawn {input.withdrawn} "
         "{params.extra} --out {params.out} 2> {log}"
@@ -69,7 +76,7 @@ rule unrelated:
         out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
         cutoff=config["relatedness"]["cutoff"],
         source=lambda wc, input: (
-            f"--kinship {input.kinship}"
+            f"--kinship {input.kinship} --fam {input[2]}"
             if input.kinship
             else f"--bfile {input[0][: -len('.bed')]} --extract {input.snplist}"
         ),

@@ -33,4 +33,4 @@ rule train:
     shell:
         "cmix train --store {input.store} --budget {wildcards.budget} --seed {wildcards.seed} "
         "--method {wildcards.method} --config {input.config} --device {params.device} "
-        "--resume --out {params.out} 2> {log}"
+        "--out {params.out} 2> {log}"
