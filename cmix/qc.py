@@ -550,24 +550,26 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
                     summary=summary)
 
 
-def _write_tsv(table, path) -> None:
-    """Tab-separated, floats as shortest round-trip repr, NaN as NA (several times
-    faster than DataFrame.to_csv, which dominated the run time at 200k variants)."""
-    cols = []
-    for name in table.columns:
-        values = table[name].to_numpy()
-        if values.dtype.kind == "f":
-            text = list(map(float.__repr__, values.tolist()))
-            for i in np.flatnonzero(np.isnan(values)).tolist():
-                text[i] = "NA"
-            cols.append(text)
-        elif values.dtype.kind in "iub":
-            cols.append(list(map(str, values.tolist())))
-        else:
-            cols.append(values.tolist())
+def _write_tsv(table, path, chunk: int = 20_000) -> None:
+    """Tab-separated, floats as shortest round-trip repr, NaN as NA; formatted in row
+    chunks so memory does not grow with the variant count (and several times faster
+    than DataFrame.to_csv, which dominated the run time at 200k variants)."""
+    arrays = [table[name].to_numpy() for name in table.columns]
     with open(path, "w") as fh:
         fh.write("\t".join(table.columns) + "\n")
-        if len(table):
+        for start in range(0, len(table), chunk):
+            cols = []
+            for values in arrays:
+                values = values[start:start + chunk]
+                if values.dtype.kind == "f":
+                    text = list(map(float.__repr__, values.tolist()))
+                    for i in np.flatnonzero(np.isnan(values)).tolist():
+                        text[i] = "NA"
+                elif values.dtype.kind in "iub":
+                    text = list(map(str, values.tolist()))
+                else:
+                    text = values.tolist()
+                cols.append(text)
             fh.write("\n".join(map("\t".join, zip(*cols))))
             fh.write("\n")
 
