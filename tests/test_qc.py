@@ -375,3 +375,15 @@ def test_run_qc_rejects_mind_removing_everyone(small):
     plink.write_bfile(small, g, bf.fam, bf.bim)
     with pytest.raises(CmixError, match="all 30 samples"):
         qc.run_qc(plink.open_bfile(small), mind=0.1)
+
+
+def test_remove_and_keep_together_match_plink2(edge, tmp_path):
+    prefix, keep = edge
+    remove = tmp_path / "rm.txt"
+    remove.write_text("#FID\tIID\n" + "".join(f"F{i}\tS{i}\n" for i in range(0, 600, 7)))
+    flags = ["--keep", keep, "--remove", remove, "--maf", "0.02", "--hwe", "1e-4",
+             "--mind", "0.1", "--geno", "0.05"]
+    plink2("--bfile", prefix, *flags, "--write-snplist", "--out", tmp_path / "p")
+    assert cmix_qc("--bfile", prefix, *flags, "--out", tmp_path / "c") == 0
+    assert read_lines(tmp_path / "c.snplist") == read_lines(tmp_path / "p.snplist")
+    assert read_lines(tmp_path / "c.mindrem.id") == read_lines(tmp_path / "p.mindrem.id")
