@@ -91,7 +91,9 @@ def _add_train(sub):
                    help="number of labeled training samples")
     p.add_argument("--seed", required=True, type=int, help="seed of the labeled subset and training")
     p.add_argument("--method", default="cmix",
-                   help="cmix (Contrastive Mixup, default) or mlp (supervised MLP baseline)")
+                   help="cmix (Contrastive Mixup, default); baselines mlp, logreg, prs, ae, "
+                        "vime, manifold_mixup; ablations cmix_selfsl, cmix_selfsl_pl, "
+                        "cmix_random_mix")
     p.add_argument("--config", default=None,
                    help="YAML or JSON file of config keys overriding the defaults")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],

@@ -86,6 +86,10 @@ PAPER_CONFIG: dict = {"hidden": None, "n_layers": 1, "lp_k": 3, "lp_alpha": 0.99
 METHODS: dict = {
     "cmix": {},
     "mlp": {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False},
+    # ablations (METHOD.md)
+    "cmix_selfsl": {"pseudo_labels": False},
+    "cmix_selfsl_pl": {"predictor_mixup": False},
+    "cmix_random_mix": {"mix": "random"},
 }
 
 METRICS_FILE = "metrics.json"
@@ -437,10 +441,15 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
 
     from . import store as store_mod
     from .data import RowLoader, choose_mode, column_moments, load_rows, make_splits
+    from .baselines import BASELINES
     from .nn import ContrastiveMixup, Predictor, SnpEmbedding
 
+    if method in BASELINES:          # logreg, prs, ae, vime, manifold_mixup (issue 7)
+        return BASELINES[method](store_path, budget, seed, out_dir, config=config,
+                                 config_path=config_path, device=device, resume=resume)
     if method not in METHODS:
-        raise CmixError(f"unknown method {method!r}; known: {sorted(METHODS)}")
+        raise CmixError(f"unknown method {method!r}; known: "
+                        f"{sorted(METHODS) + sorted(BASELINES)}")
     cfg = load_config(config_path, {**(config or {}), **METHODS[method]})
     dev = resolve_device(device)
     root = store_mod.open_store(store_path)

@@ -1,0 +1,249 @@
+"""Baselines and ablations (issue 7): each learns an easy simulated trait, none reads the
+test rows for fitting, VIME's corruption and losses against direct computations."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cmix import baselines
+from cmix.cli import main
+from cmix.store import write_store
+
+TINY = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 2, "lp_every": 1,
+        "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 40, "pred_patience": 8,
+        "lp_k": 5, "vime_k": 2}
+NN_METHODS = ["mlp", "ae", "vime", "manifold_mixup", "cmix_selfsl", "cmix_selfsl_pl",
+              "cmix_random_mix"]
+
+
+def simulate_trait(n, m, n_classes, seed, n_causal=8, h2=0.85):
+    """Independent SNPs, liability from n_causal SNPs (true betas returned), classes by
+    liability quantiles; 1% missing calls."""
+    rng = np.random.default_rng(seed)
+    maf = rng.uniform(0.1, 0.5, m)
+    dosage = rng.binomial(2, maf, size=(n, m)).astype(np.int8)
+    beta = np.zeros(m)
+    causal = rng.choice(m, n_causal, replace=False)
+    beta[causal] = rng.choice([-1, 1], n_causal) * rng.uniform(0.5, 1.0, n_causal)
+    g = (dosage - 2 * maf) @ beta
+    g = (g - g.mean()) / g.std()
+    liab = np.sqrt(h2) * g + np.sqrt(1 - h2) * rng.normal(size=n)
+    cuts = np.quantile(liab, np.linspace(0, 1, n_classes + 1)[1:-1])
+    label = np.searchsorted(cuts, liab).astype(np.int16)
+    dosage[rng.random(dosage.shape) < 0.01] = -1
+    split = np.zeros(n, dtype=np.int8)
+    split[rng.choice(n, n // 4, replace=False)] = 1
+    return dosage, label, split, beta
+
+
+def store_from(path, dosage, label, split, beta, trait="easy"):
+    n, m = dosage.shape
+    n_classes = int(label.max()) + 1
+    return write_store(path, dosage=dosage, sample_id=[f"id{i}" for i in range(n)],
+                       sample_label=label, sample_split=split,
+                       variant_id=[f"rs{j}" for j in range(m)], variant_contig=["1"] * m,
+                       variant_position=np.arange(m) * 10 + 1,
+                       variant_allele=np.array([["A", "G"]] * m), variant_beta=beta,
+                       attrs={"trait": trait, "class_names": [f"c{c}" for c in range(n_classes)]},
+                       sample_chunk=128)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny networks: one thread is much faster than two on a shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def easy(tmp_path_factory):
+    d = tmp_path_factory.mktemp("baselines")
+    dosage, label, split, beta = simulate_trait(1000, 20, 2, seed=3, n_causal=4, h2=0.9)
+    clean = store_from(d / "easy.zarr", dosage, label, split, beta)
+    # the same store with the test rows' labels flipped and their genotypes scrambled
+    rng = np.random.default_rng(5)
+    test = split == 1
+    label_p, dosage_p = label.copy(), dosage.copy()
+    label_p[test] = 1 - label_p[test]
+    dosage_p[test] = rng.integers(-1, 3, size=(test.sum(), dosage.shape[1]))
+    poisoned = store_from(d / "poisoned.zarr", dosage_p, label_p, split, beta)
+    return clean, poisoned
+
+
+@pytest.mark.parametrize("method", ["logreg", "prs"] + NN_METHODS)
+def test_method_learns_easy_binary_trait(easy, tmp_path, method):
+    out = tmp_path / method
+    m = baselines.run_method(method, easy[0], 300, 123, out, config=TINY, device="cpu")
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["method"] == method and on_disk["test"] == m["test"]
+    for key in ("trait", "budget", "seed", "class_names", "n_labeled", "n_train_labeled",
+                "n_validation", "n_unlabeled", "n_test", "validation", "pseudo_labels",
+                "test_split_sha256", "wall_seconds", "device", "versions", "config", "store"):
+        assert key in m, key
+    assert m["n_labeled"] == 300 and m["n_test"] == 250 and m["n_unlabeled"] == 450
+    # chance is 0.5 (balanced classes); the liability has h2 0.9 from 4 SNPs
+    assert m["test"]["accuracy"] > 0.65, m["test"]
+    assert m["test"]["balanced_accuracy"] > 0.65, m["test"]
+    assert m["test"]["auroc"] > 0.72, m["test"]
+    assert "id1" not in (out / "metrics.json").read_text()
+
+
+def test_methods_learn_three_classes(tmp_path):
+    dosage, label, split, beta = simulate_trait(900, 20, 3, seed=8, n_causal=4, h2=0.9)
+    store = store_from(tmp_path / "three.zarr", dosage, label, split, beta, trait="three")
+    for method in ("logreg", "prs", "vime"):
+        m = baselines.run_method(method, store, 300, 127, tmp_path / method,
+                                 config={**TINY, "epochs": 8}, device="cpu")
+        assert m["test"]["accuracy"] > 0.5, (method, m["test"])      # chance 1/3
+        assert m["test"]["macro_auroc"] > 0.7, (method, m["test"])
+
+
+def _fitted(path):
+    return torch.load(path / "model.pt", weights_only=False)
+
+
+def _assert_same(a, b, where=""):
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _assert_same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("method", list(baselines.BASELINES))
+def test_test_rows_never_used_for_fitting(easy, tmp_path, method):
+    cfg = {**TINY, "epochs": 2, "pred_epochs": 6}
+    a = baselines.run_method(method, easy[0], 100, 7, tmp_path / "clean", config=cfg,
+                             device="cpu")
+    b = baselines.run_method(method, easy[1], 100, 7, tmp_path / "poisoned", config=cfg,
+                             device="cpu")
+    _assert_same(_fitted(tmp_path / "clean"), _fitted(tmp_path / "poisoned"))
+    assert a["validation"] == b["validation"]
+    assert a["test_split_sha256"] == b["test_split_sha256"]
+    # the poison did reach the test metrics (flipped labels: accuracy -> 1 - accuracy)
+    assert a["test"]["accuracy"] != b["test"]["accuracy"]
+
+
+def test_vime_corruption_against_direct_computation():
+    x = torch.from_numpy(np.random.default_rng(0).integers(-1, 3, (50, 7)).astype(np.int8))
+    g = torch.Generator().manual_seed(4)
+    x_tilde, mask = baselines.vime_corrupt(x, 0.3, g)
+    # redraw the same random numbers and corrupt entry by entry
+    g2 = torch.Generator().manual_seed(4)
+    m = (torch.rand((50, 7), generator=g2) < 0.3).numpy()
+    perm = torch.argsort(torch.rand((50, 7), generator=g2), dim=0).numpy()
+    xn = x.numpy()
+    want = xn.copy()
+    for i in range(50):
+        for j in range(7):
+            if m[i, j]:
+                want[i, j] = xn[perm[i, j], j]
+    np.testing.assert_array_equal(x_tilde.numpy(), want)
+    np.testing.assert_array_equal(mask.numpy(), (want != xn).astype(np.float32))
+    assert x_tilde.dtype == torch.int8
+    # p_m -> 1: every column is a permutation of itself (draws from its own marginal),
+    # rows are mixed across columns independently
+    x_all, _ = baselines.vime_corrupt(x, 1 - 1e-9, torch.Generator().manual_seed(1))
+    for j in range(7):
+        assert sorted(x_all[:, j].tolist()) == sorted(x[:, j].tolist())
+    assert not torch.equal(x_all, x)
+    # mask rate ~ p_m
+    big = torch.zeros((400, 50), dtype=torch.int8)
+    big[::2] = 1
+    _, mk = baselines.vime_corrupt(big, 0.3, torch.Generator().manual_seed(2))
+    assert abs(float(mk.mean()) - 0.3 * 0.5) < 0.02      # a masked entry changes w.p. ~1/2
+
+
+def test_vime_losses_against_direct_computation():
+    from cmix.nn import SnpEmbedding
+
+    rng = np.random.default_rng(1)
+    b, m = 6, 5
+    mask_logits = torch.from_numpy(rng.normal(size=(b, m)).astype(np.float32))
+    mask = torch.from_numpy((rng.random((b, m)) < 0.4).astype(np.float32))
+    x = torch.from_numpy(rng.integers(-1, 3, (b, m)).astype(np.int8))
+    feat = torch.from_numpy(rng.normal(size=(b, m, 4)).astype(np.float32))
+    embed = SnpEmbedding(m, "categorical")
+    total, lm, lf = baselines.vime_self_loss(mask_logits, mask, feat, x, embed, alpha=2.0)
+    p = 1 / (1 + np.exp(-mask_logits.numpy().astype(np.float64)))
+    mk = mask.numpy()
+    want_m = -np.mean(mk * np.log(p) + (1 - mk) * np.log(1 - p))
+    f = feat.numpy().astype(np.float64)
+    logp = f - np.log(np.exp(f).sum(-1, keepdims=True))
+    level = np.where(x.numpy() < 0, 3, x.numpy())               # missing = 4th level
+    want_f = -np.mean(np.take_along_axis(logp, level[..., None], -1))
+    assert float(lm) == pytest.approx(want_m, rel=1e-5)
+    assert float(lf) == pytest.approx(want_f, rel=1e-5)
+    assert float(total) == pytest.approx(want_m + 2.0 * want_f, rel=1e-5)
+    # dosage encoding: MSE against the standardised dosages
+    mean = np.array([1.0, 0.5, 1.2, 0.8, 1.0], np.float32)
+    sd = np.array([0.7, 0.5, 0.6, 0.9, 1.0], np.float32)
+    emb_d = SnpEmbedding(m, "dosage", mean, sd)
+    out = torch.from_numpy(rng.normal(size=(b, m)).astype(np.float32))
+    _, _, lf_d = baselines.vime_self_loss(mask_logits, mask, out, x, emb_d, alpha=1.0)
+    z = (x.numpy() - mean) / sd
+    z[x.numpy() < 0] = 0
+    assert float(lf_d) == pytest.approx(np.mean((out.numpy() - z) ** 2), rel=1e-5)
+    # consistency: variance over the K copies, averaged
+    lk = rng.normal(size=(3, b, 2))
+    got = baselines.vime_consistency_loss(torch.from_numpy(lk))
+    assert float(got) == pytest.approx(np.mean(np.var(lk, axis=0)), rel=1e-6)
+
+
+def test_manifold_mixup_step_against_direct_computation():
+    from cmix.nn import Predictor
+
+    torch.manual_seed(0)
+    pred = Predictor(6, 3, hidden=8).eval()
+    f = torch.randn(5, 6)
+    t = torch.eye(3)[torch.tensor([0, 1, 2, 1, 0])]
+    lam = torch.tensor([0.1, 0.5, 0.9, 0.3, 0.7])
+    perm = torch.tensor([4, 3, 2, 1, 0])
+    with torch.no_grad():
+        for layer in range(3):
+            logits, tt = baselines.manifold_mixup_step(pred, f, t, layer, lam, perm)
+            h = f
+            blocks = [pred.net[0:3], pred.net[3:6]]
+            for blk in blocks[:layer]:
+                h = blk(h)
+            h = lam[:, None] * h + (1 - lam[:, None]) * h[perm]
+            for blk in blocks[layer:]:
+                h = blk(h)
+            assert torch.allclose(logits, pred.net[6](h), atol=1e-6)
+            assert torch.allclose(tt, lam[:, None] * t + (1 - lam[:, None]) * t[perm])
+
+
+def test_cli_train_dispatches_to_baselines_and_rejects_unknown(easy, tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"logreg_folds": 3}))
+    rc = main(["train", "--store", str(easy[0]), "--budget", "80", "--seed", "1",
+               "--method", "logreg", "--config", str(cfg), "--out", str(tmp_path / "lr")])
+    assert rc == 0
+    m = json.loads((tmp_path / "lr" / "metrics.json").read_text())
+    assert m["method"] == "logreg" and m["validation"]["cv_folds"] == 3
+    rc = main(["train", "--store", str(easy[0]), "--budget", "80", "--seed", "1",
+               "--method", "nope", "--out", str(tmp_path / "x")])
+    assert rc == 1 and "unknown method" in capsys.readouterr().err
+    cfg.write_text(json.dumps({"vime_p_m": 1.5}))
+    rc = main(["train", "--store", str(easy[0]), "--budget", "80", "--seed", "1",
+               "--method", "vime", "--config", str(cfg), "--out", str(tmp_path / "v")])
+    assert rc == 1 and "vime_p_m" in capsys.readouterr().err
+    assert not (tmp_path / "v" / "metrics.json").exists()
+
+
+def test_prs_refuses_store_without_betas(easy, tmp_path):
+    from cmix.io import CmixError
+
+    dosage, label, split, _ = simulate_trait(200, 10, 2, seed=1)
+    store = store_from(tmp_path / "nob.zarr", dosage, label, split, np.zeros(10))
+    with pytest.raises(CmixError, match="variant_beta"):
+        baselines.run_method("prs", store, 50, 1, tmp_path / "p", device="cpu")
