@@ -3,7 +3,8 @@
 The .bed is memory-mapped and decoded on demand, so any subset of variants and
 samples is read without touching the rest. Genotypes come out as int8 counts of the
 .bim column-5 allele (A1; plink2's ALT): 0, 1, 2, and -1 for a missing call. That is
-the convention of bed-reader and of ``plink2 --export A`` (which counts ALT = A1).
+bed-reader's convention; ``plink2 --export A`` (2.00a3.5) counts the column-6 allele
+instead unless told otherwise with ``--export-allele``.
 
 Shapes: ``genotypes`` arrays are (n_variants, n_samples), variant-major like the .bed.
 """
@@ -31,19 +32,25 @@ BYTE_TO_DOSAGE = CODE_TO_DOSAGE[(np.arange(256)[:, None] >> (2 * np.arange(4))) 
 _DOSAGE_PLUS1_TO_CODE = np.array([0b01, 0b11, 0b10, 0b00], dtype=np.uint8)
 
 
-def _read_table(path: Path, columns: list[str], what: str) -> pd.DataFrame:
-    """Read a headerless whitespace-separated table, checking every line's field count."""
+def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.DataFrame:
+    """Read a headerless whitespace-separated table, checking every line's field count.
+
+    ``dtype`` (column -> type) parses numeric columns directly; a value that does not
+    parse raises ValueError, and callers re-read as text to name the bad line.
+    """
     if not path.exists():
         raise CmixError(f"{path}: file not found ({what} file)")
+    types = {c: (dtype or {}).get(c, str) for c in columns}
     try:
-        df = pd.read_csv(path, sep=r"\s+", header=None, names=columns, dtype=str,
+        df = pd.read_csv(path, sep=r"\s+", header=None, names=columns, dtype=types,
                          engine="c", na_filter=False, comment=None)
     except pd.errors.EmptyDataError:
-        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns})
+        return pd.DataFrame({c: pd.Series(dtype=types[c]) for c in columns})
     except pd.errors.ParserError as err:
         raise CmixError(f"{path}: expected {len(columns)} whitespace-separated columns "
                         f"({' '.join(columns)}); {err}") from None
-    short = df[columns[-1]].eq("")
+    last = df[columns[-1]]
+    short = last.eq("") if last.dtype == object or types[columns[-1]] is str else last.isna()
     if short.any():
         line = int(np.flatnonzero(short.to_numpy())[0]) + 1
         raise CmixError(f"{path}, line {line}: expected {len(columns)} columns "
@@ -77,15 +84,18 @@ def read_fam(path: str | os.PathLike) -> pd.DataFrame:
 def read_bim(path: str | os.PathLike) -> pd.DataFrame:
     """Read a .bim file: chrom, variant_id, a1, a2 (str), cm (float64), pos (int64)."""
     path = Path(path)
-    bim = _read_table(path, BIM_COLUMNS, ".bim")
-    for col, kind in (("pos", "integer base-pair position"), ("cm", "number (cM)")):
-        conv = pd.to_numeric(bim[col], errors="coerce")
-        bad = conv.isna().to_numpy()
-        if bad.any():
-            line = int(np.flatnonzero(bad)[0]) + 1
-            raise CmixError(f"{path}, line {line}, column {BIM_COLUMNS.index(col) + 1}: "
-                            f"expected a {kind}, found {bim[col].iloc[line - 1]!r}")
-        bim[col] = conv.astype(np.int64 if col == "pos" else np.float64)
+    try:   # fast path: numeric columns parsed by the C reader
+        bim = _read_table(path, BIM_COLUMNS, ".bim", dtype={"cm": np.float64, "pos": np.int64})
+    except (ValueError, OverflowError):
+        bim = _read_table(path, BIM_COLUMNS, ".bim")
+        for col, kind in (("pos", "an integer base-pair position"), ("cm", "a number (cM)")):
+            conv = pd.to_numeric(bim[col], errors="coerce")
+            bad = conv.isna().to_numpy() | ((conv % 1 != 0).to_numpy() if col == "pos" else False)
+            if bad.any():
+                line = int(np.flatnonzero(bad)[0]) + 1
+                raise CmixError(f"{path}, line {line}, column {BIM_COLUMNS.index(col) + 1}: "
+                                f"expected {kind}, found {bim[col].iloc[line - 1]!r}")
+        raise
     dup = _first_duplicate_lines(bim["variant_id"])
     if dup:
         raise CmixError(f"{path}: duplicate variant ID {bim['variant_id'].iloc[dup[0] - 1]!r} "

@@ -107,6 +107,47 @@ def test_config_errors_fail_before_any_job(ukb_standin, tmp_path, override, mess
     assert not (tmp_path / "results").exists()
 
 
+FAST_TRAIN = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,
+              "pred_epochs": 15, "pred_patience": 5, "batch_size": 128}
+
+
+def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
+    """A small demo, simulated cohort -> metrics (and report), through real jobs."""
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="ci", simulate={"n_samples": 800, "n_variants": 1500, "seed": 3},
+               selection={"top": 100}, traits=["mean_platelet_volume", "hair_colour"],
+               budgets=[60], seeds=[1], methods=["cmix", "mlp"],
+               train={"device": "cpu", "config": FAST_TRAIN})
+    path = tmp_path / "ci.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = ("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path))
+    res = snakemake(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = tmp_path / "results/ci"
+    metrics = sorted(out.glob("runs/*/*/*/*/metrics.json"))
+    assert len(metrics) == 2 * 2
+    for m in metrics:
+        assert 0 <= yaml.safe_load(m.read_text())["test"]["accuracy"] <= 1
+    for report_table in ("report/results.tsv", "report/summary.tsv"):
+        if (REPO / "cmix/report.py").exists():
+            table = (out / report_table).read_text().splitlines()
+            assert len(table) >= 1 + 2 * 2 if "results" in report_table else len(table) >= 2
+    # nothing to do after success
+    res = snakemake("-n", *args)
+    assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
+    # deleting one trait's store reruns that trait's store and training jobs only
+    shutil.rmtree(out / "traits/hair_colour.zarr")
+    res = snakemake("-n", *args)
+    jobs = [(j["rule"]) for j in plan(res.stdout)]
+    assert jobs.count("store") == 1 and jobs.count("train") == 2
+    assert "hair_colour" in res.stdout and "wildcards: trait=mean_platelet_volume" not in res.stdout
+    # no individual-level IDs in the logs
+    eids = set((out / "cohort/genotypes.fam").read_text().split()[1::6])
+    for log in out.glob("logs/**/*.log"):
+        words = set(re.findall(r"\d{7}", log.read_text()))
+        assert not words & eids, log
+
+
 def test_missing_input_file_names_the_key(ukb_standin, tmp_path):
     cfg_path, cfg = ukb_standin
     cfg = dict(cfg, inputs=dict(cfg["inputs"], phenotypes=str(tmp_path / "nope.tsv")))

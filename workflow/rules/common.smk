@@ -95,10 +95,13 @@ def run_dir(trait="{trait}", method="{method}", budget="{budget}", seed="{seed}"
 
 
 def final_outputs():
+    """Every run's metrics, and the per-trait stores themselves: a store deleted by hand
+    is then rebuilt, and being newer than its runs' metrics, reruns that trait's jobs.
+    """
     return expand(
         f"{run_dir()}/metrics.json",
         trait=TRAITS,
         method=METHODS,
         budget=BUDGETS,
         seed=SEEDS,
-    )
+    ) + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)

@@ -1,0 +1,88 @@
+"""The PLINK reader/writer against bed-reader (an independent decoder) and plink2."""
+
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+from bed_reader import open_bed
+
+from cmix import plink
+from cmix.io import CmixError
+from conftest import requires_plink2
+
+
+def random_trio(tmp_path, n_samples=13, n_variants=9, seed=0):
+    rng = np.random.default_rng(seed)
+    g = rng.integers(-1, 3, size=(n_variants, n_samples)).astype(np.int8)
+    ids = [f"s{i}" for i in range(n_samples)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": "1", "variant_id": [f"rs{i}" for i in range(n_variants)],
+                        "cm": 0.0, "pos": np.arange(n_variants) + 100, "a1": "A", "a2": "G"})
+    plink.write_bfile(tmp_path / "x", g, fam, bim)
+    return tmp_path / "x", g
+
+
+@pytest.mark.parametrize("n_samples", [1, 4, 13, 102])
+def test_roundtrip_matches_bed_reader(tmp_path, n_samples):
+    prefix, g = random_trio(tmp_path, n_samples=n_samples)
+    with open_bed(f"{prefix}.bed") as bed:
+        ref = bed.read(dtype="int8").T                 # counts of allele 1 (.bim col 5), -127 missing
+    assert (np.where(ref == -127, -1, ref) == g).all()
+    bf = plink.open_bfile(f"{prefix}.bed")
+    assert (plink.read_genotypes(bf) == g).all()
+    rng = np.random.default_rng(1)
+    si = rng.permutation(n_samples)[: max(1, n_samples // 2)]
+    vi = np.array([7, 0, 3])
+    assert (plink.read_genotypes(bf, vi, si) == g[vi][:, si]).all()
+    assert (plink.genotypes_dask(bf, si, variant_chunk=4).compute() == g[:, si]).all()
+
+
+@requires_plink2
+def test_plink2_reads_what_we_write(tmp_path):
+    prefix, g = random_trio(tmp_path, n_samples=30, n_variants=20)
+    subprocess.run(["plink2", "--bfile", str(prefix), "--export", "A", "--out", str(tmp_path / "e")],
+                   check=True, capture_output=True)
+    raw = pd.read_csv(tmp_path / "e.raw", sep=r"\s+")
+    assert all(c.endswith("_G") for c in raw.columns[6:])   # plink2 counts the .bim col-6 allele
+    dos = raw.iloc[:, 6:].to_numpy(dtype=float).T
+    assert np.array_equal(np.where(np.isnan(dos), -1, 2 - dos), g)
+
+
+def test_bad_files_give_one_clear_message(tmp_path):
+    prefix, _ = random_trio(tmp_path)
+    bed = tmp_path / "x.bed"
+    data = bed.read_bytes()
+    bed.write_bytes(data[:-1])
+    with pytest.raises(CmixError, match=r"x\.bed: size .* truncated"):
+        plink.open_bfile(prefix)
+    bed.write_bytes(b"\x00\x00" + data[2:])
+    with pytest.raises(CmixError, match="not a PLINK .bed file"):
+        plink.open_bfile(prefix)
+    bed.write_bytes(data)
+    bim = tmp_path / "x.bim"
+    lines = bim.read_text().splitlines()
+    bim.write_text("\n".join(lines[:3] + [lines[0]] + lines[4:]) + "\n")
+    with pytest.raises(CmixError, match=r"duplicate variant ID 'rs0' on lines 1 and 4"):
+        plink.open_bfile(prefix)
+    bim.write_text("\n".join(lines[:4] + [lines[4].replace("104", "1o4")] + lines[5:]) + "\n")
+    with pytest.raises(CmixError, match=r"line 5, column 4: expected an integer"):
+        plink.open_bfile(prefix)
+    bim.write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(CmixError, match="does not match the .bim"):
+        plink.open_bfile(prefix)
+    with pytest.raises(CmixError, match="file not found"):
+        plink.open_bfile(tmp_path / "nope")
+
+
+def test_sample_id_lists(tmp_path):
+    fam = pd.DataFrame({"fid": ["a", "b", "c"], "iid": ["1", "2", "3"]})
+    (tmp_path / "k1").write_text("#FID\tIID\nc\t3\na\t1\nz\t9\n")
+    (tmp_path / "k2").write_text("2\n3\n")
+    idx, unknown = plink.match_samples(plink.read_sample_ids(tmp_path / "k1"), fam)
+    assert list(idx) == [0, 2] and unknown == 1
+    ids = plink.read_sample_ids(tmp_path / "k2")          # one column: IID, FID = IID (plink2)
+    assert list(ids.fid) == ["2", "3"]
+    with pytest.raises(CmixError, match="none of its 2 IDs"):
+        plink.match_samples(ids, fam, tmp_path / "k2")
