@@ -142,6 +142,7 @@ class _Run:
         result = {
             "trait": self.trait, "method": self.method, "budget": self.budget,
             "seed": self.seed, "class_names": s.class_names, **s.counts(),
+            "n_snps": self.n_snps,
             "test": metrics, "validation": validation, "pseudo_labels": None,
             "test_split_sha256": s.test_hash,
             "wall_seconds": {k: round(v, 3) for k, v in self.times.items()},

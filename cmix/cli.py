@@ -111,6 +111,26 @@ def _run_train(args):
               config_path=args.config, device=args.device, resume=args.resume)
 
 
+# ---------------------------------------------------------------------------- report
+def _add_report(sub):
+    p = sub.add_parser(
+        "report",
+        help="collect run folders' metrics.json into tables, plots and an HTML report",
+        description="Find every metrics.json under --runs and write results.tsv (one row per "
+                    "trait x method x budget x seed), summary.tsv (mean, sd, n over seeds), "
+                    "missing.tsv (grid cells without a run), per-trait PNG plots against the "
+                    "budget (log x) and a self-contained report.html into --out.")
+    p.add_argument("--runs", required=True, help="folder holding run folders (searched recursively)")
+    p.add_argument("--out", required=True, help="report folder")
+    p.set_defaults(func=_run_report)
+
+
+def _run_report(args):
+    from .report import write_report
+
+    write_report(args.runs, args.out)
+
+
 # ---------------------------------------------------------------------------- select
 def _add_select(sub):
     p = sub.add_parser(
@@ -412,7 +432,7 @@ def _run_unrelated(args):
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
+_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_report, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
 
 
 def build_parser() -> argparse.ArgumentParser:
