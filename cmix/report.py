@@ -164,12 +164,20 @@ def _panel(ax, summary_trait, key, label, styles, chance=None):
         if np.all(np.isnan(y)):
             continue
         sd = np.nan_to_num(g[f"{key}_sd"].to_numpy(float))
-        incomplete = not bool(g["complete"].all())
-        ax.errorbar(g["budget"], y, yerr=sd, capsize=3, markersize=4,
-                    label=method + (" (incomplete)" if incomplete else ""), **styles[method])
+        ax.errorbar(g["budget"], y, yerr=sd, capsize=3, markersize=5, label=method,
+                    **styles[method])
+        part = ~g["complete"].to_numpy(bool)
+        if part.any():              # cells with fewer seeds than the grid: open markers
+            ax.plot(g["budget"].to_numpy()[part], y[part], linestyle="none", markersize=9,
+                    marker=styles[method]["marker"], markerfacecolor="white",
+                    markeredgecolor=styles[method]["color"], zorder=5)
     if chance is not None:
         ax.axhline(chance, color="grey", linewidth=0.8, linestyle="-.", zorder=0)
     ax.set_xscale("log")
+    budgets = sorted(summary_trait["budget"].unique())
+    ax.set_xticks(budgets)
+    ax.set_xticklabels([f"{b:,}" for b in budgets])
+    ax.minorticks_off()
     ax.set_xlabel("labeled training samples (budget, log scale)")
     ax.set_ylabel(label)
     ax.grid(True, which="both", alpha=0.3)
@@ -188,8 +196,8 @@ def plot_trait(summary_trait: pd.DataFrame, trait: str, n_classes: int, path) ->
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center right", fontsize=9, title="method")
     fig.suptitle(f"{trait} ({n_classes} classes): test metrics, mean +- sd over seeds; "
-                 "dash-dot = chance", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 0.86, 0.95))
+                 "dash-dot = chance; open marker = fewer seeds than the grid", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 0.89, 0.95))
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
 
@@ -214,7 +222,8 @@ def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=Non
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles), loc="center right", fontsize=9,
                title="method")
-    fig.suptitle(f"{label} against the labeled budget, mean +- sd over seeds", fontsize=11)
+    fig.suptitle(f"{label} against the labeled budget, mean +- sd over seeds; open marker = "
+                 "fewer seeds than the grid", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - 2.0 / (5.8 * len(traits) + 2.2), 0.94))
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)

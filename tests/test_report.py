@@ -20,7 +20,7 @@ METHODS = ["prs", "logreg", "mlp", "cmix"]
 def fake_metrics(trait, method, budget, seed, n_classes=2, test_hash="a" * 64):
     """A metrics.json in the trainer's layout with a deterministic accuracy."""
     rng = np.random.default_rng([budget, seed, len(method), n_classes])
-    acc = 0.5 + 0.05 * np.log10(budget) + 0.01 * len(method) + rng.normal(0, 0.01)
+    acc = 0.5 + 0.05 * np.log10(budget) + 0.015 * METHODS.index(method) + rng.normal(0, 0.01)
     auc_key = "auroc" if n_classes == 2 else "macro_auroc"
     n_val = round(0.2 * budget)
     return {"trait": trait, "method": method, "budget": budget, "seed": seed,
