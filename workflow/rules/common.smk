@@ -98,10 +98,14 @@ def final_outputs():
     """Every run's metrics, and the per-trait stores themselves: a store deleted by hand
     is then rebuilt, and being newer than its runs' metrics, reruns that trait's jobs.
     """
-    return expand(
-        f"{run_dir()}/metrics.json",
-        trait=TRAITS,
-        method=METHODS,
-        budget=BUDGETS,
-        seed=SEEDS,
-    ) + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
+    return (
+        expand(
+            f"{run_dir()}/metrics.json",
+            trait=TRAITS,
+            method=METHODS,
+            budget=BUDGETS,
+            seed=SEEDS,
+        )
+        + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
+        + [f"{OUT}/report/report.html"]
+    )

@@ -34,3 +34,31 @@ rule train:
         "cmix train --store {input.store} --budget {wildcards.budget} --seed {wildcards.seed} "
         "--method {wildcards.method} --config {input.config} --device {params.device} "
         "--out {params.out} 2> {log}"
+
+
+rule report:
+    input:
+        expand(
+            f"{run_dir()}/metrics.json",
+            trait=TRAITS,
+            method=METHODS,
+            budget=BUDGETS,
+            seed=SEEDS,
+        ),
+    output:
+        results=f"{OUT}/report/results.tsv",
+        summary=f"{OUT}/report/summary.tsv",
+        html=report(
+            f"{OUT}/report/report.html",
+            caption="../report/report.rst",
+            category="cmix report",
+        ),
+    log:
+        f"{OUT}/logs/report.log",
+    conda:
+        "../envs/cmix.yaml"
+    params:
+        runs=lambda wc, input: os.path.commonpath([os.path.dirname(p) for p in input]),
+        out=lambda wc, output: os.path.dirname(output.results),
+    shell:
+        "cmix report --runs {params.runs} --out {params.out} 2> {log}"
