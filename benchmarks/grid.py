@@ -1,0 +1,169 @@
+"""The evaluation grid of issue 7 on a simulated cohort, then `cmix report`.
+
+Simulates N samples x M independent SNPs (MAF ~ U(0.01, 0.5), 0.5% missing calls), two
+traits from a liability with heritability h2 over ``n_causal`` SNPs: a binary trait
+(prevalence 30%) and a 3-class trait (50 / 30 / 20 %, liability quantiles). The store's
+variant_beta comes from a marginal GWAS of the liability-scale phenotype in a separate
+discovery sample (``--n-discovery``, not in the store), so PRS is an honest baseline.
+Each store gets a stratified 30% test split. Then every method x budget x seed runs
+(``--jobs`` worker processes, one torch thread each; finished cells are skipped, so a
+rerun resumes), and the report is written to OUT/report.
+
+    python benchmarks/grid.py --out /tmp/grid                        # the full grid
+    python benchmarks/grid.py --out /tmp/grid_small --budgets 100 1000 --seeds 123
+
+Prints the mean wall time per run by method and the estimated time of the full grid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+ALL_METHODS = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_selfsl",
+               "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
+
+# CPU-sized config (2-core machines); paper-sized networks (hidden = embedded width =
+# 3 x n_snps, pred/epochs as METHOD.md) are for GPU nodes.
+CPU_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 12, "warmup_epochs": 4, "lp_every": 4,
+              "batch_size": 256, "labeled_batch_size": 128, "pred_epochs": 60,
+              "pred_patience": 8, "lp_k": 10, "vime_k": 3}
+
+
+def simulate_traits(out: Path, n_samples: int, n_snps: int, n_discovery: int, n_causal: int,
+                    h2: float, seed: int) -> list[Path]:
+    from cmix.store import write_store
+
+    rng = np.random.default_rng(seed)
+    maf = rng.uniform(0.01, 0.5, n_snps)
+    n_all = n_samples + n_discovery
+    dosage = rng.binomial(2, maf, size=(n_all, n_snps)).astype(np.int8)
+    std = (dosage - 2 * maf) / np.sqrt(2 * maf * (1 - maf))
+    stores = []
+    for trait, props in (("binary_trait", [0.7, 0.3]), ("three_class_trait", [0.5, 0.3, 0.2])):
+        causal = rng.choice(n_snps, n_causal, replace=False)
+        effect = np.zeros(n_snps)
+        effect[causal] = rng.normal(0, np.sqrt(h2 / n_causal), n_causal)
+        g = std @ effect
+        liab = g + rng.normal(0, np.sqrt(max(1 - g.var(), 1e-6)), n_all)
+        disc, target = slice(0, n_discovery), slice(n_discovery, n_all)
+        # marginal GWAS in the discovery sample: beta per copy of the effect allele
+        xd = dosage[disc].astype(np.float64)
+        xd -= xd.mean(0)
+        yd = liab[disc] - liab[disc].mean()
+        beta = (xd * yd[:, None]).sum(0) / np.maximum((xd ** 2).sum(0), 1e-9)
+        cuts = np.quantile(liab[target], np.cumsum(props)[:-1])
+        label = np.searchsorted(cuts, liab[target]).astype(np.int16)
+        x = dosage[target].copy()
+        x[rng.random(x.shape) < 0.005] = -1
+        split = np.zeros(n_samples, dtype=np.int8)
+        for c in range(len(props)):
+            rows = np.flatnonzero(label == c)
+            split[rng.choice(rows, int(round(0.3 * len(rows))), replace=False)] = 1
+        path = out / "stores" / f"{trait}.zarr"
+        if not path.exists():
+            write_store(path, dosage=x, sample_id=[str(1000000 + i) for i in range(n_samples)],
+                        sample_label=label, sample_split=split,
+                        variant_id=[f"rs{j}" for j in range(n_snps)],
+                        variant_contig=["1"] * n_snps,
+                        variant_position=np.arange(n_snps) * 1000 + 1,
+                        variant_allele=np.array([["A", "G"]] * n_snps), variant_beta=beta,
+                        attrs={"trait": trait,
+                               "class_names": [f"class{c}" for c in range(len(props))],
+                               "split": {"seed": seed, "test_fraction": 0.3}})
+        stores.append(path)
+    return stores
+
+
+def _one(args):
+    method, store, budget, seed, out, config = args
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("CMIX_PROGRESS", "0")
+    from cmix.baselines import run_method
+
+    t = time.perf_counter()
+    run_method(method, store, budget, seed, out, config=config, device="cpu")
+    return method, budget, seed, time.perf_counter() - t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n-samples", type=int, default=10000)
+    ap.add_argument("--n-snps", type=int, default=500)
+    ap.add_argument("--n-discovery", type=int, default=5000)
+    ap.add_argument("--n-causal", type=int, default=100)
+    ap.add_argument("--h2", type=float, default=0.5)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[100, 300, 1000, 3000])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[123, 127, 131])
+    ap.add_argument("--methods", nargs="+", default=ALL_METHODS)
+    ap.add_argument("--traits", nargs="+", default=None, help="subset of the two traits")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--config", default=None, help="JSON file overriding CPU_CONFIG")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    config = dict(CPU_CONFIG)
+    if args.config:
+        config.update(json.loads(Path(args.config).read_text()))
+    t0 = time.perf_counter()
+    stores = simulate_traits(out, args.n_samples, args.n_snps, args.n_discovery,
+                             args.n_causal, args.h2, seed=2026)
+    if args.traits:
+        stores = [s for s in stores if s.stem in args.traits]
+    print(f"stores: {time.perf_counter() - t0:.1f} s", flush=True)
+    jobs = []
+    for store in stores:
+        for method in args.methods:
+            for budget in args.budgets:
+                for seed in args.seeds:
+                    run = out / "runs" / store.stem / method / f"budget{budget}" / f"seed{seed}"
+                    if not (run / "metrics.json").exists():
+                        jobs.append((method, str(store), budget, seed, str(run), config))
+    n_cells = len(stores) * len(args.methods) * len(args.budgets) * len(args.seeds)
+    print(f"{len(jobs)} of {n_cells} runs to do, {args.jobs} worker(s)", flush=True)
+    t1 = time.perf_counter()
+    times: dict = {}
+    import multiprocessing
+
+    # spawn, not fork: the parent has dask/zarr threads (writing the stores)
+    with ProcessPoolExecutor(max_workers=args.jobs,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = [pool.submit(_one, j) for j in jobs]
+        for i, f in enumerate(as_completed(futs), 1):
+            method, budget, seed, sec = f.result()
+            times.setdefault(method, []).append((budget, sec))
+            print(f"[{i}/{len(jobs)}] {method} budget {budget} seed {seed}: {sec:.1f} s "
+                  f"(elapsed {time.perf_counter() - t1:.0f} s)", flush=True)
+    grid_wall = time.perf_counter() - t1
+    from cmix.report import write_report
+
+    write_report(out / "runs", out / "report")
+    print(f"\ngrid wall time {grid_wall:.0f} s for {len(jobs)} runs with {args.jobs} workers")
+    print("method            mean s/run  runs  (per budget: mean s)")
+    total_est = 0.0
+    for method in args.methods:
+        if method not in times:
+            continue
+        secs = [s for _, s in times[method]]
+        per_b = {b: np.mean([s for bb, s in times[method] if bb == b])
+                 for b in sorted({b for b, _ in times[method]})}
+        total_est += np.mean(secs) * 2 * 4 * 3
+        print(f"{method:18s}{np.mean(secs):10.1f}  {len(secs):4d}  "
+              + ", ".join(f"{b}: {v:.1f}" for b, v in per_b.items()))
+    print(f"estimated full grid (2 traits x 4 budgets x 3 seeds, these methods, mean over "
+          f"the budgets run): {total_est / 60:.0f} CPU-worker minutes, "
+          f"~{total_est / 60 / args.jobs:.0f} min wall with {args.jobs} workers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
