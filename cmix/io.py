@@ -90,3 +90,15 @@ def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", dis
 def log(msg: str) -> None:
     """One line of progress or summary on stderr (never individual-level IDs)."""
     print(f"[cmix] {msg}", file=sys.stderr, flush=True)
+
+
+def read_id_set(path: str | os.PathLike, what: str) -> set[str]:
+    """The first whitespace field of each non-empty line (a .snplist, a withdrawal list).
+
+    ``what`` names the file's role in the not-found message.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found ({what})")
+    with open(path) as fh:
+        return {line.split()[0] for line in fh if line.strip()}

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_outputs
+from .io import CmixError, atomic_outputs, read_id_set
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -99,11 +99,7 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
 
 def read_withdrawn(path: str | os.PathLike) -> set[str]:
     """IDs of withdrawn participants: one per line (first field), blank lines skipped."""
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (withdrawn participants list)")
-    with open(path) as fh:
-        return {line.split()[0] for line in fh if line.strip()}
+    return read_id_set(path, "withdrawn participants list")
 
 
 def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_outputs
+from .io import CmixError, atomic_outputs, read_id_set
 
 #: Field -> header names tried in order (case-insensitive). The first is BOLT-LMM's.
 DEFAULT_COLUMNS = {
@@ -219,11 +219,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
 
 def read_snplist(path: str | os.PathLike) -> set[str]:
     """Read a plink ``.snplist`` (first whitespace field of each non-empty line)."""
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (QC-passed SNP list)")
-    with open(path) as fh:
-        return {line.split()[0] for line in fh if line.strip()}
+    return read_id_set(path, "QC-passed SNP list")
 
 
 # ---------------------------------------------------------------------- harmonising
