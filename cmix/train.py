@@ -661,7 +661,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     last_lp = state["lp_info"][-1] if state["lp_info"] else None
     result = {
         "trait": trait, "method": method, "budget": int(budget), "seed": int(seed),
-        "class_names": splits.class_names, **counts,
+        "class_names": splits.class_names, **counts, "n_snps": n_snps,
         "test": metrics,
         "validation": {"best_epoch": pred_state["best_epoch"],
                        "best_loss": (pred_state["best_loss"]
