@@ -316,6 +316,9 @@ def _add_qc(sub):
                    help="remove variants with missing call rate > T (default 0.1)")
     p.add_argument("--mind", type=_fraction, nargs="?", const=0.1, default=None,
                    help="remove samples with missing call rate > T first (default 0.1)")
+    p.add_argument("--chr", dest="chroms", nargs="+", default=None, metavar="CHR",
+                   help="only these chromosomes (as in the .bim): per-chromosome jobs whose "
+                        "outputs, concatenated in .bim order, equal one whole run")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
     p.add_argument("--threads", type=_positive_int, default=None,
@@ -340,7 +343,7 @@ def _run_qc(args):
 
     run_qc_cli(args.bfile, args.out, keep=args.keep, remove=args.remove, maf=args.maf,
                hwe=hwe, geno=args.geno, mind=args.mind, autosome_only=args.autosome,
-               threads=args.threads)
+               chroms=args.chroms, threads=args.threads)
 
 
 # ------------------------------------------------------------------ install-profile

@@ -469,10 +469,11 @@ def check_autosomes(bim, path) -> None:
     chrom = bim["chrom"]
     bad = ~chrom.isin(AUTOSOME_CODES)
     if bad.any():
-        line = int(np.flatnonzero(bad.to_numpy())[0]) + 1
+        first = int(np.flatnonzero(bad.to_numpy())[0])
+        line = int(chrom.index[first]) + 1          # .bim row, also for a subset of rows
         raise CmixError(
             f"{path}, line {line}: {int(bad.sum())} variants are not on autosomes 1-22 "
-            f"(first: chromosome {chrom.iloc[line - 1]!r}); plink2 applies sex-specific "
+            f"(first: chromosome {chrom.iloc[first]!r}); plink2 applies sex-specific "
             "rules to chrX/Y/MT that cmix qc does not implement. Add --autosome to drop "
             "them (as plink2 --autosome does)")
 
@@ -480,23 +481,36 @@ def check_autosomes(bim, path) -> None:
 def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None = None,
            hwe_midp: bool = False, hwe_keep_fewhet: bool = False,
            geno: float | None = None, mind: float | None = None,
-           autosome_only: bool = False, threads: int | None = None,
-           block_bytes: int = 32 << 20) -> QcResult:
+           autosome_only: bool = False, chroms: list[str] | None = None,
+           threads: int | None = None, block_bytes: int = 32 << 20) -> QcResult:
     """Variant QC in plink2's order: sample filters -> --mind -> --geno -> --hwe -> --maf.
 
     bf: opened Bfile; sample_idx: kept samples (sorted int indices, None = all).
-    Thresholds as plink2's flags (None = filter off). Returns a :class:`QcResult`.
+    Thresholds as plink2's flags (None = filter off). ``chroms``: only these chromosomes
+    (as written in the .bim); the table then holds only their variants. Every filter but
+    --mind is per variant, so per-chromosome runs concatenated in .bim order equal one
+    whole run; --mind counts all variants and is refused with ``chroms``.
+    Returns a :class:`QcResult`.
     """
     import pandas as pd
 
     from .io import log
 
     bim = bf.bim
-    variant_ok = np.ones(bf.n_variants, bool)
+    selected = np.ones(bf.n_variants, bool)
+    if chroms is not None:
+        if mind is not None:
+            raise CmixError("--mind counts each sample's missing calls over all variants: "
+                            "it cannot be combined with --chr")
+        selected = bim["chrom"].isin([str(c) for c in chroms]).to_numpy()
+        if not selected.any():
+            raise CmixError(f"{bf.prefix}.bim: no variant on chromosome(s) "
+                            f"{', '.join(map(str, chroms))}")
+    variant_ok = selected.copy()
     if autosome_only:
-        variant_ok = bim["chrom"].isin(AUTOSOME_CODES).to_numpy()
+        variant_ok &= bim["chrom"].isin(AUTOSOME_CODES).to_numpy()
     else:
-        check_autosomes(bim, bf.prefix.with_name(bf.prefix.name + ".bim"))
+        check_autosomes(bim[selected], bf.prefix.with_name(bf.prefix.name + ".bim"))
     if sample_idx is None:
         sample_idx = np.arange(bf.n_samples)
     sample_idx = np.unique(np.asarray(sample_idx, np.int64))
@@ -544,6 +558,8 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
         "hom_a2": counts.hom_a2, "missing": counts.missing, "n_kept": n_kept,
         "missing_rate": missing_rate, "maf": maf_v, "hwe_p": hwe_p, "status": status,
     })
+    if chroms is not None:
+        table = table[selected].reset_index(drop=True)
     for k, v in summary.items():
         log(f"qc: {k}: {v}")
     return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
@@ -602,7 +618,8 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
 
 
 def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
-               geno=None, mind=None, autosome_only=False, threads=None) -> QcResult:
+               geno=None, mind=None, autosome_only=False, chroms=None,
+               threads=None) -> QcResult:
     """What ``cmix qc`` does: open and validate, apply --keep/--remove, run the filters,
     write the outputs. ``hwe`` is (p, midp, keep_fewhet) or None.
 
@@ -638,7 +655,7 @@ def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
     hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
     result = run_qc(bf, sample_idx, maf=maf, hwe=hwe_p, hwe_midp=midp,
                     hwe_keep_fewhet=fewhet, geno=geno, mind=mind,
-                    autosome_only=autosome_only, threads=threads)
+                    autosome_only=autosome_only, chroms=chroms, threads=threads)
     paths = write_qc_outputs(result, bf.fam, out_prefix)
     log("qc: wrote " + ", ".join(str(p) for p in paths))
     return result

@@ -387,3 +387,37 @@ def test_remove_and_keep_together_match_plink2(edge, tmp_path):
     assert cmix_qc("--bfile", prefix, *flags, "--out", tmp_path / "c") == 0
     assert read_lines(tmp_path / "c.snplist") == read_lines(tmp_path / "p.snplist")
     assert read_lines(tmp_path / "c.mindrem.id") == read_lines(tmp_path / "p.mindrem.id")
+
+
+def test_per_chromosome_runs_concatenate_to_the_whole_run(cohort, tmp_path):
+    """The workflow's split: one `cmix qc --chr C` job per chromosome, outputs concatenated
+    in .bim order, equals one whole run (and plink2's snplist)."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    def qc(*extra, out):
+        res = subprocess.run([sys.executable, "-m", "cmix.cli", "qc", "--bfile",
+                              str(cohort / "genotypes"), "--maf", "0.01", "--hwe", "1e-7",
+                              "--geno", "0.05", *extra, "--out", str(out)],
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        return out
+
+    whole = qc(out=tmp_path / "whole")
+    chroms = pd.read_csv(cohort / "genotypes.bim", sep="\t", header=None)[0].astype(str).unique()
+    parts = [qc("--chr", c, out=tmp_path / f"chr{c}") for c in chroms]
+    snps = "".join(p.with_suffix(".snplist").read_text() for p in parts)
+    assert snps == whole.with_suffix(".snplist").read_text()
+    vqc = pd.concat([pd.read_csv(p.with_suffix(".vqc.tsv"), sep="\t") for p in parts],
+                    ignore_index=True)
+    pd.testing.assert_frame_equal(vqc, pd.read_csv(whole.with_suffix(".vqc.tsv"), sep="\t"))
+    subprocess.run(["plink2", "--bfile", str(cohort / "genotypes"), "--maf", "0.01", "--hwe",
+                    "1e-7", "--geno", "0.05", "--write-snplist", "--out", str(tmp_path / "p2")],
+                   check=True, capture_output=True)
+    assert snps == (tmp_path / "p2.snplist").read_text()
+    res = subprocess.run([sys.executable, "-m", "cmix.cli", "qc", "--bfile",
+                          str(cohort / "genotypes"), "--mind", "0.1", "--chr", "1", "--out",
+                          str(tmp_path / "bad")], capture_output=True, text=True)
+    assert res.returncode == 1 and "cannot be combined with --chr" in res.stderr

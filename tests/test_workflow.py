@@ -40,6 +40,7 @@ def ukb_standin(tmp_path_factory):
         "phenotypes": str(c / "phenotypes.tsv"),
         "sumstats": {t: str(c / f"sumstats/{t}.txt.gz") for t in cfg["traits"]},
     }
+    cfg["variant_qc"]["chromosomes"] = [1, 2, 3, 4, 5]   # the stand-in's autosomes
     cfg["budgets"] = [50, 100]
     cfg["seeds"] = [1, 2]
     path = d / "ukb.yaml"
@@ -70,8 +71,9 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
     n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2 * 2
     assert rules.count("train") == n_train
     assert "simulate" not in rules                      # real inputs: nothing simulated
-    for rule in ("sample_filters", "variant_qc", "unrelated"):
+    for rule in ("sample_filters", "variant_qc_merge", "unrelated"):
         assert rules.count(rule) == 1
+    assert rules.count("variant_qc_chrom") == 5          # UKB template: QC split per chromosome
     assert rules.count("select_snps") == rules.count("store") == len(cfg["traits"])
     for job in jobs:
         if job["rule"] == "all":

@@ -9,6 +9,7 @@ TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
+QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
 
 
 wildcard_constraints:
@@ -16,6 +17,7 @@ wildcard_constraints:
     budget=r"\d+",
     seed=r"\d+",
     method="|".join(METHODS) if METHODS else "NONE",
+    chrom="|".join(QC_CHROMS),
 
 
 def fail(msg):

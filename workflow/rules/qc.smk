@@ -30,29 +30,79 @@ rule sample_filters:
         "{params.extra} --out {params.out} 2> {log}"
 
 
-rule variant_qc:
-    input:
-        bfile_files(input_path("bfile")),
-        keep=f"{OUT}/qc/samples.keep",
-    output:
-        snplist=f"{OUT}/qc/variants.snplist",
-        table=f"{OUT}/qc/variants.vqc.tsv",
-    log:
-        f"{OUT}/logs/variant_qc.log",
-    benchmark:
-        f"{OUT}/benchmarks/variant_qc.tsv"
-    conda:
-        "../envs/cmix.yaml"
-    threads: 2
-    params:
-        bfile=lambda wc, input: input[0][: -len(".bed")],
-        out=lambda wc, output: output.snplist[: -len(".snplist")],
-        maf=config["variant_qc"]["maf"],
-        hwe=config["variant_qc"]["hwe"],
-        geno=config["variant_qc"]["geno"],
-    shell:
-        "cmix qc --bfile {params.bfile} --keep {input.keep} --maf {params.maf} "
-        "--hwe {params.hwe} --geno {params.geno} --threads {threads} --out {params.out} 2> {log}"
+if not config["variant_qc"].get("split_by_chrom", False):
+
+    rule variant_qc:
+        input:
+            bfile_files(input_path("bfile")),
+            keep=f"{OUT}/qc/samples.keep",
+        output:
+            snplist=f"{OUT}/qc/variants.snplist",
+            table=f"{OUT}/qc/variants.vqc.tsv",
+        log:
+            f"{OUT}/logs/variant_qc.log",
+        benchmark:
+            f"{OUT}/benchmarks/variant_qc.tsv"
+        conda:
+            "../envs/cmix.yaml"
+        threads: 2
+        params:
+            bfile=lambda wc, input: input[0][: -len(".bed")],
+            out=lambda wc, output: output.snplist[: -len(".snplist")],
+            maf=config["variant_qc"]["maf"],
+            hwe=config["variant_qc"]["hwe"],
+            geno=config["variant_qc"]["geno"],
+        shell:
+            "cmix qc --bfile {params.bfile} --keep {input.keep} --maf {params.maf} "
+            "--hwe {params.hwe} --geno {params.geno} --threads {threads} --out {params.out} 2> {log}"
+
+else:
+
+    # UKB-sized inputs: one job per chromosome (the cluster runs them side by side), then
+    # the outputs concatenated in chromosome order (= .bim order for a sorted .bim).
+    rule variant_qc_chrom:
+        input:
+            bfile_files(input_path("bfile")),
+            keep=f"{OUT}/qc/samples.keep",
+        output:
+            snplist=f"{OUT}/qc/chrom/variants.chr{{chrom}}.snplist",
+            table=f"{OUT}/qc/chrom/variants.chr{{chrom}}.vqc.tsv",
+        log:
+            f"{OUT}/logs/variant_qc/chr{{chrom}}.log",
+        benchmark:
+            f"{OUT}/benchmarks/variant_qc/chr{{chrom}}.tsv"
+        conda:
+            "../envs/cmix.yaml"
+        threads: 2
+        params:
+            bfile=lambda wc, input: input[0][: -len(".bed")],
+            out=lambda wc, output: output.snplist[: -len(".snplist")],
+            maf=config["variant_qc"]["maf"],
+            hwe=config["variant_qc"]["hwe"],
+            geno=config["variant_qc"]["geno"],
+        shell:
+            "cmix qc --bfile {params.bfile} --keep {input.keep} --chr {wildcards.chrom} "
+            "--maf {params.maf} --hwe {params.hwe} --geno {params.geno} "
+            "--threads {threads} --out {params.out} 2> {log}"
+
+    rule variant_qc_merge:
+        input:
+            snplists=expand(
+                f"{OUT}/qc/chrom/variants.chr{{chrom}}.snplist", chrom=QC_CHROMS
+            ),
+            tables=expand(
+                f"{OUT}/qc/chrom/variants.chr{{chrom}}.vqc.tsv", chrom=QC_CHROMS
+            ),
+        output:
+            snplist=f"{OUT}/qc/variants.snplist",
+            table=f"{OUT}/qc/variants.vqc.tsv",
+        log:
+            f"{OUT}/logs/variant_qc_merge.log",
+        conda:
+            "../envs/cmix.yaml"
+        shell:
+            "(cat {input.snplists} > {output.snplist} && "
+            "awk 'FNR > 1 || NR == 1' {input.tables} > {output.table}) 2> {log}"
 
 
 rule unrelated:
