@@ -134,6 +134,9 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
         if (REPO / "cmix/report.py").exists():
             table = (out / report_table).read_text().splitlines()
             assert len(table) >= 1 + 2 * 2 if "results" in report_table else len(table) >= 2
+    # snakemake --report bundles cmix's report
+    res = snakemake(*args, "--report", str(tmp_path / "snakemake_report.html"))
+    assert res.returncode == 0 and (tmp_path / "snakemake_report.html").stat().st_size > 10_000
     # nothing to do after success
     res = snakemake("-n", *args)
     assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
@@ -148,6 +151,41 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     for log in out.glob("logs/**/*.log"):
         words = set(re.findall(r"\d{7}", log.read_text()))
         assert not words & eids, log
+
+
+def test_killed_training_job_resumes_from_its_checkpoint(tmp_path):
+    """Kill the training job mid-way (as a SLURM preemption would); the rerun of the
+    workflow continues from the job's checkpoint.pt."""
+    import os
+    import signal
+    import time
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="kill", simulate={"n_samples": 600, "n_variants": 1200, "seed": 4},
+               selection={"top": 100}, traits=["mean_platelet_volume"], budgets=[60],
+               seeds=[1], methods=["cmix"],
+               train={"device": "cpu", "config": dict(FAST_TRAIN, epochs=60)})
+    path = tmp_path / "kill.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = ["snakemake", "--cores", "2", "--configfile", str(path), "--directory", str(tmp_path)]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    run = tmp_path / "results/kill/runs/mean_platelet_volume/cmix/budget60/seed1"
+    deadline = time.time() + 300
+    while not (run / "checkpoint.pt").exists() and time.time() < deadline:
+        time.sleep(0.5)
+    train = subprocess.run(["pgrep", "-s", str(proc.pid), "-f", "cmix train"],
+                           capture_output=True, text=True).stdout.split()
+    assert train, "no training process found"
+    for pid in train:
+        os.kill(int(pid), signal.SIGKILL)
+    assert proc.wait(timeout=120) != 0
+    assert (run / "checkpoint.pt").exists() and not (run / "metrics.json").exists()
+    res = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    log = (tmp_path / "results/kill/logs/train/mean_platelet_volume/cmix/budget60/seed1.log")
+    assert "resuming from" in log.read_text()
+    assert (run / "metrics.json").exists()
 
 
 def test_missing_input_file_names_the_key(ukb_standin, tmp_path):
