@@ -252,9 +252,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
         trait_beta[name] = rng_trait.normal(size=k) / np.sqrt(2 * p * (1 - p))
     red_idx = np.sort(rng_trait.choice(eligible, size=min(5, len(eligible)), replace=False))
     red_beta = rng_trait.normal(size=len(red_idx)) * 2
-    n_cohort_gv = n_samples
-    genetic = {t: np.zeros(n_cohort_gv + n_discovery) for t in TRAITS}
-    genetic["_red"] = np.zeros(n_cohort_gv + n_discovery)
+    genetic = {t: np.zeros(n_samples + n_discovery) for t in list(TRAITS) + ["_red"]}
 
     # blocks: founders' latent haplotypes -> pedigree -> genotypes
     founder_rows = np.flatnonzero(is_founder)
@@ -590,20 +588,9 @@ def simulate_genotypes_fast(out_dir, n_samples: int, n_variants: int, seed: int 
         raise CmixError("--n-samples and --n-variants must be positive")
     out = check_writable_dir(out_dir)
     rng = np.random.default_rng(seed)
-    n_chrom = int(np.clip(n_variants // 200, 1, 22))
-    lengths = CHROM_MB[:n_chrom].astype(float)
-    counts = np.maximum(1, np.floor(n_variants * lengths / lengths.sum()).astype(int))
-    counts[0] += n_variants - counts.sum()
-    chrom = np.repeat(np.arange(1, n_chrom + 1), counts)
-    pos = np.concatenate([np.sort(rng.choice(int(lengths[c] * 1e6), size=k, replace=False)) + 1
-                          for c, k in enumerate(counts)])
-    maf = 0.5 * rng.beta(0.3, 1.0, size=n_variants)
-    p_a1 = np.where(rng.random(n_variants) < 0.85, maf, 1 - maf)
-    alleles = np.array(["AG", "CT", "AC", "GT", "AT", "CG"])[rng.integers(0, 6, n_variants)]
-    bim = pd.DataFrame({"chrom": chrom.astype(str),
-                        "variant_id": [f"rs{i + 1}" for i in range(n_variants)],
-                        "cm": 0.0, "pos": pos, "a1": [a[0] for a in alleles],
-                        "a2": [a[1] for a in alleles]})
+    variants = simulate_variants(rng, n_variants, int(np.clip(n_variants // 200, 1, 22)))
+    p_a1 = variants.p_a1.to_numpy()
+    bim = variants[plink.BIM_COLUMNS]
     ids = (np.arange(n_samples) + 1_000_001).astype(str)
     fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0",
                         "sex": rng.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
