@@ -132,6 +132,10 @@ def main(argv=None):
     p.add_argument("--budgets", type=int, nargs="*", default=None)
     p.add_argument("--seeds", type=int, nargs="*", default=SEEDS)
     p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--methods", nargs="+", default=["cmix", "mlp"])
+    p.add_argument("--cohort-seed", type=int, default=7,
+                   help="simulation seed of the cohort (7 = the reported one; tune on another)")
+    p.add_argument("--config", default=None, help="JSON file of config overrides")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,13 +145,16 @@ def main(argv=None):
         config = {"encoding": "dosage", "epochs": args.epochs or 30, "pred_epochs": 200,
                   "pred_patience": 20}
     else:
-        store = cohort_store(out / f"cohort_{args.n_samples}.zarr", args.n_samples)
+        store = cohort_store(out / f"cohort_{args.n_samples}_seed{args.cohort_seed}.zarr",
+                             args.n_samples, seed=args.cohort_seed)
         budgets = args.budgets or [200, 1000]
-        # sized for a shared 2-core VM: 5 pre-training epochs, |S_U| = 5,000
+        # sized for a 2-core VM: |S_U| = 5,000
         config = {"epochs": args.epochs or 4, "warmup_epochs": 2, "lp_every": 2,
                   "pred_epochs": 30, "pred_patience": 10, "lp_max_unlabeled": 5000}
+    if args.config:
+        config.update(json.loads(Path(args.config).read_text()))
     t = time.perf_counter()
-    results = run_grid(store, out, budgets, ["cmix", "mlp"], args.seeds, config)
+    results = run_grid(store, out, budgets, args.methods, args.seeds, config)
     print(f"\n{args.dataset}: config {json.dumps(config)}; {time.perf_counter() - t:.0f} s total")
     print(summarise(results))
 

@@ -55,7 +55,10 @@ class Splits:
         return {"n_labeled": int(len(self.train_labeled) + len(self.validation)),
                 "n_train_labeled": int(len(self.train_labeled)),
                 "n_validation": int(len(self.validation)),
-                "n_unlabeled": int(len(self.unlabeled)), "n_test": int(len(self.test))}
+                "n_unlabeled": int(len(self.unlabeled)), "n_test": int(len(self.test)),
+                # accuracy of always predicting the test split's commonest class
+                "test_majority_rate": (float(np.bincount(self.label[self.test]).max()
+                                             / len(self.test)) if len(self.test) else None)}
 
 
 def _stratified_take(rows: np.ndarray, label: np.ndarray, n_take: int, rng,

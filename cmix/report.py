@@ -40,7 +40,8 @@ METHOD_ORDER = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_se
                 "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
 RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_accuracy",
                   "auroc", "n_classes", "n_snps", "n_labeled", "n_train_labeled",
-                  "n_validation", "n_unlabeled", "n_test", "pseudo_label_accuracy",
+                  "n_validation", "n_unlabeled", "n_test", "test_majority_rate",
+                  "pseudo_label_accuracy",
                   "pseudo_label_coverage", "wall_seconds", "device", "store",
                   "test_split_sha256", "run_dir"]
 
@@ -73,6 +74,7 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
                    "n_classes": len(m["class_names"]), "n_snps": m.get("n_snps"),
                    **{k: int(m[k]) for k in ("n_labeled", "n_train_labeled", "n_validation",
                                              "n_unlabeled", "n_test")},
+                   "test_majority_rate": m.get("test_majority_rate"),
                    "pseudo_label_accuracy": pl.get("accuracy"),
                    "pseudo_label_coverage": pl.get("coverage"),
                    "wall_seconds": round(float(sum((m.get("wall_seconds") or {}).values())), 3),
@@ -157,7 +159,7 @@ def _style(methods):
     return styles
 
 
-def _panel(ax, summary_trait, key, label, styles, chance=None):
+def _panel(ax, summary_trait, key, label, styles, chance=None, majority=None):
     for method, g in summary_trait.groupby("method", sort=False):
         g = g.sort_values("budget")
         y = g[f"{key}_mean"].to_numpy(float)
@@ -173,6 +175,10 @@ def _panel(ax, summary_trait, key, label, styles, chance=None):
                     markeredgecolor=styles[method]["color"], zorder=5)
     if chance is not None:
         ax.axhline(chance, color="grey", linewidth=0.8, linestyle="-.", zorder=0)
+    if majority is not None and np.isfinite(majority):
+        ax.axhline(majority, color="grey", linewidth=1.0, linestyle=(0, (1, 2)), zorder=0)
+        ax.annotate("majority class", (0.01, majority), xycoords=("axes fraction", "data"),
+                    fontsize=8, color="dimgrey", va="bottom")
     ax.set_xscale("log")
     budgets = sorted(summary_trait["budget"].unique())
     ax.set_xticks(budgets)
@@ -183,27 +189,33 @@ def _panel(ax, summary_trait, key, label, styles, chance=None):
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_trait(summary_trait: pd.DataFrame, trait: str, n_classes: int, path) -> None:
-    """One figure, three panels (accuracy, balanced accuracy, AUROC) against the budget."""
+def plot_trait(summary_trait: pd.DataFrame, trait: str, n_classes: int, path,
+               majority: float | None = None) -> None:
+    """One figure, three panels (accuracy, balanced accuracy, AUROC) against the budget;
+    ``majority``: the test split's commonest-class share, drawn on the accuracy panel."""
     import matplotlib.pyplot as plt
 
     styles = _style(list(dict.fromkeys(summary_trait["method"])))
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
     chance = {"accuracy": None, "balanced_accuracy": 1.0 / n_classes, "auroc": 0.5}
     for ax, (key, label) in zip(axes, METRICS):
-        _panel(ax, summary_trait, key, label, styles, chance[key])
+        _panel(ax, summary_trait, key, label, styles, chance[key],
+               majority if key == "accuracy" else None)
         ax.set_title(f"{trait}: {label.split(' (')[0].lower()}")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center right", fontsize=9, title="method")
     fig.suptitle(f"{trait} ({n_classes} classes): test metrics, mean +- sd over seeds; "
-                 "dash-dot = chance; open marker = fewer seeds than the grid", fontsize=11)
+                 "dash-dot = chance, dotted = majority class; open marker = fewer seeds than "
+                 "the grid", fontsize=11)
     fig.tight_layout(rect=(0, 0, 0.89, 0.95))
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
 
 
-def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=None) -> bool:
-    """One panel per trait of ``key`` against the budget; False if nothing to plot."""
+def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=None,
+                  majority: dict | None = None) -> bool:
+    """One panel per trait of ``key`` against the budget; False if nothing to plot.
+    ``majority``: trait -> commonest-class share, drawn as a dotted line."""
     import matplotlib.pyplot as plt
 
     s = summary if methods is None else summary[summary["method"].isin(methods)]
@@ -214,7 +226,8 @@ def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=Non
     styles = _style(list(dict.fromkeys(summary["method"])))
     fig, axes = plt.subplots(1, len(traits), figsize=(5.8 * len(traits) + 2.2, 5), squeeze=False)
     for ax, trait in zip(axes[0], traits):
-        _panel(ax, s[s["trait"] == trait], key, label, styles)
+        _panel(ax, s[s["trait"] == trait], key, label, styles,
+               majority=(majority or {}).get(trait))
         ax.set_title(trait)
     handles, labels = {}, {}
     for ax in axes[0]:
@@ -222,8 +235,9 @@ def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=Non
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles), loc="center right", fontsize=9,
                title="method")
-    fig.suptitle(f"{label} against the labeled budget, mean +- sd over seeds; open marker = "
-                 "fewer seeds than the grid", fontsize=11)
+    fig.suptitle(f"{label} against the labeled budget, mean +- sd over seeds; "
+                 + ("dotted = majority class; " if majority else "")
+                 + "open marker = fewer seeds than the grid", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - 2.0 / (5.8 * len(traits) + 2.2), 0.94))
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
@@ -310,12 +324,21 @@ def write_report(runs_dir, out_dir) -> dict:
         ok = fn(*args, buf)
         return buf.getvalue() if ok is not False else None
 
+    majority = {}
+    for t in traits:
+        rates = pd.to_numeric(results.loc[results["trait"] == t, "test_majority_rate"],
+                              errors="coerce").dropna()
+        majority[t] = float(rates.iloc[0]) if len(rates) else None
     for t in traits:
         n_classes = int(results.loc[results["trait"] == t, "n_classes"].iloc[0])
-        pngs[f"{safe[t]}.png"] = render(plot_trait, summary[summary["trait"] == t], t, n_classes)
-    pngs["accuracy_by_trait.png"] = render(plot_by_trait, summary, "accuracy", "Test accuracy")
-    pl = render(plot_by_trait, summary, "pseudo_label_accuracy",
-                "Pseudo-label accuracy (on the unlabeled rows they cover)")
+        pngs[f"{safe[t]}.png"] = render(
+            lambda *a: plot_trait(*a, majority=majority[t]), summary[summary["trait"] == t],
+            t, n_classes)
+    pngs["accuracy_by_trait.png"] = render(
+        lambda *a: plot_by_trait(*a, majority=majority), summary, "accuracy", "Test accuracy")
+    # the unlabeled rows are drawn from the stratified training split: same class shares
+    pl = render(lambda *a: plot_by_trait(*a, majority=majority), summary,
+                "pseudo_label_accuracy", "Pseudo-label accuracy (on the unlabeled rows they cover)")
     if pl is not None:
         pngs["pseudo_label_accuracy.png"] = pl
 
@@ -334,8 +357,13 @@ def write_report(runs_dir, out_dir) -> dict:
     show = summary[["trait", "method", "budget", "n", "complete", "accuracy_mean",
                     "accuracy_sd", "balanced_accuracy_mean", "balanced_accuracy_sd",
                     "auroc_mean", "auroc_sd", "pseudo_label_accuracy_mean"]]
-    figs = "".join(f"<h3>{html.escape(name)}</h3>{_img(png, name)}"
-                   for name, png in pngs.items())
+    captions = {"pseudo_label_accuracy.png":
+                "Dotted: the majority-class share; pseudo-labels on that line say no more "
+                "than the class prior. cmix_selfsl_pl shares cmix's pre-training, hence its "
+                "pseudo-labels: its line lies under cmix's."}
+    figs = "".join(f"<h3>{html.escape(name)}</h3>"
+                   + (f"<p>{html.escape(captions[name])}</p>" if name in captions else "")
+                   + _img(png, name) for name, png in pngs.items())
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>cmix evaluation report</title>
 <style>body{{font-family:sans-serif;max-width:1500px;margin:2em auto;}}

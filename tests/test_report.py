@@ -136,6 +136,8 @@ def test_report_of_real_runs(tmp_path):
     res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
     assert len(res) == 4 and set(res["method"]) == {"prs", "logreg"}
     assert (res["n_snps"] == 12).all() and (res["n_test"] == 100).all()
+    test_labels = label[split == 1]              # the store's test rows
+    assert np.allclose(res["test_majority_rate"], np.bincount(test_labels).max() / len(test_labels))
     for f in ("results.tsv", "summary.tsv", "report.html"):
         text = (tmp_path / "rep" / f).read_text()
         assert not re.search(r"\bid\d+\b", text), f           # no sample IDs
