@@ -36,6 +36,8 @@ from store_helpers import write_test_store  # noqa: E402
 from cmix.train import train_run  # noqa: E402
 
 SEEDS = [123, 127, 131, 137, 130]
+# digits: continuous pixel values (dosage encoding), longer predictor training
+DIGITS_CONFIG = {"encoding": "dosage", "epochs": 30, "pred_epochs": 200, "pred_patience": 20}
 
 
 def ld_genotypes(n_samples: int, n_snps: int, seed: int, block: int = 20, rho: float = 0.8):
@@ -166,8 +168,7 @@ def main(argv=None):
     if args.dataset == "digits":
         store = digits_store(out / "digits.zarr")
         budgets = args.budgets or [135]
-        config = {"encoding": "dosage", "epochs": args.epochs or 30, "pred_epochs": 200,
-                  "pred_patience": 20}
+        config = dict(DIGITS_CONFIG, epochs=args.epochs or DIGITS_CONFIG["epochs"])
     else:
         store = cohort_store(out / f"cohort_{args.n_samples}_seed{args.cohort_seed}.zarr",
                              args.n_samples, seed=args.cohort_seed)

@@ -65,16 +65,17 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
 
 def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
               n_classes: int, alpha: float = 0.999, rtol: float = 1e-6,
-              maxiter: int = 20, class_mass: bool = True) -> PropagationResult:
+              maxiter: int = 20, class_prior: bool = True) -> PropagationResult:
     """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients.
 
     w: (N, N) sparse affinity; labeled_pos: positions of labeled rows; labeled_y: their
-    classes. y_c = 1/|L_c| on labeled rows of class c. Scores are clipped at 0; with
-    ``class_mass`` each class's column is then scaled so its total equals the class's
-    share of the labeled rows (class mass normalisation, Zhu et al. 2003), else the
-    argmax treats every class as equally likely and over-predicts rare classes of an
-    imbalanced trait. Rows are then normalised; labeled rows keep their true label with
-    weight 1.
+    classes. y_c = 1/|L_c| on labeled rows of class c, so f_c acts as a class-conditional
+    score; scores are clipped at 0. With ``class_prior`` each class's column is then
+    multiplied by the class's share of the labeled rows (Bayes' rule with the labeled
+    subset's class frequencies as the prior); without it the argmax treats every class as
+    equally likely and, on an imbalanced trait whose latent graph carries little label
+    information, hands most rows to a rare class. Equal class shares: identical results.
+    Rows are then normalised; labeled rows keep their true label with weight 1.
     """
     n = w.shape[0]
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
@@ -93,10 +94,8 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
         f, _info = cg(op, y, rtol=rtol, maxiter=maxiter)
         scores[:, c] = f
     scores = np.clip(scores, 0, None)
-    if class_mass:
-        prior = np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1)
-        mass = scores.sum(0)
-        scores *= np.divide(prior, mass, out=np.zeros(n_classes), where=mass > 0)
+    if class_prior:
+        scores *= np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1)
     total = scores.sum(1)
     reached = total > 0
     prob = np.zeros_like(scores)
@@ -116,8 +115,8 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
 
 def label_propagation(z, labeled_pos, labeled_y, n_classes: int, k: int = 3,
                       alpha: float = 0.999, rtol: float = 1e-6, maxiter: int = 20,
-                      block: int = 4096, class_mass: bool = True) -> PropagationResult:
+                      block: int = 4096, class_prior: bool = True) -> PropagationResult:
     """kNN graph of latent rows z (N, d) then :func:`propagate`."""
     w = knn_graph(z, k=k, block=block)
     return propagate(w, labeled_pos, labeled_y, n_classes, alpha=alpha, rtol=rtol,
-                     maxiter=maxiter, class_mass=class_mass)
+                     maxiter=maxiter, class_prior=class_prior)

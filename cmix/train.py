@@ -63,7 +63,7 @@ DEFAULT_CONFIG: dict = {
     "lp_rtol": 1e-6,
     "lp_maxiter": 20,
     "lp_max_unlabeled": 20000,      # |S_U|
-    "lp_class_mass": True,          # scale class scores to the labeled class shares
+    "lp_class_prior": True,         # weight class scores by the labeled class shares
                                     # (false = METHOD.md's equal-prior argmax)
     "lp_block": 4096,
     # predictor
@@ -164,7 +164,7 @@ def _check_config(cfg: dict, where) -> None:
     for key in ("tau", "lr", "pred_lr"):
         if not float(cfg[key]) > 0:
             bad(key, "a number > 0")
-    for key in ("batchnorm", "pretrain", "pseudo_labels", "predictor_mixup", "lp_class_mass"):
+    for key in ("batchnorm", "pretrain", "pseudo_labels", "predictor_mixup", "lp_class_prior"):
         if not isinstance(cfg[key], bool):
             bad(key, "true or false")
 
@@ -315,7 +315,7 @@ def run_label_propagation(model, x_lab, y_lab, su_loader, n_classes, cfg, device
     res = label_propagation(z, np.arange(len(x_lab)), y_lab.cpu().numpy(), n_classes,
                             k=cfg["lp_k"], alpha=cfg["lp_alpha"], rtol=cfg["lp_rtol"],
                             maxiter=cfg["lp_maxiter"], block=cfg["lp_block"],
-                            class_mass=cfg["lp_class_mass"])
+                            class_prior=cfg["lp_class_prior"])
     return res
 
 

@@ -6,7 +6,7 @@ import pytest
 from cmix.labelprop import knn_graph, label_propagation, propagate
 
 
-def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_mass=False):
+def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_prior=False):
     """The whole computation with dense numpy matrices (fine for a few dozen nodes)."""
     z = z / np.linalg.norm(z, axis=1, keepdims=True)
     n = len(z)
@@ -26,9 +26,9 @@ def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_mass=F
         y[members, c] = 1 / len(members)
     f = np.linalg.solve(np.eye(n) - alpha * a, y)
     f = np.clip(f, 0, None)
-    if class_mass:              # column c scaled to total |L_c| / |L| (Zhu et al. 2003)
+    if class_prior:             # column c times the labeled share |L_c| / |L|
         for c in range(n_classes):
-            f[:, c] *= np.mean(labeled_y == c) / f[:, c].sum()
+            f[:, c] *= np.mean(labeled_y == c)
     return w, f / f.sum(1, keepdims=True)
 
 
@@ -41,7 +41,7 @@ def test_equals_dense_reference_solve():
     w = knn_graph(z, k=4, block=7)                  # several blocks
     np.testing.assert_allclose(w.toarray(), w_ref, rtol=1e-5, atol=1e-7)
     res = propagate(w, labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12, maxiter=10000,
-                    class_mass=False)
+                    class_prior=False)
     unl = np.setdiff1d(np.arange(40), labeled_pos)
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
     assert np.array_equal(res.pseudo_label[unl], p_ref[unl].argmax(1))
@@ -51,24 +51,24 @@ def test_equals_dense_reference_solve():
     assert np.all(res.weight[labeled_pos] == 1)
 
 
-def test_class_mass_normalisation_equals_dense_reference():
+def test_class_prior_equals_dense_reference():
     rng = np.random.default_rng(3)
     z = rng.normal(size=(50, 5)) + 0.2
     labeled_pos = np.arange(0, 50, 5)
     labeled_y = np.array([0, 0, 0, 0, 0, 0, 1, 1, 2, 0])
-    _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99, class_mass=True)
+    _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99, class_prior=True)
     res = propagate(knn_graph(z, k=5), labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12,
                     maxiter=10000)
     unl = np.setdiff1d(np.arange(50), labeled_pos)
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
 
 
-def test_class_mass_keeps_rare_classes_rare():
+def test_class_prior_keeps_rare_classes_rare():
     """Labels unrelated to the latent space (a polygenic trait's usual case), 80/20
     classes, alpha 0.999: the scores are nearly the graph's stationary distribution for
     every class, so the equal-prior argmax labels rows by which class's seeds happen to
-    sit in denser parts of the graph (here: most rows get the rare class). Class mass
-    normalisation falls back to the labeled shares: the majority class, ~80% correct."""
+    sit in denser parts of the graph (here: most rows get the rare class). With the
+    labeled shares as prior the majority class wins, ~80% correct."""
     rng = np.random.default_rng(4)
     n = 3000
     z = rng.normal(size=(n, 8))
@@ -78,7 +78,7 @@ def test_class_mass_keeps_rare_classes_rare():
     acc, rare = {}, {}
     for cm in (False, True):
         res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, alpha=0.999,
-                                maxiter=50, class_mass=cm)
+                                maxiter=50, class_prior=cm)
         acc[cm] = np.mean(res.pseudo_label[unl] == y[unl])
         rare[cm] = np.mean(res.pseudo_label[unl] == 1)
     assert acc[False] < 0.5 and rare[False] > 0.5
