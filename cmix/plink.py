@@ -86,16 +86,19 @@ def read_bim(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     try:   # fast path: numeric columns parsed by the C reader
         bim = _read_table(path, BIM_COLUMNS, ".bim", dtype={"cm": np.float64, "pos": np.int64})
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError) as err:
         bim = _read_table(path, BIM_COLUMNS, ".bim")
         for col, kind in (("pos", "an integer base-pair position"), ("cm", "a number (cM)")):
-            conv = pd.to_numeric(bim[col], errors="coerce")
-            bad = conv.isna().to_numpy() | ((conv % 1 != 0).to_numpy() if col == "pos" else False)
+            conv = pd.to_numeric(bim[col], errors="coerce").astype(np.float64)
+            bad = conv.isna().to_numpy()
+            if col == "pos":                    # whole numbers that fit an int64
+                bad = bad | ((conv % 1 != 0) | (conv.abs() >= 2.0 ** 63)).to_numpy()
             if bad.any():
                 line = int(np.flatnonzero(bad)[0]) + 1
                 raise CmixError(f"{path}, line {line}, column {BIM_COLUMNS.index(col) + 1}: "
                                 f"expected {kind}, found {bim[col].iloc[line - 1]!r}")
-        raise
+        raise CmixError(f"{path}: cannot read columns 3-4 (cM, position) as numbers "
+                        f"({err})") from None
     dup = _first_duplicate_lines(bim["variant_id"])
     if dup:
         raise CmixError(f"{path}: duplicate variant ID {bim['variant_id'].iloc[dup[0] - 1]!r} "

@@ -69,6 +69,10 @@ def test_bad_files_give_one_clear_message(tmp_path):
     bim.write_text("\n".join(lines[:4] + [lines[4].replace("104", "1o4")] + lines[5:]) + "\n")
     with pytest.raises(CmixError, match=r"line 5, column 4: expected an integer"):
         plink.open_bfile(prefix)
+    bim.write_text("\n".join(lines[:4] + [lines[4].replace("104", "99999999999999999999999")]
+                             + lines[5:]) + "\n")
+    with pytest.raises(CmixError, match=r"line 5, column 4: expected an integer"):
+        plink.open_bfile(prefix)
     bim.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(CmixError, match="does not match the .bim"):
         plink.open_bfile(prefix)
