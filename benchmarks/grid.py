@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ALL_METHODS = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_selfsl",
-               "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
+from cmix.baselines import ALL_METHODS
 
 # CPU-sized config (2-core machines); paper-sized networks (hidden = embedded width =
 # 3 x n_snps, pred/epochs as METHOD.md) are for GPU nodes.

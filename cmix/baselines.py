@@ -65,23 +65,9 @@ MODEL_FILE = "model.pt"
 def baseline_config(config: dict | None = None, config_path=None) -> dict:
     """The trainer's config (:func:`cmix.train.load_config`) plus BASELINE_DEFAULTS,
     updated from the file and ``config``; unknown keys raise CmixError."""
-    from .train import load_config
+    from .train import load_config, read_config_file
 
-    user: dict = {}
-    if config_path is not None:
-        path = Path(config_path)
-        if not path.exists():
-            raise CmixError(f"{path}: config file not found")
-        try:
-            if path.suffix == ".json":
-                user = json.loads(path.read_text()) or {}
-            else:
-                import yaml
-                user = yaml.safe_load(path.read_text()) or {}
-        except Exception as err:
-            raise CmixError(f"{path}: cannot parse config ({err})") from None
-        if not isinstance(user, dict):
-            raise CmixError(f"{path}: config must be a mapping of key: value")
+    user = read_config_file(config_path) if config_path is not None else {}
     user.update(config or {})
     extra = {k: user.pop(k) for k in list(user) if k in BASELINE_DEFAULTS}
     cfg = load_config(None, user)
@@ -264,7 +250,7 @@ def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor"):
     """Early-stopped training: ``epoch_fn(epoch) -> mean loss`` trains head one epoch;
     stop after cfg["pred_patience"] epochs without a better validation log-loss, reload
     the best state. Returns the validation summary dict."""
-    from .train import _cpu_state, predict_proba
+    from .train import _cpu_state, log_loss, predict_proba
 
     best, best_loss, best_epoch, bad = None, float("inf"), 0, 0
     dev = val_inputs.device if val_inputs is not None else "cpu"
@@ -276,7 +262,7 @@ def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor"):
         if val_inputs is None or len(y_val) == 0:
             continue
         prob = predict_proba(head, val_inputs, dev)
-        vloss = float(-np.mean(np.log(np.clip(prob[np.arange(len(y_val)), y_val], 1e-12, None))))
+        vloss = log_loss(prob, y_val)
         if vloss < best_loss:
             best, best_loss, best_epoch, bad = _cpu_state(head.state_dict()), vloss, epoch + 1, 0
         else:
@@ -291,11 +277,6 @@ def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor"):
         prob = predict_proba(head, val_inputs, dev)
         out["accuracy"] = float(np.mean(prob.argmax(1) == y_val))
     return out
-
-
-def _head_state(head) -> dict:
-    return {k: {kk: vv.detach().cpu().clone() for kk, vv in v.items()}
-            for k, v in head.state_dict().items()}
 
 
 def _nn_setup(r):
@@ -337,9 +318,9 @@ def _supervised_head_epoch(head, opt, inputs, y, cfg, seed, epoch, device):
                            {**cfg, "predictor_mixup": False}, seed, epoch, device)
 
 
-def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
-    """Predictor on the frozen encoder's latent rows of the labeled rows (no mixup);
-    returns (head, validation summary)."""
+def _frozen_head(r, model, x_lab, x_val, stage_seed):
+    """Freeze the encoder, embed the labeled and validation rows, and build a predictor
+    head on the latent rows with its optimiser: (head, opt, z_lab, z_val, y_lab)."""
     import torch
 
     from .nn import Predictor
@@ -355,6 +336,14 @@ def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
                                                cfg["pred_hidden"]).to(dev))
     opt = torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
                            weight_decay=cfg["pred_weight_decay"])
+    return head, opt, z_lab, z_val, y_lab
+
+
+def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
+    """Predictor on the frozen encoder's latent rows of the labeled rows (no mixup);
+    returns (head, validation summary)."""
+    s, cfg, dev = r.splits, r.cfg, r.dev
+    head, opt, z_lab, z_val, y_lab = _frozen_head(r, model, x_lab, x_val, stage_seed)
     val = fit_predictor(head, lambda e: _supervised_head_epoch(head, opt, z_lab, y_lab, cfg,
                                                                r.seed, e, dev),
                         z_val if len(z_val) else None, s.label[s.validation], cfg)
@@ -378,6 +367,7 @@ def run_ae(store_path, budget, seed, out_dir, *, config=None, config_path=None,
 
     from .data import RowLoader, choose_mode
     from .losses import reconstruction_loss
+    from .train import _cpu_state
 
     r = _Run("ae", store_path, budget, seed, out_dir, config, config_path, device)
     cfg, dev = r.cfg, r.dev
@@ -407,7 +397,7 @@ def run_ae(store_path, budget, seed, out_dir, *, config=None, config_path=None,
     r.tick("evaluate", t)
     val["pretrain_loss"] = history
     return r.finish(prob, val, {"model": {k: v.cpu() for k, v in model.state_dict().items()},
-                                "head": _head_state(head)})
+                                "head": _cpu_state(head.state_dict())})
 
 
 # ------------------------------------------------------------------ VIME
@@ -453,8 +443,8 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
     import torch
 
     from .data import RowLoader, choose_mode
-    from .nn import Predictor, _mlp
-    from .train import Head, _gen
+    from .nn import _mlp
+    from .train import _cpu_state, _gen
 
     r = _Run("vime", store_path, budget, seed, out_dir, config, config_path, device)
     s, cfg, dev = r.splits, r.cfg, r.dev
@@ -491,15 +481,7 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
     t = r.tick("pretrain", t)
 
     # semi-supervised predictor on the frozen encoder
-    for p in model.parameters():
-        p.requires_grad_(False)
-    model.eval()
-    z_lab, z_val = _encode_all(model, x_lab), _encode_all(model, x_val)
-    y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
-    torch.manual_seed(r.seed + 2)
-    head = Head(torch.nn.Identity(), Predictor(hidden, s.n_classes, cfg["pred_hidden"]).to(dev))
-    popt = torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                            weight_decay=cfg["pred_weight_decay"])
+    head, popt, z_lab, z_val, y_lab = _frozen_head(r, model, x_lab, x_val, r.seed + 2)
     u_loader = RowLoader(r.root, s.unlabeled, batch_size=cfg["batch_size"], mode=mode, device=dev,
                          buffer_chunks=cfg["buffer_chunks"])
     bs, k = cfg["pred_batch_size"], cfg["vime_k"]
@@ -540,7 +522,7 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
     return r.finish(prob, val, {"model": {k_: v.cpu() for k_, v in model.state_dict().items()},
                                 "mask_estimator": {k_: v.cpu() for k_, v in
                                                    mask_est.state_dict().items()},
-                                "head": _head_state(head)})
+                                "head": _cpu_state(head.state_dict())})
 
 
 # ------------------------------------------------------------------ manifold mixup
@@ -565,7 +547,7 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
     from .data import column_moments, load_rows
     from .losses import soft_cross_entropy
     from .nn import Predictor, SnpEmbedding
-    from .train import Head, _gen
+    from .train import Head, _cpu_state, _gen
 
     r = _Run("manifold_mixup", store_path, budget, seed, out_dir, config, config_path, device)
     s, cfg, dev = r.splits, r.cfg, r.dev
@@ -613,7 +595,7 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
     from .train import predict_proba
     prob = predict_proba(head, torch.from_numpy(load_rows(r.root, s.test)).to(dev), dev)
     r.tick("evaluate", t)
-    return r.finish(prob, val, {"head": _head_state(head)})
+    return r.finish(prob, val, {"head": _cpu_state(head.state_dict())})
 
 
 # method name -> run function (same signature as cmix.train.train_run)
@@ -625,25 +607,18 @@ BASELINES: dict = {
     "manifold_mixup": run_manifold_mixup,
 }
 
-# the trainer's config presets that are ablations of cmix (also listed in train.METHODS)
-ABLATIONS: dict = {
-    "cmix_selfsl": {"pseudo_labels": False},
-    "cmix_selfsl_pl": {"predictor_mixup": False},
-    "cmix_random_mix": {"mix": "random"},
-}
-
+# every method of the evaluation grid, in the report's display order
 ALL_METHODS = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_selfsl",
                "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
 
 
 def run_method(method: str, store_path, budget, seed, out_dir, *, config=None,
                config_path=None, device="auto", resume=False) -> dict:
-    """Run any method of the grid: a baseline here, else the trainer (cmix, mlp, ablations)."""
-    if method in BASELINES:
-        return BASELINES[method](store_path, budget, seed, out_dir, config=config,
-                                 config_path=config_path, device=device, resume=resume)
+    """Run any method of the grid with one config dict for all of them: the trainer's
+    methods (cmix, mlp, ablations) do not take the baselines' keys, which are dropped."""
     from .train import train_run
 
-    config = {k: v for k, v in (config or {}).items() if k not in BASELINE_DEFAULTS}
+    if method not in BASELINES:
+        config = {k: v for k, v in (config or {}).items() if k not in BASELINE_DEFAULTS}
     return train_run(store_path, budget, seed, out_dir, method=method, config=config,
                      config_path=config_path, device=device, resume=resume)

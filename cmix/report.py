@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .baselines import ALL_METHODS
 from .io import CmixError, atomic_outputs, check_writable_dir, log
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
-METHOD_ORDER = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_selfsl",
-                "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
+METHOD_ORDER = ALL_METHODS
 RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_accuracy",
                   "auroc", "n_classes", "n_snps", "n_labeled", "n_train_labeled",
                   "n_validation", "n_unlabeled", "n_test", "test_majority_rate",
@@ -319,9 +319,9 @@ def write_report(runs_dir, out_dir) -> dict:
     safe = {t: re.sub(r"[^A-Za-z0-9_.-]+", "_", t) for t in traits}
     pngs: dict[str, bytes] = {}
 
-    def render(fn, *args) -> bytes | None:
+    def render(fn, *args, **kw) -> bytes | None:
         buf = io.BytesIO()
-        ok = fn(*args, buf)
+        ok = fn(*args, buf, **kw)
         return buf.getvalue() if ok is not False else None
 
     majority = {}
@@ -331,14 +331,13 @@ def write_report(runs_dir, out_dir) -> dict:
         majority[t] = float(rates.iloc[0]) if len(rates) else None
     for t in traits:
         n_classes = int(results.loc[results["trait"] == t, "n_classes"].iloc[0])
-        pngs[f"{safe[t]}.png"] = render(
-            lambda *a: plot_trait(*a, majority=majority[t]), summary[summary["trait"] == t],
-            t, n_classes)
-    pngs["accuracy_by_trait.png"] = render(
-        lambda *a: plot_by_trait(*a, majority=majority), summary, "accuracy", "Test accuracy")
+        pngs[f"{safe[t]}.png"] = render(plot_trait, summary[summary["trait"] == t], t,
+                                        n_classes, majority=majority[t])
+    pngs["accuracy_by_trait.png"] = render(plot_by_trait, summary, "accuracy", "Test accuracy",
+                                           majority=majority)
     # the unlabeled rows are drawn from the stratified training split: same class shares
-    pl = render(lambda *a: plot_by_trait(*a, majority=majority), summary,
-                "pseudo_label_accuracy", "Pseudo-label accuracy (on the unlabeled rows they cover)")
+    pl = render(plot_by_trait, summary, "pseudo_label_accuracy",
+                "Pseudo-label accuracy (on the unlabeled rows they cover)", majority=majority)
     if pl is not None:
         pngs["pseudo_label_accuracy.png"] = pl
 

@@ -100,27 +100,34 @@ LOG_FILE = "train_log.jsonl"
 
 
 # ------------------------------------------------------------------ configuration
+def read_config_file(path) -> dict:
+    """The key: value mapping of a YAML or JSON config file ({} for an empty file);
+    a missing, unparsable or non-mapping file raises CmixError."""
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: config file not found")
+    text = path.read_text()
+    try:
+        if path.suffix == ".json":
+            user = json.loads(text)
+        else:
+            import yaml
+            user = yaml.safe_load(text)
+    except Exception as err:
+        raise CmixError(f"{path}: cannot parse config ({err})") from None
+    if user is None:
+        user = {}
+    if not isinstance(user, dict):
+        raise CmixError(f"{path}: config must be a mapping of key: value")
+    return user
+
+
 def load_config(path=None, overrides: dict | None = None) -> dict:
     """DEFAULT_CONFIG updated from a YAML/JSON file and ``overrides``; unknown keys and
     values out of range raise CmixError."""
     cfg = dict(DEFAULT_CONFIG)
     if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise CmixError(f"{path}: config file not found")
-        text = path.read_text()
-        try:
-            if path.suffix == ".json":
-                user = json.loads(text)
-            else:
-                import yaml
-                user = yaml.safe_load(text)
-        except Exception as err:
-            raise CmixError(f"{path}: cannot parse config ({err})") from None
-        if user is None:
-            user = {}
-        if not isinstance(user, dict):
-            raise CmixError(f"{path}: config must be a mapping of key: value")
+        user = read_config_file(path)
         unknown = sorted(set(user) - set(cfg))
         if unknown:
             raise CmixError(f"{path}: unknown config key(s) {unknown}; known keys: "
@@ -401,6 +408,11 @@ def predict_proba(head, inputs, device, batch: int = 4096):
 
 
 # ------------------------------------------------------------------ metrics
+def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
+    """Mean negative log-probability of the true class: prob (n, C), y (n,) ints."""
+    return float(-np.mean(np.log(np.clip(prob[np.arange(len(y)), y], 1e-12, None))))
+
+
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
     """accuracy, balanced accuracy, AUROC (binary: of class 1) or macro one-vs-rest AUROC
     over the classes present (None when fewer than 2 classes are present)."""
@@ -634,8 +646,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         rec = {"stage": "predictor", "epoch": epoch + 1, "loss": loss}
         if val_inputs is not None:
             prob = predict_proba(head, val_inputs, dev)
-            vloss = float(-np.mean(np.log(np.clip(prob[np.arange(len(y_val)), y_val],
-                                                  1e-12, None))))
+            vloss = log_loss(prob, y_val)
             rec.update(val_loss=vloss, val_accuracy=float(np.mean(prob.argmax(1) == y_val)))
             if vloss < pred_state["best_loss"]:
                 pred_state.update(best=_cpu_state(head.state_dict()), best_loss=vloss,
