@@ -96,18 +96,23 @@ def run_dir(trait="{trait}", method="{method}", budget="{budget}", seed="{seed}"
     return f"{OUT}/runs/{trait}/{method}/budget{budget}/seed{seed}"
 
 
+def all_metrics():
+    """metrics.json of every trait x method x budget x seed run."""
+    return expand(
+        f"{run_dir()}/metrics.json",
+        trait=TRAITS,
+        method=METHODS,
+        budget=BUDGETS,
+        seed=SEEDS,
+    )
+
+
 def final_outputs():
     """Every run's metrics, and the per-trait stores themselves: a store deleted by hand
     is then rebuilt, and being newer than its runs' metrics, reruns that trait's jobs.
     """
     return (
-        expand(
-            f"{run_dir()}/metrics.json",
-            trait=TRAITS,
-            method=METHODS,
-            budget=BUDGETS,
-            seed=SEEDS,
-        )
+        all_metrics()
         + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
         + [f"{OUT}/report/report.html"]
     )

@@ -38,13 +38,7 @@ rule train:
 
 rule report:
     input:
-        expand(
-            f"{run_dir()}/metrics.json",
-            trait=TRAITS,
-            method=METHODS,
-            budget=BUDGETS,
-            seed=SEEDS,
-        ),
+        all_metrics(),
     output:
         results=f"{OUT}/report/results.tsv",
         summary=f"{OUT}/report/summary.tsv",
