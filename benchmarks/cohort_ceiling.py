@@ -1,0 +1,120 @@
+"""How much a cohort's labels allow: linear references, and what a trained encoder keeps.
+
+On a store written by ``benchmarks/train_learning.py cohort`` (tune on ``--cohort-seed 8``,
+never on the reported cohort), for each budget and seed (the same labeled rows as
+``cmix train``: ``cmix.data.make_splits``), test accuracy of:
+
+- ``logreg``: L2 logistic regression on standardised dosages (missing -> mean), C chosen by
+  5-fold cross-validation on all ``budget`` labeled rows (training + validation);
+- ``pca{k}``: the same on the top k principal components fitted on all training rows
+  (labeled and unlabeled): what an unsupervised linear representation keeps;
+- ``all_labels``: logistic regression (C = 0.01) on every training row's label, once:
+  the ceiling of a linear model on this trait.
+
+With ``--runs DIR ...`` (cmix run folders on the same store), also what each run's frozen
+encoder keeps: nearest class mean (cosine) and CV logistic regression on the latent z of
+the labeled rows, and label-propagation pseudo-label accuracy on 5,000 unlabeled rows for
+k = 3, 10, 30, 100 neighbours.
+
+    python benchmarks/cohort_ceiling.py STORE [--budgets 200 1000] [--runs RUN_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import numpy as np
+
+from cmix.data import make_splits
+from cmix.store import open_store
+
+SEEDS = [123, 127, 131, 137, 130]
+
+
+def standardised(dosage: np.ndarray) -> np.ndarray:
+    x = dosage.astype(float)
+    miss = dosage < 0
+    x[miss] = np.nan
+    x = np.where(miss, np.nanmean(x, 0), x)
+    return (x - x.mean(0)) / x.std(0).clip(1e-9)
+
+
+def cv_logreg(x_train, y_train):
+    from sklearn.linear_model import LogisticRegressionCV
+
+    return LogisticRegressionCV(Cs=np.logspace(-4, 2, 13), cv=5, max_iter=3000).fit(x_train, y_train)
+
+
+def linear_references(root, x, budgets, seeds) -> None:
+    from sklearn.decomposition import PCA
+    from sklearn.linear_model import LogisticRegression
+
+    for budget in budgets:
+        res: dict = {"logreg": [], "pca20": [], "pca50": [], "pca100": []}
+        for seed in seeds:
+            s = make_splits(root, budget, seed)
+            lab, y, test = s.labeled, s.label, s.test
+            train = np.sort(np.concatenate([lab, s.unlabeled]))
+            res["logreg"].append(cv_logreg(x[lab], y[lab]).score(x[test], y[test]))
+            for k in (20, 50, 100):
+                pca = PCA(k, random_state=0).fit(x[train])
+                m = cv_logreg(pca.transform(x[lab]), y[lab])
+                res[f"pca{k}"].append(m.score(pca.transform(x[test]), y[test]))
+        print(f"budget {budget}: " + ", ".join(
+            f"{k} {np.mean(v):.4f} ± {np.std(v, ddof=1):.4f}" for k, v in res.items()), flush=True)
+    s = make_splits(root, budgets[0], seeds[0])
+    train = np.sort(np.concatenate([s.labeled, s.unlabeled]))
+    m = LogisticRegression(C=0.01, max_iter=3000).fit(x[train], s.label[train])
+    print(f"all_labels ({len(train)} rows): {m.score(x[s.test], s.label[s.test]):.4f}")
+
+
+def encoder_probe(root, run_dir: str) -> dict:
+    import torch
+
+    from cmix.labelprop import label_propagation
+    from cmix.nn import ContrastiveMixup
+
+    m = json.load(open(f"{run_dir}/metrics.json"))
+    state = torch.load(f"{run_dir}/checkpoint.pt", weights_only=False)
+    s = make_splits(root, m["budget"], m["seed"], m["config"]["val_fraction"])
+    dosage = torch.from_numpy(np.asarray(root["call_dosage"][:]))
+    model = ContrastiveMixup(dosage.shape[1], m["config"])
+    model.load_state_dict(state["model"])
+    model.eval()
+    with torch.no_grad():
+        z = torch.cat([model.encode(dosage[i:i + 4096]) for i in range(0, len(dosage), 4096)]).numpy()
+    zn = z / np.linalg.norm(z, axis=1, keepdims=True).clip(1e-9)
+    y, lab, test = s.label, s.labeled, s.test
+    mean = np.stack([zn[lab][y[lab] == c].mean(0) for c in range(s.n_classes)])
+    out = {"seed": m["seed"], "cmix_test": m["test"]["accuracy"],
+           "nearest_mean": float(np.mean((zn[test] @ mean.T).argmax(1) == y[test])),
+           "logreg_z": float(cv_logreg(z[lab], y[lab]).score(z[test], y[test]))}
+    su = np.random.default_rng(0).choice(s.unlabeled, 5000, replace=False)
+    zz = torch.from_numpy(np.concatenate([zn[s.train_labeled], zn[su]]))
+    n_l = len(s.train_labeled)
+    for k in (3, 10, 30, 100):
+        r = label_propagation(zz, np.arange(n_l), y[s.train_labeled], s.n_classes, k=k)
+        out[f"lp_k{k}"] = float(np.mean(r.pseudo_label[n_l:] == y[su]))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store")
+    p.add_argument("--budgets", type=int, nargs="+", default=[200, 1000])
+    p.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
+    p.add_argument("--runs", nargs="*", default=[])
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore")       # sklearn's FutureWarnings on every CV fit
+    root = open_store(args.store)
+    for run in args.runs:
+        print(json.dumps(encoder_probe(root, run)), flush=True)
+    linear_references(root, standardised(np.asarray(root["call_dosage"][:])), args.budgets,
+                      args.seeds)
+
+
+if __name__ == "__main__":
+    main()
