@@ -4,8 +4,9 @@ On a store written by ``benchmarks/train_learning.py cohort`` (tune on ``--cohor
 never on the reported cohort), for each budget and seed (the same labeled rows as
 ``cmix train``: ``cmix.data.make_splits``), test accuracy of:
 
-- ``logreg``: L2 logistic regression on standardised dosages (missing -> mean), C chosen by
-  5-fold cross-validation on all ``budget`` labeled rows (training + validation);
+- ``logreg``: the ``logreg`` baseline's fit (``cmix.baselines.fit_logreg_cv``: L2, C by
+  5-fold CV of the log-loss on all ``budget`` labeled rows) on the dosages standardised
+  with the training rows' moments (missing -> mean), its default folds and C grid;
 - ``pca{k}``: the same on the top k principal components fitted on all training rows
   (labeled and unlabeled): what an unsupervised linear representation keeps;
 - ``all_labels``: logistic regression (C = 0.01) on every training row's label, once:
@@ -27,24 +28,17 @@ import warnings
 
 import numpy as np
 
-from cmix.data import make_splits
+from cmix.baselines import BASELINE_DEFAULTS, fit_logreg_cv, standardised_dosage
+from cmix.data import column_moments, make_splits
 from cmix.store import open_store
 
 SEEDS = [123, 127, 131, 137, 130]
 
 
-def standardised(dosage: np.ndarray) -> np.ndarray:
-    x = dosage.astype(float)
-    miss = dosage < 0
-    x[miss] = np.nan
-    x = np.where(miss, np.nanmean(x, 0), x)
-    return (x - x.mean(0)) / x.std(0).clip(1e-9)
-
-
-def cv_logreg(x_train, y_train):
-    from sklearn.linear_model import LogisticRegressionCV
-
-    return LogisticRegressionCV(Cs=np.logspace(-4, 2, 13), cv=5, max_iter=3000).fit(x_train, y_train)
+def cv_logreg(x, y, n_classes: int, seed: int):
+    """The logreg baseline's fit with its default folds and C grid."""
+    return fit_logreg_cv(x, y, n_classes, BASELINE_DEFAULTS["logreg_folds"],
+                         BASELINE_DEFAULTS["logreg_n_c"], seed)[0]
 
 
 def linear_references(root, x, budgets, seeds) -> None:
@@ -57,10 +51,11 @@ def linear_references(root, x, budgets, seeds) -> None:
             s = make_splits(root, budget, seed)
             lab, y, test = s.labeled, s.label, s.test
             train = np.sort(np.concatenate([lab, s.unlabeled]))
-            res["logreg"].append(cv_logreg(x[lab], y[lab]).score(x[test], y[test]))
+            res["logreg"].append(cv_logreg(x[lab], y[lab], s.n_classes, seed)
+                                 .score(x[test], y[test]))
             for k in (20, 50, 100):
                 pca = PCA(k, random_state=0).fit(x[train])
-                m = cv_logreg(pca.transform(x[lab]), y[lab])
+                m = cv_logreg(pca.transform(x[lab]), y[lab], s.n_classes, seed)
                 res[f"pca{k}"].append(m.score(pca.transform(x[test]), y[test]))
         print(f"budget {budget}: " + ", ".join(
             f"{k} {np.mean(v):.4f} ± {np.std(v, ddof=1):.4f}" for k, v in res.items()), flush=True)
@@ -70,7 +65,8 @@ def linear_references(root, x, budgets, seeds) -> None:
     print(f"all_labels ({len(train)} rows): {m.score(x[s.test], s.label[s.test]):.4f}")
 
 
-def encoder_probe(root, run_dir: str) -> dict:
+def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
+    """dosage: int8 (n_samples, n_snps), the whole store."""
     import torch
 
     from cmix.labelprop import label_propagation
@@ -79,7 +75,7 @@ def encoder_probe(root, run_dir: str) -> dict:
     m = json.load(open(f"{run_dir}/metrics.json"))
     state = torch.load(f"{run_dir}/checkpoint.pt", weights_only=False)
     s = make_splits(root, m["budget"], m["seed"], m["config"]["val_fraction"])
-    dosage = torch.from_numpy(np.asarray(root["call_dosage"][:]))
+    dosage = torch.from_numpy(dosage)
     model = ContrastiveMixup(dosage.shape[1], m["config"])
     model.load_state_dict(state["model"])
     model.eval()
@@ -90,7 +86,8 @@ def encoder_probe(root, run_dir: str) -> dict:
     mean = np.stack([zn[lab][y[lab] == c].mean(0) for c in range(s.n_classes)])
     out = {"seed": m["seed"], "cmix_test": m["test"]["accuracy"],
            "nearest_mean": float(np.mean((zn[test] @ mean.T).argmax(1) == y[test])),
-           "logreg_z": float(cv_logreg(z[lab], y[lab]).score(z[test], y[test]))}
+           "logreg_z": float(cv_logreg(z[lab], y[lab], s.n_classes, m["seed"])
+                             .score(z[test], y[test]))}
     su = np.random.default_rng(0).choice(s.unlabeled, 5000, replace=False)
     zz = torch.from_numpy(np.concatenate([zn[s.train_labeled], zn[su]]))
     n_l = len(s.train_labeled)
@@ -110,10 +107,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore")       # sklearn's FutureWarnings on every CV fit
     root = open_store(args.store)
+    dosage = np.asarray(root["call_dosage"][:])
     for run in args.runs:
-        print(json.dumps(encoder_probe(root, run)), flush=True)
-    linear_references(root, standardised(np.asarray(root["call_dosage"][:])), args.budgets,
-                      args.seeds)
+        print(json.dumps(encoder_probe(root, dosage, run)), flush=True)
+    train_rows = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
+    x = standardised_dosage(dosage, *column_moments(root, train_rows))
+    linear_references(root, x, args.budgets, args.seeds)
 
 
 if __name__ == "__main__":

@@ -158,13 +158,31 @@ def _log_loss_cv(n_labeled_per_class: np.ndarray, folds: int) -> int:
     return int(max(2, min(folds, n_labeled_per_class.min())))
 
 
+def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
+                  seed: int):
+    """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
+    stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
+    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = _log_loss_cv(np.bincount(y, minlength=n_classes), folds)
+    cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
+                              cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
+                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
+    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
+        warnings.simplefilter("ignore", FutureWarning)
+        cv.fit(x, y)
+    best_c = float(np.atleast_1d(cv.C_)[0])
+    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
+    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
+    return model, best_c, folds, float(-scores.max())
+
+
 # ------------------------------------------------------------------ logreg / prs
 def run_logreg(store_path, budget, seed, out_dir, *, config=None, config_path=None,
                device="cpu", resume=False):
     """L2 logistic regression, C by stratified k-fold CV (log-loss) within the labeled rows."""
-    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-    from sklearn.model_selection import StratifiedKFold
-
     from .data import column_moments, load_rows
 
     r = _Run("logreg", store_path, budget, seed, out_dir, config, config_path, device)
@@ -175,21 +193,13 @@ def run_logreg(store_path, budget, seed, out_dir, *, config=None, config_path=No
     x = standardised_dosage(load_rows(r.root, lab), mean, sd)
     y = s.label[lab]
     t = r.tick("load", t)
-    folds = _log_loss_cv(np.bincount(y, minlength=s.n_classes), cfg["logreg_folds"])
-    cs = np.logspace(-4, 2, cfg["logreg_n_c"])
-    cv = LogisticRegressionCV(Cs=cs, cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
-                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
-    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
-        warnings.simplefilter("ignore", FutureWarning)
-        cv.fit(x, y)
-    best_c = float(np.atleast_1d(cv.C_)[0])
-    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_Cs,) mean over folds
-    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
+    model, best_c, folds, cv_loss = fit_logreg_cv(x, y, s.n_classes, cfg["logreg_folds"],
+                                                  cfg["logreg_n_c"], seed)
     t = r.tick("fit", t)
     prob = _full_proba(model, standardised_dosage(load_rows(r.root, s.test), mean, sd),
                        s.n_classes)
     r.tick("evaluate", t)
-    return r.finish(prob, {"C": best_c, "cv_folds": folds, "cv_log_loss": float(-scores.max()),
+    return r.finish(prob, {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
                            "fit_rows": "labeled (train_labeled + validation)"},
                     {"coef": model.coef_, "intercept": model.intercept_, "C": best_c,
                      "mean": mean, "sd": sd})
