@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from store_helpers import write_test_store  # noqa: E402
 
-from cmix.train import train_run  # noqa: E402
+from cmix.train import read_config_file, train_run  # noqa: E402
 
 SEEDS = [123, 127, 131, 137, 130]
 # digits: continuous pixel values (dosage encoding), longer predictor training
@@ -162,7 +162,7 @@ def main(argv=None):
     p.add_argument("--methods", nargs="+", default=["cmix", "mlp"])
     p.add_argument("--cohort-seed", type=int, default=7,
                    help="simulation seed of the cohort (7 = the reported one; tune on another)")
-    p.add_argument("--config", default=None, help="JSON file of config overrides")
+    p.add_argument("--config", default=None, help="YAML or JSON file of config overrides")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +181,7 @@ def main(argv=None):
                   "pred_epochs": 30, "pred_patience": 10, "lp_max_unlabeled": 5000,
                   "encoding": "dosage", "hidden": None}
     if args.config:
-        config.update(json.loads(Path(args.config).read_text()))
+        config.update(read_config_file(args.config))
     t = time.perf_counter()
     results = run_grid(store, out, budgets, args.methods, args.seeds, config)
     print(f"\n{args.dataset}: config {json.dumps(config)}; {time.perf_counter() - t:.0f} s total")
