@@ -49,10 +49,13 @@ def _add_simulate(sub):
         "simulate",
         help="write a simulated UK Biobank-style cohort (PLINK trio, QC tables, "
              "phenotypes, summary statistics, kinship table)",
-        description="Simulate a UK Biobank-like cohort with LD blocks, a realistic allele "
-                    "frequency spectrum, planted Hardy-Weinberg failures, missing calls, "
-                    "related individuals made by inheritance, four traits with UKB codings "
-                    "and GWAS summary statistics from a separate discovery cohort.")
+        description="Simulate a UK Biobank-like cohort with population structure (ancestries "
+                    "by a Balding-Nichols model, British regions, an admixed group), LD "
+                    "blocks, a realistic allele frequency spectrum, planted Hardy-Weinberg "
+                    "failures, missing calls, related individuals made by inheritance, four "
+                    "traits with published genetic architectures and UKB codings, sex, age "
+                    "and ethnic background, and GWAS summary statistics from a separate "
+                    "discovery cohort.")
     p.add_argument("--out", required=True, help="output folder (created if needed)")
     p.add_argument("--n-samples", type=_positive_int, default=2000, help="cohort size (default 2000)")
     p.add_argument("--n-variants", type=_positive_int, default=5000, help="number of SNPs (default 5000)")
@@ -61,6 +64,12 @@ def _add_simulate(sub):
     p.add_argument("--n-discovery", type=_nonneg_int, default=None,
                    help="size of the separate GWAS discovery cohort (default max(5000, n-samples))")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--ancestry", default="default", metavar="default|none|FILE.json",
+                   help="population structure: 'default' (UK Biobank-like: British regions, "
+                        "Irish, other white, South Asian, African, East Asian, one admixed "
+                        "group), 'none' (one panmictic population) or a JSON file with a list "
+                        "of populations (name, code, share, fst or admixed_from, regions; see "
+                        "the README)")
     p.add_argument("--fast", action="store_true",
                    help="genotypes only, no LD, relatives or traits: for large benchmark cohorts")
     p.set_defaults(func=_run_simulate)
@@ -72,8 +81,11 @@ def _run_simulate(args):
     if args.fast:
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
     else:
+        ancestry = args.ancestry
+        ancestry = None if ancestry == "none" else ancestry
         simulate_cohort(args.out, n_samples=args.n_samples, n_variants=args.n_variants,
-                        n_chrom=args.n_chrom, n_discovery=args.n_discovery, seed=args.seed)
+                        n_chrom=args.n_chrom, n_discovery=args.n_discovery, seed=args.seed,
+                        populations=ancestry)
 
 
 # --------------------------------------------------------------------------- train

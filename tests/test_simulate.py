@@ -44,7 +44,20 @@ def test_plink2_reads_files_and_finds_planted_hwe_failures(cohort):
     assert (strong < 1e-12).all(), strong
     assert ((border > 1e-14) & (border < 1e-3)).all(), border   # around the 1e-7 threshold
     planted = truth["hwe_planted"]["strong"] + truth["hwe_planted"]["borderline"]
-    assert (hardy.drop(index=planted)["P"] < 1e-7).sum() <= 1   # null SNPs pass HWE
+    # Null SNPs pass HWE within one population. Across the whole structured cohort they
+    # need not: pooling populations of different allele frequencies lowers heterozygosity
+    # (the Wahlund effect), which is why UK Biobank tests HWE in the white British subset.
+    british = [e for e, p in zip(truth["samples"]["eid"], truth["samples"]["population"])
+               if p == "british"]
+    (cohort / "british.txt").write_text("".join(f"{e}\t{e}\n" for e in british))
+    run_plink2("--bfile", "genotypes", "--keep", "british.txt", "--hardy", "--out", "p2_british",
+               cwd=cohort)
+    hardy_gb = pd.read_csv(cohort / "p2_british.hardy", sep="\t").set_index("ID")
+    assert (hardy_gb.loc[truth["hwe_planted"]["strong"], "P"] < 1e-7).all()
+    null_fail_gb = (hardy_gb.drop(index=planted)["P"] < 1e-7).sum()
+    null_fail_all = (hardy.drop(index=planted)["P"] < 1e-7).sum()
+    assert null_fail_gb <= 1, null_fail_gb
+    assert null_fail_all > null_fail_gb                      # structure is real: Wahlund
     freq = pd.read_csv(cohort / "p2.afreq", sep="\t")
     maf = np.minimum(freq.ALT_FREQS, 1 - freq.ALT_FREQS)
     assert 0.15 < (maf < 0.01).mean() < 0.5      # many rare variants: MAF filtering matters
@@ -94,19 +107,27 @@ def test_plink2_finds_the_planted_relatives(cohort_dense):
 
 def test_traits_follow_ukb_codings_and_heritability(cohort):
     pheno = pd.read_csv(cohort / "phenotypes.tsv", sep="\t", dtype={"eid": str})
-    assert list(pheno.columns) == ["eid", "f.30100.0.0", "f.30270.0.0", "f.20116.0.0", "f.1747.0.0"]
+    assert list(pheno.columns) == ["eid", "f.30100.0.0", "f.30270.0.0", "f.20116.0.0", "f.1747.0.0",
+                                   "f.31.0.0", "f.21022.0.0", "f.21000.0.0"]
     fam = pd.read_csv(cohort / "genotypes.fam", sep=" ", header=None, dtype=str)
     assert list(pheno.eid) == list(fam[1])
+    # sex (field 31: 0 female, 1 male) agrees with the .fam (1 male, 2 female); age 40-69
+    assert (pheno["f.31.0.0"] == (fam[4] == "1").astype(int)).all()
+    assert pheno["f.21022.0.0"].between(40, 69).all() and pheno["f.21022.0.0"].nunique() == 30
+    # ethnic background (field 21000, coding 1001) is each person's population
+    truth = json.loads((cohort / "truth.json").read_text())
+    code = {p["name"]: p["code"] for p in truth["populations"]}
+    assert list(pheno.eid) == truth["samples"]["eid"]
+    assert (pheno["f.21000.0.0"] == [code[p] for p in truth["samples"]["population"]]).all()
     smoking = pheno["f.20116.0.0"]
     assert set(smoking.dropna().unique()) <= {-3, 0, 1, 2} and -3 in set(smoking)
     hair = pheno["f.1747.0.0"]
     assert set(hair.dropna().unique()) <= {-3, -1, 1, 2, 3, 4, 5, 6}
     assert {1, 2, 3, 4, 5} <= set(hair.dropna().unique())
-    for col in pheno.columns[1:]:
+    for col in pheno.columns[1:5]:    # the traits; sex, age and ethnic background are complete
         assert 0.005 < pheno[col].isna().mean() < 0.05          # missing values present
     assert 7 < pheno["f.30100.0.0"].median() < 12                # fL, plausible MPV
     # heritability: the true polygenic score explains roughly h2 of the variance
-    truth = json.loads((cohort / "truth.json").read_text())
     bim = pd.read_csv(cohort / "genotypes.bim", sep="\t", header=None)
     causal = truth["causal"]["mean_platelet_volume"]
     idx = bim.index[bim[1].isin(causal["variant_ids"])].to_numpy()
@@ -114,7 +135,7 @@ def test_traits_follow_ukb_codings_and_heritability(cohort):
     with open_bed(cohort / "genotypes.bed") as bed:
         g = bed.read(index=np.s_[:, idx], dtype="float64")   # counts of A1, NaN missing
     g = np.where(np.isnan(g), np.nanmean(g, axis=0), g)
-    prs = g[:, order.to_numpy().argsort()] @ np.asarray(causal["betas_a1"])
+    prs = g[:, order.to_numpy()] @ np.asarray(causal["betas_a1"])
     y = pheno["f.30100.0.0"].to_numpy()
     ok = ~np.isnan(y)
     r2 = np.corrcoef(prs[ok], y[ok])[0, 1] ** 2
