@@ -13,6 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import cg
 
+from .io import log
+
 
 @dataclass
 class PropagationResult:
@@ -64,18 +66,19 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
 
 
 def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-              n_classes: int, alpha: float = 0.999, rtol: float = 1e-6,
-              maxiter: int = 20, class_prior: bool = True) -> PropagationResult:
+              n_classes: int, alpha: float = 0.99, rtol: float = 1e-6,
+              maxiter: int = 500, class_prior: bool = True) -> PropagationResult:
     """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients.
 
     w: (N, N) sparse affinity; labeled_pos: positions of labeled rows; labeled_y: their
     classes. y_c = 1/|L_c| on labeled rows of class c, so f_c acts as a class-conditional
-    score; scores are clipped at 0. With ``class_prior`` each class's column is then
-    multiplied by the class's share of the labeled rows (Bayes' rule with the labeled
-    subset's class frequencies as the prior); without it the argmax treats every class as
-    equally likely and, on an imbalanced trait whose latent graph carries little label
-    information, hands most rows to a rare class. Equal class shares: identical results.
-    Rows are then normalised; labeled rows keep their true label with weight 1.
+    score; scores are clipped at 0 and each row normalised to p. The certainty weight is
+    w = 1 - H(p)/log C of that propagated distribution itself, so a graph that carries no
+    label information gives w ~ 0. The pseudo-label is argmax p, or with ``class_prior``
+    argmax of p times each class's share of the labeled rows (Bayes' rule with the labeled
+    class frequencies as the prior): the prior may move the argmax on an imbalanced trait,
+    where the equal-prior argmax hands rows of an uninformative graph to a rare class, but
+    it never adds certainty. Labeled rows keep their true label with weight 1.
     """
     n = w.shape[0]
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
@@ -91,20 +94,25 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
             continue
         y = np.zeros(n)
         y[members] = 1.0 / len(members)
-        f, _info = cg(op, y, rtol=rtol, maxiter=maxiter)
+        f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
+        if info > 0:
+            log(f"label propagation: conjugate gradients for class {c} stopped at maxiter "
+                f"{maxiter} before rtol {rtol:g} (residual "
+                f"{np.linalg.norm(op @ f - y) / np.linalg.norm(y):.2g}); raise lp_maxiter")
         scores[:, c] = f
     scores = np.clip(scores, 0, None)
-    if class_prior:
-        scores *= np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1)
     total = scores.sum(1)
     reached = total > 0
     prob = np.zeros_like(scores)
     prob[reached] = scores[reached] / total[reached, None]
-    pseudo = np.where(reached, prob.argmax(1), -1)
     with np.errstate(divide="ignore", invalid="ignore"):
         ent = -np.where(prob > 0, prob * np.log(prob), 0.0).sum(1)
     weight = np.where(reached, 1.0 - ent / np.log(n_classes), 0.0) if n_classes > 1 \
         else reached.astype(float)
+    decide = prob
+    if class_prior:
+        decide = prob * (np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1))
+    pseudo = np.where(reached, decide.argmax(1), -1)
     pseudo[labeled_pos] = labeled_y
     weight[labeled_pos] = 1.0
     prob[labeled_pos] = np.eye(n_classes)[labeled_y]
@@ -114,7 +122,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
 
 
 def label_propagation(z, labeled_pos, labeled_y, n_classes: int, k: int = 3,
-                      alpha: float = 0.999, rtol: float = 1e-6, maxiter: int = 20,
+                      alpha: float = 0.99, rtol: float = 1e-6, maxiter: int = 500,
                       block: int = 4096, class_prior: bool = True) -> PropagationResult:
     """kNN graph of latent rows z (N, d) then :func:`propagate`."""
     w = knn_graph(z, k=k, block=block)

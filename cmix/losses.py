@@ -1,9 +1,11 @@
 """Losses and mixing of Contrastive Mixup (METHOD.md).
 
-- :func:`supcon_loss`: supervised contrastive loss (Khosla et al. 2020), certainty
-  weights per anchor, anchors without a positive skipped, no extra temperature factor.
-- :func:`mix_partners` / :func:`mix_rows`: within-class (or random) mixup partners in a
-  batch and the mixed hidden rows.
+- :func:`supcon_loss`: supervised contrastive loss (Khosla et al. 2020) with certainty
+  weights on every anchor-positive pair and every denominator term, soft labels for
+  randomly mixed views, anchors without a positive skipped, float32 similarities.
+- :func:`mix_partners` / :func:`mix_rows` / :func:`contrastive_targets`: within-class (or
+  random) mixup partners in a batch, the mixed hidden rows, and the views' labels/weights.
+- :func:`mixup_cross_entropy`: the predictor's loss on latent-mixup rows.
 - :func:`reconstruction_loss`: categorical cross-entropy over one (B, M, 4) logits
   tensor, or MSE for continuous columns, each averaged over its columns.
 - :func:`soft_cross_entropy`: cross-entropy with soft targets and per-row weights.
@@ -17,34 +19,78 @@ import torch.nn.functional as F
 
 def supcon_loss(z: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None,
                 tau: float = 0.1) -> torch.Tensor:
-    """Supervised contrastive loss over the rows of z.
+    """Certainty-weighted supervised contrastive loss over the rows of z, in float32.
 
-    z: (N, d) L2-normalised projections (both views stacked); labels: (N,) int class;
-    weights: (N,) anchor weights (1 for labeled rows, certainty for pseudo-labeled).
-    For anchor i: P(i) = other rows with i's label, the denominator runs over all other
-    rows, loss_i = -1/|P(i)| sum_{p in P(i)} log( exp(s_ip/tau) / sum_{k != i} exp(s_ik/tau) ).
-    Returns sum_i w_i loss_i / sum_i w_i over anchors with >= 1 positive (0 if none).
+    z: (N, d) L2-normalised projections (both views stacked). labels: (N,) int class
+    (< 0 = no class), or (N, C) class distributions (soft labels: a randomly mixed view is
+    lam-close to one parent's class and (1 - lam)-close to the other's). weights: (N,)
+    certainty w (1 for labeled rows); None = all 1.
+
+    With pi_ip = q_i . q_p (1 when two hard labels agree, else 0) and s = z z^T / tau:
+    for anchor i, log p_ik = s_ik - log sum_{k' != i} w_k' exp(s_ik'), and
+    loss_i = -sum_{p != i} w_p pi_ip log p_ip / sum_{p != i} w_p pi_ip. The result is
+    sum_i w_i loss_i / sum_i w_i over anchors with positive mass (0 if there is none).
+    Every anchor-positive pair is thus weighted by w_i w_p, and a row with w = 0 changes
+    neither the loss nor any gradient, as anchor, positive or negative. With all w = 1 and
+    hard labels this is Khosla et al. (2020) without any extra temperature factor.
+    The similarities are computed in float32 (or z's own wider dtype) even inside an
+    autocast region.
     """
     n = len(z)
-    if weights is None:
-        weights = torch.ones(n, device=z.device, dtype=z.dtype)
     if n < 2:
         return z.sum() * 0.0
-    if z.dtype in (torch.float16, torch.bfloat16):
-        z = z.float()
-    sim = (z @ z.T) / tau
-    eye = torch.eye(n, dtype=torch.bool, device=z.device)
-    sim = sim.masked_fill(eye, float("-inf"))
-    log_prob = sim - torch.logsumexp(sim, dim=1, keepdim=True)
-    pos = (labels[:, None] == labels[None, :]) & ~eye
-    n_pos = pos.sum(1)
-    has = n_pos > 0
-    if not bool(has.any()):
-        return z.sum() * 0.0
-    pos_sum = torch.where(pos, log_prob, torch.zeros_like(log_prob)).sum(1)
-    loss_i = -pos_sum[has] / n_pos[has]
-    w = weights[has].to(loss_i.dtype)
-    return (w * loss_i).sum() / w.sum().clamp_min(1e-12)
+    with torch.autocast(device_type=z.device.type, enabled=False):
+        if z.dtype in (torch.float16, torch.bfloat16):
+            z = z.float()
+        if weights is None:
+            weights = torch.ones(n, device=z.device)
+        weights = weights.to(z.dtype)
+        if labels.dim() == 1:
+            n_cls = int(labels.max()) + 1 if bool((labels >= 0).any()) else 1
+            q = F.one_hot(labels.clamp_min(0).long(), n_cls).to(z.dtype)
+            q = q * (labels >= 0).to(z.dtype)[:, None]
+        else:
+            q = labels.to(z.dtype)
+        eye = torch.eye(n, dtype=torch.bool, device=z.device)
+        pos_w = (q @ q.T).masked_fill(eye, 0.0) * weights[None, :]      # (N, N): w_p pi_ip
+        mass = pos_w.sum(1)
+        anchors = (mass > 0) & (weights > 0)
+        if not bool(anchors.any()):
+            return z.sum() * 0.0
+        sim = (z[anchors] @ z.T) / tau                                  # (A, N)
+        sim = sim.masked_fill(eye[anchors], float("-inf"))
+        log_w = torch.log(weights).expand_as(sim)                       # -inf where w = 0
+        log_den = torch.logsumexp(sim + log_w, dim=1, keepdim=True)
+        pw = pos_w[anchors]
+        log_prob = torch.where(pw > 0, sim - log_den, torch.zeros_like(sim))
+        loss_a = -(pw * log_prob).sum(1) / mass[anchors]
+        w_a = weights[anchors]
+        return (w_a * loss_a).sum() / w_a.sum()
+
+
+def contrastive_targets(labels: torch.Tensor, weights: torch.Tensor, partner: torch.Tensor,
+                        lam: torch.Tensor, n_classes: int):
+    """Class distributions and certainty weights of the two contrastive views of a batch.
+
+    labels: (N,) int (< 0 = no label); weights: (N,) certainty; partner, lam: (N,) from
+    :func:`draw_mixup` (partner -1 = not mixed). The first view is every row with a label
+    and w > 0 (one-hot q, weight w_i). The second is every mixed row i, lam_i * h_i +
+    (1 - lam_i) * h_partner, in index order: q = lam_i e_{y_i} + (1 - lam_i) e_{y_partner}
+    (one-hot when the partner has i's class) and weight w_i * w_partner, so a mixed row is
+    only as certain as its less certain parent.
+    Returns (original_rows (n_o,), mixed_rows (n_m,), q (n_o + n_m, C), w (n_o + n_m,)).
+    """
+    has = (labels >= 0) & (weights > 0)
+    orig = torch.nonzero(has).flatten()
+    mixed = torch.nonzero(partner >= 0).flatten()
+    onehot = F.one_hot(labels.clamp_min(0).long(), n_classes).float()
+    lam_m = lam[mixed].float()[:, None]
+    same = (labels[mixed] == labels[partner[mixed]])[:, None]
+    q_mixed = torch.where(same, onehot[mixed],
+                          lam_m * onehot[mixed] + (1 - lam_m) * onehot[partner[mixed]])
+    q = torch.cat([onehot[orig], q_mixed])
+    w = torch.cat([weights[orig].float(), weights[mixed].float() * weights[partner[mixed]].float()])
+    return orig, mixed, q, w
 
 
 def mix_partners(labels: torch.Tensor, generator: torch.Generator | None = None,
@@ -84,6 +130,23 @@ def draw_mixup(labels: torch.Tensor, alpha: float, generator: torch.Generator | 
     lam = torch.rand(len(labels), generator=generator) * alpha
     partner = mix_partners(labels, generator, within_class)
     return partner, lam.to(labels.device)
+
+
+def mixup_cross_entropy(logits: torch.Tensor, t_i: torch.Tensor, t_j: torch.Tensor,
+                        w_i: torch.Tensor, w_j: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """Predictor loss of latent-mixup rows lam * f_i + (1 - lam) * f_j.
+
+    logits: (N, C) of the mixed rows; t_i, t_j: (N, C) the parents' (soft) targets;
+    w_i, w_j, lam: (N,). Returns sum_n [lam w_i CE(t_i) + (1 - lam) w_j CE(t_j)] /
+    sum_n [lam w_i + (1 - lam) w_j]: each parent's target counts with its own certainty,
+    so a parent with w = 0 adds nothing, whatever its label.
+    """
+    logp = F.log_softmax(logits.float(), dim=1)
+    ce_i = -(t_i.float() * logp).sum(1)
+    ce_j = -(t_j.float() * logp).sum(1)
+    a = lam.float() * w_i.float()
+    b = (1 - lam.float()) * w_j.float()
+    return (a * ce_i + b * ce_j).sum() / (a + b).sum().clamp_min(1e-12)
 
 
 def mix_rows(h: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor):

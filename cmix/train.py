@@ -59,9 +59,9 @@ DEFAULT_CONFIG: dict = {
     "warmup_epochs": 5,             # K
     "lp_every": 5,                  # f
     "lp_k": 3,                      # kNN neighbours (paper: 3)
-    "lp_alpha": 0.999,
+    "lp_alpha": 0.99,               # converged solve; 0.999 oversmooths (RESULTS.md)
     "lp_rtol": 1e-6,
-    "lp_maxiter": 20,
+    "lp_maxiter": 500,              # CG iterations (stops earlier at lp_rtol)
     "lp_max_unlabeled": 20000,      # |S_U|
     "lp_class_prior": True,         # weight class scores by the labeled class shares
                                     # (false = METHOD.md's equal-prior argmax)
@@ -89,7 +89,7 @@ METHODS: dict = {
     "cmix": {},
     "mlp": {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False},
     # ablations (METHOD.md)
-    "cmix_selfsl": {"pseudo_labels": False},
+    "cmix_selfsl": {"pseudo_labels": False, "predictor_mixup": False},
     "cmix_selfsl_pl": {"predictor_mixup": False},
     "cmix_random_mix": {"mix": "random"},
 }
@@ -236,13 +236,15 @@ def embed_rows(model, loader, device, batch_size: int | None = None):
 
 
 # ------------------------------------------------------------------ pre-training
-def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch, device):
+def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch, device,
+                   n_classes):
     """One pre-training epoch. x_lab: int8 (n_L, M) labeled rows on device; y_lab: (n_L,)
     int64; pseudo: None or (label (n_U,), weight (n_U,)) tensors over the unlabeled loader's
     positions (-1 = no pseudo-label). Returns mean losses."""
     import torch
 
-    from .losses import draw_mixup, mix_rows, reconstruction_loss, supcon_loss
+    from .losses import (contrastive_targets, draw_mixup, mix_rows, reconstruction_loss,
+                         supcon_loss)
 
     gen, rng = _gen(seed, 1, epoch)
     model.train()
@@ -278,22 +280,19 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
                 wu = torch.zeros(len(xu), device=device)
             x = torch.cat([xl, xu])
             labels, weights = torch.cat([yl, yu]), torch.cat([wl, wu])
+        labels = torch.where(weights > 0, labels, torch.full_like(labels, -1))
         t = int(torch.randint(0, T + 1, (1,), generator=gen))
         partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class")
         with _amp(device):
             h = model.encoder.forward_to(model.embed(x), t)
-            mixed, mrows = mix_rows(h, partner, lam)
+            mixed, _ = mix_rows(h, partner, lam)
             z = model.encoder.forward_from(h, t)
             recon = reconstruction_loss(model.decoder(z), x, model.embed)
-            has = labels >= 0
-            if bool(has.any()):
+            orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
+            if len(orig):
                 zm = model.encoder.forward_from(mixed, t) if len(mrows) else z[:0]
-                p = model.proj(torch.cat([z[has], zm]))
-                mlab = labels[partner[mrows]]
-                lm = lam[mrows]
-                mw = lm * weights[mrows] + (1 - lm) * weights[partner[mrows]]
-                con = supcon_loss(p.float(), torch.cat([labels[has], mlab]),
-                                  torch.cat([weights[has], mw]), cfg["tau"])
+                p = model.proj(torch.cat([z[orig], zm]))
+                con = supcon_loss(p, q, w, cfg["tau"])
             else:
                 con = recon * 0.0
             loss = con + cfg["beta"] * recon
@@ -360,11 +359,12 @@ class Head:
 
 def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
     """One epoch of the predictor: inputs (N, ...) on device, targets (N, C) soft,
-    weights (N,). Latent mixup (lambda ~ U(0, 1), partner = a random row) when
-    cfg["predictor_mixup"]. Returns the mean loss."""
+    weights (N,). Latent mixup (lambda ~ U(0, 1), partner = a random row of the batch)
+    when cfg["predictor_mixup"], each parent's target weighted by lambda times its own
+    certainty (:func:`losses.mixup_cross_entropy`). Returns the mean loss."""
     import torch
 
-    from .losses import soft_cross_entropy
+    from .losses import mixup_cross_entropy, soft_cross_entropy
 
     gen, rng = _gen(seed, 3, epoch)
     head.train()
@@ -382,13 +382,15 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
         if cfg["predictor_mixup"]:
             lam = torch.rand(len(idx), generator=gen).to(device)
             perm = torch.from_numpy(rng.permutation(len(idx))).to(device)
-            lf = lam.view(-1, 1)
-            f = lf.to(f.dtype) * f + (1 - lf.to(f.dtype)) * f[perm]
-            t = lf * t + (1 - lf) * t[perm]
-            w = lam * w + (1 - lam) * w[perm]
-        with _amp(device):
-            logits = head.predictor(f).float()
-        loss = soft_cross_entropy(logits, t, w)
+            lf = lam.view(-1, 1).to(f.dtype)
+            f = lf * f + (1 - lf) * f[perm]
+            with _amp(device):
+                logits = head.predictor(f).float()
+            loss = mixup_cross_entropy(logits, t, t[perm], w, w[perm], lam)
+        else:
+            with _amp(device):
+                logits = head.predictor(f).float()
+            loss = soft_cross_entropy(logits, t, w)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -546,7 +548,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
             while state["epoch"] < cfg["epochs"]:
                 te = time.perf_counter()
                 losses = pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg,
-                                        seed, state["epoch"], dev)
+                                        seed, state["epoch"], dev, n_classes)
                 epoch = state["epoch"] + 1
                 rec = {"stage": "pretrain", "epoch": epoch, **losses,
                        "seconds": round(time.perf_counter() - te, 3)}
@@ -594,6 +596,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if cfg["pretrain"]:
         features = torch.nn.Identity()
 
@@ -668,6 +671,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     bar.close()
     if pred_state["best"] is not None:
         head.load_state_dict(pred_state["best"])       # the best epoch, not the last
+    check_frozen(model, frozen)
 
     # ---------------- evaluation
     t3 = time.perf_counter()
@@ -697,14 +701,23 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         "store": str(Path(store_path).resolve().name),
     }
     state["stage"] = "done"
-    if cfg["pretrain"]:
-        state["model_after_predictor"] = model.state_dict()   # equals state["model"]: frozen
     _save_checkpoint(out_dir, state)
     with atomic_path(metrics_path) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
     log(f"{trait} {method} budget {budget} seed {seed}: test accuracy "
         f"{metrics['accuracy']:.4f}, balanced {metrics['balanced_accuracy']:.4f}")
     return result
+
+
+def check_frozen(model, before: dict) -> None:
+    """Raise CmixError if any tensor of ``model`` differs from ``before`` (a copy of its
+    state taken before the predictor stage): the encoder must stay frozen."""
+    import torch
+
+    moved = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    if moved:
+        raise CmixError(f"the pre-trained encoder changed during the predictor stage "
+                        f"({len(moved)} tensors, e.g. {moved[0]}); this is a bug in cmix")
 
 
 def _cpu_state(sd):

@@ -103,7 +103,12 @@ def test_methods_learn_three_classes(tmp_path):
 
 
 def _fitted(path):
-    return torch.load(path / "model.pt", weights_only=False)
+    """Everything a run fitted: a baseline's model.pt, or the trainer's checkpoint (the
+    pre-trained model, the predictor's kept state and the pseudo-labels)."""
+    if (path / "model.pt").exists():
+        return torch.load(path / "model.pt", weights_only=False)
+    ckpt = torch.load(path / "checkpoint.pt", weights_only=False)
+    return {"model": ckpt.get("model"), "head": ckpt["pred"]["best"], "pseudo": ckpt["pseudo"]}
 
 
 def _assert_same(a, b, where=""):
@@ -119,7 +124,7 @@ def _assert_same(a, b, where=""):
         assert a == b, where
 
 
-@pytest.mark.parametrize("method", list(baselines.BASELINES))
+@pytest.mark.parametrize("method", baselines.ALL_METHODS)
 def test_test_rows_never_used_for_fitting(easy, tmp_path, method):
     cfg = {**TINY, "epochs": 2, "pred_epochs": 6}
     a = baselines.run_method(method, easy[0], 100, 7, tmp_path / "clean", config=cfg,

@@ -52,15 +52,63 @@ def test_equals_dense_reference_solve():
 
 
 def test_class_prior_equals_dense_reference():
+    """The prior moves only the argmax: prob and certainty stay those of the propagated
+    distribution itself."""
     rng = np.random.default_rng(3)
     z = rng.normal(size=(50, 5)) + 0.2
     labeled_pos = np.arange(0, 50, 5)
     labeled_y = np.array([0, 0, 0, 0, 0, 0, 1, 1, 2, 0])
-    _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99, class_prior=True)
+    _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99)
+    _, p_prior = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99, class_prior=True)
     res = propagate(knn_graph(z, k=5), labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12,
                     maxiter=10000)
     unl = np.setdiff1d(np.arange(50), labeled_pos)
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
+    assert np.array_equal(res.pseudo_label[unl], p_prior[unl].argmax(1))
+    assert not np.array_equal(p_prior[unl].argmax(1), p_ref[unl].argmax(1))  # the prior acts
+    ent = -np.sum(p_ref * np.log(p_ref), 1)
+    np.testing.assert_allclose(res.weight[unl], 1 - ent[unl] / np.log(3), atol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [None, 0.999])
+def test_default_iteration_limit_reaches_the_converged_solve(alpha):
+    """k = 3 (the paper's), the default alpha and 0.999: the default iteration limit must
+    give the dense solve's labels and certainties, not a truncated CG iterate."""
+    import inspect
+    alpha = alpha or inspect.signature(label_propagation).parameters["alpha"].default
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=(400, 6)) + 0.3
+    labeled_pos = np.arange(0, 400, 10)
+    labeled_y = rng.integers(0, 3, len(labeled_pos))
+    _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha)
+    res = label_propagation(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha, class_prior=False)
+    unl = np.setdiff1d(np.arange(400), labeled_pos)
+    assert np.array_equal(res.pseudo_label[unl], p_ref[unl].argmax(1))
+    np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-4)
+    if alpha == 0.999:   # 20 iterations (the earlier default) do not get there
+        short = label_propagation(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha, maxiter=20,
+                                  class_prior=False)
+        assert np.mean(short.pseudo_label[unl] != p_ref[unl].argmax(1)) > 0.05
+
+
+@pytest.mark.parametrize("class_prior", [False, True])
+def test_graph_without_label_information_gives_no_certainty(class_prior):
+    """Labels independent of the latent rows, 80/20 classes: every pseudo-label's certainty
+    is ~0 with or without the class prior (the prior must not create certainty)."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    z = rng.normal(size=(n, 8))
+    y = (rng.random(n) < 0.2).astype(int)
+    labeled_pos = rng.choice(n, 200, replace=False)
+    unl = np.setdiff1d(np.arange(n), labeled_pos)
+    res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, class_prior=class_prior)
+    assert res.weight[unl].mean() < 0.01 and res.weight[unl].max() < 0.1
+    # while on separated clusters the same code is certain (the check can fail)
+    a = np.array([1.0, 0, 0, 0]) + rng.normal(scale=0.1, size=(150, 4))
+    b = np.array([0, 0, 1.0, 0]) + rng.normal(scale=0.1, size=(50, 4))
+    res2 = label_propagation(np.vstack([a, b]), np.array([3, 5, 160]), np.array([0, 0, 1]), 2,
+                             k=10, class_prior=class_prior)
+    assert res2.weight.min() > 0.9
 
 
 def test_class_prior_keeps_rare_classes_rare():
