@@ -880,7 +880,11 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
         },
         "high_missing_samples": fam_eid[bad].tolist(),
         "high_missing_variants": vid[np.sort(bad_v)].tolist(),
-        "pca": {"n_snps": int(len(pca_snps)), "n_fit_samples": int(pca_fit.sum())},
+        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
+                "method": "fit on used.in.pca.calculation samples (unrelated, not het/missing "
+                          "outliers), SNPs with first-population MAF >= 5% LD-thinned to latent "
+                          "r2 <= 0.1 (at most 2,000, evenly spaced), standardised; randomised "
+                          "subspace iteration; every sample projected"},
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
@@ -1027,13 +1031,13 @@ def sumstats_table(rng, variants: pd.DataFrame, beta: np.ndarray, se: np.ndarray
 
 
 def pca_variants(variants: pd.DataFrame, exclude: np.ndarray, min_maf: float = 0.05,
-                 max_latent_r2: float = 0.1) -> np.ndarray:
+                 max_latent_r2: float = 0.1, max_snps: int = 2000) -> np.ndarray:
     """SNPs for ancestry PCs, chosen as UK Biobank chose them: common (first-population
     MAF >= ``min_maf``), not failing QC (``exclude``: planted HWE failures,
     high-missingness SNPs, trait loci) and LD-thinned: walking along each chromosome, a
     SNP is kept when its latent correlation with the last kept SNP (the product of the
-    AR(1) ``rho`` between them) has square <= ``max_latent_r2`` (UKB pruned to r2 < 0.1).
-    Returns sorted variant indices."""
+    AR(1) ``rho`` between them) has square <= ``max_latent_r2`` (UKB pruned to r2 < 0.1);
+    at most ``max_snps``, evenly spaced, are returned (sorted variant indices)."""
     p = variants.p_a1.to_numpy()
     ok = np.minimum(p, 1 - p) >= min_maf
     ok[np.asarray(exclude, dtype=int)] = False
@@ -1044,38 +1048,76 @@ def pca_variants(variants: pd.DataFrame, exclude: np.ndarray, min_maf: float = 0
         if ok[i] and corr * corr <= max_latent_r2:
             keep.append(i)
             corr = 1.0
-    return np.array(keep, dtype=int)
+    keep = np.array(keep, dtype=int)
+    if len(keep) > max_snps:
+        keep = keep[np.linspace(0, len(keep) - 1, max_snps).astype(int)]
+    return keep
 
 
 def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
-            n_pcs: int = 10) -> np.ndarray:
+            n_pcs: int = 10, n_iter: int = 6) -> np.ndarray:
     """Ancestry principal components of every sample, the way UK Biobank computed them.
 
-    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx``: genotypes
-    standardised by the fit samples' allele frequency, missing calls set to 0 (the
-    mean), eigenvectors of the m x m SNP Gram matrix (no n x n matrix); every sample is
-    then projected onto the top ``n_pcs`` SNP loadings. Returns float64 (n_samples,
-    n_pcs): PC scores (zero columns beyond the available rank). Each PC's sign makes
-    its largest-magnitude loading positive, so the result is deterministic.
+    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx``: genotypes standardised by the fit samples'
+    allele frequency, missing calls set to 0 (the mean); the top ``n_pcs`` right
+    singular vectors (SNP loadings) of the fit samples' matrix by randomised subspace
+    iteration (``n_iter`` rounds, fixed start; no n x n matrix, no m x m
+    eigendecomposition); every sample is then projected onto the loadings. Returns
+    float64 (n_samples, n_pcs): PC scores (zero columns beyond the available rank).
+    Each PC's sign makes its largest-magnitude loading positive (deterministic).
     """
     bf = plink.open_bfile(bed_prefix)
     out = np.zeros((bf.n_samples, n_pcs))
+    variant_idx = np.asarray(variant_idx, dtype=int)
     if len(variant_idx) < 2 or len(fit_samples) < 3:
         return out
-    g = plink.read_genotypes(bf, variant_idx=variant_idx).astype(np.float64).T   # (n, m)
+    g = plink.read_genotypes(bf, variant_idx=variant_idx).T          # int8 (n, m), -1 missing
+    fit = np.zeros(len(g), dtype=bool)
+    fit[fit_samples] = True
     called = g >= 0
-    fit_g, fit_c = g[fit_samples], called[fit_samples]
-    p = np.where(fit_c, fit_g, 0).sum(axis=0) / np.maximum(2 * fit_c.sum(axis=0), 1)
+    n_called = (called & fit[:, None]).sum(axis=0)
+    p = np.where(called & fit[:, None], g, 0).sum(axis=0) / np.maximum(2 * n_called, 1)
     keep = (p > 0) & (p < 1)
-    g, called, p = g[:, keep], called[:, keep], p[keep]
-    x = np.where(called, (g - 2 * p) / np.sqrt(2 * p * (1 - p)), 0.0)
-    xf = x[fit_samples]
-    w, v = np.linalg.eigh(xf.T @ xf)
-    k = min(n_pcs, len(w), len(fit_samples) - 1)
-    v = v[:, ::-1][:, :k]
+    x = g[:, keep].astype(np.float32)
+    called = called[:, keep]
+    del g
+    p = p[keep]
+    x -= (2 * p).astype(np.float32)
+    x /= np.sqrt(2 * p * (1 - p)).astype(np.float32)
+    x[~called] = 0
+    del called
+    k = min(n_pcs, x.shape[1], len(fit_samples) - 1)
+    ell = min(k + 10, x.shape[1])
+
+    def fit_rows(y):            # the fit samples' rows only (others set to 0), in place
+        y[~fit] = 0
+        return y
+
+    q = np.random.default_rng(0).standard_normal((x.shape[1], ell)).astype(np.float32)
+    q = _orth(fit_rows(x @ q))
+    for _ in range(n_iter):
+        w = _orth(x.T @ q)                           # q is 0 outside the fit rows
+        q = _orth(fit_rows(x @ w))
+    b = (q.T @ x).astype(np.float64)                 # (ell, m): top singular vectors from b b'
+    s2, u = np.linalg.eigh(b @ b.T)
+    order = np.argsort(s2)[::-1][:k]
+    v = (b.T @ u[:, order]) / np.sqrt(np.maximum(s2[order], 1e-300))
+    k = v.shape[1]
     v *= np.sign(v[np.abs(v).argmax(axis=0), np.arange(k)])
-    out[:, :k] = x @ v
+    out[:, :k] = x @ v.astype(np.float32)
     return out
+
+
+def _orth(y: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (float32) of the columns of the tall matrix ``y``, from the
+    eigendecomposition of its small Gram matrix in float64, applied twice (Cholesky-QR2
+    style). LAPACK QR on tall matrices was ~100x slower here (2 shared cores)."""
+    q = y.astype(np.float64)
+    for _ in range(2):
+        w, v = np.linalg.eigh(q.T @ q)
+        ok = w > w.max() * 1e-12
+        q = q @ (v[:, ok] / np.sqrt(w[ok]))
+    return q.astype(np.float32)
 
 
 def write_sample_qc(rng, path: Path, eids: np.ndarray, het_missing: np.ndarray,
