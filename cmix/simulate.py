@@ -29,7 +29,8 @@
   :data:`RED_HAIR`), then f.31.0.0 sex (0 female, 1 male, as in the .fam), f.21022.0.0
   age at recruitment and f.21000.0.0 ethnic background (each population's code).
 - ``sumstats/<trait>.txt.gz``: BOLT-LMM layout, from per-SNP regression of the trait's
-  liability in a separate discovery cohort of the same structure (never the cohort's own
+  liability (hair colour: its code 1-5 as a number, so both the darkness loci and MC1R
+  show) in a separate discovery cohort of the same structure (never the cohort's own
   samples); about 5% of SNPs absent, about 30% reported with ALLELE1 = the .bim A2
   (swapped), p-values printed with two significant digits in mantissa/exponent form.
 - ``truth.json``: every parameter (populations, Balding-Nichols F per frequency row,
@@ -913,7 +914,9 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
     smoking_shift: per person, cohort then discovery. The polygenic part is rescaled so
     that it explains h2 minus the large loci's share of liability variance in the first
     population. Returns (DataFrame of the cohort's coded values with columns
-    f.<field>.0.0, {trait: liability}, {trait: parameters and realised variances}).
+    f.<field>.0.0, {trait: the discovery GWAS phenotype (n_samples + n_discovery,): the
+    liability, or for hair colour its code 1-5 as a number}, {trait: parameters and
+    realised variances}).
     """
     n_total = len(male)
     table, liabilities, truth = {}, {}, {}
@@ -942,15 +945,21 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
             values = np.round(spec["mean"] + spec["sd"] * cohort, spec["decimals"])
         else:
             cut_ref = liab[ref] if ref.any() else liab
+            cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
+            coded = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, liab)]
             if name == "hair_colour":
-                r_count = np.rint(genetic["_red"][:n_samples]).astype(int)
+                # red (MC1R) overrides darkness, for the cohort and the discovery cohort
+                r_count = np.rint(genetic["_red"]).astype(int)
                 pen = RED_HAIR["penetrance"]
                 p_red = np.select([r_count >= 2, r_count == 1], [pen["2+"], pen["1"]], pen["0"])
-                red = rng.random(n_samples) < p_red
-            cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
-            values = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, cohort)]
+                coded[rng.random(n_total) < p_red] = 2
+                # the discovery GWAS of hair colour regresses on the code as a number
+                # (1 blonde, 2 red, 3 light brown, 4 dark brown, 5 black), as a naive GWAS
+                # of field 1747 would: darkness loci and MC1R both show up
+                liabilities[name] = coded
+                truth[name]["gwas_phenotype"] = "hair colour code (1-5) as a number"
+            values = coded[:n_samples].copy()
             if name == "hair_colour":
-                values[red] = 2
                 values[rng.random(n_samples) < spec["other_share"]] = 6
             for code, share in spec["special"].items():
                 values[rng.random(n_samples) < share] = code

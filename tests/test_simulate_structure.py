@@ -276,8 +276,9 @@ def test_snp_heritability_recovered_from_truth_and_genotypes(cohort):
 
 
 def test_covariate_and_regional_effects(gwas_cohort):
-    """Men smoke more, regions differ in smoking as configured, non-Europeans are darker
-    and almost never red-haired, and the British red-hair share is about 4%."""
+    """Men smoke more, regions differ in smoking as configured, relatives share their
+    ancestry, non-Europeans are darker and almost never red-haired, and the British
+    red-hair share is about 4%."""
     truth = truth_of(gwas_cohort)
     pheno = pd.read_csv(gwas_cohort / "phenotypes.tsv", sep="\t", dtype={"eid": str})
     pop = np.array(truth["samples"]["population"])
@@ -287,6 +288,10 @@ def test_covariate_and_regional_effects(gwas_cohort):
     assert by_sex[1] - by_sex[0] > 0.05
     rate = ever.groupby(region).mean()
     assert rate["scotland"] - rate["south_east_england"] > 0.05
+    # relatives share their family's population and region
+    where = {e: k for k, e in enumerate(truth["samples"]["eid"])}
+    for a, b, _ in truth["related_pairs"]:
+        assert pop[where[a]] == pop[where[b]] and region[where[a]] == region[where[b]]
     hair = pheno["f.1747.0.0"]
     brit = pop == "british"
     assert 0.025 < (hair[brit] == 2).mean() < 0.06
