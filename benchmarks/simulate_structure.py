@@ -19,7 +19,6 @@ from truth.json effects and the genotypes. Needs plink2 on PATH.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

@@ -285,7 +285,8 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
                     bad(rw, "expected an object {name, share, fst}")
                 unknown = sorted(set(r) - _REGION_KEYS)
                 if unknown:
-                    bad(f"{rw}.{unknown[0]}", f"unknown key (expected one of {', '.join(sorted(_REGION_KEYS))})")
+                    bad(f"{rw}.{unknown[0]}",
+                        f"unknown key (expected one of {', '.join(sorted(_REGION_KEYS))})")
                 for key in ("name", "share", "fst"):
                     if key not in r:
                         bad(f"{rw}.{key}", "missing")
@@ -1067,8 +1068,9 @@ def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
             n_pcs: int = 10, n_iter: int = 6) -> np.ndarray:
     """Ancestry principal components of every sample, the way UK Biobank computed them.
 
-    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx``: genotypes standardised by the fit samples'
-    allele frequency, missing calls set to 0 (the mean); the top ``n_pcs`` right
+    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx``: genotypes
+    standardised by the fit samples' allele frequency, missing calls set to 0 (the
+    mean); the top ``n_pcs`` right
     singular vectors (SNP loadings) of the fit samples' matrix by randomised subspace
     iteration (``n_iter`` rounds, fixed start; no n x n matrix, no m x m
     eigendecomposition); every sample is then projected onto the loadings. Returns
