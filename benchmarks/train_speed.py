@@ -9,14 +9,18 @@ Measured in one run on one store (random dosages, --n-samples x --n-snps, chunks
 2. loader-only samples/s over the same rows and batch size: the streaming loader (dask
    reads of shuffled chunk buffers in a background thread) and the in-memory loader;
    printed as a ratio to the trainer's consumption (the target is >= 10x).
-3. label propagation (kNN k=3 + sparse CG, 20 iterations per class) on --lp-nodes
+3. label propagation (kNN k=3 + sparse CG to convergence per class) on --lp-nodes
    latent rows (width 256, 2 classes, 1% labeled); the target is < 60 s on CPU.
-4. with --compile: the same pre-training epoch with the embedding, decoder and projection
+4. compute-boundness: the multiply-adds of every nn.Linear call in the timed epoch (counted
+   by forward hooks from the layer shapes and the rows each call saw; backward counted as
+   2x forward) as achieved float32 FLOP/s, divided by the machine's own float32 GEMM
+   throughput (torch.mm of 2,048^2 matrices, same threads) measured in the same run.
+5. with --compile: the same pre-training epoch with the embedding, decoder and projection
    head wrapped in ``torch.compile`` (dynamic shapes: the mixed rows vary per step), after
    one warm-up epoch that pays for compilation; printed as a ratio to eager.
 
     python benchmarks/train_speed.py [--n-samples 20000] [--n-snps 1000] [--lp-nodes 50000]
-                                     [--compile]
+                                     [--encoding dosage] [--hidden 0 (= paper width)] [--compile]
 """
 
 from __future__ import annotations
@@ -40,12 +44,30 @@ from cmix.store import open_store  # noqa: E402
 from cmix.train import DEFAULT_CONFIG, pretrain_epoch, resolve_device  # noqa: E402
 
 
+def gemm_peak(dev, n: int = 2048, reps: int = 10) -> float:
+    """float32 FLOP/s of torch.mm on two n x n matrices (best of ``reps``), this device,
+    the current torch thread count."""
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    best = float("inf")
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        a @ b
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n-samples", type=int, default=20000)
     p.add_argument("--n-snps", type=int, default=1000)
     p.add_argument("--lp-nodes", type=int, default=50000)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--encoding", default=DEFAULT_CONFIG["encoding"])
+    p.add_argument("--hidden", type=int, default=DEFAULT_CONFIG["hidden"],
+                   help="encoder width; 0 = the paper's (embedded width)")
     p.add_argument("--compile", action="store_true",
                    help="also time a torch.compile'd pre-training epoch against eager")
     args = p.parse_args(argv)
@@ -59,7 +81,7 @@ def main(argv=None):
         write_test_store(path, dosage, label, test_fraction=0.1, sample_chunk=1024)
         root = open_store(path)
         rows = np.arange(args.n_samples)
-        cfg = dict(DEFAULT_CONFIG)
+        cfg = dict(DEFAULT_CONFIG, encoding=args.encoding, hidden=args.hidden or None)
         print(f"device {dev}, torch threads {torch.get_num_threads()}, store "
               f"{args.n_samples} x {args.n_snps}")
 
@@ -71,12 +93,26 @@ def main(argv=None):
         x_lab = torch.from_numpy(dosage[:500]).to(dev)
         y_lab = torch.from_numpy(label[:500].astype(np.int64)).to(dev)
         pretrain_epoch(model, opt, x_lab, y_lab, RowLoader(root, rows[:2048], batch_size=256,
-                                                           device=dev), None, cfg, 0, 0, dev)
+                                                           device=dev), None, cfg, 0, 0, dev, 2)
+        macs = [0]
+
+        def count(mod, inp, out):
+            macs[0] += inp[0].numel() // mod.in_features * mod.in_features * mod.out_features
+        hooks = [m.register_forward_hook(count) for m in model.modules()
+                 if isinstance(m, torch.nn.Linear)]
         t = time.perf_counter()
-        pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 1, dev)
+        pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 1, dev, 2)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t_train = time.perf_counter() - t
+        for h in hooks:
+            h.remove()
+        flops = 2 * 3 * macs[0]          # 2 FLOPs per multiply-add; forward + 2x backward
+        peak = gemm_peak(dev)
+        print(f"pre-training FLOP/s: {flops / t_train / 1e9:.1f} GFLOP/s achieved in nn.Linear "
+              f"({flops / 1e9:.1f} GFLOP per epoch, width {model.encoder.out_dim}, "
+              f"{cfg['encoding']}) = {flops / t_train / peak:.0%} of this machine's float32 "
+              f"GEMM ({peak / 1e9:.1f} GFLOP/s)")
         n_per_epoch = args.n_samples + loader.n_batches() * cfg["labeled_batch_size"]
         train_rate = n_per_epoch / t_train
         print(f"pre-training: {t_train:.2f} s/epoch, {train_rate:,.0f} samples/s "
@@ -86,10 +122,10 @@ def main(argv=None):
             t = time.perf_counter()
             for name in ("embed", "decoder", "proj"):
                 setattr(model, name, torch.compile(getattr(model, name), dynamic=True))
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 2, dev)
+            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 2, dev, 2)
             t_warm = time.perf_counter() - t
             t = time.perf_counter()
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 3, dev)
+            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 3, dev, 2)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t_comp = time.perf_counter() - t

@@ -256,10 +256,12 @@ def run_prs(store_path, budget, seed, out_dir, *, config=None, config_path=None,
 
 
 # ------------------------------------------------------------------ neural baselines
-def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor"):
+def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor", refit=None):
     """Early-stopped training: ``epoch_fn(epoch) -> mean loss`` trains head one epoch;
     stop after cfg["pred_patience"] epochs without a better validation log-loss, reload
-    the best state. Returns the validation summary dict."""
+    the best state. With cfg["pred_refit"], ``refit(n_epochs) -> head`` then retrains a
+    fresh head on the labeled and validation rows for the best epoch count (as the
+    trainer does). Returns (head, validation summary dict)."""
     from .train import _cpu_state, log_loss, predict_proba
 
     best, best_loss, best_epoch, bad = None, float("inf"), 0, 0
@@ -286,7 +288,11 @@ def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor"):
     if val_inputs is not None and len(y_val):
         prob = predict_proba(head, val_inputs, dev)
         out["accuracy"] = float(np.mean(prob.argmax(1) == y_val))
-    return out
+    n_refit = best_epoch if cfg["pred_refit"] and refit is not None else 0
+    if n_refit:
+        head = refit(n_refit)
+    out["refit_epochs"] = n_refit
+    return head, out
 
 
 def _nn_setup(r):
@@ -328,36 +334,54 @@ def _supervised_head_epoch(head, opt, inputs, y, cfg, seed, epoch, device):
                            {**cfg, "predictor_mixup": False}, seed, epoch, device)
 
 
-def _frozen_head(r, model, x_lab, x_val, stage_seed):
-    """Freeze the encoder, embed the labeled and validation rows, and build a predictor
-    head on the latent rows with its optimiser: (head, opt, z_lab, z_val, y_lab)."""
+def _latent_head(r, in_dim, stage_seed):
+    """A fresh predictor head on latent rows of width in_dim, and its optimiser."""
     import torch
 
     from .nn import Predictor
     from .train import Head
 
-    s, cfg, dev = r.splits, r.cfg, r.dev
+    torch.manual_seed(stage_seed)
+    head = Head(torch.nn.Identity(), Predictor(in_dim, r.splits.n_classes,
+                                               r.cfg["pred_hidden"]).to(r.dev))
+    opt = torch.optim.Adam(head.parameters(), lr=r.cfg["pred_lr"],
+                           weight_decay=r.cfg["pred_weight_decay"])
+    return head, opt
+
+
+def _frozen_latent(r, model, x_lab, x_val):
+    """Freeze the encoder and embed the labeled and validation rows:
+    (z_lab, z_val, y_lab, y_val) on the device."""
+    import torch
+
+    s = r.splits
     for p in model.parameters():
         p.requires_grad_(False)
     z_lab, z_val = _encode_all(model, x_lab), _encode_all(model, x_val)
-    y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
-    torch.manual_seed(stage_seed)
-    head = Head(torch.nn.Identity(), Predictor(z_lab.shape[1], s.n_classes,
-                                               cfg["pred_hidden"]).to(dev))
-    opt = torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                           weight_decay=cfg["pred_weight_decay"])
-    return head, opt, z_lab, z_val, y_lab
+    y_lab = torch.from_numpy(s.label[s.train_labeled]).to(r.dev)
+    y_val = torch.from_numpy(s.label[s.validation]).to(r.dev)
+    return z_lab, z_val, y_lab, y_val
 
 
 def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
     """Predictor on the frozen encoder's latent rows of the labeled rows (no mixup);
     returns (head, validation summary)."""
+    import torch
+
     s, cfg, dev = r.splits, r.cfg, r.dev
-    head, opt, z_lab, z_val, y_lab = _frozen_head(r, model, x_lab, x_val, stage_seed)
-    val = fit_predictor(head, lambda e: _supervised_head_epoch(head, opt, z_lab, y_lab, cfg,
-                                                               r.seed, e, dev),
-                        z_val if len(z_val) else None, s.label[s.validation], cfg)
-    return head, val
+    z_lab, z_val, y_lab, y_val = _frozen_latent(r, model, x_lab, x_val)
+    head, opt = _latent_head(r, z_lab.shape[1], stage_seed)
+
+    def refit(n_epochs):
+        h, o = _latent_head(r, z_lab.shape[1], stage_seed)
+        z, y = torch.cat([z_lab, z_val]), torch.cat([y_lab, y_val])
+        for e in range(n_epochs):
+            _supervised_head_epoch(h, o, z, y, cfg, r.seed, e, dev)
+        return h
+    return fit_predictor(head, lambda e: _supervised_head_epoch(head, opt, z_lab, y_lab, cfg,
+                                                                r.seed, e, dev),
+                         z_val if len(z_val) else None, s.label[s.validation], cfg,
+                         refit=refit)
 
 
 def _test_proba_latent(r, model, head):
@@ -491,17 +515,17 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
     t = r.tick("pretrain", t)
 
     # semi-supervised predictor on the frozen encoder
-    head, popt, z_lab, z_val, y_lab = _frozen_head(r, model, x_lab, x_val, r.seed + 2)
+    z_lab, z_val, y_lab, y_val = _frozen_latent(r, model, x_lab, x_val)
     u_loader = RowLoader(r.root, s.unlabeled, batch_size=cfg["batch_size"], mode=mode, device=dev,
                          buffer_chunks=cfg["buffer_chunks"])
     bs, k = cfg["pred_batch_size"], cfg["vime_k"]
 
-    def epoch_fn(epoch):
+    def epoch_fn(head, popt, z_l, y_l, epoch):
         import torch.nn.functional as F
 
         gen, rng = _gen(r.seed, 23, epoch)
         head.train()
-        order = torch.from_numpy(rng.permutation(len(y_lab))).to(dev)
+        order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
         u_iter = (u_loader.batches(seed_seq=[r.seed & 0xFFFFFFFF, 24, epoch])
                   if len(u_loader) else iter(()))
         tot = 0.0
@@ -509,7 +533,7 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             idx = order[st:st + bs]
             if len(idx) < 2:
                 continue
-            loss = F.cross_entropy(head.predictor(z_lab[idx]), y_lab[idx])
+            loss = F.cross_entropy(head.predictor(z_l[idx]), y_l[idx])
             xu = next(u_iter, (None, None))[1]
             if xu is not None and len(xu) >= 2 and cfg["vime_beta"] > 0:
                 xu = xu.to(dev)
@@ -524,7 +548,16 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             tot += float(loss.detach())
         return tot
 
-    val = fit_predictor(head, epoch_fn, z_val if len(z_val) else None, s.label[s.validation], cfg)
+    def refit(n_epochs):
+        h, o = _latent_head(r, z_lab.shape[1], r.seed + 2)
+        z, y = torch.cat([z_lab, z_val]), torch.cat([y_lab, y_val])
+        for e in range(n_epochs):
+            epoch_fn(h, o, z, y, e)
+        return h
+    head, popt = _latent_head(r, z_lab.shape[1], r.seed + 2)
+    head, val = fit_predictor(head, lambda e: epoch_fn(head, popt, z_lab, y_lab, e),
+                              z_val if len(z_val) else None, s.label[s.validation], cfg,
+                              refit=refit)
     t = r.tick("predictor", t)
     prob = _test_proba_latent(r, model, head)
     r.tick("evaluate", t)
@@ -569,19 +602,22 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
     x_val = torch.from_numpy(load_rows(r.root, s.validation)).to(dev)
     y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
     t = r.tick("load", t)
-    torch.manual_seed(r.seed + 1)
-    features = SnpEmbedding(r.n_snps, cfg["encoding"], mean, sd).to(dev)
-    torch.manual_seed(r.seed + 2)
-    head = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
-    opt = torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                           weight_decay=cfg["pred_weight_decay"])
+    y_val = torch.from_numpy(s.label[s.validation]).to(dev)
+
+    def new_head():
+        torch.manual_seed(r.seed + 1)
+        features = SnpEmbedding(r.n_snps, cfg["encoding"], mean, sd).to(dev)
+        torch.manual_seed(r.seed + 2)
+        h = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
+        return h, torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
+                                   weight_decay=cfg["pred_weight_decay"])
     eye = torch.eye(s.n_classes, device=dev)
     a = float(cfg["mixup_alpha"])
 
-    def epoch_fn(epoch):
+    def epoch_fn(head, opt, x_l, y_l, epoch):
         gen, rng = _gen(r.seed, 31, epoch)
         head.train()
-        order = torch.from_numpy(rng.permutation(len(y_lab))).to(dev)
+        order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
         tot = 0.0
         for st in range(0, len(order), cfg["pred_batch_size"]):
             idx = order[st:st + cfg["pred_batch_size"]]
@@ -591,8 +627,8 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
             lam = torch.from_numpy(rng.beta(a, a, len(idx)).astype(np.float32) if a > 0
                                    else np.ones(len(idx), np.float32)).to(dev)
             perm = torch.from_numpy(rng.permutation(len(idx))).to(dev)
-            logits, tgt = manifold_mixup_step(head.predictor, head.features(x_lab[idx]),
-                                              eye[y_lab[idx]], layer, lam, perm)
+            logits, tgt = manifold_mixup_step(head.predictor, head.features(x_l[idx]),
+                                              eye[y_l[idx]], layer, lam, perm)
             loss = soft_cross_entropy(logits, tgt)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -600,7 +636,16 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
             tot += float(loss.detach())
         return tot
 
-    val = fit_predictor(head, epoch_fn, x_val if len(x_val) else None, s.label[s.validation], cfg)
+    def refit(n_epochs):
+        h, o = new_head()
+        x, y = torch.cat([x_lab, x_val]), torch.cat([y_lab, y_val])
+        for e in range(n_epochs):
+            epoch_fn(h, o, x, y, e)
+        return h
+    head, opt = new_head()
+    head, val = fit_predictor(head, lambda e: epoch_fn(head, opt, x_lab, y_lab, e),
+                              x_val if len(x_val) else None, s.label[s.validation], cfg,
+                              refit=refit)
     t = r.tick("predictor", t)
     from .train import predict_proba
     prob = predict_proba(head, torch.from_numpy(load_rows(r.root, s.test)).to(dev), dev)

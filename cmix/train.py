@@ -75,6 +75,7 @@ DEFAULT_CONFIG: dict = {
     "pred_batch_size": 128,
     "predictor_mixup": True,        # latent mixup, lambda ~ U(0, 1)
     "val_fraction": 0.2,            # validation carved from the labeled rows
+    "pred_refit": True,             # then retrain on all labeled rows for the best epoch count
     # data
     "loader": "auto",               # auto | memory | stream
     "buffer_chunks": 8,
@@ -171,7 +172,8 @@ def _check_config(cfg: dict, where) -> None:
     for key in ("tau", "lr", "pred_lr"):
         if not float(cfg[key]) > 0:
             bad(key, "a number > 0")
-    for key in ("batchnorm", "pretrain", "pseudo_labels", "predictor_mixup", "lp_class_prior"):
+    for key in ("batchnorm", "pretrain", "pseudo_labels", "predictor_mixup", "lp_class_prior",
+                "pred_refit"):
         if not isinstance(cfg[key], bool):
             bad(key, "true or false")
 
@@ -598,21 +600,27 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         p.requires_grad_(False)
     frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if cfg["pretrain"]:
-        features = torch.nn.Identity()
-
         def inputs_of(rows):
             loader = RowLoader(root, rows, batch_size=4096, mode=mode, device=dev)
             return embed_rows(model, loader, dev)
         in_dim = model.encoder.out_dim
     else:
-        torch.manual_seed(seed + 1)
-        features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(dev)
-
         def inputs_of(rows):
             return torch.from_numpy(load_rows(root, rows)).to(dev)
-        in_dim = features.out_dim
-    torch.manual_seed(seed + 2)
-    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"]).to(dev))
+        in_dim = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).out_dim
+
+    def new_head():
+        """The predictor (and, for the MLP, a fresh SNP embedding), seeded by ``seed``."""
+        torch.manual_seed(seed + 1)
+        features = (torch.nn.Identity() if cfg["pretrain"]
+                    else SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(dev))
+        torch.manual_seed(seed + 2)
+        return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"]).to(dev))
+
+    def new_opt(h):
+        return torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
+                                weight_decay=cfg["pred_weight_decay"])
+    head = new_head()
     eye = np.eye(n_classes, dtype=np.float32)
     tr_rows = [splits.train_labeled]
     tr_y = [splits.label[splits.train_labeled]]
@@ -629,10 +637,9 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     weights = torch.from_numpy(np.concatenate(tr_w).astype(np.float32)).to(dev)
     val_inputs = inputs_of(splits.validation) if len(splits.validation) else None
     y_val = splits.label[splits.validation]
-    popt = torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                            weight_decay=cfg["pred_weight_decay"])
+    popt = new_opt(head)
     pred_state = state.get("pred")
-    if state["stage"] in ("predictor", "done") and pred_state is not None:
+    if state["stage"] in ("predictor", "refit", "done") and pred_state is not None:
         head.load_state_dict(pred_state["head"])
         popt.load_state_dict(pred_state["opt"])
     else:
@@ -671,6 +678,35 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     bar.close()
     if pred_state["best"] is not None:
         head.load_state_dict(pred_state["best"])       # the best epoch, not the last
+
+    # ---------------- refit on every labeled row for the chosen number of epochs
+    n_refit = pred_state["best_epoch"] if cfg["pred_refit"] and val_inputs is not None else 0
+    if n_refit:
+        t2 = time.perf_counter()
+        all_in = torch.cat([inputs, val_inputs])
+        all_t = torch.cat([targets, torch.from_numpy(eye[y_val]).to(dev)])
+        all_w = torch.cat([weights, torch.ones(len(y_val), device=dev)])
+        head, refit = new_head(), state.get("refit")
+        ropt = new_opt(head)
+        if refit is not None:
+            head.load_state_dict(refit["head"])
+            ropt.load_state_dict(refit["opt"])
+        else:
+            refit = {"epoch": 0}
+            state["stage"] = "refit"
+        while refit["epoch"] < n_refit:
+            te = time.perf_counter()
+            loss = predictor_epoch(head, ropt, all_in, all_t, all_w, cfg, seed, refit["epoch"],
+                                   dev)
+            refit.update(epoch=refit["epoch"] + 1, head=head.state_dict(), opt=ropt.state_dict())
+            state["refit"] = refit
+            state["history"].append({"stage": "refit", "epoch": refit["epoch"], "loss": loss,
+                                     "seconds": round(time.perf_counter() - te, 3)})
+            times["refit"] = times.get("refit", 0.0) + time.perf_counter() - t2
+            t2 = time.perf_counter()
+            state["times"] = times
+            _save_checkpoint(out_dir, state)
+            _write_log(out_dir, state["history"])
     check_frozen(model, frozen)
 
     # ---------------- evaluation
@@ -684,7 +720,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         "trait": trait, "method": method, "budget": int(budget), "seed": int(seed),
         "class_names": splits.class_names, **counts, "n_snps": n_snps,
         "test": metrics,
-        "validation": {"best_epoch": pred_state["best_epoch"],
+        "validation": {"best_epoch": pred_state["best_epoch"], "refit_epochs": n_refit,
                        "best_loss": (pred_state["best_loss"]
                                      if np.isfinite(pred_state["best_loss"]) else None)},
         "pseudo_labels": ({"accuracy": last_lp["accuracy"], "coverage": last_lp["coverage"],

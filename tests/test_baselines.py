@@ -108,7 +108,8 @@ def _fitted(path):
     if (path / "model.pt").exists():
         return torch.load(path / "model.pt", weights_only=False)
     ckpt = torch.load(path / "checkpoint.pt", weights_only=False)
-    return {"model": ckpt.get("model"), "head": ckpt["pred"]["best"], "pseudo": ckpt["pseudo"]}
+    return {"model": ckpt.get("model"), "head": ckpt["pred"]["best"], "pseudo": ckpt["pseudo"],
+            "refit": (ckpt.get("refit") or {}).get("head")}
 
 
 def _assert_same(a, b, where=""):

@@ -180,6 +180,32 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     assert m["pseudo_labels"] is None and m["config"]["mix"] == "random"
 
 
+def test_refit_on_all_labeled_rows_for_the_chosen_epochs(toy_store, tmp_path, monkeypatch):
+    """After early stopping picks an epoch count on the validation rows, the predictor is
+    retrained from the same initialisation on training + validation rows for that many
+    epochs, and that model is the one evaluated."""
+    sizes = []
+    real_epoch = train_mod.predictor_epoch
+
+    def spy(head, opt, inputs, targets, weights, *rest):
+        sizes.append(len(inputs))
+        return real_epoch(head, opt, inputs, targets, weights, *rest)
+    monkeypatch.setattr(train_mod, "predictor_epoch", spy)
+    m = train_mod.train_run(toy_store, 60, 3, tmp_path / "refit", method="mlp", config=TINY,
+                            device="cpu")
+    n_tr, n_val = m["n_train_labeled"], m["n_validation"]
+    best = m["validation"]["best_epoch"]
+    assert best >= 1 and m["validation"]["refit_epochs"] == best
+    n_search = len(sizes) - best
+    assert sizes[:n_search] == [n_tr] * n_search
+    assert sizes[n_search:] == [n_tr + n_val] * best
+    sizes.clear()
+    m0 = train_mod.train_run(toy_store, 60, 3, tmp_path / "norefit", method="mlp",
+                             config={**TINY, "pred_refit": False}, device="cpu")
+    assert m0["validation"]["refit_epochs"] == 0 and set(sizes) == {n_tr}
+    assert m0["test"] != m["test"]
+
+
 def _cli(args):
     return [sys.executable, "-m", "cmix.cli", "train", *args]
 
