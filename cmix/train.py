@@ -32,11 +32,12 @@ import numpy as np
 
 from .io import CmixError, atomic_path, check_writable_dir, log, progress
 
-# Defaults: CPU-sized (tests, demo, 2-core machines). PAPER_CONFIG lists the paper-sized
-# values that differ (hidden = embedded width, i.e. 3 x n_snps for categorical SNPs).
+# Defaults: CPU-sized (tests, demo, 2-core machines). The paper's size differs only in the
+# encoder width: ``hidden: null`` = the embedded width (n_snps for dosages, 3 x n_snps for
+# categorical SNPs).
 DEFAULT_CONFIG: dict = {
     # model
-    "encoding": "categorical",      # categorical (4 levels -> width 3 per SNP) | dosage
+    "encoding": "dosage",           # dosage (standardised) | categorical (4 levels -> width 3)
     "hidden": 256,                  # encoder width; null = embedded width (paper)
     "n_layers": 1,                  # T encoder layers (paper: 1)
     "batchnorm": False,
@@ -82,10 +83,7 @@ DEFAULT_CONFIG: dict = {
     "memory_limit_mb": 2048,
 }
 
-PAPER_CONFIG: dict = {"hidden": None, "n_layers": 1, "lp_k": 3, "lp_alpha": 0.999,
-                      "alpha": 0.2, "tau": 0.1, "beta": 0.25, "pred_hidden": 100}
-
-# method name -> config overrides (issue 7 adds baselines here or beside it)
+# method name -> config overrides (the baselines of cmix.baselines run their own code)
 METHODS: dict = {
     "cmix": {},
     "mlp": {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False},
