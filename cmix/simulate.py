@@ -617,7 +617,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     variants = simulate_variants(rng_var, n_variants, n_chrom)
     loci = _place_loci(rng_var, variants, n_chrom)
     log(f"simulating {n_samples} samples x {n_variants} SNPs on {n_chrom} chromosomes "
-        f"(discovery cohort {n_discovery}; {len(pops)} populations)")
+        f"(discovery cohort {n_discovery}; {len(pops)} population(s))")
 
     # per-population allele frequencies; pigmentation and MC1R alleles rare outside Europe
     p_all = variants.p_a1.to_numpy()
@@ -891,7 +891,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
     log(f"wrote {out} ({len(pairs)} related pairs, {n_hwe} planted HWE failures, "
-        f"{len(pops)} populations)")
+        f"{len(pops)} population(s))")
     return truth
 
 
