@@ -12,10 +12,10 @@ never on the reported cohort), for each budget and seed (the same labeled rows a
 - ``all_labels``: logistic regression (C = 0.01) on every training row's label, once:
   the ceiling of a linear model on this trait.
 
-With ``--runs DIR ...`` (cmix run folders on the same store), also what each run's frozen
-encoder keeps: nearest class mean (cosine) and CV logistic regression on the latent z of
-the labeled rows, and label-propagation pseudo-label accuracy on 5,000 unlabeled rows for
-k = 3, 10, 30, 100 neighbours.
+With ``--runs DIR ...`` (cmix, cmix ablation, ae or vime run folders on the same store),
+also what each run's frozen encoder keeps: nearest class mean (cosine) and CV logistic
+regression on the latent z of the labeled rows, and label-propagation pseudo-label
+accuracy on up to 5,000 unlabeled rows for k = 3, 10, 30, 100 neighbours.
 
     python benchmarks/cohort_ceiling.py STORE [--budgets 200 1000] [--runs RUN_DIR ...]
 """
@@ -73,7 +73,8 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     from cmix.nn import ContrastiveMixup
 
     m = json.load(open(f"{run_dir}/metrics.json"))
-    state = torch.load(f"{run_dir}/checkpoint.pt", weights_only=False)
+    fitted = "checkpoint.pt" if m["method"].startswith("cmix") else "model.pt"
+    state = torch.load(f"{run_dir}/{fitted}", weights_only=False)
     s = make_splits(root, m["budget"], m["seed"], m["config"]["val_fraction"])
     dosage = torch.from_numpy(dosage)
     model = ContrastiveMixup(dosage.shape[1], m["config"])
@@ -84,11 +85,11 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     zn = z / np.linalg.norm(z, axis=1, keepdims=True).clip(1e-9)
     y, lab, test = s.label, s.labeled, s.test
     mean = np.stack([zn[lab][y[lab] == c].mean(0) for c in range(s.n_classes)])
-    out = {"seed": m["seed"], "cmix_test": m["test"]["accuracy"],
+    out = {"method": m["method"], "seed": m["seed"], "test": m["test"]["accuracy"],
            "nearest_mean": float(np.mean((zn[test] @ mean.T).argmax(1) == y[test])),
            "logreg_z": float(cv_logreg(z[lab], y[lab], s.n_classes, m["seed"])
                              .score(z[test], y[test]))}
-    su = np.random.default_rng(0).choice(s.unlabeled, 5000, replace=False)
+    su = np.random.default_rng(0).choice(s.unlabeled, min(5000, len(s.unlabeled)), replace=False)
     zz = torch.from_numpy(np.concatenate([zn[s.train_labeled], zn[su]]))
     n_l = len(s.train_labeled)
     for k in (3, 10, 30, 100):
