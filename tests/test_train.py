@@ -51,17 +51,25 @@ def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
     assert m2["test"] == m["test"] and m2["pseudo_labels"] == m["pseudo_labels"]
 
 
-def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_path, monkeypatch):
-    seen = {}
-    made = []
-    real_model = train_mod.__dict__.get("ContrastiveMixup")
+@pytest.fixture
+def made_models(monkeypatch):
+    """Every ContrastiveMixup the trainer builds during the test, in order."""
     import cmix.nn as nn_mod
+    made = []
 
     class Spy(nn_mod.ContrastiveMixup):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             made.append(self)
     monkeypatch.setattr(nn_mod, "ContrastiveMixup", Spy)
+    return made
+
+
+def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_path, monkeypatch,
+                                                                made_models):
+    seen = {}
+    made = made_models
+    real_model = train_mod.__dict__.get("ContrastiveMixup")
     real_epoch = train_mod.predictor_epoch
 
     def spy_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
@@ -109,17 +117,10 @@ def test_pseudo_labels_change_the_predictor_loss():
     assert loss_with(flipped, w, False) != pytest.approx(loss_with(y, w, False), rel=1e-6)
 
 
-def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch):
+def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_models):
     """The frozen-encoder check compares with a copy taken before the predictor stage: a
     predictor epoch that nudges the encoder (a test double) must stop the run."""
-    import cmix.nn as nn_mod
-    made = []
-
-    class Spy(nn_mod.ContrastiveMixup):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            made.append(self)
-    monkeypatch.setattr(nn_mod, "ContrastiveMixup", Spy)
+    made = made_models
     real_epoch = train_mod.predictor_epoch
 
     def nudging_epoch(*args):
