@@ -256,25 +256,30 @@ def run_prs(store_path, budget, seed, out_dir, *, config=None, config_path=None,
 
 
 # ------------------------------------------------------------------ neural baselines
-def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor", refit=None):
-    """Early-stopped training: ``epoch_fn(epoch) -> mean loss`` trains head one epoch;
-    stop after cfg["pred_patience"] epochs without a better validation log-loss, reload
-    the best state. With cfg["pred_refit"], ``refit(n_epochs) -> head`` then retrains a
-    fresh head on the labeled and validation rows for the best epoch count (as the
-    trainer does). Returns (head, validation summary dict)."""
+def fit_predictor(new_head, epoch_fn, x_lab, y_lab, x_val, y_val, cfg, desc="predictor"):
+    """Early-stopped training of a predictor head, then (with cfg["pred_refit"]) a refit.
+
+    new_head() -> (head, optimiser), seeded the same way at every call; epoch_fn(head,
+    opt, x, y, epoch) -> mean loss trains one epoch on inputs x (N, ...) and int64 labels
+    y (N,), both on the device. Training stops after cfg["pred_patience"] epochs without a
+    better validation log-loss and reloads the best state; with cfg["pred_refit"] a fresh
+    head is then trained on the labeled and validation rows together for the best epoch
+    count (as the trainer does). Returns (head, validation summary dict)."""
+    import torch
+
     from .train import _cpu_state, log_loss, predict_proba
 
+    head, opt = new_head()
+    y_val_np = y_val.cpu().numpy()
+    has_val = len(y_val_np) > 0
     best, best_loss, best_epoch, bad = None, float("inf"), 0, 0
-    dev = val_inputs.device if val_inputs is not None else "cpu"
     bar = progress(total=cfg["pred_epochs"], desc=desc, unit="epoch")
-    epoch = 0
     for epoch in range(cfg["pred_epochs"]):
-        epoch_fn(epoch)
+        epoch_fn(head, opt, x_lab, y_lab, epoch)
         bar.update(1)
-        if val_inputs is None or len(y_val) == 0:
+        if not has_val:
             continue
-        prob = predict_proba(head, val_inputs, dev)
-        vloss = log_loss(prob, y_val)
+        vloss = log_loss(predict_proba(head, x_val, x_val.device), y_val_np)
         if vloss < best_loss:
             best, best_loss, best_epoch, bad = _cpu_state(head.state_dict()), vloss, epoch + 1, 0
         else:
@@ -285,12 +290,15 @@ def fit_predictor(head, epoch_fn, val_inputs, y_val, cfg, desc="predictor", refi
     if best is not None:
         head.load_state_dict(best)
     out = {"best_epoch": best_epoch, "best_loss": best_loss if np.isfinite(best_loss) else None}
-    if val_inputs is not None and len(y_val):
-        prob = predict_proba(head, val_inputs, dev)
-        out["accuracy"] = float(np.mean(prob.argmax(1) == y_val))
-    n_refit = best_epoch if cfg["pred_refit"] and refit is not None else 0
+    if has_val:
+        prob = predict_proba(head, x_val, x_val.device)
+        out["accuracy"] = float(np.mean(prob.argmax(1) == y_val_np))
+    n_refit = best_epoch if cfg["pred_refit"] else 0
     if n_refit:
-        head = refit(n_refit)
+        head, opt = new_head()
+        x_all, y_all = torch.cat([x_lab, x_val]), torch.cat([y_lab, y_val])
+        for epoch in range(n_refit):
+            epoch_fn(head, opt, x_all, y_all, epoch)
     out["refit_epochs"] = n_refit
     return head, out
 
@@ -366,22 +374,11 @@ def _frozen_latent(r, model, x_lab, x_val):
 def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
     """Predictor on the frozen encoder's latent rows of the labeled rows (no mixup);
     returns (head, validation summary)."""
-    import torch
-
-    s, cfg, dev = r.splits, r.cfg, r.dev
     z_lab, z_val, y_lab, y_val = _frozen_latent(r, model, x_lab, x_val)
-    head, opt = _latent_head(r, z_lab.shape[1], stage_seed)
-
-    def refit(n_epochs):
-        h, o = _latent_head(r, z_lab.shape[1], stage_seed)
-        z, y = torch.cat([z_lab, z_val]), torch.cat([y_lab, y_val])
-        for e in range(n_epochs):
-            _supervised_head_epoch(h, o, z, y, cfg, r.seed, e, dev)
-        return h
-    return fit_predictor(head, lambda e: _supervised_head_epoch(head, opt, z_lab, y_lab, cfg,
-                                                                r.seed, e, dev),
-                         z_val if len(z_val) else None, s.label[s.validation], cfg,
-                         refit=refit)
+    return fit_predictor(lambda: _latent_head(r, z_lab.shape[1], stage_seed),
+                         lambda h, o, z, y, e: _supervised_head_epoch(h, o, z, y, r.cfg,
+                                                                      r.seed, e, r.dev),
+                         z_lab, y_lab, z_val, y_val, r.cfg)
 
 
 def _test_proba_latent(r, model, head):
@@ -548,16 +545,8 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             tot += float(loss.detach())
         return tot
 
-    def refit(n_epochs):
-        h, o = _latent_head(r, z_lab.shape[1], r.seed + 2)
-        z, y = torch.cat([z_lab, z_val]), torch.cat([y_lab, y_val])
-        for e in range(n_epochs):
-            epoch_fn(h, o, z, y, e)
-        return h
-    head, popt = _latent_head(r, z_lab.shape[1], r.seed + 2)
-    head, val = fit_predictor(head, lambda e: epoch_fn(head, popt, z_lab, y_lab, e),
-                              z_val if len(z_val) else None, s.label[s.validation], cfg,
-                              refit=refit)
+    head, val = fit_predictor(lambda: _latent_head(r, z_lab.shape[1], r.seed + 2), epoch_fn,
+                              z_lab, y_lab, z_val, y_val, cfg)
     t = r.tick("predictor", t)
     prob = _test_proba_latent(r, model, head)
     r.tick("evaluate", t)
@@ -636,16 +625,7 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
             tot += float(loss.detach())
         return tot
 
-    def refit(n_epochs):
-        h, o = new_head()
-        x, y = torch.cat([x_lab, x_val]), torch.cat([y_lab, y_val])
-        for e in range(n_epochs):
-            epoch_fn(h, o, x, y, e)
-        return h
-    head, opt = new_head()
-    head, val = fit_predictor(head, lambda e: epoch_fn(head, opt, x_lab, y_lab, e),
-                              x_val if len(x_val) else None, s.label[s.validation], cfg,
-                              refit=refit)
+    head, val = fit_predictor(new_head, epoch_fn, x_lab, y_lab, x_val, y_val, cfg)
     t = r.tick("predictor", t)
     from .train import predict_proba
     prob = predict_proba(head, torch.from_numpy(load_rows(r.root, s.test)).to(dev), dev)

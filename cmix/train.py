@@ -601,17 +601,18 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         def inputs_of(rows):
             loader = RowLoader(root, rows, batch_size=4096, mode=mode, device=dev)
             return embed_rows(model, loader, dev)
-        in_dim = model.encoder.out_dim
     else:
         def inputs_of(rows):
             return torch.from_numpy(load_rows(root, rows)).to(dev)
-        in_dim = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).out_dim
 
     def new_head():
         """The predictor (and, for the MLP, a fresh SNP embedding), seeded by ``seed``."""
         torch.manual_seed(seed + 1)
-        features = (torch.nn.Identity() if cfg["pretrain"]
-                    else SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(dev))
+        if cfg["pretrain"]:
+            features, in_dim = torch.nn.Identity(), model.encoder.out_dim
+        else:
+            features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(dev)
+            in_dim = features.out_dim
         torch.manual_seed(seed + 2)
         return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"]).to(dev))
 
