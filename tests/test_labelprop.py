@@ -91,16 +91,22 @@ def test_default_iteration_limit_reaches_the_converged_solve(alpha):
         assert np.mean(short.pseudo_label[unl] != p_ref[unl].argmax(1)) > 0.05
 
 
-@pytest.mark.parametrize("class_prior", [False, True])
-def test_graph_without_label_information_gives_no_certainty(class_prior):
-    """Labels independent of the latent rows, 80/20 classes: every pseudo-label's certainty
-    is ~0 with or without the class prior (the prior must not create certainty)."""
+def uninformative_graph():
+    """3,000 rows of 8-d noise, 80/20 labels independent of them, 200 labeled:
+    (rng, z, y, labeled_pos, unlabeled_pos)."""
     rng = np.random.default_rng(4)
     n = 3000
     z = rng.normal(size=(n, 8))
     y = (rng.random(n) < 0.2).astype(int)
     labeled_pos = rng.choice(n, 200, replace=False)
-    unl = np.setdiff1d(np.arange(n), labeled_pos)
+    return rng, z, y, labeled_pos, np.setdiff1d(np.arange(n), labeled_pos)
+
+
+@pytest.mark.parametrize("class_prior", [False, True])
+def test_graph_without_label_information_gives_no_certainty(class_prior):
+    """Labels independent of the latent rows, 80/20 classes: every pseudo-label's certainty
+    is ~0 with or without the class prior (the prior must not create certainty)."""
+    rng, z, y, labeled_pos, unl = uninformative_graph()
     res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, class_prior=class_prior)
     assert res.weight[unl].mean() < 0.01 and res.weight[unl].max() < 0.1
     # while on separated clusters the same code is certain (the check can fail)
@@ -117,12 +123,7 @@ def test_class_prior_keeps_rare_classes_rare():
     every class, so the equal-prior argmax labels rows by which class's seeds happen to
     sit in denser parts of the graph (here: most rows get the rare class). With the
     labeled shares as prior the majority class wins, ~80% correct."""
-    rng = np.random.default_rng(4)
-    n = 3000
-    z = rng.normal(size=(n, 8))
-    y = (rng.random(n) < 0.2).astype(int)
-    labeled_pos = rng.choice(n, 200, replace=False)
-    unl = np.setdiff1d(np.arange(n), labeled_pos)
+    rng, z, y, labeled_pos, unl = uninformative_graph()
     acc, rare = {}, {}
     for cm in (False, True):
         res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, alpha=0.999,
