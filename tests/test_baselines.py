@@ -90,6 +90,8 @@ def test_method_learns_easy_binary_trait(easy, tmp_path, method):
     assert m["test"]["balanced_accuracy"] > 0.65, m["test"]
     assert m["test"]["auroc"] > 0.72, m["test"]
     assert "id1" not in (out / "metrics.json").read_text()
+    if method not in ("logreg", "prs"):      # every predictor is refitted on all labeled rows
+        assert m["validation"]["refit_epochs"] == m["validation"]["best_epoch"] >= 1
 
 
 def test_methods_learn_three_classes(tmp_path):
