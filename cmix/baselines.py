@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, check_writable_dir, log, progress
+from .io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
 
 BASELINE_DEFAULTS: dict = {
     "logreg_n_c": 10,          # C grid: logspace(-4, 2, logreg_n_c)
@@ -65,7 +65,7 @@ MODEL_FILE = "model.pt"
 def baseline_config(config: dict | None = None, config_path=None) -> dict:
     """The trainer's config (:func:`cmix.train.load_config`) plus BASELINE_DEFAULTS,
     updated from the file and ``config``; unknown keys raise CmixError."""
-    from .train import load_config, read_config_file
+    from .train import check_types, load_config, read_config_file
 
     user = read_config_file(config_path) if config_path is not None else {}
     user.update(config or {})
@@ -73,6 +73,7 @@ def baseline_config(config: dict | None = None, config_path=None) -> dict:
     cfg = load_config(None, user)
     cfg.update(BASELINE_DEFAULTS)
     cfg.update(extra)
+    check_types(cfg, BASELINE_DEFAULTS, config_path or "config")
     if not 0.0 < float(cfg["vime_p_m"]) < 1.0:
         raise CmixError(f"vime_p_m = {cfg['vime_p_m']!r}, expected a number in (0, 1)")
     for key in ("logreg_n_c", "logreg_folds", "vime_k"):
@@ -92,14 +93,15 @@ class _Run:
     def __init__(self, method, store_path, budget, seed, out_dir, config, config_path, device):
         from . import store as store_mod
         from .data import make_splits
-        from .train import resolve_device
+        from .train import open_checked_store, resolve_device
 
         self.t0 = time.perf_counter()
         self.method, self.budget, self.seed = method, int(budget), int(seed)
         self.cfg = baseline_config(config, config_path)
         self.dev = resolve_device(device)
         self.store_path = Path(store_path)
-        self.root = store_mod.open_store(store_path)
+        self.root = open_checked_store(store_path)
+        self.store_sha256 = store_mod.store_fingerprint(self.root)
         self.splits = make_splits(self.root, budget, seed, self.cfg["val_fraction"],
                                   self.store_path.name)
         self.trait = str(self.root.attrs["trait"])
@@ -137,9 +139,9 @@ class _Run:
             "torch_threads": torch.get_num_threads(),
             "versions": _versions(), "config": self.cfg,
             "store": str(self.store_path.resolve().name),
+            "store_sha256": self.store_sha256,
         }
-        with atomic_path(self.out_dir / MODEL_FILE) as tmp:
-            torch.save(fitted, tmp)
+        save_torch(fitted, self.out_dir / MODEL_FILE)
         with atomic_path(self.out_dir / METRICS_FILE) as tmp:
             tmp.write_text(json.dumps(result, indent=2) + "\n")
         log(f"{self.trait} {self.method} budget {self.budget} seed {self.seed}: test accuracy "

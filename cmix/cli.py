@@ -8,6 +8,7 @@ printed as one line, ``cmix <step>: error: ...``, with exit status 1.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -134,13 +135,28 @@ def _add_report(sub):
                     "budget (log x) and a self-contained report.html into --out.")
     p.add_argument("--runs", required=True, help="folder holding run folders (searched recursively)")
     p.add_argument("--out", required=True, help="report folder")
+    grid = p.add_argument_group(
+        "grid", "the runs asked for; cells without a run are reported as missing. Give all "
+                "four or none: without them the grid is every trait, method, budget and seed "
+                "seen in any run, crossed")
+    grid.add_argument("--traits", nargs="+", metavar="TRAIT")
+    grid.add_argument("--methods", nargs="+", metavar="METHOD")
+    grid.add_argument("--budgets", nargs="+", type=_positive_int, metavar="N")
+    grid.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
     p.set_defaults(func=_run_report)
 
 
 def _run_report(args):
+    from .io import CmixError
     from .report import write_report
 
-    write_report(args.runs, args.out)
+    parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
+    given = [k for k, v in parts.items() if v is not None]
+    if given and len(given) < 4:
+        raise CmixError(f"--{', --'.join(given)} given without --"
+                        f"{', --'.join(k for k in parts if k not in given)}: give the whole "
+                        "grid or none of it")
+    write_report(args.runs, args.out, grid=parts if given else None)
 
 
 # ---------------------------------------------------------------------------- select
@@ -259,6 +275,28 @@ def _run_store(args):
                           split_seed=args.split_seed, force=args.force)
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
+
+
+def _add_verify(sub):
+    p = sub.add_parser(
+        "verify",
+        help="check a store's files against its checksums and every dosage's range",
+        description="Check every array file of a cmix store against the size and sha256 "
+                    "recorded when it was written, then decode every call_dosage chunk and "
+                    "check its values lie in -1..2. Exit 1 naming the damaged files. "
+                    "(`cmix train` does the checksum part before every run.)")
+    p.add_argument("store", nargs="+", help="cmix Zarr store(s)")
+    p.set_defaults(func=_run_verify)
+
+
+def _run_verify(args):
+    from .io import log
+    from .store import verify_store
+
+    for path in args.store:
+        checked = verify_store(path, decode=True)
+        log(f"{path}: OK ({checked['files']} files, {checked['bytes'] / 2**20:.1f} MiB, "
+            "all dosages in -1..2)")
 
 
 # --------------------------------------------------------------------------- samples
@@ -447,7 +485,7 @@ def _run_unrelated(args):
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_report, _add_select, _add_store, _add_samples, _add_qc, _add_unrelated]
+_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_report, _add_select, _add_store, _add_verify, _add_samples, _add_qc, _add_unrelated]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -474,6 +512,18 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except CmixError as err:
         print(f"cmix {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        # Faults of the file system rather than of cmix: one line naming the file.
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            what = "no space left on device"
+        elif err.errno in (errno.EISDIR, errno.ENOTDIR):
+            what = "is a directory where a file was expected" if err.errno == errno.EISDIR \
+                else "a path component is not a directory"
+        else:
+            raise
+        print(f"cmix {args.command}: error: {err.filename or 'output'}: {what}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"cmix {args.command}: interrupted", file=sys.stderr)

@@ -134,13 +134,42 @@ def dosage_dask(root):
     return da.from_zarr(root["call_dosage"])
 
 
-def load_rows(root, rows: np.ndarray) -> np.ndarray:
+def store_name(root) -> str:
+    """The folder name of an open store, for messages."""
+    from pathlib import Path
+
+    where = getattr(root.store, "root", None)
+    return Path(str(where)).name if where is not None else "store"
+
+
+def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
     """int8 (len(rows), n_variants) dosages of ``rows`` (sorted indices), read with dask
-    in parallel, one task per Zarr chunk touched."""
+    in parallel, one task per Zarr chunk touched.
+
+    Raises CmixError when a chunk cannot be read or decoded (a store damaged or removed
+    while in use) or holds a value outside -1..2 (an absent chunk reads as
+    :data:`cmix.store.DOSAGE_FILL`), naming the store rows of the first bad value.
+    """
+    from .store import DOSAGE_RANGE
+
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return np.zeros((0, root["call_dosage"].shape[1]), dtype=np.int8)
-    return np.asarray(dosage_dask(root)[rows].compute(), dtype=np.int8)
+    name = name or store_name(root)
+    try:
+        x = np.asarray(dosage_dask(root)[rows].compute(), dtype=np.int8)
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise CmixError(f"{name}: cannot read call_dosage rows {rows[0]}-{rows[-1]} "
+                        f"({type(err).__name__}: {err}); was the store changed or removed "
+                        "while in use? Check it with `cmix verify`") from None
+    lo, hi = DOSAGE_RANGE
+    if x.size and (x.min() < lo or x.max() > hi):
+        bad_row, bad_col = np.argwhere((x < lo) | (x > hi))[0]
+        chunk = int(rows[bad_row]) // int(root["call_dosage"].chunks[0])
+        raise CmixError(f"{name}: call_dosage chunk {chunk}.0 (store row {rows[bad_row]}, "
+                        f"variant {bad_col}) holds {int(x[bad_row, bad_col])}, outside "
+                        f"{lo}..{hi}: the chunk is missing or damaged; rebuild the store")
+    return x
 
 
 def epoch_order(rows: np.ndarray, chunk_rows: int, seed_seq, buffer_chunks: int = 8,
@@ -299,9 +328,21 @@ def column_moments(root, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     missing calls (-1) left out; for the dosage encoding (training rows only)."""
     import dask.array as da
 
+    from .store import DOSAGE_RANGE
+
     x = dosage_dask(root)[np.asarray(rows, dtype=np.int64)]
-    xf = da.where(x < 0, np.nan, x.astype(np.float32))
-    mean, sd = da.compute(da.nanmean(xf, axis=0), da.nanstd(xf, axis=0))
+    xf = da.where(x == -1, np.nan, x.astype(np.float32))
+    try:
+        mean, sd, lo, hi = da.compute(da.nanmean(xf, axis=0), da.nanstd(xf, axis=0),
+                                      x.min(), x.max())
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise CmixError(f"{store_name(root)}: cannot read call_dosage ({type(err).__name__}: "
+                        f"{err}); was the store changed or removed while in use? Check it "
+                        "with `cmix verify`") from None
+    if lo < DOSAGE_RANGE[0] or hi > DOSAGE_RANGE[1]:
+        raise CmixError(f"{store_name(root)}: call_dosage holds values {int(lo)}..{int(hi)}, "
+                        f"outside {DOSAGE_RANGE[0]}..{DOSAGE_RANGE[1]}: a chunk is missing or "
+                        "damaged; rebuild the store")
     mean = np.nan_to_num(np.asarray(mean, dtype=np.float32))
     sd = np.asarray(sd, dtype=np.float32)
     sd = np.where(np.isfinite(sd) & (sd > 1e-6), sd, 1.0).astype(np.float32)

@@ -8,6 +8,8 @@ nothing that looks finished.
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import os
 import shutil
 import sys
@@ -24,6 +26,25 @@ class CmixError(Exception):
     """
 
 
+_HOST = __import__("socket").gethostname().split(".")[0].replace("/", "_")
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove ``.NAME.HOST.PID.tmp`` leftovers of ``path`` written on this host by a
+    process that no longer runs (a step killed with SIGKILL leaves them)."""
+    prefix = f".{path.name}.{_HOST}."
+    for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = tmp.name[len(prefix):-len(".tmp")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            _remove(tmp)
+        except PermissionError:     # alive, another user's
+            pass
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
@@ -33,15 +54,19 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    _remove_stale_temporaries(path)
+    tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
     _remove(tmp)
     try:
         yield tmp
         if is_dir and path.exists():
             _remove(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         _remove(tmp)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CmixError(f"{path}: no space left on device writing it "
+                            f"({err.strerror}); nothing was written") from None
         raise
 
 
@@ -54,11 +79,36 @@ def atomic_outputs(*paths: str | os.PathLike) -> Iterator[list[Path]]:
         yield tmps
 
 
+def save_torch(obj, path: str | os.PathLike) -> None:
+    """torch.save ``obj`` to ``path`` atomically. It is serialised in memory first and
+    written in one call, so a full disk surfaces as OSError ENOSPC (reported as "no
+    space left on device"), not as torch's "unexpected pos"."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getbuffer())
+
+
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
     elif p.exists() or p.is_symlink():
         p.unlink()
+
+
+def file_sha256(path: str | os.PathLike, block: int = 1 << 20) -> str:
+    """sha256 hex digest of a file's bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(block), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def check_writable_dir(path: str | os.PathLike) -> Path:
@@ -71,6 +121,39 @@ def check_writable_dir(path: str | os.PathLike) -> Path:
     except OSError as err:
         raise CmixError(f"{path}: cannot write to this folder ({err.strerror or err})") from None
     return path
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
+    """Hold an exclusive lock on ``folder`` (file ``.cmix.lock`` in it) for the block.
+
+    A second process asking for the same folder fails at once with a CmixError naming
+    the holder (``holder`` text, pid, host, start time). The lock is the kernel's
+    (flock), so it is released however the holder ends, kill -9 included.
+    """
+    import fcntl
+    import socket
+    import time
+
+    folder = check_writable_dir(folder)
+    fh = open(folder / ".cmix.lock", "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        who = fh.read().strip() or "another process"
+        fh.close()
+        raise CmixError(f"{folder}: in use by {who}; wait for it to end or use another "
+                        "folder") from None
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{holder} (pid {os.getpid()} on {socket.gethostname()}, since "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S')})\n")
+        fh.flush()
+        yield folder
+    finally:
+        fh.close()
 
 
 def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", disable=None):

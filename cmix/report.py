@@ -1,4 +1,4 @@
-"""The evaluation report (issue 7): collect run folders' metrics.json into tables, plots and
+"""The evaluation report: collect run folders' metrics.json into tables, plots and
 one self-contained HTML page.
 
 ``write_report(runs_dir, out_dir)`` writes into ``out_dir`` (all files appear together or
@@ -9,8 +9,10 @@ none do):
 - ``summary.tsv``: per trait x method x budget, mean / sd / n over seeds of accuracy,
   balanced accuracy, AUROC (macro one-vs-rest for multi-class) and pseudo-label accuracy;
   ``complete`` says whether the cell has every seed of the trait's grid.
-- ``missing.tsv``: the grid cells (trait x method x budget x seed) with no run; the grid
-  of a trait is every method x budget x seed seen for that trait.
+- ``missing.tsv``: the grid cells (trait x method x budget x seed) with no run. The grid
+  is the one asked for (``cmix report --traits/--methods/--budgets/--seeds``; the
+  workflow passes its config), or else every trait, method, budget and seed seen in
+  any run, crossed.
 - ``<trait>.png`` (accuracy, balanced accuracy, AUROC against the budget on a log x
   axis, mean +- sd error bars, one line per method), ``accuracy_by_trait.png`` (one
   panel per trait: the paper's figure), ``pseudo_label_accuracy.png``.
@@ -43,7 +45,7 @@ RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_acc
                   "n_validation", "n_unlabeled", "n_test", "test_majority_rate",
                   "pseudo_label_accuracy",
                   "pseudo_label_coverage", "wall_seconds", "device", "store",
-                  "test_split_sha256", "run_dir"]
+                  "test_split_sha256", "store_sha256", "run_dir"]
 
 
 # ------------------------------------------------------------------ collect
@@ -79,7 +81,8 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
                    "pseudo_label_coverage": pl.get("coverage"),
                    "wall_seconds": round(float(sum((m.get("wall_seconds") or {}).values())), 3),
                    "device": m.get("device"), "store": m.get("store"),
-                   "test_split_sha256": str(m["test_split_sha256"]), "run_dir": rel}
+                   "test_split_sha256": str(m["test_split_sha256"]),
+                   "store_sha256": m.get("store_sha256"), "run_dir": rel}
         except (ValueError, KeyError, TypeError) as err:
             raise CmixError(f"{f}: not a cmix metrics.json ({type(err).__name__}: {err})") \
                 from None
@@ -92,6 +95,14 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
         parsed.append(m)
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     for trait, g in df.groupby("trait"):
+        stores = g["store_sha256"].dropna().unique()
+        if len(stores) > 1:
+            counts = g["store_sha256"].value_counts()
+            raise CmixError(
+                f"trait {trait}: the runs under {runs_dir} were trained on {len(stores)} "
+                f"different store contents (store_sha256 "
+                f"{', '.join(h[:12] + f' in {n} runs' for h, n in counts.items())}); rerun the "
+                "stale runs on the current store, or report them separately")
         hashes = g["test_split_sha256"].unique()
         if len(hashes) > 1:
             counts = g["test_split_sha256"].value_counts()
@@ -108,15 +119,27 @@ def _method_rank(method: str) -> int:
     return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
 
 
-def summarise(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary, missing). summary: per trait x method x budget the mean, sd (ddof 1;
-    empty for one seed) and n of each metric; ``n_seeds_expected`` and ``complete``.
-    missing: the trait x method x budget x seed cells without a run."""
+def infer_grid(results: pd.DataFrame) -> dict:
+    """The grid the runs belong to when none is given: every trait, method, budget and
+    seed seen in any run, crossed (so a method with no run for one trait shows)."""
+    return {"traits": list(dict.fromkeys(results["trait"])),
+            "methods": sorted(dict.fromkeys(results["method"]), key=_method_rank),
+            "budgets": sorted(int(b) for b in results["budget"].unique()),
+            "seeds": sorted(int(s) for s in results["seed"].unique())}
+
+
+def summarise(results: pd.DataFrame, grid: dict | None = None
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, missing) over ``grid`` ({"traits", "methods", "budgets", "seeds"};
+    :func:`infer_grid` of the results when None). summary: per trait x method x budget
+    the mean, sd (ddof 1; empty for one seed) and n of each metric;
+    ``n_seeds_expected`` and ``complete``. missing: the trait x method x budget x seed
+    cells of the grid without a run."""
+    grid = grid or infer_grid(results)
+    methods, budgets, seeds = grid["methods"], grid["budgets"], grid["seeds"]
     out, missing = [], []
-    for trait, g in results.groupby("trait", sort=False):
-        methods = list(dict.fromkeys(g["method"]))
-        budgets = sorted(g["budget"].unique())
-        seeds = sorted(g["seed"].unique())
+    for trait in grid["traits"]:
+        g = results[results["trait"] == trait]
         have = set(zip(g["method"], g["budget"], g["seed"]))
         for method in methods:
             for budget in budgets:
@@ -307,13 +330,38 @@ def _config_table(parsed: list[dict]) -> str:
     return note + _table(df)
 
 
-def write_report(runs_dir, out_dir) -> dict:
-    """Collect ``runs_dir`` and write the report files into ``out_dir``; returns counts."""
+def restrict_to_grid(results: pd.DataFrame, parsed: list[dict], grid: dict
+                     ) -> tuple[pd.DataFrame, list[dict]]:
+    """The runs inside ``grid`` (others, e.g. of a method no longer configured, are
+    left out with a log line)."""
+    inside = (results["trait"].isin(grid["traits"]) & results["method"].isin(grid["methods"])
+              & results["budget"].isin(grid["budgets"]) & results["seed"].isin(grid["seeds"]))
+    if not inside.all():
+        log(f"report: {int((~inside).sum())} run(s) found outside the requested grid are "
+            "left out")
+    keep = np.flatnonzero(inside.to_numpy())
+    return results.iloc[keep].reset_index(drop=True), [parsed[i] for i in keep]
+
+
+def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
+    """Collect ``runs_dir`` and write the report files into ``out_dir``; returns counts.
+
+    grid: {"traits", "methods", "budgets", "seeds"} the runs were asked for (runs
+    outside it are left out, cells of it without a run are listed as missing); None
+    infers it from the runs (:func:`infer_grid`)."""
     import matplotlib
     matplotlib.use("Agg")
 
     results, parsed = collect_results(runs_dir)
-    summary, missing = summarise(results)
+    if grid is not None:
+        grid = {"traits": [str(t) for t in grid["traits"]],
+                "methods": [str(m) for m in grid["methods"]],
+                "budgets": [int(b) for b in grid["budgets"]],
+                "seeds": [int(s) for s in grid["seeds"]]}
+        results, parsed = restrict_to_grid(results, parsed, grid)
+        if results.empty:
+            raise CmixError(f"{runs_dir}: none of the runs found is in the requested grid")
+    summary, missing = summarise(results, grid)
     out_dir = check_writable_dir(out_dir)
     traits = list(dict.fromkeys(results["trait"]))
     safe = {t: re.sub(r"[^A-Za-z0-9_.-]+", "_", t) for t in traits}

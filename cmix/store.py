@@ -25,17 +25,22 @@ variant_log10_p      (variants,)           f8     log10 of the summary-statistic
 variant_bim_index    (variants,)           int64  row of the variant in the source .bim
 ===================  ====================  =====  =============================================
 
-Group attributes: ``cmix_store_version`` (1), ``trait`` (name), ``class_names`` (list),
+Group attributes: ``cmix_store_version`` (2), ``trait`` (name), ``class_names`` (list),
 ``trait_config`` (dict), ``split`` ({"seed", "test_fraction", "stratified_by"}),
 ``input_checksums`` (file name -> sha256 of the inputs; for the .bed, whose full hash
 would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
-``complete`` (True, written last). Stores written by :func:`build_store` also hold
+``checksums`` ({"algorithm": "sha256", "files": {relative path: [size, sha256]}} of every
+array file: chunks and .zarray metadata), ``complete`` (True, written last). Stores written by :func:`build_store` also hold
 ``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
 [low_max, high_min], computed on the training split; null for categorical ones) and
 ``counts`` (samples and SNPs at each step, no IDs).
 
 A store is written under a temporary name and renamed when complete, so a store that
-exists is whole; :func:`open_store` refuses one without ``complete``.
+exists is whole; :func:`open_store` refuses one without ``complete``. An absent
+``call_dosage`` chunk reads as :data:`DOSAGE_FILL` (not a dosage), and every read of
+dosages checks their range, so a lost chunk can never pass as genotypes.
+:func:`verify_store` checks the files against ``checksums`` (every training run does
+this before it starts; ``cmix verify`` also decodes every chunk).
 """
 
 from __future__ import annotations
@@ -45,9 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path
+from .io import CmixError, atomic_path, file_sha256
 
-STORE_VERSION = 1
+STORE_VERSION = 2
+DOSAGE_FILL = -128       # what an absent call_dosage chunk reads as; never a valid dosage
+DOSAGE_RANGE = (-1, 2)   # valid call_dosage values: -1 missing, 0-2 copies
 REQUIRED_ARRAYS = ("call_dosage", "sample_id", "sample_label", "sample_split", "variant_id",
                    "variant_allele", "variant_beta")
 REQUIRED_ATTRS = ("trait", "class_names", "complete")
@@ -95,7 +102,7 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
 
         call = root.create_array("call_dosage", shape=(n_samples, n_variants), dtype="int8",
                                  chunks=(chunk, n_variants), compressors=compressor,
-                                 fill_value=None,
+                                 fill_value=DOSAGE_FILL,
                                  attributes={"_ARRAY_DIMENSIONS": ["samples", "variants"]})
         dask_dosage = da.asarray(dosage).astype(np.int8).rechunk((chunk, n_variants))
         da.store(dask_dosage, call, lock=False, compute=True)
@@ -119,8 +126,72 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
             np.full(n_variants, -1) if variant_bim_index is None else variant_bim_index,
             ["variants"], "int64")
         root.attrs.update({"cmix_store_version": STORE_VERSION, **attrs})
+        root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp)}
         root.attrs["complete"] = True
     return path
+
+
+def _array_files(path: Path) -> dict:
+    """{relative path: [size in bytes, sha256 hex]} of every file of the store's arrays
+    (chunks and .zarray/.zattrs), not the group's own metadata."""
+    files = {}
+    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+        for f in sorted(sub.rglob("*")):
+            if f.is_file():
+                files[f.relative_to(path).as_posix()] = [f.stat().st_size, file_sha256(f)]
+    return files
+
+
+def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) -> dict:
+    """Check a store's array files against the checksums written with it.
+
+    Every recorded file must exist with its size and sha256, and no array may hold a
+    chunk file that was not recorded. ``decode=True`` also reads every call_dosage chunk
+    and checks its values lie in :data:`DOSAGE_RANGE`. Raises CmixError naming the
+    first damaged files; returns {"files", "bytes"} checked.
+    """
+    path = Path(path)
+    root = open_store(path) if root is None else root
+    recorded = root.attrs["checksums"]["files"]
+    bad = []
+    for rel, (size, digest) in recorded.items():
+        f = path / rel
+        if not f.is_file():
+            bad.append(f"{rel} is missing")
+        elif f.stat().st_size != size:
+            bad.append(f"{rel} has {f.stat().st_size} bytes, {size} were written")
+        elif file_sha256(f) != digest:
+            bad.append(f"{rel} has changed (sha256 differs)")
+    present = set(_array_file_names(path))
+    bad += [f"{rel} was not written with the store" for rel in sorted(present - set(recorded))]
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise CmixError(f"{path}: damaged store: {'; '.join(bad[:3])}{more}; rebuild it with "
+                        "`cmix store --force`")
+    if decode:
+        from .data import load_rows
+
+        call = root["call_dosage"]
+        step = int(call.chunks[0])
+        for start in range(0, call.shape[0], step):
+            load_rows(root, np.arange(start, min(start + step, call.shape[0])), path.name)
+    return {"files": len(recorded), "bytes": int(sum(v[0] for v in recorded.values()))}
+
+
+def _array_file_names(path: Path) -> list[str]:
+    return [f.relative_to(path).as_posix() for sub in path.iterdir() if sub.is_dir()
+            for f in sub.rglob("*") if f.is_file()]
+
+
+def store_fingerprint(root) -> str:
+    """sha256 of the store's attributes, which hold the checksum of every array file:
+    identifies its content (dosages, labels, splits, variants, trait config) for run
+    keys."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(dict(root.attrs), sort_keys=True, default=str)
+                          .encode()).hexdigest()
 
 
 def open_store(path: str | os.PathLike):
@@ -140,6 +211,10 @@ def open_store(path: str | os.PathLike):
     if not root.attrs.get("complete", False):
         raise CmixError(f"{path}: incomplete store (no 'complete' attribute): it was not "
                         "written to the end; delete it and run `cmix store` again")
+    version = root.attrs.get("cmix_store_version")
+    if version != STORE_VERSION or "checksums" not in root.attrs:
+        raise CmixError(f"{path}: store format {version}, this cmix reads format "
+                        f"{STORE_VERSION} (with checksums); rebuild it with `cmix store --force`")
     missing = [a for a in REQUIRED_ARRAYS if a not in root]
     missing += [f"attribute {a}" for a in REQUIRED_ATTRS if a not in root.attrs]
     if missing:
@@ -147,18 +222,18 @@ def open_store(path: str | os.PathLike):
     return root
 
 
+def _is_cmix_store(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a cmix store's group metadata."""
+    import json
+
+    try:
+        attrs = json.loads((path / ".zattrs").read_text())
+    except (OSError, ValueError):
+        return False
+    return path.is_dir() and (path / ".zgroup").is_file() and "cmix_store_version" in attrs
+
+
 # ------------------------------------------------------------------- building from a .bed
-def file_sha256(path: str | os.PathLike, block: int = 1 << 20) -> str:
-    """sha256 hex digest of a file's bytes."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(block), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def bed_fingerprint(path: str | os.PathLike) -> dict:
     """A fast identity of a (possibly 100+ GB) .bed: size, mtime and the sha256 of its
     first and last MiB, not a hash of the whole file."""
@@ -235,6 +310,9 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
     out = Path(out)
     if out.exists() and not force:
         raise CmixError(f"{out}: already exists; remove it or pass --force to overwrite")
+    if out.exists() and not _is_cmix_store(out):
+        raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
+                        "cmix store, so remove it yourself or choose another --out")
     bf = open_bfile(bfile)
     snp_table = read_selection(snps)
     bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(

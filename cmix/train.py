@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, check_writable_dir, log, progress
+from .io import CmixError, atomic_path, check_writable_dir, folder_lock, log, progress, save_torch
 
 # Defaults: CPU-sized (tests, demo, 2-core machines). The paper's size differs only in the
 # encoder width: ``hidden: null`` = the embedded width (n_snps for dosages, 3 x n_snps for
@@ -141,9 +141,39 @@ def load_config(path=None, overrides: dict | None = None) -> dict:
     return cfg
 
 
+def check_types(cfg: dict, defaults: dict, where, nullable=()) -> None:
+    """Each key of ``defaults`` in ``cfg`` must have its default's type: a finite number
+    for float defaults (an integer is fine), an integer for int ones, true/false for
+    bools, text for strings (null too for keys in ``nullable``)."""
+    for key, default in defaults.items():
+        if key not in cfg or (cfg[key] is None and key in nullable):
+            continue
+        v = cfg[key]
+        if isinstance(default, bool):
+            ok, want = isinstance(v, bool), "true or false"
+        elif isinstance(default, int):
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
+        elif isinstance(default, float):
+            if isinstance(v, str):          # YAML 1.1 reads 1e-3 (no dot) as text
+                try:
+                    v = cfg[key] = float(v)
+                except ValueError:
+                    pass
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+            want = "a number"
+        elif isinstance(default, str):
+            ok, want = isinstance(v, str), "text"
+        else:
+            continue
+        if not ok:
+            raise CmixError(f"{where}: {key} = {v!r}, expected {want}")
+
+
 def _check_config(cfg: dict, where) -> None:
     def bad(key, want):
         raise CmixError(f"{where}: {key} = {cfg[key]!r}, expected {want}")
+
+    check_types(cfg, DEFAULT_CONFIG, where, nullable=("hidden",))
 
     if cfg["encoding"] not in ("categorical", "dosage"):
         bad("encoding", "categorical or dosage")
@@ -212,10 +242,7 @@ def _amp(device):
 
 
 def _save_checkpoint(run_dir: Path, state: dict) -> None:
-    import torch
-
-    with atomic_path(run_dir / CHECKPOINT_FILE) as tmp:
-        torch.save(state, tmp)
+    save_torch(state, run_dir / CHECKPOINT_FILE)
 
 
 def _write_log(run_dir: Path, history: list) -> None:
@@ -454,34 +481,63 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
               resume: bool = False) -> dict:
     """Train one (store, budget, seed, method) and write the run folder; returns metrics.
 
-    A rerun with the same arguments continues from ``checkpoint.pt``; ``resume=True``
-    requires one. A finished run (metrics.json present, same run) is returned as is.
+    The run folder is locked for the run (a second run into it fails at once), and the
+    store's files are checked against its checksums first. A rerun with the same
+    arguments on the same store content continues from ``checkpoint.pt``;
+    ``resume=True`` requires one. A finished run (metrics.json present, same run) is
+    returned as is. A checkpoint of a different run (other store content, budget,
+    seed, method or config) is discarded, with a log line, when metrics.json is absent
+    (as after Snakemake removes a job's outputs to rerun it); beside a metrics.json
+    it is an error, so finished results are never overwritten by another run.
     """
+    from .baselines import BASELINES
+
+    if method not in METHODS and method not in BASELINES:
+        raise CmixError(f"unknown method {method!r}; known: "
+                        f"{sorted(METHODS) + sorted(BASELINES)}")
+    with folder_lock(out_dir, f"cmix train --method {method} --budget {budget} "
+                              f"--seed {seed}"):
+        if method in BASELINES:
+            return BASELINES[method](store_path, budget, seed, out_dir, config=config,
+                                     config_path=config_path, device=device, resume=resume)
+        return _train_run(store_path, budget, seed, out_dir, method=method, config=config,
+                          config_path=config_path, device=device, resume=resume)
+
+
+def open_checked_store(store_path):
+    """Open a store for training and check its files against its checksums."""
+    from . import store as store_mod
+
+    root = store_mod.open_store(store_path)
+    t0 = time.perf_counter()
+    checked = store_mod.verify_store(store_path, root)
+    log(f"{Path(store_path).name}: {checked['files']} files ({checked['bytes'] / 2**20:.1f} "
+        f"MiB) match their checksums ({time.perf_counter() - t0:.2f} s)")
+    return root
+
+
+def _train_run(store_path, budget: int, seed: int, out_dir, *, method, config, config_path,
+               device, resume) -> dict:
     import torch
 
     from . import store as store_mod
     from .data import RowLoader, choose_mode, column_moments, load_rows, make_splits
-    from .baselines import BASELINES
     from .nn import ContrastiveMixup, Predictor, SnpEmbedding
 
-    if method in BASELINES:          # logreg, prs, ae, vime, manifold_mixup (issue 7)
-        return BASELINES[method](store_path, budget, seed, out_dir, config=config,
-                                 config_path=config_path, device=device, resume=resume)
-    if method not in METHODS:
-        raise CmixError(f"unknown method {method!r}; known: "
-                        f"{sorted(METHODS) + sorted(BASELINES)}")
     cfg = load_config(config_path, {**(config or {}), **METHODS[method]})
     dev = resolve_device(device)
-    root = store_mod.open_store(store_path)
+    root = open_checked_store(store_path)
     store_name = Path(store_path).name
     splits = make_splits(root, budget, seed, cfg["val_fraction"], store_name)
     trait = str(root.attrs["trait"])
     n_classes = splits.n_classes
     n_snps = int(root["call_dosage"].shape[1])
     out_dir = check_writable_dir(out_dir)
+    store_sha256 = store_mod.store_fingerprint(root)
     run_key = hashlib.sha256(json.dumps(
         {"trait": trait, "budget": budget, "seed": seed, "method": method, "config": cfg,
-         "test": splits.test_hash, "n_snps": n_snps}, sort_keys=True).encode()).hexdigest()
+         "test": splits.test_hash, "n_snps": n_snps, "store": store_sha256},
+        sort_keys=True).encode()).hexdigest()
     metrics_path = out_dir / METRICS_FILE
     ckpt_path = out_dir / CHECKPOINT_FILE
     state = None
@@ -492,8 +548,16 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
             raise CmixError(f"{ckpt_path}: unreadable checkpoint ({err}); delete it to "
                             "start over") from None
         if state.get("run_key") != run_key:
-            raise CmixError(f"{out_dir}: holds a checkpoint of a different run (store, "
-                            "budget, seed, method or config differ); use another --out")
+            if resume or metrics_path.exists():
+                raise CmixError(f"{out_dir}: holds a {'finished ' * metrics_path.exists()}"
+                                "run with another store content, budget, seed, method or "
+                                "config; use another --out, or delete its metrics.json to "
+                                "replace it")
+            log(f"{out_dir}: the checkpoint there is of another run (store content, budget, "
+                "seed, method or config changed); starting this run afresh")
+            for name in (CHECKPOINT_FILE, LOG_FILE):
+                (out_dir / name).unlink(missing_ok=True)
+            state = None
     elif resume:
         raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
     if state is not None and state["stage"] == "done" and metrics_path.exists():
@@ -734,6 +798,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         "versions": _versions(),
         "config": cfg,
         "store": str(Path(store_path).resolve().name),
+        "store_sha256": store_sha256,
     }
     state["stage"] = "done"
     _save_checkpoint(out_dir, state)

@@ -99,6 +99,34 @@ def test_incomplete_grid_is_reported_not_hidden(tmp_path):
     assert "INCOMPLETE: 2 runs missing" in page
 
 
+def test_method_with_no_run_for_a_trait_is_missing(tmp_path, capsys):
+    """A trait x method with no metrics.json anywhere: missing in the grid the workflow
+    asked for, and in the grid inferred from every trait, method, budget and seed seen."""
+    cells = [c for c in full_cells() if not (c[0] == "three_class" and c[1] == "logreg")]
+    write_grid(tmp_path / "runs", cells)
+    n_absent = len(BUDGETS) * len(SEEDS)
+    info = write_report(tmp_path / "runs", tmp_path / "inferred")
+    assert info["n_missing"] == n_absent
+    missing = pd.read_csv(tmp_path / "inferred" / "missing.tsv", sep="\t")
+    assert set(zip(missing.trait, missing.method)) == {("three_class", "logreg")}
+    summ = pd.read_csv(tmp_path / "inferred" / "summary.tsv", sep="\t")
+    absent = summ[(summ.trait == "three_class") & (summ.method == "logreg")]
+    assert len(absent) == len(BUDGETS) and (absent["n"] == 0).all() and not absent.complete.any()
+    # the explicit grid: also a trait with no run at all, and a run outside it left out
+    write_grid(tmp_path / "runs", [("binary_trait", "prs", BUDGETS[0], 999, 2)])
+    args = ["report", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "asked"),
+            "--traits", "binary_trait", "three_class", "never_run", "--methods", *METHODS,
+            "--budgets", *map(str, BUDGETS), "--seeds", *map(str, SEEDS)]
+    assert main(args) == 0
+    missing = pd.read_csv(tmp_path / "asked" / "missing.tsv", sep="\t")
+    assert len(missing) == n_absent + len(METHODS) * n_absent
+    assert 999 not in set(pd.read_csv(tmp_path / "asked" / "results.tsv", sep="\t").seed)
+    assert "runs missing" in (tmp_path / "asked" / "report.html").read_text()
+    # part of a grid is an error
+    assert main(args[:5] + ["--traits", "binary_trait"]) == 1
+    assert "give the whole grid" in capsys.readouterr().err
+
+
 def test_bad_inputs(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CmixError, match="no metrics.json"):

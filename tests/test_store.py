@@ -176,8 +176,16 @@ def test_existing_output_needs_force(built, tmp_path, capsys):
     assert main(args) == 1
     assert "already exists; remove it or pass --force" in capsys.readouterr().err
     assert (out / "marker").exists()
+    # --force replaces a cmix store only, never some other folder
+    assert main(args + ["--force"]) == 1
+    assert "is not a cmix store" in capsys.readouterr().err.splitlines()[0]
+    assert (out / "marker").read_text() == "old"
+    (out / "marker").unlink()
+    out.rmdir()
+    assert main(args) == 0
+    (out / "call_dosage" / "marker").write_text("old")
     assert main(args + ["--force"]) == 0
-    assert not (out / "marker").exists()
+    assert not (out / "call_dosage" / "marker").exists()
     assert st.open_store(out).attrs["trait"] == "hair_colour"
 
 

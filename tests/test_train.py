@@ -276,5 +276,5 @@ def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, cap
     # a different run in the same folder is refused, not mixed up
     train_mod.train_run(toy_store, 20, 1, tmp_path / "j", config={**TINY, "epochs": 1,
                                                                    "pred_epochs": 1}, device="cpu")
-    with pytest.raises(CmixError, match="different run"):
+    with pytest.raises(CmixError, match="holds a finished run with another"):
         train_mod.train_run(toy_store, 30, 1, tmp_path / "j", config=TINY, device="cpu")

@@ -1,6 +1,7 @@
 # Paths, wildcard constraints and the checks that must fail before any job runs.
 import json
 import os
+import shlex
 
 OUT = f"results/{config['run_name']}"
 SIMULATED = "simulate" in config

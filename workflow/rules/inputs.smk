@@ -21,5 +21,5 @@ if SIMULATED:
             n_variants=config["simulate"]["n_variants"],
             seed=config["simulate"]["seed"],
         shell:
-            "cmix simulate --out {params.out} --n-samples {params.n_samples} "
-            "--n-variants {params.n_variants} --seed {params.seed} 2> {log}"
+            "cmix simulate --out {params.out:q} --n-samples {params.n_samples:q} "
+            "--n-variants {params.n_variants:q} --seed {params.seed:q} 2> {log:q}"

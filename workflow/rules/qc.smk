@@ -17,17 +17,15 @@ rule sample_filters:
         "../envs/cmix.yaml"
     params:
         out=lambda wc, output: output.keep[: -len(".keep")],
-        extra=" ".join(
-            (
-                ["--sqc-headerless"]
-                if config.get("inputs", {}).get("sample_qc_headerless")
-                else []
-            )
-            + [config["sample_qc"].get("extra", "")]
-        ),
+        extra=(
+            ["--sqc-headerless"]
+            if config.get("inputs", {}).get("sample_qc_headerless")
+            else []
+        )
+        + shlex.split(config["sample_qc"].get("extra", "")),
     shell:
-        "cmix samples --fam {input.fam} --sqc {input.sqc} --withdrawn {input.withdrawn} "
-        "{params.extra} --out {params.out} 2> {log}"
+        "cmix samples --fam {input.fam:q} --sqc {input.sqc:q} --withdrawn {input.withdrawn:q} "
+        "{params.extra:q} --out {params.out:q} 2> {log:q}"
 
 
 if not config["variant_qc"].get("split_by_chrom", False):
@@ -53,8 +51,8 @@ if not config["variant_qc"].get("split_by_chrom", False):
             hwe=config["variant_qc"]["hwe"],
             geno=config["variant_qc"]["geno"],
         shell:
-            "cmix qc --bfile {params.bfile} --keep {input.keep} --maf {params.maf} "
-            "--hwe {params.hwe} --geno {params.geno} --threads {threads} --out {params.out} 2> {log}"
+            "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} --maf {params.maf:q} "
+            "--hwe {params.hwe:q} --geno {params.geno:q} --threads {threads} --out {params.out:q} 2> {log:q}"
 
 else:
 
@@ -81,9 +79,9 @@ else:
             hwe=config["variant_qc"]["hwe"],
             geno=config["variant_qc"]["geno"],
         shell:
-            "cmix qc --bfile {params.bfile} --keep {input.keep} --chr {wildcards.chrom} "
-            "--maf {params.maf} --hwe {params.hwe} --geno {params.geno} "
-            "--threads {threads} --out {params.out} 2> {log}"
+            "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} --chr {wildcards.chrom} "
+            "--maf {params.maf:q} --hwe {params.hwe:q} --geno {params.geno:q} "
+            "--threads {threads} --out {params.out:q} 2> {log:q}"
 
     rule variant_qc_merge:
         input:
@@ -101,8 +99,8 @@ else:
         conda:
             "../envs/cmix.yaml"
         shell:
-            "(cat {input.snplists} > {output.snplist} && "
-            "awk 'FNR > 1 || NR == 1' {input.tables} > {output.table}) 2> {log}"
+            "(cat {input.snplists:q} > {output.snplist:q} && "
+            "awk 'FNR > 1 || NR == 1' {input.tables:q} > {output.table:q}) 2> {log:q}"
 
 
 rule unrelated:
@@ -126,10 +124,10 @@ rule unrelated:
         out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
         cutoff=config["relatedness"]["cutoff"],
         source=lambda wc, input: (
-            f"--kinship {input.kinship} --fam {input[2]}"
+            ["--kinship", input.kinship, "--fam", input[2]]
             if input.kinship
-            else f"--bfile {input[0][: -len('.bed')]} --extract {input.snplist}"
+            else ["--bfile", input[0][: -len(".bed")], "--extract", input.snplist]
         ),
     shell:
-        "cmix unrelated {params.source} --keep {input.keep} --cutoff {params.cutoff} "
-        "--out {params.out} 2> {log}"
+        "cmix unrelated {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "
+        "--out {params.out:q} 2> {log:q}"

@@ -11,7 +11,7 @@ rule train_config:
     params:
         cfg=json.dumps(config.get("train", {}).get("config", {}), sort_keys=True),
     shell:
-        "printf '%s\\n' {params.cfg:q} > {output} 2> {log}"
+        "printf '%s\\n' {params.cfg:q} > {output:q} 2> {log:q}"
 
 
 rule train:
@@ -31,9 +31,9 @@ rule train:
         out=lambda wc, output: os.path.dirname(output[0]),
         device=config.get("train", {}).get("device", "auto"),
     shell:
-        "cmix train --store {input.store} --budget {wildcards.budget} --seed {wildcards.seed} "
-        "--method {wildcards.method} --config {input.config} --device {params.device} "
-        "--out {params.out} 2> {log}"
+        "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {wildcards.seed} "
+        "--method {wildcards.method} --config {input.config:q} --device {params.device:q} "
+        "--out {params.out:q} 2> {log:q}"
 
 
 rule report:
@@ -54,5 +54,11 @@ rule report:
     params:
         runs=lambda wc, input: os.path.commonpath([os.path.dirname(p) for p in input]),
         out=lambda wc, output: os.path.dirname(output.results),
+        traits=TRAITS,
+        methods=METHODS,
+        budgets=BUDGETS,
+        seeds=SEEDS,
     shell:
-        "cmix report --runs {params.runs} --out {params.out} 2> {log}"
+        "cmix report --runs {params.runs:q} --out {params.out:q} --traits {params.traits:q} "
+        "--methods {params.methods:q} --budgets {params.budgets:q} --seeds {params.seeds:q} "
+        "2> {log:q}"

@@ -18,8 +18,8 @@ rule select_snps:
         bfile=lambda wc, input: input[0][: -len(".bed")],
         top=config["selection"]["top"],
     shell:
-        "cmix select --sumstats {input.sumstats} --bfile {params.bfile} "
-        "--extract {input.snplist} --top {params.top} --out {output} 2> {log}"
+        "cmix select --sumstats {input.sumstats:q} --bfile {params.bfile:q} "
+        "--extract {input.snplist:q} --top {params.top:q} --out {output:q} 2> {log:q}"
 
 
 rule store:
@@ -43,7 +43,7 @@ rule store:
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
     shell:
-        "cmix store --bfile {params.bfile} --keep {input.keep} --snps {input.snps} "
-        "--pheno {input.pheno} --trait {wildcards.trait} --trait-config '{params.trait_config}' "
-        "--test-fraction {params.test_fraction} --split-seed {params.split_seed} --force "
-        "--out {output} 2> {log}"
+        "cmix store --bfile {params.bfile:q} --keep {input.keep:q} --snps {input.snps:q} "
+        "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
+        "--test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
+        "--out {output:q} 2> {log:q}"

@@ -1,0 +1,299 @@
+"""What cmix refuses rather than give a wrong number: stale runs after a store or config
+change, damaged stores, concurrent runs into one folder, a full disk, incomplete grids in
+the report, bad config values and leftovers of killed steps.
+
+Each test checks the exit status, that the first line of the message names the file and
+the problem, and that nothing that looks complete was left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cmix import store as st
+from cmix.cli import main
+from cmix.data import load_rows
+from cmix.io import CmixError, atomic_path, folder_lock
+
+sys.path.insert(0, str(Path(__file__).parent))
+from store_helpers import simulate_labels, write_test_store  # noqa: E402
+
+FAST = {"hidden": 16, "d_proj": 8, "epochs": 2, "warmup_epochs": 1, "lp_every": 1,
+        "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 3, "pred_patience": 2,
+        "pred_hidden": 16}
+
+
+def first_error_line(capsys) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert err, "no error line printed"
+    return err[0]
+
+
+@pytest.fixture
+def two_stores(tmp_path):
+    """Two stores with the same samples, labels, test split and SNP count but other
+    dosages (a store rebuilt with other SNPs)."""
+    dosage_a, label = simulate_labels(320, 40, seed=1)
+    dosage_b, _ = simulate_labels(320, 40, seed=2)
+    a = write_test_store(tmp_path / "a.zarr", dosage_a, label, sample_chunk=64)
+    b = write_test_store(tmp_path / "b.zarr", dosage_b, label, sample_chunk=64)
+    return a, b
+
+
+def train_args(store, out, cfg_file, method="cmix", seed=1):
+    return ["train", "--store", str(store), "--budget", "60", "--seed", str(seed),
+            "--method", method, "--config", str(cfg_file), "--device", "cpu", "--out", str(out)]
+
+
+@pytest.mark.parametrize("change", ["store_content", "config"])
+def test_changed_store_or_config_starts_a_fresh_run(two_stores, tmp_path, change):
+    """A rerun into a folder whose checkpoint is of another run (the store rebuilt with
+    other SNPs, or the config changed) after its metrics.json was removed, as Snakemake
+    does before a rerun, gives the metrics of a fresh run, not the old model's."""
+    a, b = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    store = tmp_path / "trait.zarr"
+    shutil.copytree(a, store)
+    assert main(train_args(store, run, cfg)) == 0
+    (run / "metrics.json").unlink()
+    if change == "store_content":
+        shutil.rmtree(store)
+        shutil.copytree(b, store)
+    else:
+        cfg.write_text(json.dumps({**FAST, "pred_lr": 3e-3}))
+    assert main(train_args(store, run, cfg)) == 0
+    fresh = tmp_path / "fresh"
+    assert main(train_args(store, fresh, cfg)) == 0
+    rerun = json.loads((run / "metrics.json").read_text())
+    want = json.loads((fresh / "metrics.json").read_text())
+    assert rerun["test"] == want["test"]
+    assert rerun["store_sha256"] == want["store_sha256"] == st.store_fingerprint(
+        st.open_store(store))
+
+
+def test_finished_run_of_other_store_is_not_overwritten(two_stores, tmp_path, capsys):
+    a, b = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    assert main(train_args(a, run, cfg, method="mlp")) == 0
+    before = (run / "metrics.json").read_text()
+    assert main(train_args(b, run, cfg, method="mlp")) == 1
+    line = first_error_line(capsys)
+    assert str(run) in line and "finished run with another store content" in line
+    assert (run / "metrics.json").read_text() == before
+
+
+def test_report_refuses_runs_of_different_store_contents(two_stores, tmp_path, capsys):
+    a, b = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    runs = tmp_path / "runs"
+    assert main(train_args(a, runs / "s1", cfg, method="logreg", seed=1)) == 0
+    assert main(train_args(b, runs / "s2", cfg, method="logreg", seed=2)) == 0
+    assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep")]) == 1
+    assert "2 different store contents" in first_error_line(capsys)
+    assert not (tmp_path / "rep" / "report.html").exists()
+
+
+# ------------------------------------------------------------------ damaged stores
+def chunk_file(store: Path, i: int = 1) -> Path:
+    return store / "call_dosage" / f"{i}.0"
+
+
+def damage(store: Path, how: str) -> None:
+    f = chunk_file(store)
+    if how == "flip":
+        raw = bytearray(f.read_bytes())
+        mid = len(raw) // 2
+        raw[mid:mid + 64] = bytes(b ^ 0xFF for b in raw[mid:mid + 64])
+        f.write_bytes(bytes(raw))
+    elif how == "delete":
+        f.unlink()
+    elif how == "truncate":
+        f.write_bytes(f.read_bytes()[:20])
+    elif how == "extra_chunk":
+        shutil.copy(f, store / "call_dosage" / "99.0")
+
+
+@pytest.mark.parametrize("how", ["flip", "delete", "truncate", "extra_chunk"])
+def test_damaged_store_stops_train_and_verify(two_stores, tmp_path, capsys, how):
+    a, _ = two_stores
+    damage(a, how)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    for method in ("cmix", "logreg"):
+        run = tmp_path / f"run_{method}"
+        assert main(train_args(a, run, cfg, method=method)) == 1
+        line = first_error_line(capsys)
+        assert f"{a}: damaged store" in line and "call_dosage/" in line
+        assert not (run / "metrics.json").exists()
+    assert main(["verify", str(a)]) == 1
+    assert f"{a}: damaged store" in first_error_line(capsys)
+
+
+def test_verify_accepts_an_intact_store(two_stores, capsys):
+    a, b = two_stores
+    assert main(["verify", str(a), str(b)]) == 0
+    assert "OK" in capsys.readouterr().err
+
+
+def test_absent_chunk_never_reads_as_dosages(two_stores):
+    """Past the checksum check (a chunk lost while training), an absent chunk reads as
+    the fill value, which every read rejects, never as valid all-zero dosages."""
+    a, _ = two_stores
+    root = st.open_store(a)
+    chunk_file(a).unlink()
+    assert root["call_dosage"].fill_value == st.DOSAGE_FILL
+    with pytest.raises(CmixError, match=r"a.zarr: call_dosage chunk 1.0 .* holds -128, "
+                                        r"outside -1..2"):
+        load_rows(root, np.arange(0, 200))
+    assert load_rows(root, np.arange(0, 64)).shape == (64, 40)      # chunk 0 is intact
+
+
+def test_store_removed_while_in_use(two_stores):
+    a, _ = two_stores
+    root = st.open_store(a)
+    shutil.rmtree(a)
+    with pytest.raises(CmixError, match="a.zarr: (cannot read|call_dosage chunk)"):
+        load_rows(root, np.arange(0, 200))
+
+
+def test_old_store_format_is_refused(two_stores, capsys, tmp_path):
+    a, _ = two_stores
+    attrs_file = a / ".zattrs"
+    attrs = json.loads(attrs_file.read_text())
+    del attrs["checksums"]
+    attrs["cmix_store_version"] = 1
+    attrs_file.write_text(json.dumps(attrs))
+    assert main(["verify", str(a)]) == 1
+    assert "store format 1" in first_error_line(capsys)
+
+
+# ------------------------------------------------------------------ one run per folder
+def test_second_run_into_a_busy_folder_fails_fast(two_stores, tmp_path, capsys):
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    with folder_lock(run, "cmix train --method cmix --budget 60 --seed 1"):
+        assert main(train_args(a, run, cfg, seed=2)) == 1
+        line = first_error_line(capsys)
+        assert f"{run}: in use by cmix train --method cmix --budget 60 --seed 1 (pid " \
+               f"{os.getpid()}" in line
+        assert not (run / "metrics.json").exists() and not (run / "checkpoint.pt").exists()
+    assert main(train_args(a, run, cfg, seed=2)) == 0      # released with the holder
+
+
+def test_lock_is_released_when_the_holder_is_killed(tmp_path):
+    run = tmp_path / "run"
+    code = ("import sys, time; from cmix.io import folder_lock\n"
+            "with folder_lock(sys.argv[1], 'holder'):\n"
+            "    print('held', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(run)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(CmixError, match="in use by holder"):
+            with folder_lock(run, "second"):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+    with folder_lock(run, "second"):
+        pass
+
+
+# ------------------------------------------------------------------ config values
+@pytest.mark.parametrize("text,key,want", [('{"lr": "abc"}', "lr", "a number"),
+                                           ('{"epochs": 2.5}', "epochs", "an integer"),
+                                           ('{"batchnorm": "yes"}', "batchnorm", "true or false"),
+                                           ('{"vime_k": "3"}', "vime_k", "an integer")])
+def test_bad_config_values(two_stores, tmp_path, capsys, text, key, want):
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(text)
+    method = "vime" if key.startswith("vime") else "cmix"
+    assert main(train_args(a, tmp_path / "run", cfg, method=method)) == 1
+    line = first_error_line(capsys)
+    assert f"{cfg}: {key} = " in line and f"expected {want}" in line
+
+
+def test_yaml_exponent_without_dot_is_a_number(two_stores, tmp_path):
+    from cmix.train import load_config
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("lr: 1e-3\n")
+    assert load_config(cfg)["lr"] == 1e-3
+
+
+# ------------------------------------------------------------------ full disk
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 256 KiB tmpfs (needs root and mount rights; skipped elsewhere)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({res.stderr.strip()})")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_full_disk_in_train_and_store(two_stores, tiny_disk, tmp_path, capsys):
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**FAST, "hidden": 512}))   # checkpoint > 256 KiB
+    run = tiny_disk / "run"
+    assert main(train_args(a, run, cfg)) == 1
+    line = first_error_line(capsys)
+    assert "checkpoint.pt: no space left on device" in line
+    assert not (run / "metrics.json").exists() and not (run / "checkpoint.pt").exists()
+    assert not list(run.glob(".*.tmp"))
+    # a store too big for the disk: no store, no temporary folder left
+    dosage, label = simulate_labels(2000, 400, seed=3)
+    dosage = np.random.default_rng(0).integers(0, 3, dosage.shape).astype(np.int8)
+    with pytest.raises(CmixError, match="no space left on device"):
+        write_test_store(tiny_disk / "big.zarr", dosage, label)
+    assert not (tiny_disk / "big.zarr").exists() and not list(tiny_disk.glob(".*.tmp"))
+
+
+def test_no_space_message_without_a_mount(tmp_path, monkeypatch):
+    """The same translation, with the failing write simulated (runs anywhere)."""
+    import errno
+
+    with pytest.raises(CmixError, match=r"out.txt: no space left on device writing it"):
+        with atomic_path(tmp_path / "out.txt") as tmp:
+            tmp.write_text("partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ leftovers of killed steps
+def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
+    from cmix.io import _HOST
+
+    out = tmp_path / "trait.zarr"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".trait.zarr.{_HOST}.{dead}.tmp"
+    live = tmp_path / f".trait.zarr.{_HOST}.{os.getppid()}.tmp"
+    other_host = tmp_path / f".trait.zarr.otherhost.{dead}.tmp"
+    for d in (stale, live, other_host):
+        (d / "call_dosage").mkdir(parents=True)
+    dosage, label = simulate_labels(100, 10, seed=1)
+    write_test_store(out, dosage, label)
+    assert not stale.exists()
+    assert live.exists() and other_host.exists()     # a running writer; another host's
+    assert st.open_store(out) is not None
