@@ -114,7 +114,10 @@ FAST_TRAIN = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_e
 
 
 def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
-    """A small demo, simulated cohort -> metrics (and report), through real jobs."""
+    """A small demo, simulated cohort -> metrics (and report), through real jobs, in a
+    folder whose path has a space (every path in the rules is quoted)."""
+    tmp_path = tmp_path / "work dir"
+    tmp_path.mkdir()
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg.update(run_name="ci", simulate={"n_samples": 800, "n_variants": 1500, "seed": 3},
                selection={"top": 100}, traits=["mean_platelet_volume", "hair_colour"],
@@ -146,6 +149,14 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     jobs = [(j["rule"]) for j in plan(res.stdout)]
     assert jobs.count("store") == 1 and jobs.count("train") == 2
     assert "hair_colour" in res.stdout and "wildcards: trait=mean_platelet_volume" not in res.stdout
+    # a changed train config reruns the training jobs afresh, with no manual deletion
+    snakemake(*args)
+    cfg["train"]["config"] = dict(FAST_TRAIN, pred_lr=FAST_TRAIN.get("pred_lr", 1e-3) * 2)
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake(*args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for log in out.glob("logs/train/*/cmix/*/*.log"):
+        assert "starting this run afresh" in log.read_text(), log
     # no individual-level IDs in the logs
     eids = set((out / "cohort/genotypes.fam").read_text().split()[1::6])
     for log in out.glob("logs/**/*.log"):
