@@ -9,8 +9,9 @@ the same run on the same inputs:
   bed-reader  reading the same samples x SNPs into memory as int8 (no writing)
   plink2    --keep --extract --make-bed (writes the same subset as a .bed)
 
-and checks the store's dosages against bed-reader's. Prints the times, the ratios and
-the store's size on disk. Goals (issue 5): < 60 s on 2 cores, < 300 MB.
+and checks the store's dosages against bed-reader's. Then times the store's checksum
+check (what every training run does first) and ``cmix verify``'s full check against
+reading every row. Prints the times, the ratios and the store's size on disk. Goals (issue 5): < 60 s on 2 cores, < 300 MB.
 
     python benchmarks/store_write.py [--n-samples 300000] [--n-snps 1000] [--workdir DIR]
 """
@@ -97,6 +98,20 @@ def main():
     same = np.array_equal(root["call_dosage"][:], expected)
     t_read = time.perf_counter() - t
 
+    # the checksum check every training run does first, and cmix verify's full check,
+    # against reading every row as memory-mode training does
+    from cmix.data import load_rows
+
+    t = time.perf_counter()
+    load_rows(root, np.arange(root["call_dosage"].shape[0]))
+    t_load = time.perf_counter() - t
+    t = time.perf_counter()
+    store.verify_store(out)
+    t_verify = time.perf_counter() - t
+    t = time.perf_counter()
+    store.verify_store(out, decode=True)
+    t_verify_full = time.perf_counter() - t
+
     (work / "ids.keep").write_text("".join(f"{i}\t{i}\n" for i in root["sample_id"][:]))
     (work / "snps.extract").write_text("\n".join(snps.variant_id) + "\n")
     t_plink2 = None
@@ -119,6 +134,10 @@ def main():
         "raw_int8_mb": round(summary["n_samples"] * k / 1e6, 1),
         "compression": round(summary["n_samples"] * k / size, 2),
         "full_read_back_s": round(t_read, 2),
+        "load_all_rows_s": round(t_load, 2),
+        "verify_checksums_s": round(t_verify, 2),
+        "ratio_verify_checksums_over_load": round(t_verify / t_load, 2),
+        "verify_full_s": round(t_verify_full, 2),
         "dosages_equal_bed_reader": bool(same),
     }
     print(json.dumps(result, indent=1))

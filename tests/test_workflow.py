@@ -73,7 +73,10 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
     assert "simulate" not in rules                      # real inputs: nothing simulated
     for rule in ("sample_filters", "variant_qc_merge", "unrelated"):
         assert rules.count(rule) == 1
-    assert rules.count("variant_qc_chrom") == 5          # UKB template: QC split per chromosome
+    assert rules.count("variant_qc") == 5          # UKB template: QC split per chromosome
+    qc_jobs = [j for j in jobs if j["rule"] == "variant_qc"]
+    # the profile's threads and memory for variant_qc reach the per-chromosome jobs
+    assert all(j["resources"].get("mem_mb") == "16000" for j in qc_jobs), qc_jobs
     assert rules.count("select_snps") == rules.count("store") == len(cfg["traits"])
     for job in jobs:
         if job["rule"] == "all":

@@ -11,6 +11,8 @@ BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
+# variant QC jobs: one per chromosome, or one ("all") over the whole .bed
+QC_JOBS = QC_CHROMS if config["variant_qc"].get("split_by_chrom", False) else ["all"]
 
 
 wildcard_constraints:
@@ -18,7 +20,7 @@ wildcard_constraints:
     budget=r"\d+",
     seed=r"\d+",
     method="|".join(METHODS) if METHODS else "NONE",
-    chrom="|".join(QC_CHROMS),
+    chrom="|".join(QC_JOBS),
 
 
 def fail(msg):
@@ -91,6 +93,12 @@ def sumstats_path(trait):
 
 def bfile_files(prefix):
     return multiext(prefix, ".bed", ".bim", ".fam")
+
+
+def bfile_prefix(input):
+    """The PLINK prefix of a rule's input whose first files are bfile_files(prefix)."""
+    bed = next(f for f in input if f.endswith(".bed"))
+    return bed[: -len(".bed")]
 
 
 def run_dir(trait="{trait}", method="{method}", budget="{budget}", seed="{seed}"):

@@ -28,79 +28,54 @@ rule sample_filters:
         "{params.extra:q} --out {params.out:q} 2> {log:q}"
 
 
-if not config["variant_qc"].get("split_by_chrom", False):
+# Variant QC: one job per chromosome with split_by_chrom (the cluster runs them side by
+# side), else one job over the whole .bed (chrom "all"); the outputs are concatenated in
+# chromosome order (= .bim order for a sorted .bim).
+rule variant_qc:
+    input:
+        bfile_files(input_path("bfile")),
+        keep=f"{OUT}/qc/samples.keep",
+    output:
+        snplist=f"{OUT}/qc/chrom/variants.{{chrom}}.snplist",
+        table=f"{OUT}/qc/chrom/variants.{{chrom}}.vqc.tsv",
+    log:
+        f"{OUT}/logs/variant_qc/{{chrom}}.log",
+    benchmark:
+        f"{OUT}/benchmarks/variant_qc/{{chrom}}.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        bfile=lambda wc, input: bfile_prefix(input),
+        out=lambda wc, output: output.snplist[: -len(".snplist")],
+        chrom=lambda wc: [] if wc.chrom == "all" else ["--chr", wc.chrom],
+        maf=config["variant_qc"]["maf"],
+        hwe=config["variant_qc"]["hwe"],
+        geno=config["variant_qc"]["geno"],
+    shell:
+        "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} {params.chrom:q} "
+        "--maf {params.maf:q} --hwe {params.hwe:q} --geno {params.geno:q} "
+        "--threads {threads} --out {params.out:q} 2> {log:q}"
 
-    rule variant_qc:
-        input:
-            bfile_files(input_path("bfile")),
-            keep=f"{OUT}/qc/samples.keep",
-        output:
-            snplist=f"{OUT}/qc/variants.snplist",
-            table=f"{OUT}/qc/variants.vqc.tsv",
-        log:
-            f"{OUT}/logs/variant_qc.log",
-        benchmark:
-            f"{OUT}/benchmarks/variant_qc.tsv"
-        conda:
-            "../envs/cmix.yaml"
-        threads: 2
-        params:
-            bfile=lambda wc, input: input[0][: -len(".bed")],
-            out=lambda wc, output: output.snplist[: -len(".snplist")],
-            maf=config["variant_qc"]["maf"],
-            hwe=config["variant_qc"]["hwe"],
-            geno=config["variant_qc"]["geno"],
-        shell:
-            "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} --maf {params.maf:q} "
-            "--hwe {params.hwe:q} --geno {params.geno:q} --threads {threads} --out {params.out:q} 2> {log:q}"
 
-else:
+localrules:
+    variant_qc_merge,
 
-    # UKB-sized inputs: one job per chromosome (the cluster runs them side by side), then
-    # the outputs concatenated in chromosome order (= .bim order for a sorted .bim).
-    rule variant_qc_chrom:
-        input:
-            bfile_files(input_path("bfile")),
-            keep=f"{OUT}/qc/samples.keep",
-        output:
-            snplist=f"{OUT}/qc/chrom/variants.chr{{chrom}}.snplist",
-            table=f"{OUT}/qc/chrom/variants.chr{{chrom}}.vqc.tsv",
-        log:
-            f"{OUT}/logs/variant_qc/chr{{chrom}}.log",
-        benchmark:
-            f"{OUT}/benchmarks/variant_qc/chr{{chrom}}.tsv"
-        conda:
-            "../envs/cmix.yaml"
-        threads: 2
-        params:
-            bfile=lambda wc, input: input[0][: -len(".bed")],
-            out=lambda wc, output: output.snplist[: -len(".snplist")],
-            maf=config["variant_qc"]["maf"],
-            hwe=config["variant_qc"]["hwe"],
-            geno=config["variant_qc"]["geno"],
-        shell:
-            "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} --chr {wildcards.chrom} "
-            "--maf {params.maf:q} --hwe {params.hwe:q} --geno {params.geno:q} "
-            "--threads {threads} --out {params.out:q} 2> {log:q}"
 
-    rule variant_qc_merge:
-        input:
-            snplists=expand(
-                f"{OUT}/qc/chrom/variants.chr{{chrom}}.snplist", chrom=QC_CHROMS
-            ),
-            tables=expand(
-                f"{OUT}/qc/chrom/variants.chr{{chrom}}.vqc.tsv", chrom=QC_CHROMS
-            ),
-        output:
-            snplist=f"{OUT}/qc/variants.snplist",
-            table=f"{OUT}/qc/variants.vqc.tsv",
-        log:
-            f"{OUT}/logs/variant_qc_merge.log",
-        conda:
-            "../envs/cmix.yaml"
-        shell:
-            "(cat {input.snplists:q} > {output.snplist:q} && "
-            "awk 'FNR > 1 || NR == 1' {input.tables:q} > {output.table:q}) 2> {log:q}"
+rule variant_qc_merge:
+    input:
+        snplists=expand(f"{OUT}/qc/chrom/variants.{{chrom}}.snplist", chrom=QC_JOBS),
+        tables=expand(f"{OUT}/qc/chrom/variants.{{chrom}}.vqc.tsv", chrom=QC_JOBS),
+    output:
+        snplist=f"{OUT}/qc/variants.snplist",
+        table=f"{OUT}/qc/variants.vqc.tsv",
+    log:
+        f"{OUT}/logs/variant_qc_merge.log",
+    conda:
+        "../envs/cmix.yaml"
+    shell:
+        "(cat {input.snplists:q} > {output.snplist:q} && "
+        "awk 'FNR > 1 || NR == 1' {input.tables:q} > {output.table:q}) 2> {log:q}"
 
 
 rule unrelated:
@@ -120,13 +95,13 @@ rule unrelated:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: input[0][: -len(".bed")],
+        bfile=lambda wc, input: bfile_prefix(input),
         out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
         cutoff=config["relatedness"]["cutoff"],
         source=lambda wc, input: (
-            ["--kinship", input.kinship, "--fam", input[2]]
+            ["--kinship", input.kinship, "--fam", bfile_prefix(input) + ".fam"]
             if input.kinship
-            else ["--bfile", input[0][: -len(".bed")], "--extract", input.snplist]
+            else ["--bfile", bfile_prefix(input), "--extract", input.snplist]
         ),
     shell:
         "cmix unrelated {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "

@@ -15,7 +15,7 @@ rule select_snps:
     conda:
         "../envs/cmix.yaml"
     params:
-        bfile=lambda wc, input: input[0][: -len(".bed")],
+        bfile=lambda wc, input: bfile_prefix(input),
         top=config["selection"]["top"],
     shell:
         "cmix select --sumstats {input.sumstats:q} --bfile {params.bfile:q} "
@@ -38,7 +38,7 @@ rule store:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: input[0][: -len(".bed")],
+        bfile=lambda wc, input: bfile_prefix(input),
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
