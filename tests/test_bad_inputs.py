@@ -101,6 +101,42 @@ def test_select_rejects_bad_sumstats(cohort, steps, tmp_path, capsys, case, prob
           bad, problem, out)
 
 
+# ----------------------------------------------------------------------------- samples
+def _headerless_sqc(cohort, path):
+    """ukb_sqc_v2-style: no header, .fam order, the four flags in columns 19, 20, 23, 24."""
+    tidy = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str)
+    rows = pd.DataFrame({c: ["0"] * len(tidy) for c in range(24)})
+    for col, name in ((18, "het.missing.outliers"), (19, "putative.sex.chromosome.aneuploidy"),
+                      (22, "excess.relatives"), (23, "in.white.British.ancestry.subset")):
+        rows[col] = tidy[name].to_numpy()
+    rows.to_csv(path, sep=" ", header=False, index=False)
+    return path
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("empty", "the file (or its first line) is empty"),
+    ("extra_field", "line 5: expected 16 columns as in the header, found 17"),
+    ("headerless_extra_field", "line 3: expected 24 columns, found 25"),
+    ("folder", "is a folder, expected a file (sample QC table)"),
+])
+def test_samples_rejects_bad_sample_qc(cohort, steps, tmp_path, capsys, case, problem):
+    bad = tmp_path / "sqc.tsv"
+    if case == "empty":
+        bad.write_text("")
+    elif case == "extra_field":
+        edit_line(cohort / "sample_qc.tsv", bad, 5, lambda f: f[:3] + ["7"] + f[3:])
+    elif case == "headerless_extra_field":
+        _headerless_sqc(cohort, tmp_path / "ok.txt")
+        lines = (tmp_path / "ok.txt").read_text().splitlines()
+        lines[2] += " 0"
+        bad.write_text("\n".join(lines) + "\n")
+    else:
+        bad = steps / "folder"
+    out = tmp_path / "out"
+    fails(capsys, ["samples", "--fam", cohort / "genotypes.fam", "--sqc", bad,
+                   "--out", out / "samples"], bad, problem, out)
+
+
 # ------------------------------------------------------------------------------- store
 def _store_args(cohort, steps, out, **change):
     args = {"--bfile": cohort / "genotypes", "--keep": steps / "unrelated.king.cutoff.in.id",
