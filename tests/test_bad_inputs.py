@@ -101,6 +101,15 @@ def test_select_rejects_bad_sumstats(cohort, steps, tmp_path, capsys, case, prob
           bad, problem, out)
 
 
+@pytest.mark.parametrize("arg", ["--extract", "--keep"])
+def test_select_rejects_a_folder_as_a_list(cohort, steps, tmp_path, capsys, arg):
+    out = tmp_path / "out"
+    fails(capsys, ["select", "--sumstats", cohort / "sumstats/hair_colour.txt.gz", "--bfile",
+                   cohort / "genotypes", arg, steps / "folder", "--clump", "--top", "10",
+                   "--out", out / "t.snps.tsv"],
+          steps / "folder", "is a folder, expected a file", out)
+
+
 # ----------------------------------------------------------------------------- samples
 def _headerless_sqc(cohort, path):
     """ukb_sqc_v2-style: no header, .fam order, the four flags in columns 19, 20, 23, 24."""
@@ -137,6 +146,108 @@ def test_samples_rejects_bad_sample_qc(cohort, steps, tmp_path, capsys, case, pr
                    "--out", out / "samples"], bad, problem, out)
 
 
+@pytest.mark.parametrize("arg", ["--fam", "--withdrawn"])
+def test_samples_rejects_a_folder(cohort, steps, tmp_path, capsys, arg):
+    args = {"--fam": cohort / "genotypes.fam", "--withdrawn": cohort / "withdrawn.txt"}
+    args[arg] = steps / "folder"
+    out = tmp_path / "out"
+    fails(capsys, ["samples", *[x for kv in args.items() for x in kv], "--out", out / "s"],
+          steps / "folder", "is a folder, expected a", out)
+
+
+# ---------------------------------------------------------------------------------- qc
+def _trio_with(cohort, d: Path, folder_ext=None, fam_lines=None) -> Path:
+    """A copy of the cohort's trio under ``d``; ``folder_ext`` becomes a folder and
+    ``fam_lines`` (a list of 0-based lines) replaces the .fam's lines."""
+    d.mkdir()
+    for ext in (".bed", ".bim", ".fam"):
+        if ext == folder_ext:
+            (d / f"g{ext}").mkdir()
+        else:
+            shutil.copy(cohort / f"genotypes{ext}", d / f"g{ext}")
+    if fam_lines is not None:
+        lines = (cohort / "genotypes.fam").read_text().splitlines(True)
+        (d / "g.fam").write_text("".join(lines[i] for i in fam_lines))
+    return d / "g"
+
+
+@pytest.mark.parametrize("ext", [".bed", ".bim", ".fam"])
+def test_qc_rejects_a_folder_in_the_trio(cohort, tmp_path, capsys, ext):
+    prefix = _trio_with(cohort, tmp_path / "trio", folder_ext=ext)
+    out = tmp_path / "out"
+    fails(capsys, ["qc", "--bfile", prefix, "--out", out / "v"], f"{prefix}{ext}",
+          "is a folder, expected a file", out)
+
+
+@pytest.mark.parametrize("arg", ["--keep", "--remove"])
+def test_qc_rejects_a_folder_as_a_sample_list(cohort, steps, tmp_path, capsys, arg):
+    out = tmp_path / "out"
+    fails(capsys, ["qc", "--bfile", cohort / "genotypes", arg, steps / "folder",
+                   "--out", out / "v"], steps / "folder", "is a folder, expected a file", out)
+
+
+@pytest.mark.parametrize("dropped", [99, 1999])
+@pytest.mark.parametrize("step", ["qc", "select", "store", "unrelated"])
+def test_fam_short_by_a_line_is_caught_by_the_padding(cohort, steps, tmp_path, capsys,
+                                                      step, dropped):
+    """2,000 samples: a .fam of 1,999 lines keeps 500 bytes per variant, so the .bed size
+    still matches; the .bed's padding bits (the last sample's calls) tell."""
+    n = len((cohort / "genotypes.fam").read_text().splitlines())
+    assert (n + 3) // 4 == (n - 1 + 3) // 4 and (n - 1) % 4
+    prefix = _trio_with(cohort, tmp_path / "trio",
+                        fam_lines=[i for i in range(n) if i != dropped])
+    out = tmp_path / "out"
+    args = {
+        "qc": ["qc", "--bfile", prefix, "--out", out / "v"],
+        "select": ["select", "--sumstats", cohort / "sumstats/hair_colour.txt.gz", "--bfile",
+                   prefix, "--top", "10", "--out", out / "t.tsv"],
+        "store": ["store", "--bfile", prefix, "--snps", steps / "hair.snps.tsv", "--pheno",
+                  cohort / "phenotypes.tsv", "--trait", "hair", "--trait-config",
+                  json.dumps(HAIR), "--out", out / "hair.zarr"],
+        "unrelated": ["unrelated", "--bfile", prefix, "--out", out / "u"],
+    }[step]
+    fails(capsys, args, f"{prefix}.bed", "the .fam probably has fewer lines than the .bed "
+          "was written for", out)
+
+
+# --------------------------------------------------------------------------- unrelated
+def test_unrelated_rejects_an_empty_keep_list(cohort, steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    for samples in (["--fam", cohort / "genotypes.fam"], []):     # .fam, or the keep list alone
+        fails(capsys, ["unrelated", "--kinship", cohort / "kinship.dat", *samples, "--keep",
+                       steps / "empty.keep", "--out", out / "u"],
+              steps / "empty.keep", "no sample IDs", out)
+
+
+def test_headerless_kinship_table_names_line_not_ids(cohort, tmp_path, capsys):
+    table = tmp_path / "rel.dat"
+    lines = (cohort / "kinship.dat").read_text().splitlines(True)
+    table.write_text("".join(lines[1:]))
+    out = tmp_path / "out"
+    msg = fails(capsys, ["unrelated", "--kinship", table, "--fam", cohort / "genotypes.fam",
+                         "--out", out / "u"],
+                f"{table}, line 1:", "not a kinship table header", out)
+    id1, id2 = lines[1].split()[:2]
+    assert id1 not in msg and id2 not in msg
+    assert "ID1 ID2 HetHet IBS0 Kinship" in msg
+
+
+@pytest.mark.parametrize("arg", ["--kinship", "--fam", "--keep"])
+def test_unrelated_rejects_a_folder(cohort, steps, tmp_path, capsys, arg):
+    args = {"--kinship": cohort / "kinship.dat", "--fam": cohort / "genotypes.fam",
+            "--keep": steps / "samples.keep"}
+    args[arg] = steps / "folder"
+    out = tmp_path / "out"
+    fails(capsys, ["unrelated", *[x for kv in args.items() for x in kv], "--out", out / "u"],
+          steps / "folder", "is a folder, expected a file", out)
+
+
+def test_unrelated_rejects_a_folder_as_extract(cohort, steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    fails(capsys, ["unrelated", "--bfile", cohort / "genotypes", "--extract", steps / "folder",
+                   "--out", out / "u"], steps / "folder", "is a folder, expected a file", out)
+
+
 # ------------------------------------------------------------------------------- store
 def _store_args(cohort, steps, out, **change):
     args = {"--bfile": cohort / "genotypes", "--keep": steps / "unrelated.king.cutoff.in.id",
@@ -144,6 +255,12 @@ def _store_args(cohort, steps, out, **change):
             "--trait": "hair", "--trait-config": json.dumps(HAIR)}
     args.update({f"--{k.replace('_', '-')}": v for k, v in change.items()})
     return ["store", *[x for kv in args.items() for x in kv], "--out", out / "hair.zarr"]
+
+
+def test_store_blames_an_empty_keep_list(cohort, steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    fails(capsys, _store_args(cohort, steps, out, keep=steps / "empty.keep"),
+          steps / "empty.keep", "no sample IDs", out)
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
