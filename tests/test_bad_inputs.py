@@ -257,6 +257,56 @@ def _store_args(cohort, steps, out, **change):
     return ["store", *[x for kv in args.items() for x in kv], "--out", out / "hair.zarr"]
 
 
+@pytest.mark.parametrize("config, problem", [
+    ({**HAIR, "instanse": 2}, "unknown key 'instanse' (did you mean 'instance'?)"),
+    ({"field": 30100, "kind": "continuous", "binarize": "median"},
+     "unknown key 'binarize' (did you mean 'binarise'?)"),
+    ({"field": 30100, "kind": "continuous", "binarise": {"treshold": 9}},
+     "unknown key 'treshold' (did you mean 'threshold'?)"),
+    ({**HAIR, "classes": ["a", "b"]}, "a map of at least two class names to lists of integer "
+                                      "codes"),
+    ({**HAIR, "classes": {"a": ["1"], "b": [2]}}, "class 'a': codes must be integers, found "
+                                                  "'1'"),
+    ({**HAIR, "classes": {"a": [1.5], "b": [2]}}, "class 'a': codes must be integers, found "
+                                                  "1.5"),
+    ({**HAIR, "binarise": "median"}, "'binarise' applies to continuous traits only"),
+    ({"field": 30100, "kind": "continuous", "binarise": {"quantiles": ["a", 0.75]}},
+     "'binarise' must be 'median'"),
+])
+def test_store_rejects_bad_trait_config(cohort, steps, tmp_path, capsys, config, problem):
+    problem = problem.replace("codes must be integers", "codes must be integers (the field's "
+                              "UK Biobank data-coding values)")
+    out = tmp_path / "out"
+    fails(capsys, _store_args(cohort, steps, out, trait_config=json.dumps(config)),
+          "--trait-config: trait 'hair'", problem, out)
+
+
+def test_store_names_the_trait_config_file(cohort, steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    path = tmp_path / "hair.json"
+    path.write_text(json.dumps({**HAIR, "instanse": 2}))
+    fails(capsys, _store_args(cohort, steps, out, trait_config=path), f"{path}: trait 'hair'",
+          "unknown key 'instanse'", out)
+    path.write_text("[1, 2]")
+    for text, names in ((path, path), ("[1,2]", "--trait-config")):
+        fails(capsys, _store_args(cohort, steps, out, trait_config=text), names,
+              "the trait config must be a JSON object", out)
+    fails(capsys, _store_args(cohort, steps, out, trait_config=steps / "folder"),
+          steps / "folder", "is a folder, expected a file", out)
+
+
+def test_store_rejects_a_class_without_samples(cohort, steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    config = {**HAIR, "classes": {**HAIR["classes"], "other": [77]}}
+    msg = fails(capsys, _store_args(cohort, steps, out, trait_config=json.dumps(config)),
+                cohort / "phenotypes.tsv", "trait 'hair' (column 'f.1747.0.0'): class 'other' "
+                "(codes [77]) has no sample after filtering", out)
+    assert "'other': 0" in msg
+    config = {"field": 30100, "kind": "continuous", "binarise": {"threshold": 1000}}
+    fails(capsys, _store_args(cohort, steps, out, trait_config=json.dumps(config)),
+          cohort / "phenotypes.tsv", "class 'high' (values > 1000) has no sample", out)
+
+
 def test_store_blames_an_empty_keep_list(cohort, steps, tmp_path, capsys):
     out = tmp_path / "out"
     fails(capsys, _store_args(cohort, steps, out, keep=steps / "empty.keep"),
@@ -273,6 +323,21 @@ def test_store_rejects_a_selection_without_a_finite_beta(cohort, steps, tmp_path
     out = tmp_path / "out"
     fails(capsys, _store_args(cohort, steps, out, snps=bad), f"{bad}, line 4, column beta",
           f"expected a finite number for every selected SNP, found '{value}'", out)
+
+
+@pytest.mark.parametrize("arg", ["keep", "snps", "pheno"])
+def test_store_rejects_a_folder(cohort, steps, tmp_path, capsys, arg):
+    out = tmp_path / "out"
+    fails(capsys, _store_args(cohort, steps, out, **{arg: steps / "folder"}), steps / "folder",
+          "is a folder, expected a file", out)
+
+
+# ------------------------------------------------------------------------------- train
+def test_train_rejects_a_folder_as_config(steps, tmp_path, capsys):
+    out = tmp_path / "out"
+    fails(capsys, ["train", "--store", tmp_path / "t.zarr", "--budget", "10", "--seed", "1",
+                   "--config", steps / "folder", "--out", out / "run"],
+          steps / "folder", "is a folder, expected a file (trainer config", out)
 
 
 # ---------------------------------------------------------------- the field-count pass
