@@ -118,7 +118,11 @@ def _add_train(sub):
 
 
 def _run_train(args):
+    from .io import input_file
     from .train import train_run
+
+    if args.config is not None:
+        input_file(args.config, "trainer config, --config")
 
     train_run(args.store, args.budget, args.seed, args.out, method=args.method,
               config_path=args.config, device=args.device, resume=args.resume)
@@ -242,18 +246,17 @@ def _add_store(sub):
     p.set_defaults(func=_run_store)
 
 
-def _load_trait_config(text: str) -> dict:
+def _load_trait_config(text: str, trait: str) -> dict:
+    """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
+    checked by :func:`cmix.phenotypes.check_trait_config`."""
     import json
-    from pathlib import Path
 
-    from .io import CmixError
+    from .io import CmixError, input_file
+    from .phenotypes import check_trait_config
 
     source = "--trait-config"
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.exists():
-            raise CmixError(f"{text}: file not found (--trait-config expects JSON text or a "
-                            "JSON file)")
+    if not text.lstrip().startswith(("{", "[")):
+        path = input_file(text, "--trait-config expects JSON text or a JSON file")
         source, text = str(path), path.read_text()
     try:
         config = json.loads(text)
@@ -261,7 +264,10 @@ def _load_trait_config(text: str) -> dict:
         raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
                         f"{err.msg})") from None
     if not isinstance(config, dict):
-        raise CmixError(f"{source}: expected a JSON object (a dict of trait settings)")
+        raise CmixError(f"{source}: the trait config must be a JSON object of trait settings "
+                        '(e.g. {"field": 1747, "kind": "categorical", "classes": {...}}), '
+                        f"got a JSON {type(config).__name__}")
+    check_trait_config(config, trait, source)
     return config
 
 
@@ -269,10 +275,11 @@ def _run_store(args):
     from .io import log
     from .store import build_store
 
+    trait_config = _load_trait_config(args.trait_config, args.trait)
     summary = build_store(args.out, bfile=args.bfile, snps=args.snps, pheno=args.pheno,
-                          trait=args.trait, trait_config=_load_trait_config(args.trait_config),
-                          keep=args.keep, test_fraction=args.test_fraction,
-                          split_seed=args.split_seed, force=args.force)
+                          trait=args.trait, trait_config=trait_config, keep=args.keep,
+                          test_fraction=args.test_fraction, split_seed=args.split_seed,
+                          force=args.force)
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
 
@@ -514,12 +521,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cmix {args.command}: error: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        # Faults of the file system rather than of cmix: one line naming the file.
+        # a file the step could not read or write (a folder, no permission, disk full)
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             what = "no space left on device"
-        elif err.errno in (errno.EISDIR, errno.ENOTDIR):
-            what = "is a directory where a file was expected" if err.errno == errno.EISDIR \
-                else "a path component is not a directory"
+        elif err.filename is not None:
+            what = err.strerror or str(err)
         else:
             raise
         print(f"cmix {args.command}: error: {err.filename or 'output'}: {what}",

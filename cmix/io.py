@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import gzip
 import os
 import shutil
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -175,13 +177,102 @@ def log(msg: str) -> None:
     print(f"[cmix] {msg}", file=sys.stderr, flush=True)
 
 
+def input_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a Path, checked to be an existing file (not a folder).
+
+    ``what`` names the file's role (e.g. "phenotype table") in the message.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CmixError(f"{path}: is a folder, expected a file ({what})")
+    if not path.exists():
+        raise CmixError(f"{path}: file not found ({what})")
+    return path
+
+
 def read_id_set(path: str | os.PathLike, what: str) -> set[str]:
     """The first whitespace field of each non-empty line (a .snplist, a withdrawal list).
 
     ``what`` names the file's role in the not-found message.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found ({what})")
+    path = input_file(path, what)
     with open(path) as fh:
         return {line.split()[0] for line in fh if line.strip()}
+
+
+def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):
+    """Open a plain or gzip-compressed file (told apart by the gzip magic bytes)."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    return gzip.open(path, mode) if gz else open(path, mode)
+
+
+def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
+                      what: str, header: bool = True, block: int = 1 << 23) -> np.ndarray:
+    r"""Check that every data line of a text table has ``n_fields`` fields.
+
+    sep: "\t" or "," (every separator counts, so empty fields count too) or None (runs
+    of spaces and tabs separate, as pandas' ``sep=r"\s+"``). The file may be gzipped.
+    Blank lines are skipped, as pandas skips them; with ``header`` the first line is the
+    header and is not checked. Runs over the bytes in blocks, vectorised.
+
+    Returns int64 (n_data_lines,): the 1-based line number of each data line (of each
+    row pandas reads), for messages that name a line. Raises :class:`CmixError` naming
+    the first line with another field count, or a truncated or corrupt gzip file.
+    """
+    import numpy as np
+
+    lines_out = []
+    n_lines = 0
+    tail = b""
+    try:
+        with open_maybe_gzip(path, "rb") as fh:
+            while True:
+                chunk = fh.read(block)
+                eof = not chunk
+                data = tail + chunk
+                cut = len(data) if eof else data.rfind(b"\n") + 1
+                data, tail = data[:cut], data[cut:]
+                if eof and data and not data.endswith(b"\n"):
+                    data += b"\n"
+                if data:
+                    counts, blank = _field_counts(np.frombuffer(data, np.uint8), sep)
+                    numbers = n_lines + 1 + np.arange(len(counts))
+                    keep = ~blank & ((numbers > 1) if header else True)
+                    bad = keep & (counts != n_fields)
+                    if bad.any():
+                        i = int(np.flatnonzero(bad)[0])
+                        raise CmixError(
+                            f"{path}, line {numbers[i]}: expected {n_fields} columns"
+                            f"{' as in the header' if header else ''}, found {counts[i]} "
+                            f"({what}); a value too many or too few shifts the columns")
+                    lines_out.append(numbers[keep])
+                    n_lines += len(counts)
+                if eof:
+                    break
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise CmixError(f"{path}: truncated or corrupt gzip file ({what}): {err}") from None
+    return np.concatenate(lines_out) if lines_out else np.zeros(0, np.int64)
+
+
+def _field_counts(a, sep: str | None):
+    """Fields per line of bytes ``a`` (uint8 array, ending with a newline): (counts int64,
+    blank bool), one entry per line."""
+    import numpy as np
+
+    ends = np.flatnonzero(a == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    length = ends - starts
+    cr = (length > 0) & (a[np.maximum(ends - 1, 0)] == 13)
+    blank = (length - cr) == 0
+    if sep is not None:
+        marks = np.flatnonzero(a == ord(sep))
+        counts = np.diff(np.searchsorted(marks, ends), prepend=0) + 1
+    else:
+        space = (a == 32) | (a == 9) | (a == 13) | (a == 10)
+        marks = np.flatnonzero(~space[1:] & space[:-1]) + 1
+        if len(a) and not space[0]:
+            marks = np.concatenate([[0], marks])
+        counts = np.diff(np.searchsorted(marks, ends), prepend=0)
+        blank = counts == 0
+    return counts.astype(np.int64), blank

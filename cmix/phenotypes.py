@@ -22,7 +22,12 @@ Trait configuration (one dict per trait; the workflow config holds ``traits: {na
         ``{"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}``: codes map to
         classes (several codes may merge into one class); class indices follow the
         dict's order. Codes not listed, negative codes (UKB's -1 "do not know",
-        -3 "prefer not to answer") and blanks are missing.
+        -3 "prefer not to answer") and blanks are missing. Codes are integers.
+
+    :func:`check_trait_config` rejects any other key (naming the closest valid one, so
+    ``"instanse"`` or ``"binarize"`` is not silently ignored), keys of the other kind and
+    values of the wrong type. :func:`label_trait` rejects a class left without a sample
+    in the training split (after the keep list and the codes), naming it.
 
     Demo values for the simulated traits::
 
@@ -45,12 +50,11 @@ Test split (:func:`test_split`)
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .io import CmixError
+from .io import CmixError, input_file
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -62,9 +66,7 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
 
     Raises :class:`CmixError` when the file is missing, has no ID column or repeats an ID.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (phenotype table)")
+    path = input_file(path, "phenotype table")
     with open(path) as fh:
         header = fh.readline()
     sep = "\t" if "\t" in header else ("," if "," in header else r"\s+")
@@ -97,9 +99,6 @@ def trait_column(columns, config: dict, trait: str = "", path="") -> str:
             raise CmixError(f"{path}: trait {trait!r}: no column {name!r} in the phenotype "
                             "table")
         return name
-    if config.get("field") is None:
-        raise CmixError(f"trait {trait!r}: the config needs 'field' (UKB field ID) or "
-                        "'column'")
     field = str(config["field"])
     inst, arr = int(config.get("instance", 0)), int(config.get("array", 0))
     wanted = [f"f.{field}.{inst}.{arr}", f"{field}-{inst}.{arr}"]
@@ -144,33 +143,112 @@ def continuous_strata(values: np.ndarray, n_bins: int = N_CONTINUOUS_STRATA) -> 
 
 
 # ---------------------------------------------------------------------------- labels
-def _check_config(config: dict, trait: str) -> str:
+#: Every key a trait config may hold; any other key is an error (a misspelled key would
+#: otherwise be ignored silently). KIND_KEYS: the keys that apply to one kind only.
+TRAIT_KEYS = ("field", "column", "instance", "array", "kind", "binarise", "missing_codes",
+              "classes")
+KIND_KEYS = {"categorical": ("classes",), "continuous": ("binarise", "missing_codes")}
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return (_is_int(x) or isinstance(x, (float, np.floating))) and bool(np.isfinite(x))
+
+
+def _unknown_key(key, known, where: str) -> CmixError:
+    """The error for a key not in ``known``, suggesting the closest known one."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return CmixError(f"{where}: unknown key {key!r}{hint}; the keys are {', '.join(known)}")
+
+
+def check_trait_config(config, trait: str, source: str = "trait config") -> str:
+    """Check one trait config (see the module docstring); return its kind.
+
+    Unknown keys (with the closest valid key suggested), keys of the other kind, values
+    of the wrong type, class codes that are not integers, a code in two classes and a
+    malformed ``binarise`` raise :class:`CmixError`, whose message starts with
+    ``source`` (the file or option the config came from) and the trait name.
+    """
+    where = f"{source}: trait {trait!r}"
+    if not isinstance(config, dict):
+        raise CmixError(f"{where}: the config must be a mapping of keys (field, kind, ...), "
+                        f"got {type(config).__name__}")
+    for key in config:
+        if key not in TRAIT_KEYS:
+            raise _unknown_key(key, TRAIT_KEYS, where)
     kind = config.get("kind")
-    if kind not in ("continuous", "categorical"):
-        raise CmixError(f"trait {trait!r}: 'kind' must be 'continuous' or 'categorical', "
-                        f"got {kind!r}")
+    if kind not in KIND_KEYS:
+        raise CmixError(f"{where}: 'kind' must be 'continuous' or 'categorical', got {kind!r}")
+    for other, keys in KIND_KEYS.items():
+        for key in keys:
+            if other != kind and key in config:
+                raise CmixError(f"{where}: {key!r} applies to {other} traits only, and this "
+                                f"trait is {kind}")
+    if config.get("column") is None and config.get("field") is None:
+        raise CmixError(f"{where}: the config needs 'field' (UKB field ID) or 'column'")
+    if config.get("column") is not None and not isinstance(config["column"], str):
+        raise CmixError(f"{where}: 'column' must be a column name (text), got "
+                        f"{config['column']!r}")
+    for key in ("field", "instance", "array"):
+        if config.get(key) is not None and not (_is_int(config[key]) and config[key] >= 0):
+            raise CmixError(f"{where}: {key!r} must be an integer >= 0, got {config[key]!r}")
     if kind == "categorical":
-        classes = config.get("classes")
-        if not isinstance(classes, dict) or len(classes) < 2:
-            raise CmixError(f"trait {trait!r}: a categorical trait needs 'classes': a map of "
-                            "at least two class names to lists of codes")
-        seen = {}
-        for name, codes in classes.items():
-            for c in (codes if isinstance(codes, (list, tuple)) else [codes]):
-                if c in seen:
-                    raise CmixError(f"trait {trait!r}: code {c} is in classes {seen[c]!r} "
-                                    f"and {name!r}")
-                seen[c] = name
+        _check_classes(config.get("classes"), where)
     else:
-        b = config.get("binarise", "median")
-        ok = b == "median" or (isinstance(b, dict) and (
-            ("quantiles" in b and len(b["quantiles"]) == 2
-             and 0 < b["quantiles"][0] <= b["quantiles"][1] < 1) or "threshold" in b))
-        if not ok:
-            raise CmixError(f"trait {trait!r}: 'binarise' must be 'median', "
-                            "{'quantiles': [low, high]} with 0 < low <= high < 1, or "
-                            f"{{'threshold': value}}; got {b!r}")
+        _check_binarise(config.get("binarise", "median"), where)
+        codes = config.get("missing_codes", [])
+        if not isinstance(codes, list) or not all(_is_number(c) for c in codes):
+            raise CmixError(f"{where}: 'missing_codes' must be a list of numbers, got {codes!r}")
     return kind
+
+
+def _check_classes(classes, where: str) -> None:
+    example = '{"blonde": [1], "red": [2]}'
+    if not isinstance(classes, dict) or len(classes) < 2:
+        got = f"a {type(classes).__name__}" if classes is not None else "nothing"
+        if isinstance(classes, dict):
+            got = f"{len(classes)} class(es)"
+        raise CmixError(f"{where}: a categorical trait needs 'classes': a map of at least two "
+                        f"class names to lists of integer codes, e.g. {example}; got {got}")
+    seen = {}
+    for name, codes in classes.items():
+        for c in (codes if isinstance(codes, (list, tuple)) else [codes]):
+            if not _is_int(c):
+                raise CmixError(f"{where}, class {name!r}: codes must be integers (the field's "
+                                f"UK Biobank data-coding values), found {c!r}")
+            if c < 0:
+                raise CmixError(f"{where}, class {name!r}: code {c} is negative; negative "
+                                "codes (-1 do not know, -3 prefer not to answer) are missing "
+                                "values and never form a class")
+            if c in seen:
+                raise CmixError(f"{where}: code {c} is in classes {seen[c]!r} and {name!r}")
+            seen[c] = name
+        if isinstance(codes, (list, tuple)) and not codes:
+            raise CmixError(f"{where}, class {name!r}: no codes listed")
+
+
+def _check_binarise(b, where: str) -> None:
+    usage = ("'binarise' must be 'median', {'quantiles': [low, high]} with 0 < low <= high "
+             "< 1, or {'threshold': value}")
+    if b == "median":
+        return
+    if not isinstance(b, dict) or len(b) != 1:
+        raise CmixError(f"{where}: {usage}; got {b!r}")
+    (key, value), = b.items()
+    if key not in ("quantiles", "threshold"):
+        raise _unknown_key(key, ("quantiles", "threshold"), f"{where}, binarise")
+    if key == "threshold" and _is_number(value):
+        return
+    if (key == "quantiles" and isinstance(value, list) and len(value) == 2
+            and all(_is_number(q) for q in value) and 0 < value[0] <= value[1] < 1):
+        return
+    raise CmixError(f"{where}: {usage}; got {b!r}")
 
 
 def categorical_labels(values: np.ndarray, classes: dict) -> np.ndarray:
@@ -212,10 +290,10 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     in order), ``label`` (int16, per kept sample), ``split`` (int8, 0 train / 1 test),
     ``phenotype`` (float64 raw values), ``class_names`` (list of str),
     ``thresholds`` (continuous only: [low_max, high_min]), ``counts`` (dict of counts
-    per step, no IDs). Raises :class:`CmixError` when the trait has fewer than two
-    classes left.
+    per step, no IDs). Raises :class:`CmixError` when a class has no sample in the
+    training split (a class the trainer could not learn).
     """
-    kind = _check_config(config, trait)
+    kind = check_trait_config(config, trait)
     column = trait_column(pheno.columns, config, trait, path)
     sample_ids = np.asarray(sample_ids, dtype=str)
     raw = pheno[column].reindex(sample_ids)
@@ -249,10 +327,23 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     n_per_class = np.bincount(label, minlength=len(class_names))
     counts["per_class"] = {name: int(c) for name, c in zip(class_names, n_per_class)}
     counts["test"] = int(split.sum())
-    if (n_per_class > 0).sum() < 2:
-        raise CmixError(f"{path}: trait {trait!r} (column {column!r}) has "
-                        f"{int((n_per_class > 0).sum())} class(es) with samples after "
-                        f"filtering ({counts['per_class']}); at least two are needed")
+    n_train = np.bincount(label[split == 0], minlength=len(class_names))
+    if (n_train == 0).any():
+        k = int(np.flatnonzero(n_train == 0)[0])
+        if kind == "categorical":
+            what = f"codes {list(config['classes'].values())[k]}"
+        elif k == 0:
+            what = f"values <= {thresholds[0]:g}"
+        elif thresholds[1] == np.nextafter(thresholds[0], np.inf):
+            what = f"values > {thresholds[0]:g}"
+        else:
+            what = f"values >= {thresholds[1]:g}"
+        where = "after filtering" if n_per_class[k] == 0 else "in the training split"
+        raise CmixError(f"{path}: trait {trait!r} (column {column!r}): class "
+                        f"{class_names[k]!r} ({what}) has no sample {where} among the "
+                        f"{len(sample_ids)} candidate samples (per class: "
+                        f"{counts['per_class']}); every class needs training samples: check "
+                        "the codes, the threshold or the keep list")
     return {"keep": keep.astype(np.int64), "label": label.astype(np.int16),
             "split": split.astype(np.int8), "phenotype": values[keep],
             "class_names": class_names, "thresholds": thresholds, "column": column,

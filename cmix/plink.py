@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError
+from .io import CmixError, input_file
 
 BED_MAGIC = b"\x6c\x1b\x01"
 FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
@@ -38,8 +38,7 @@ def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.Dat
     ``dtype`` (column -> type) parses numeric columns directly; a value that does not
     parse raises ValueError, and callers re-read as text to name the bad line.
     """
-    if not path.exists():
-        raise CmixError(f"{path}: file not found ({what} file)")
+    input_file(path, f"{what} file")
     types = {c: (dtype or {}).get(c, str) for c in columns}
     try:
         df = pd.read_csv(path, sep=r"\s+", header=None, names=columns, dtype=types,
@@ -139,27 +138,37 @@ class Bfile:
 
 
 def bfile_prefix(path: str | os.PathLike) -> Path:
-    """Accept ``data/cohort`` or ``data/cohort.bed`` (or .bim/.fam) and return the prefix."""
+    """Accept ``data/cohort`` or ``data/cohort.bed`` (or .bim/.fam) and return the prefix.
+
+    A folder with no trio beside it (``data/`` for ``data/cohort``) is an error.
+    """
     p = Path(path)
     if p.suffix in (".bed", ".bim", ".fam"):
         p = p.with_suffix("")
+    elif p.is_dir() and not any(p.with_name(p.name + e).exists()
+                                for e in (".bed", ".bim", ".fam")):
+        beds = sorted(p.glob("*.bed"))
+        hint = f", e.g. {beds[0].with_suffix('')}" if beds else ""
+        raise CmixError(f"{p}: is a folder, expected a PLINK prefix (the path without "
+                        f".bed/.bim/.fam{hint})")
     return p
 
 
 def open_bfile(path: str | os.PathLike) -> Bfile:
     """Open and validate a PLINK 1 binary trio.
 
-    Checks: all three files exist, the magic bytes (variant-major .bed), and that the
+    Checks: all three files exist, the magic bytes (variant-major .bed), that the
     .bed size is exactly 3 + n_variants * ceil(n_samples / 4) for the .bim/.fam line
-    counts; raises :class:`CmixError` naming the file and the mismatch otherwise.
+    counts, and that the padding bits of the last byte are 00 in up to
+    :data:`PADDING_CHECK_VARIANTS` evenly spaced variants (:func:`check_padding`; a
+    .fam short by a line or two keeps the byte count when n_samples % 4 != 0, so only
+    the padding tells). Raises :class:`CmixError` naming the file and the mismatch.
     """
     prefix = bfile_prefix(path)
     bed = prefix.with_name(prefix.name + ".bed")
     for ext in (".bed", ".bim", ".fam"):
         f = prefix.with_name(prefix.name + ext)
-        if not f.exists():
-            raise CmixError(f"{f}: file not found (expected a PLINK .bed/.bim/.fam trio "
-                            f"with prefix {prefix})")
+        input_file(f, f"one of the PLINK .bed/.bim/.fam trio with prefix {prefix}")
     with open(bed, "rb") as fh:
         magic = fh.read(3)
     if magic[:2] != BED_MAGIC[:2]:
@@ -180,7 +189,49 @@ def open_bfile(path: str | os.PathLike) -> Bfile:
             f"{bf.bytes_per_variant} = {expected} bytes; the .bed is "
             f"{'truncated' if size < expected else 'longer than expected'} or the "
             ".bim/.fam do not belong to it")
+    if bf.n_samples % 4 and bf.n_variants:
+        sample = np.unique(np.linspace(0, bf.n_variants - 1, PADDING_CHECK_VARIANTS)
+                           .astype(np.int64))
+        check_padding(bf, _last_bytes(bf, sample), sample)
     return bf
+
+
+def _last_bytes(bf: Bfile, variant_idx: np.ndarray) -> np.ndarray:
+    """The last .bed byte of each given variant: uint8 (k,). One 1-byte pread each, with
+    random-access advice, so no read-ahead pulls in the rest of a 100 GB file."""
+    fd = os.open(bf.bed_path, os.O_RDONLY)
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        offsets = 3 + (np.asarray(variant_idx, np.int64) + 1) * bf.bytes_per_variant - 1
+        return np.frombuffer(b"".join(os.pread(fd, 1, int(o)) for o in offsets), np.uint8)
+    finally:
+        os.close(fd)
+
+
+#: variants whose last byte :func:`open_bfile` checks for non-zero padding
+PADDING_CHECK_VARIANTS = 256
+
+
+def check_padding(bf: Bfile, last_bytes: np.ndarray, variant_idx: np.ndarray) -> None:
+    """Check that the unused high bit pairs of each variant's last .bed byte are 00.
+
+    last_bytes: uint8 (k,), the last byte of the variants ``variant_idx`` (int, (k,)).
+    A .bed written for more samples than the .fam lists (a .fam line lost, with the byte
+    count per variant unchanged) has genotypes there; raise :class:`CmixError` then.
+    """
+    n_used = bf.n_samples % 4
+    if n_used == 0:
+        return
+    pad_mask = np.uint8((0xFF << (2 * n_used)) & 0xFF)
+    bad = (np.asarray(last_bytes, dtype=np.uint8) & pad_mask) != 0
+    if bad.any():
+        i = int(np.asarray(variant_idx)[np.flatnonzero(bad)[0]])
+        raise CmixError(
+            f"{bf.bed_path}: non-zero padding bits after sample {bf.n_samples} in the last "
+            f"byte of the variant on .bim line {i + 1} (a valid .bed has 00 there): the "
+            f".fam probably has fewer lines than the .bed was written for ({bf.prefix}.fam "
+            f"has {bf.n_samples}; was a line lost?)")
 
 
 def decode(packed: np.ndarray, sample_idx: np.ndarray | None = None,
@@ -203,11 +254,17 @@ def decode(packed: np.ndarray, sample_idx: np.ndarray | None = None,
 def read_genotypes(bf: Bfile, variant_idx=None, sample_idx=None) -> np.ndarray:
     """Read A1 counts for a subset: int8 (n_selected_variants, n_selected_samples).
 
-    Only the .bed rows of the selected variants are read from disk.
+    Only the .bed rows of the selected variants are read from disk; their padding bits
+    are checked (:func:`check_padding`).
     """
     packed = bf.packed()
-    if variant_idx is not None:
-        packed = packed[np.asarray(variant_idx, dtype=np.int64)]
+    if variant_idx is None:
+        variant_idx = np.arange(bf.n_variants)
+    else:
+        variant_idx = np.asarray(variant_idx, dtype=np.int64)
+        packed = packed[variant_idx]
+    if bf.n_samples % 4 and len(variant_idx):
+        check_padding(bf, packed[:, -1], variant_idx)
     return decode(packed, sample_idx, bf.n_samples)
 
 
@@ -329,9 +386,7 @@ def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
     (IID, FID taken equal to it as plink2 does), whitespace separated; extra columns
     are ignored.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (sample ID list)")
+    path = input_file(path, "sample ID list")
     rows = []
     two_columns = None
     with open(path) as fh:
@@ -354,13 +409,16 @@ def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.n
     """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``.
 
     Returns (indices, n_unknown). IDs not in the .fam are counted, as plink2 ignores
-    them; an ID list that matches no sample at all is an error.
+    them; an empty ID list, or one that matches no sample at all, is an error.
     """
+    if len(ids) == 0:
+        raise CmixError(f"{path or 'sample list'}: no sample IDs in the file (expected lines "
+                        "of FID IID, or IID)")
     key = pd.Index(fam["fid"] + "\t" + fam["iid"])
     pos = key.get_indexer(ids["fid"] + "\t" + ids["iid"])
     n_unknown = int((pos < 0).sum())
     idx = np.unique(pos[pos >= 0])
-    if len(ids) and len(idx) == 0:
+    if len(idx) == 0:
         raise CmixError(f"{path or 'sample list'}: none of its {len(ids)} IDs is in the .fam "
                         "(check the FID/IID columns)")
     return idx, n_unknown

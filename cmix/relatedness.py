@@ -42,13 +42,12 @@ import heapq
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import plink
-from .io import CmixError, atomic_outputs, log, progress
+from .io import CmixError, atomic_outputs, data_line_numbers, input_file, log, progress
 
 #: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
 DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
@@ -84,9 +83,7 @@ def autosomal(chrom: pd.Series) -> np.ndarray:
 
 def read_variant_ids(path) -> pd.Series:
     """Variant IDs of a plink ``--extract`` list (.snplist): first field of each line."""
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (variant ID list for --extract)")
+    path = input_file(path, "variant ID list for --extract")
     ids = []
     with open(path) as fh:
         for line in fh:
@@ -173,9 +170,7 @@ def read_kinship_table(path) -> pd.DataFrame:
     table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
     ``df.attrs["has_fid"]`` says which key form was used.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (kinship table)")
+    path = input_file(path, "kinship table")
     with open(path) as fh:
         header = fh.readline().split()
     if not header:
@@ -191,23 +186,22 @@ def read_kinship_table(path) -> pd.DataFrame:
     missing = [r for r in ("iid1", "iid2", "kinship") if r not in roles]
     has_fid = "fid1" in roles and "fid2" in roles
     if missing or (("fid1" in roles) != ("fid2" in roles)):
-        raise CmixError(f"{path}, line 1: header {' '.join(header)!r} lacks the column(s) "
-                        f"{', '.join(missing) or 'FID1/FID2'}; expected 'ID1 ID2 HetHet IBS0 "
-                        "Kinship' (UK Biobank) or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 "
-                        "KINSHIP' (plink2 --make-king-table)")
+        # line 1 is not quoted: in a table without a header it holds two participant IDs
+        shown = {"iid1": "ID1 (or IID1)", "iid2": "ID2 (or IID2)", "kinship": "Kinship"}
+        lacks = (f"no column named {', '.join(shown[r] for r in missing)}" if missing
+                 else "only one of FID1 and FID2")
+        raise CmixError(f"{path}, line 1: not a kinship table header ({lacks}); expected "
+                        "the header 'ID1 ID2 HetHet IBS0 Kinship' (UK Biobank ukb_rel.dat) "
+                        "or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 KINSHIP' (plink2 "
+                        "--make-king-table); add it if the file has none")
+    lines = data_line_numbers(path, len(header), None, "kinship table")
     try:
         raw = pd.read_csv(path, sep=r"\s+", header=None, skiprows=1, names=range(len(header)),
                           dtype=str, na_filter=False, engine="c", comment=None)
     except pd.errors.EmptyDataError:
         raw = pd.DataFrame({c: pd.Series(dtype=str) for c in range(len(header))})
     except pd.errors.ParserError as err:
-        raise CmixError(f"{path}: expected {len(header)} whitespace-separated columns on every "
-                        f"line, as in the header; {err}") from None
-    short = raw[len(header) - 1].eq("").to_numpy() if len(raw) else np.zeros(0, bool)
-    if short.any():
-        line = int(np.flatnonzero(short)[0]) + 2
-        raise CmixError(f"{path}, line {line}: expected {len(header)} columns as in the "
-                        "header, found fewer")
+        raise CmixError(f"{path}: cannot parse as a whitespace-separated table ({err})") from None
     out = pd.DataFrame(index=raw.index)
     if has_fid:
         out["key1"] = raw[roles["fid1"]] + "\t" + raw[roles["iid1"]]
@@ -221,10 +215,10 @@ def read_kinship_table(path) -> pd.DataFrame:
         values = pd.to_numeric(raw[roles[role]], errors="coerce")
         bad = values.isna().to_numpy() & ~raw[roles[role]].str.lower().isin(["nan"]).to_numpy()
         if role == "kinship" and bad.any():
-            line = int(np.flatnonzero(bad)[0]) + 2
-            raise CmixError(f"{path}, line {line}, column {roles[role] + 1} "
+            i = int(np.flatnonzero(bad)[0])
+            raise CmixError(f"{path}, line {lines[i]}, column {roles[role] + 1} "
                             f"({header[roles[role]]}): expected a number, found "
-                            f"{raw[roles[role]].iloc[line - 2]!r}")
+                            f"{raw[roles[role]].iloc[i]!r}")
         out[role] = values.astype(np.float64)
     out.attrs["has_fid"] = has_fid
     return out
@@ -608,6 +602,9 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
         fam = plink.read_fam(fam_path)
     elif keep is not None:
         fam = plink.read_sample_ids(keep)
+        if len(fam) == 0:
+            raise CmixError(f"{keep}: no sample IDs in the file (expected lines of FID IID, "
+                            "or IID)")
         dup = fam.duplicated()
         if dup.any():
             fam = fam[~dup].reset_index(drop=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_outputs, read_id_set
+from .io import CmixError, atomic_outputs, data_line_numbers, input_file, read_id_set
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -35,15 +35,32 @@ SQC_FIELDS = {
 ID_COLUMNS = ("eid", "IID", "iid", "#IID")
 
 
-def _flag_column(values: pd.Series, path: Path, column_label: str, line_offset: int) -> np.ndarray:
-    """Parse a 0/1 column; raise naming the first bad line and the column."""
+def _flag_column(values: pd.Series, path: Path, column_label: str,
+                 lines: np.ndarray) -> np.ndarray:
+    """Parse a 0/1 column; raise naming the first bad line (``lines``: the file line of
+    each row) and the column."""
     text = values.astype(str).str.strip()
     ok = text.isin(["0", "1"])
     if not ok.all():
         i = int(np.flatnonzero(~ok.to_numpy())[0])
-        raise CmixError(f"{path}, line {i + 1 + line_offset}, {column_label}: expected 0 or 1, "
+        raise CmixError(f"{path}, line {lines[i]}, {column_label}: expected 0 or 1, "
                         f"found {text.iloc[i]!r}")
     return (text == "1").to_numpy()
+
+
+def _read_rows(path: Path, sep: str | None, header: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    """A table of str cells and the file line of each row, every row checked to have
+    the first line's number of fields. sep: "\t", "," or None (whitespace runs)."""
+    with open(path) as fh:
+        first = fh.readline()
+    n_fields = len(first.split(sep) if sep else first.split())
+    lines = data_line_numbers(path, n_fields, sep, "sample QC table", header=header)
+    try:
+        raw = pd.read_csv(path, sep=sep or r"\s+", header=0 if header else None, dtype=str,
+                          na_filter=False, engine="c")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise CmixError(f"{path}: cannot parse as a table ({err})") from None
+    return raw, lines
 
 
 def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
@@ -52,17 +69,20 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
     ``in_table`` (False for .fam samples a tidy table does not list). One row per .fam row.
 
     headerless: True for ukb_sqc_v2.txt, False for a tidy table, None = detect (a first
-    line containing ``het.missing.outliers`` means a header).
+    line containing ``het.missing.outliers`` means a header). Every row must have as
+    many fields as the first line.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (sample QC table)")
+    path = input_file(path, "sample QC table")
+    with open(path) as fh:
+        first = fh.readline()
+    if not first.strip():
+        raise CmixError(f"{path}: the file (or its first line) is empty; expected "
+                        "ukb_sqc_v2.txt rows (no header, .fam order) or a header naming "
+                        "het.missing.outliers and the other sample QC columns")
     if headerless is None:
-        with open(path) as fh:
-            first = fh.readline()
         headerless = "het.missing.outliers" not in first
     if headerless:
-        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, na_filter=False)
+        raw, lines = _read_rows(path, None, header=False)
         need = max(c for c, _ in SQC_FIELDS.values())
         if raw.shape[1] < need:
             raise CmixError(f"{path}: headerless ukb_sqc_v2-style table needs at least {need} "
@@ -71,11 +91,13 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
             raise CmixError(f"{path}: {len(raw)} lines, but the .fam has {len(fam)} samples; "
                             "a headerless ukb_sqc_v2 table must have one line per .fam line, "
                             "in .fam order")
-        out = pd.DataFrame({name: _flag_column(raw[col - 1], path, f"column {col} ({name})", 0)
+        out = pd.DataFrame({name: _flag_column(raw[col - 1], path, f"column {col} ({name})",
+                                               lines)
                             for name, (col, _) in SQC_FIELDS.items()})
         out["in_table"] = True
         return out
-    tidy = pd.read_csv(path, sep=None, engine="python", dtype=str, na_filter=False)
+    tidy, lines = _read_rows(path, "\t" if "\t" in first else ("," if "," in first else None),
+                             header=True)
     id_col = next((c for c in ID_COLUMNS if c in tidy.columns), None)
     if id_col is None:
         raise CmixError(f"{path}: no sample ID column; expected one named "
@@ -85,9 +107,9 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
         raise CmixError(f"{path}: missing column(s) {', '.join(missing)}")
     dup = tidy[id_col].duplicated()
     if dup.any():
-        raise CmixError(f"{path}, line {int(np.flatnonzero(dup.to_numpy())[0]) + 2}: "
+        raise CmixError(f"{path}, line {lines[int(np.flatnonzero(dup.to_numpy())[0])]}: "
                         "duplicate sample ID (each sample must appear once)")
-    flags = pd.DataFrame({name: _flag_column(tidy[name], path, f"column {name}", 1)
+    flags = pd.DataFrame({name: _flag_column(tidy[name], path, f"column {name}", lines)
                           for name in SQC_FIELDS}, index=tidy[id_col].to_numpy())
     pos = pd.Index(flags.index).get_indexer(fam["iid"])
     out = pd.DataFrame({name: np.where(pos >= 0, flags[name].to_numpy()[pos], False)

@@ -5,8 +5,11 @@ Reading
     :data:`DEFAULT_COLUMNS` lists the names tried for each field (the UKB BOLT-LMM
     release, ``SNP CHR BP ALLELE1 ALLELE0 ... BETA SE P_BOLT_LMM_INF P_BOLT_LMM``, needs no
     options); a column map ``{"id": "rsid", "p": "pval", ...}`` overrides them.
-    p-values are parsed as log10 from their text (mantissa and exponent split apart), so
-    ``1.2E-400`` is log10 p = -399.92 and ``0`` is -inf: no value underflows.
+    Every row must have the header's number of fields (a row with a field too many or
+    too few is an error: its columns would shift), and a beta must be a finite number
+    or missing text (``NA``, ``nan``, empty). p-values are parsed as log10 from their
+    text (mantissa and exponent split apart), so ``1.2E-400`` is log10 p = -399.92 and
+    ``0`` is -inf: no value underflows.
 
 Harmonising (:func:`harmonise`), counts kept at each step:
     1. rows with a missing beta or p ("NA", empty) are dropped;
@@ -41,7 +44,7 @@ Output table (tab-separated, one row per selected SNP, best first):
 
 from __future__ import annotations
 
-import gzip
+import csv
 import os
 import re
 from collections import OrderedDict
@@ -50,7 +53,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_outputs, read_id_set
+from .io import (CmixError, atomic_outputs, data_line_numbers, input_file, open_maybe_gzip,
+                 read_id_set)
 
 #: Field -> header names tried in order (case-insensitive). The first is BOLT-LMM's.
 DEFAULT_COLUMNS = {
@@ -130,12 +134,6 @@ def _parse_log10_p_text(text: pd.Series, path, column, lines) -> np.ndarray:
     return np.minimum(log10_p, 0.0)
 
 
-def _open_text(path: Path):
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt") if gz else open(path, "rt")
-
-
 def resolve_columns(header: list[str], column_map: dict | None, path) -> dict[str, str]:
     """Map each field (id, chrom, pos, effect_allele, other_allele, beta, p) to a header name.
 
@@ -171,33 +169,43 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
     Columns: id, chrom (str, no "chr" prefix), pos (int64), effect_allele, other_allele
     (upper-case str), beta (float64, NaN missing), log10_p (float64), p (original text),
     line (1-based line number in the file).
+
+    A row whose field count is not the header's, a beta that is not a finite number or
+    missing text, a position that is not an integer and a truncated .gz raise
+    :class:`CmixError` naming the file and line.
     """
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (summary statistics)")
-    with _open_text(path) as fh:
-        try:
+    path = input_file(path, "summary statistics")
+    try:
+        with open_maybe_gzip(path) as fh:
             header_line = fh.readline()
-        except (OSError, EOFError, UnicodeDecodeError) as err:
-            raise CmixError(f"{path}: cannot read ({err})") from None
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise CmixError(f"{path}: cannot read ({err})") from None
     if not header_line.strip():
         raise CmixError(f"{path}: empty file (expected a header line)")
     sep = "\t" if "\t" in header_line else r"\s+"
     header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
     columns = resolve_columns([h.strip() for h in header], column_map, path)
+    # every row must have the header's fields: with a field too many or too few, the
+    # columns of a row shift and a beta would be read from another column
+    lines = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
+                              "summary statistics")
     with open(path, "rb") as fh:
         compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     try:
         raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
-                          na_filter=False, compression=compression, engine="c")
+                          na_filter=False, compression=compression, engine="c",
+                          quoting=csv.QUOTE_NONE)
     except (pd.errors.ParserError, ValueError) as err:
         raise CmixError(f"{path}: cannot parse as a table ({err})") from None
-    lines = np.arange(2, len(raw) + 2)
+    if len(raw) != len(lines):
+        raise CmixError(f"{path}: read {len(raw)} rows but the file has {len(lines)} data "
+                        "lines; cannot parse it as a table")
     out = pd.DataFrame({"id": raw[columns["id"]].str.strip()})
     out["chrom"] = _map_unique(raw[columns["chrom"]], _chrom_name)
     pos = pd.to_numeric(raw[columns["pos"]], errors="coerce")
-    if pos.isna().any():
-        i = int(np.flatnonzero(pos.isna().to_numpy())[0])
+    bad = ~(np.isfinite(pos.to_numpy(dtype=float)) & (pos.to_numpy(dtype=float) % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
         raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an integer "
                         f"position, found {raw[columns['pos']].iloc[i]!r}")
     out["pos"] = pos.astype(np.int64)
@@ -210,6 +218,11 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise CmixError(f"{path}, line {lines[i]}, column {columns['beta']}: expected a "
                         f"number, found {beta_text.iloc[i]!r}")
+    infinite = np.isinf(beta.to_numpy(dtype=float))
+    if infinite.any():
+        i = int(np.flatnonzero(infinite)[0])
+        raise CmixError(f"{path}, line {lines[i]}, column {columns['beta']}: expected a "
+                        f"finite effect size, found {beta_text.iloc[i]!r}")
     out["beta"] = beta.astype(float)
     out["p"] = raw[columns["p"]].str.strip()
     out["log10_p"] = parse_log10_p(out["p"], path, columns["p"], lines)
@@ -489,9 +502,7 @@ def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[
 
 def read_selection(path: str | os.PathLike) -> pd.DataFrame:
     """Read a selection written by :func:`write_selection` (checks the columns)."""
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: file not found (selected SNP table from `cmix select`)")
+    path = input_file(path, "selected SNP table from `cmix select`")
     try:
         df = pd.read_csv(path, sep="\t", dtype={"variant_id": str, "chrom": str,
                                                  "effect_allele": str, "other_allele": str,
@@ -505,6 +516,12 @@ def read_selection(path: str | os.PathLike) -> pd.DataFrame:
                         f"header {' '.join(OUTPUT_COLUMNS)})")
     if len(df) == 0:
         raise CmixError(f"{path}: no SNPs listed")
+    beta = pd.to_numeric(df["beta"], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(beta)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, line {i + 2}, column beta: expected a finite number for "
+                        f"every selected SNP, found {str(df['beta'].iloc[i])!r}")
     return df
 
 

@@ -50,6 +50,23 @@ def test_plink2_reads_what_we_write(tmp_path):
     assert np.array_equal(np.where(np.isnan(dos), -1, 2 - dos), g)
 
 
+def test_nonzero_padding_is_caught_at_open_and_when_read(tmp_path, monkeypatch):
+    """13 samples: the last byte of each variant holds 1 sample and 3 padding pairs."""
+    prefix, g = random_trio(tmp_path, n_samples=13, n_variants=9)
+    bed = tmp_path / "x.bed"
+    data = bytearray(bed.read_bytes())
+    data[3 + 6 * 4 - 1] |= 0b01 << 2        # variant 6 (0-based 5): sample 14's pair
+    bed.write_bytes(bytes(data))
+    with pytest.raises(CmixError, match=r"x\.bed: non-zero padding bits after sample 13 .* "
+                                        r"\.bim line 6 .* the \.fam probably has fewer lines"):
+        plink.open_bfile(prefix)
+    monkeypatch.setattr(plink, "PADDING_CHECK_VARIANTS", 1)   # open samples variant 1 only
+    bf = plink.open_bfile(prefix)
+    assert (plink.read_genotypes(bf, [0, 4, 6]) == g[[0, 4, 6]]).all()
+    with pytest.raises(CmixError, match=r"\.bim line 6"):
+        plink.read_genotypes(bf, [4, 5])
+
+
 def test_bad_files_give_one_clear_message(tmp_path):
     prefix, _ = random_trio(tmp_path)
     bed = tmp_path / "x.bed"

@@ -198,7 +198,7 @@ def test_bad_store_inputs(built, tmp_path, capsys, case):
         expect = "field 12345) is absent from the phenotype table"
     elif case == "single_class":
         config = {"field": 1747, "kind": "categorical", "classes": {"red": [2], "x": [99]}}
-        expect = "1 class(es) with samples"
+        expect = "class 'x' (codes [99]) has no sample after filtering"
     elif case == "unknown_snp":
         snps = tmp_path / "s.tsv"
         t = built["table"].copy()

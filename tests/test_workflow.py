@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint, formatting, the SLURM plan, config errors, an end-to-end run."""
 
+import copy
 import re
 import shutil
 import subprocess
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cmix.phenotypes import TRAIT_KEYS
 from cmix.simulate import simulate_cohort
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,6 +112,32 @@ def test_config_errors_fail_before_any_job(ukb_standin, tmp_path, override, mess
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("trait, change, message", [
+    ("hair_colour", {"instanse": 2}, "'instanse' was unexpected"),
+    ("mean_platelet_volume", {"binarize": "median"}, "'binarize' was unexpected"),
+    ("hair_colour", {"classes": {"blonde": ["1"], "red": [2]}}, "'1' is not of type 'integer'"),
+])
+def test_trait_definition_errors_fail_before_any_job(ukb_standin, tmp_path, trait, change,
+                                                     message):
+    cfg_path, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)
+    cfg["trait_definitions"][trait].update(change)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    res = snakemake("--cores", "1", "--configfile", str(bad), "--directory", str(tmp_path))
+    assert res.returncode != 0
+    assert message in res.stdout + res.stderr
+    assert f"On instance['trait_definitions']['{trait}']" in res.stdout + res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_schema_knows_the_trait_keys_cmix_knows():
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    definition = schema["properties"]["trait_definitions"]["additionalProperties"]
+    assert definition["additionalProperties"] is False
+    assert set(definition["properties"]) == set(TRAIT_KEYS)
 
 
 FAST_TRAIN = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,
