@@ -93,7 +93,8 @@ class _Run:
     def __init__(self, method, store_path, budget, seed, out_dir, config, config_path, device):
         from . import store as store_mod
         from .data import make_splits
-        from .train import open_checked_store, resolve_device
+        from .io import resolve_device
+        from .train import open_checked_store
 
         self.t0 = time.perf_counter()
         self.method, self.budget, self.seed = method, int(budget), int(seed)

@@ -190,14 +190,32 @@ def input_file(path: str | os.PathLike, what: str) -> Path:
     return path
 
 
-def read_id_set(path: str | os.PathLike, what: str) -> set[str]:
-    """The first whitespace field of each non-empty line (a .snplist, a withdrawal list).
-
-    ``what`` names the file's role in the not-found message.
-    """
+def read_id_list(path: str | os.PathLike, what: str) -> list[str]:
+    """The first whitespace field of each non-empty line, in file order (a .snplist, an
+    --extract list, a withdrawal list). ``what`` names the file's role in messages."""
     path = input_file(path, what)
     with open(path) as fh:
-        return {line.split()[0] for line in fh if line.strip()}
+        return [line.split()[0] for line in fh if line.strip()]
+
+
+def read_id_set(path: str | os.PathLike, what: str) -> set[str]:
+    """:func:`read_id_list` as a set."""
+    return set(read_id_list(path, what))
+
+
+def resolve_device(device: str | None = "auto"):
+    """A torch device from --device: 'auto' is CUDA when torch sees a GPU, else CPU;
+    'cuda' without a GPU is an error."""
+    import torch
+
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CmixError(f"--device cuda: torch {torch.__version__} sees no CUDA GPU here; use "
+                        "--device cpu or auto")
+    if device not in ("cpu", "cuda"):
+        raise CmixError(f"--device must be auto, cpu or cuda, not {device!r}")
+    return torch.device(device)
 
 
 def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):

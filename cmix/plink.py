@@ -425,12 +425,10 @@ def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.n
 
 
 def write_sample_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
-    """Write samples ``fam.iloc[idx]`` as a plink2 ``#FID IID`` list (atomically)."""
-    from .io import atomic_path
-
-    with atomic_path(path) as tmp:
-        with open(tmp, "w") as fh:
-            fh.write("#FID\tIID\n")
-            sub = fam.iloc[np.asarray(idx, dtype=np.int64)]
-            for fid, iid in zip(sub["fid"], sub["iid"]):
-                fh.write(f"{fid}\t{iid}\n")
+    """Write samples ``fam.iloc[idx]`` as a plink2 ``#FID IID`` list (--keep, .king.cutoff
+    .in.id, .mindrem.id layout; the header even when FIDs are 0). ``path`` is written
+    as given: callers write to a temporary name (:func:`cmix.io.atomic_path`)."""
+    sub = fam.iloc[np.asarray(idx, dtype=np.int64)]
+    with open(path, "w") as fh:
+        fh.write("#FID\tIID\n")
+        fh.write("".join(f"{fid}\t{iid}\n" for fid, iid in zip(sub["fid"], sub["iid"])))

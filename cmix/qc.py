@@ -594,6 +594,7 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
     all or none. Returns the paths written."""
     from .io import atomic_outputs
+    from .plink import write_sample_ids
 
     out_prefix = Path(out_prefix)
     snplist = out_prefix.with_name(out_prefix.name + ".snplist")
@@ -608,10 +609,7 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
             fh.write("".join(f"{v}\n" for v in ids))
         _write_tsv(result.table, tmps[1])
         if len(result.mind_removed):
-            sub = fam.iloc[result.mind_removed]
-            with open(tmps[2], "w") as fh:
-                fh.write("#FID\tIID\n")
-                fh.write("".join(f"{a}\t{b}\n" for a, b in zip(sub["fid"], sub["iid"])))
+            write_sample_ids(tmps[2], fam, result.mind_removed)
     if not len(result.mind_removed) and mindrem.exists():
         mindrem.unlink()  # a stale file from an earlier run would mislead
     return paths

@@ -47,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 from . import plink
-from .io import CmixError, atomic_outputs, data_line_numbers, input_file, log, progress
+from .io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
+                 read_id_list, resolve_device)
 
 #: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
 DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
@@ -79,18 +80,6 @@ def autosomal(chrom: pd.Series) -> np.ndarray:
     code = chrom.astype(str).str.replace(r"^chr", "", case=False, regex=True)
     num = pd.to_numeric(code, errors="coerce")
     return (num >= 1).to_numpy() & (num <= 22).to_numpy()
-
-
-def read_variant_ids(path) -> pd.Series:
-    """Variant IDs of a plink ``--extract`` list (.snplist): first field of each line."""
-    path = input_file(path, "variant ID list for --extract")
-    ids = []
-    with open(path) as fh:
-        for line in fh:
-            fields = line.split()
-            if fields:
-                ids.append(fields[0])
-    return pd.Series(ids, dtype=str)
 
 
 # ------------------------------------------------------------------------------ pruning
@@ -250,19 +239,6 @@ def match_kinship_pairs(table: pd.DataFrame, fam: pd.DataFrame) -> tuple[pd.Data
 
 
 # ------------------------------------------------------------------- KING from genotypes
-def resolve_device(device: str = "auto"):
-    """'auto' -> CUDA when torch sees a GPU, else CPU; 'cuda' without a GPU is an error."""
-    import torch
-
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise CmixError("--device cuda: torch sees no CUDA GPU here (use --device auto or cpu)")
-    if device not in ("cpu", "cuda"):
-        raise CmixError(f"--device {device}: expected auto, cpu or cuda")
-    return torch.device(device)
-
-
 @dataclass
 class _Pass:
     """Row strips [a0, a1) of the upper triangle, done in one pass over the .bed.
@@ -555,8 +531,8 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
     if kin0 is not None:
         paths.append(f"{out}.kin0")
     with atomic_outputs(*paths) as tmps:
-        _write_ids(tmps[0], fam, kept)
-        _write_ids(tmps[1], fam, dropped)
+        plink.write_sample_ids(tmps[0], fam, np.sort(kept))
+        plink.write_sample_ids(tmps[1], fam, np.sort(dropped))
         with open(tmps[2], "w") as fh:
             fh.write("metric\tvalue\n")
             for k, v in summary.items():
@@ -569,16 +545,6 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
         f"{deg}; {len(above)} pairs > {cutoff:g} involve {len(related_samples)} samples; "
         f"dropped {len(dropped)}, kept {len(kept)}")
     return summary
-
-
-def _write_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
-    """plink2's .king.cutoff.{in,out}.id: '#FID<TAB>IID' header (even when FIDs are 0)."""
-    sub = fam.iloc[np.sort(idx)]
-    lines = (sub["fid"].astype(str) + "\t" + sub["iid"].astype(str)).tolist()
-    with open(path, "w") as fh:
-        fh.write("#FID\tIID\n")
-        if lines:
-            fh.write("\n".join(lines) + "\n")
 
 
 def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
@@ -658,7 +624,7 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
     variant_idx = np.arange(bf.n_variants)
     n_extract_unknown = 0
     if extract is not None:
-        ids = read_variant_ids(extract)
+        ids = read_id_list(extract, "variant ID list for --extract")
         pos = pd.Index(bf.bim["variant_id"]).get_indexer(ids)
         n_extract_unknown = int((pos < 0).sum())
         variant_idx = np.unique(pos[pos >= 0])

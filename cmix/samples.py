@@ -153,7 +153,7 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
                 headerless: bool | None = None, ancestry: bool = True) -> pd.DataFrame:
     """Read inputs, filter, write ``O.keep`` (#FID IID) and ``O.filters.tsv`` together."""
     from .io import log
-    from .plink import read_fam
+    from .plink import read_fam, write_sample_ids
 
     fam = read_fam(fam_path)
     sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None
@@ -166,10 +166,7 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     keep_path = out_prefix.with_name(out_prefix.name + ".keep")
     table_path = out_prefix.with_name(out_prefix.name + ".filters.tsv")
     with atomic_outputs(keep_path, table_path) as (tmp_keep, tmp_table):
-        sub = fam.iloc[idx]
-        with open(tmp_keep, "w") as fh:
-            fh.write("#FID\tIID\n")
-            fh.write("".join(f"{a}\t{b}\n" for a, b in zip(sub["fid"], sub["iid"])))
+        write_sample_ids(tmp_keep, fam, idx)
         table.to_csv(tmp_table, sep="\t", index=False)
     for r in table.itertuples():
         log(f"samples: {r.filter}: removed {r.n_removed}, {r.n_remaining} remain")

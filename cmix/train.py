@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, check_writable_dir, folder_lock, log, progress, save_torch
+from .io import (CmixError, atomic_path, check_writable_dir, folder_lock, log, progress,
+                 resolve_device, save_torch)
 
 # Defaults: CPU-sized (tests, demo, 2-core machines). The paper's size differs only in the
 # encoder width: ``hidden: null`` = the embedded width (n_snps for dosages, 3 x n_snps for
@@ -204,21 +205,6 @@ def _check_config(cfg: dict, where) -> None:
                 "pred_refit"):
         if not isinstance(cfg[key], bool):
             bad(key, "true or false")
-
-
-def resolve_device(device: str):
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise CmixError("--device cuda: no CUDA GPU is visible to torch "
-                            f"(torch {torch.__version__}); use --device cpu or auto")
-        return torch.device("cuda")
-    if device == "cpu":
-        return torch.device("cpu")
-    raise CmixError(f"--device must be auto, cpu or cuda, not {device!r}")
 
 
 # ------------------------------------------------------------------ small helpers

@@ -144,7 +144,7 @@ def families(tmp_path_factory):
     drop = set(rng.choice(len(labels), 20, replace=False)) | {int(np.flatnonzero(
         labels == "family_child1")[0])}
     keep_idx = np.array([i for i in range(len(labels)) if i not in drop])
-    plink.write_sample_ids(d / "samples.keep", bf.fam, keep_idx)
+    plink.write_sample_ids(d / "samples.keep", bf.fam, keep_idx)  # the --keep list
     run_plink2("--bfile", d / "fam", "--make-king-table", "--out", d / "p2all")
     run_plink2("--bfile", d / "fam", "--make-king-table", "--king-table-filter", "0.0442",
                "--out", d / "p2rep")
