@@ -28,7 +28,8 @@ import warnings
 
 import numpy as np
 
-from cmix.baselines import BASELINE_DEFAULTS, fit_logreg_cv, standardised_dosage
+from cmix.baselines import fit_logreg_cv, standardised_dosage
+from cmix.config import DEFAULTS
 from cmix.data import column_moments, make_splits
 from cmix.store import open_store
 
@@ -37,8 +38,8 @@ SEEDS = [123, 127, 131, 137, 130]
 
 def cv_logreg(x, y, n_classes: int, seed: int):
     """The logreg baseline's fit with its default folds and C grid."""
-    return fit_logreg_cv(x, y, n_classes, BASELINE_DEFAULTS["logreg_folds"],
-                         BASELINE_DEFAULTS["logreg_n_c"], seed)[0]
+    return fit_logreg_cv(x, y, n_classes, DEFAULTS["logreg_folds"],
+                         DEFAULTS["logreg_n_c"], seed)[0]
 
 
 def linear_references(root, x, budgets, seeds) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cmix.baselines import ALL_METHODS
+from cmix.methods import METHODS
 
 # CPU-sized config (2-core machines); paper-sized networks (hidden = embedded width =
 # 3 x n_snps, pred/epochs as METHOD.md) are for GPU nodes.
@@ -87,10 +87,10 @@ def _one(args):
 
     torch.set_num_threads(1)
     os.environ.setdefault("CMIX_PROGRESS", "0")
-    from cmix.baselines import run_method
+    from cmix.harness import train_run
 
     t = time.perf_counter()
-    run_method(method, store, budget, seed, out, config=config, device="cpu")
+    train_run(store, budget, seed, out, method=method, config=config, device="cpu")
     return method, budget, seed, time.perf_counter() - t
 
 
@@ -104,7 +104,7 @@ def main(argv=None):
     ap.add_argument("--h2", type=float, default=0.5)
     ap.add_argument("--budgets", type=int, nargs="+", default=[100, 300, 1000, 3000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[123, 127, 131])
-    ap.add_argument("--methods", nargs="+", default=ALL_METHODS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--traits", nargs="+", default=None, help="subset of the two traits")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--config", default=None, help="JSON file overriding CPU_CONFIG")

@@ -10,7 +10,7 @@ Two data sets no one here tuned for:
   heritability 0.3 (100 causal SNPs, median split -> balanced classes); budgets 200 and 1,000;
   ``encoding: dosage`` and ``hidden: null`` (the paper's width) for both methods.
 
-Each (method, budget) runs over seeds 123 127 131 137 130 through ``cmix.train.train_run``
+Each (method, budget) runs over seeds 123 127 131 137 130 through ``cmix.harness.train_run``
 (the same code as ``cmix train``), and the script prints mean and sd of test accuracy,
 balanced accuracy and AUROC, and writes every run's metrics to ``--out``/results.json.
 
@@ -34,7 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from store_helpers import write_test_store  # noqa: E402
 
-from cmix.train import read_config_file, train_run  # noqa: E402
+from cmix.config import read_config_file  # noqa: E402
+from cmix.harness import train_run  # noqa: E402
 
 SEEDS = [123, 127, 131, 137, 130]
 # the ten seeds of every headline comparison (tuning uses others: 1, 2, 3, ...)

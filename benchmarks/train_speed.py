@@ -42,7 +42,8 @@ from cmix.labelprop import label_propagation  # noqa: E402
 from cmix.nn import ContrastiveMixup  # noqa: E402
 from cmix.store import open_store  # noqa: E402
 from cmix.io import resolve_device  # noqa: E402
-from cmix.train import DEFAULT_CONFIG, pretrain_epoch  # noqa: E402
+from cmix.config import DEFAULTS as DEFAULT_CONFIG  # noqa: E402
+from cmix.train import pretrain_epoch  # noqa: E402
 
 
 def gemm_peak(dev, n: int = 2048, reps: int = 10) -> float:

@@ -1,11 +1,9 @@
-"""Baselines of the evaluation grid (issue 7), selectable by ``cmix train --method``.
+"""Baselines of the evaluation grid, selectable by ``cmix train --method``.
 
-Every method uses the trainer's splits (:func:`cmix.data.make_splits`: labeled subset,
-validation carved from it, fixed test split of the store), loaders, metrics
-(:func:`cmix.train.classification_metrics`) and writes the same ``metrics.json`` layout
-into the run folder, plus ``model.pt`` (what the method fitted, for inspection and tests).
-Test rows are read only to evaluate the final model: never for fitting, column
-statistics, early stopping or hyper-parameter choice.
+Every method runs in the harness (:mod:`cmix.harness`): the same splits, standardisation
+(moments of the training split), resumable checkpoint, early-stopping loop and
+``metrics.json`` layout as the trainer. Test rows are read only to evaluate the final
+model: never for fitting, column statistics, early stopping or hyper-parameter choice.
 
 Methods (:data:`BASELINES`):
 
@@ -34,8 +32,7 @@ Methods (:data:`BASELINES`):
 ``mlp`` and the cmix ablations (``cmix_selfsl``, ``cmix_selfsl_pl``, ``cmix_random_mix``)
 are config presets of the trainer (:data:`cmix.train.METHODS`).
 
-Config: the trainer's keys (hidden, n_layers, epochs, batch_size, lr, pred_*, ...) plus
-:data:`BASELINE_DEFAULTS` (prefixed per method).
+Config: the sections of :mod:`cmix.config` each method reads (:mod:`cmix.methods`).
 """
 
 from __future__ import annotations
@@ -47,107 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
-
-BASELINE_DEFAULTS: dict = {
-    "logreg_n_c": 10,          # C grid: logspace(-4, 2, logreg_n_c)
-    "logreg_folds": 5,
-    "vime_p_m": 0.3,           # mask probability
-    "vime_alpha": 2.0,         # weight of the feature-estimation loss
-    "vime_k": 3,               # augmented copies per unlabeled row
-    "vime_beta": 1.0,          # weight of the consistency loss
-    "mixup_alpha": 2.0,        # manifold mixup: lambda ~ Beta(a, a)
-}
-MODEL_FILE = "model.pt"
-
-
-# ------------------------------------------------------------------ configuration
-def baseline_config(config: dict | None = None, config_path=None) -> dict:
-    """The trainer's config (:func:`cmix.train.load_config`) plus BASELINE_DEFAULTS,
-    updated from the file and ``config``; unknown keys raise CmixError."""
-    from .train import check_types, load_config, read_config_file
-
-    user = read_config_file(config_path) if config_path is not None else {}
-    user.update(config or {})
-    extra = {k: user.pop(k) for k in list(user) if k in BASELINE_DEFAULTS}
-    cfg = load_config(None, user)
-    cfg.update(BASELINE_DEFAULTS)
-    cfg.update(extra)
-    check_types(cfg, BASELINE_DEFAULTS, config_path or "config")
-    if not 0.0 < float(cfg["vime_p_m"]) < 1.0:
-        raise CmixError(f"vime_p_m = {cfg['vime_p_m']!r}, expected a number in (0, 1)")
-    for key in ("logreg_n_c", "logreg_folds", "vime_k"):
-        if not isinstance(cfg[key], int) or cfg[key] < (2 if key == "logreg_folds" else 1):
-            raise CmixError(f"{key} = {cfg[key]!r}, expected an integer >= "
-                            f"{2 if key == 'logreg_folds' else 1}")
-    for key in ("vime_alpha", "vime_beta", "mixup_alpha"):
-        if not float(cfg[key]) >= 0:
-            raise CmixError(f"{key} = {cfg[key]!r}, expected a number >= 0")
-    return cfg
-
-
-# ------------------------------------------------------------------ shared pieces
-class _Run:
-    """What every baseline needs: config, device, store, splits, run folder, timers."""
-
-    def __init__(self, method, store_path, budget, seed, out_dir, config, config_path, device):
-        from . import store as store_mod
-        from .data import make_splits
-        from .io import resolve_device
-        from .train import open_checked_store
-
-        self.t0 = time.perf_counter()
-        self.method, self.budget, self.seed = method, int(budget), int(seed)
-        self.cfg = baseline_config(config, config_path)
-        self.dev = resolve_device(device)
-        self.store_path = Path(store_path)
-        self.root = open_checked_store(store_path)
-        self.store_sha256 = store_mod.store_fingerprint(self.root)
-        self.splits = make_splits(self.root, budget, seed, self.cfg["val_fraction"],
-                                  self.store_path.name)
-        self.trait = str(self.root.attrs["trait"])
-        self.n_snps = int(self.root["call_dosage"].shape[1])
-        self.out_dir = check_writable_dir(out_dir)
-        self.times: dict = {}
-        s = self.splits
-        self.train_rows = np.sort(np.concatenate([s.train_labeled, s.validation, s.unlabeled]))
-        c = s.counts()
-        log(f"{self.trait}: {method}, budget {budget}, seed {seed}: {c['n_train_labeled']} "
-            f"labeled + {c['n_validation']} validation, {c['n_unlabeled']} unlabeled, "
-            f"{c['n_test']} test, {self.n_snps} SNPs, {s.n_classes} classes, device {self.dev}")
-
-    def tick(self, key, since):
-        self.times[key] = self.times.get(key, 0.0) + time.perf_counter() - since
-        return time.perf_counter()
-
-    def finish(self, test_prob, validation: dict, fitted: dict) -> dict:
-        """Test metrics from ``test_prob`` (n_test, C); writes model.pt and metrics.json."""
-        import torch
-
-        from .train import METRICS_FILE, _versions, classification_metrics
-
-        s = self.splits
-        metrics = classification_metrics(s.label[s.test], test_prob, s.n_classes)
-        result = {
-            "trait": self.trait, "method": self.method, "budget": self.budget,
-            "seed": self.seed, "class_names": s.class_names, **s.counts(),
-            "n_snps": self.n_snps,
-            "test": metrics, "validation": validation, "pseudo_labels": None,
-            "test_split_sha256": s.test_hash,
-            "wall_seconds": {k: round(v, 3) for k, v in self.times.items()},
-            "device": (str(self.dev) if self.dev.type == "cpu"
-                       else f"cuda ({torch.cuda.get_device_name(self.dev)})"),
-            "torch_threads": torch.get_num_threads(),
-            "versions": _versions(), "config": self.cfg,
-            "store": str(self.store_path.resolve().name),
-            "store_sha256": self.store_sha256,
-        }
-        save_torch(fitted, self.out_dir / MODEL_FILE)
-        with atomic_path(self.out_dir / METRICS_FILE) as tmp:
-            tmp.write_text(json.dumps(result, indent=2) + "\n")
-        log(f"{self.trait} {self.method} budget {self.budget} seed {self.seed}: test accuracy "
-            f"{metrics['accuracy']:.4f}, balanced {metrics['balanced_accuracy']:.4f}")
-        return result
+from . import harness
+from .io import CmixError
 
 
 def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -183,29 +81,27 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
 
 
 # ------------------------------------------------------------------ logreg / prs
-def run_logreg(store_path, budget, seed, out_dir, *, config=None, config_path=None,
-               device="cpu", resume=False):
+def run_logreg(ctx, state) -> dict:
     """L2 logistic regression, C by stratified k-fold CV (log-loss) within the labeled rows."""
-    from .data import column_moments, load_rows
-
-    r = _Run("logreg", store_path, budget, seed, out_dir, config, config_path, device)
-    s, cfg = r.splits, r.cfg
-    t = time.perf_counter()
-    mean, sd = column_moments(r.root, r.train_rows)
-    lab = s.labeled
-    x = standardised_dosage(load_rows(r.root, lab), mean, sd)
-    y = s.label[lab]
-    t = r.tick("load", t)
-    model, best_c, folds, cv_loss = fit_logreg_cv(x, y, s.n_classes, cfg["logreg_folds"],
-                                                  cfg["logreg_n_c"], seed)
-    t = r.tick("fit", t)
-    prob = _full_proba(model, standardised_dosage(load_rows(r.root, s.test), mean, sd),
-                       s.n_classes)
-    r.tick("evaluate", t)
-    return r.finish(prob, {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
-                           "fit_rows": "labeled (train_labeled + validation)"},
-                    {"coef": model.coef_, "intercept": model.intercept_, "C": best_c,
-                     "mean": mean, "sd": sd})
+    s, cfg = ctx.splits, ctx.cfg
+    fitted = state.parts.get("fitted")
+    if fitted is None:
+        t = time.perf_counter()
+        x = standardised_dosage(ctx.rows(s.labeled).cpu().numpy(), ctx.mean, ctx.sd)
+        t = state.add_time("load", t)
+        model, best_c, folds, cv_loss = fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
+                                                      cfg["logreg_folds"], cfg["logreg_n_c"],
+                                                      ctx.seed)
+        state.add_time("fit", t)
+        fitted = state.parts["fitted"] = {
+            "model": model,
+            "validation": {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
+                           "fit_rows": "labeled (train_labeled + validation)"}}
+        state.stage = "fitted"
+        ctx.save(state)
+    x_test = standardised_dosage(ctx.rows(s.test).cpu().numpy(), ctx.mean, ctx.sd)
+    prob = _full_proba(fitted["model"], x_test, s.n_classes)
+    return harness.finish(ctx, state, prob, fitted["validation"])
 
 
 def _full_proba(model, x, n_classes):
@@ -226,103 +122,55 @@ def polygenic_score(root, rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return x @ beta
 
 
-def run_prs(store_path, budget, seed, out_dir, *, config=None, config_path=None,
-            device="cpu", resume=False):
+def run_prs(ctx, state) -> dict:
     """Polygenic score from the store's betas, then a one-feature logistic regression."""
     from sklearn.linear_model import LogisticRegression
 
-    from .data import column_moments
-
-    r = _Run("prs", store_path, budget, seed, out_dir, config, config_path, device)
-    s = r.splits
-    beta = np.asarray(r.root["variant_beta"][:], dtype=np.float64)
+    s = ctx.splits
+    beta = np.asarray(ctx.root["variant_beta"][:], dtype=np.float64)
     if not np.any(np.isfinite(beta) & (beta != 0)):
-        raise CmixError(f"{r.store_path}: variant_beta is all zero or missing; the PRS "
+        raise CmixError(f"{ctx.store_path}: variant_beta is all zero or missing; the PRS "
                         "baseline needs summary-statistic effects")
-    t = time.perf_counter()
-    mean, _ = column_moments(r.root, r.train_rows)
-    lab = s.labeled
-    score = polygenic_score(r.root, lab, mean)
-    mu, sigma = float(score.mean()), float(score.std()) or 1.0
-    y = s.label[lab]
-    t = r.tick("load", t)
-    model = LogisticRegression(C=1e6, max_iter=5000).fit(((score - mu) / sigma)[:, None], y)
-    t = r.tick("fit", t)
-    test_score = (polygenic_score(r.root, s.test, mean) - mu) / sigma
-    prob = _full_proba(model, test_score[:, None], s.n_classes)
-    r.tick("evaluate", t)
-    train_acc = float(np.mean(model.predict(((score - mu) / sigma)[:, None]) == y))
-    return r.finish(prob, {"labeled_accuracy": train_acc,
-                           "fit_rows": "labeled (train_labeled + validation)"},
-                    {"coef": model.coef_, "intercept": model.intercept_,
-                     "score_mean": mu, "score_sd": sigma})
+    fitted = state.parts.get("fitted")
+    if fitted is None:
+        t = time.perf_counter()
+        score = polygenic_score(ctx.root, s.labeled, ctx.mean)
+        mu, sigma = float(score.mean()), float(score.std()) or 1.0
+        y = s.label[s.labeled]
+        t = state.add_time("load", t)
+        z = ((score - mu) / sigma)[:, None]
+        model = LogisticRegression(C=1e6, max_iter=5000).fit(z, y)
+        state.add_time("fit", t)
+        fitted = state.parts["fitted"] = {
+            "model": model, "score_mean": mu, "score_sd": sigma,
+            "validation": {"labeled_accuracy": float(np.mean(model.predict(z) == y)),
+                           "fit_rows": "labeled (train_labeled + validation)"}}
+        state.stage = "fitted"
+        ctx.save(state)
+    test_score = (polygenic_score(ctx.root, s.test, ctx.mean) - fitted["score_mean"]) \
+        / fitted["score_sd"]
+    prob = _full_proba(fitted["model"], test_score[:, None], s.n_classes)
+    return harness.finish(ctx, state, prob, fitted["validation"])
 
 
 # ------------------------------------------------------------------ neural baselines
-def fit_predictor(new_head, epoch_fn, x_lab, y_lab, x_val, y_val, cfg, desc="predictor"):
-    """Early-stopped training of a predictor head, then (with cfg["pred_refit"]) a refit.
-
-    new_head() -> (head, optimiser), seeded the same way at every call; epoch_fn(head,
-    opt, x, y, epoch) -> mean loss trains one epoch on inputs x (N, ...) and int64 labels
-    y (N,), both on the device. Training stops after cfg["pred_patience"] epochs without a
-    better validation log-loss and reloads the best state; with cfg["pred_refit"] a fresh
-    head is then trained on the labeled and validation rows together for the best epoch
-    count (as the trainer does). Returns (head, validation summary dict)."""
+def _cmix_model(ctx):
+    """The cmix model (embedding + encoder + decoder) seeded by the run's seed."""
     import torch
 
-    from .train import _cpu_state, log_loss, predict_proba
-
-    head, opt = new_head()
-    y_val_np = y_val.cpu().numpy()
-    has_val = len(y_val_np) > 0
-    best, best_loss, best_epoch, bad = None, float("inf"), 0, 0
-    bar = progress(total=cfg["pred_epochs"], desc=desc, unit="epoch")
-    for epoch in range(cfg["pred_epochs"]):
-        epoch_fn(head, opt, x_lab, y_lab, epoch)
-        bar.update(1)
-        if not has_val:
-            continue
-        vloss = log_loss(predict_proba(head, x_val, x_val.device), y_val_np)
-        if vloss < best_loss:
-            best, best_loss, best_epoch, bad = _cpu_state(head.state_dict()), vloss, epoch + 1, 0
-        else:
-            bad += 1
-            if bad >= cfg["pred_patience"]:
-                break
-    bar.close()
-    if best is not None:
-        head.load_state_dict(best)
-    out = {"best_epoch": best_epoch, "best_loss": best_loss if np.isfinite(best_loss) else None}
-    if has_val:
-        prob = predict_proba(head, x_val, x_val.device)
-        out["accuracy"] = float(np.mean(prob.argmax(1) == y_val_np))
-    n_refit = best_epoch if cfg["pred_refit"] else 0
-    if n_refit:
-        head, opt = new_head()
-        x_all, y_all = torch.cat([x_lab, x_val]), torch.cat([y_lab, y_val])
-        for epoch in range(n_refit):
-            epoch_fn(head, opt, x_all, y_all, epoch)
-    out["refit_epochs"] = n_refit
-    return head, out
-
-
-def _nn_setup(r):
-    """Column moments (dosage encoding), the cmix model (embedding + encoder + decoder),
-    labeled / validation inputs on the device."""
-    import torch
-
-    from .data import column_moments, load_rows
     from .nn import ContrastiveMixup
 
-    s, cfg = r.splits, r.cfg
-    mean = sd = None
-    if cfg["encoding"] == "dosage":
-        mean, sd = column_moments(r.root, r.train_rows)
-    torch.manual_seed(r.seed)
-    model = ContrastiveMixup(r.n_snps, cfg, mean, sd).to(r.dev)
-    x_lab = torch.from_numpy(load_rows(r.root, s.train_labeled)).to(r.dev)
-    x_val = torch.from_numpy(load_rows(r.root, s.validation)).to(r.dev)
-    return model, mean, sd, x_lab, x_val
+    torch.manual_seed(ctx.seed)
+    return ContrastiveMixup(ctx.n_snps, ctx.cfg, ctx.mean, ctx.sd).to(ctx.dev)
+
+
+def _train_loader(ctx, rows):
+    from .data import RowLoader, choose_mode
+
+    mode = choose_mode(len(ctx.train_rows), ctx.n_snps, ctx.cfg["loader"],
+                       int(ctx.cfg["memory_limit_mb"]) << 20)
+    return RowLoader(ctx.root, rows, batch_size=ctx.cfg["batch_size"], mode=mode,
+                     device=ctx.dev, buffer_chunks=ctx.cfg["buffer_chunks"])
 
 
 def _encode_all(model, x, batch=4096):
@@ -334,18 +182,7 @@ def _encode_all(model, x, batch=4096):
             if len(x) else torch.zeros((0, model.encoder.out_dim), device=x.device)
 
 
-def _supervised_head_epoch(head, opt, inputs, y, cfg, seed, epoch, device):
-    """One plain supervised epoch (the trainer's predictor_epoch without mixup)."""
-    import torch
-
-    from .train import predictor_epoch
-
-    eye = torch.eye(int(head.predictor.net[-1].out_features), device=device)
-    return predictor_epoch(head, opt, inputs, eye[y], torch.ones(len(y), device=device),
-                           {**cfg, "predictor_mixup": False}, seed, epoch, device)
-
-
-def _latent_head(r, in_dim, stage_seed):
+def _latent_head(ctx, in_dim, stage_seed):
     """A fresh predictor head on latent rows of width in_dim, and its optimiser."""
     import torch
 
@@ -353,85 +190,73 @@ def _latent_head(r, in_dim, stage_seed):
     from .train import Head
 
     torch.manual_seed(stage_seed)
-    head = Head(torch.nn.Identity(), Predictor(in_dim, r.splits.n_classes,
-                                               r.cfg["pred_hidden"]).to(r.dev))
-    opt = torch.optim.Adam(head.parameters(), lr=r.cfg["pred_lr"],
-                           weight_decay=r.cfg["pred_weight_decay"])
+    head = Head(torch.nn.Identity(), Predictor(in_dim, ctx.splits.n_classes,
+                                               ctx.cfg["pred_hidden"]).to(ctx.dev))
+    opt = torch.optim.Adam(head.parameters(), lr=ctx.cfg["pred_lr"],
+                           weight_decay=ctx.cfg["pred_weight_decay"])
     return head, opt
 
 
-def _frozen_latent(r, model, x_lab, x_val):
-    """Freeze the encoder and embed the labeled and validation rows:
-    (z_lab, z_val, y_lab, y_val) on the device."""
+def _frozen_latent(ctx, model):
+    """Freeze the encoder; the labeled rows' latent inputs, one-hot targets and unit
+    weights (the harness's train tuple), and the validation rows' (latent, labels)."""
     import torch
 
-    s = r.splits
+    s = ctx.splits
     for p in model.parameters():
         p.requires_grad_(False)
-    z_lab, z_val = _encode_all(model, x_lab), _encode_all(model, x_val)
-    y_lab = torch.from_numpy(s.label[s.train_labeled]).to(r.dev)
-    y_val = torch.from_numpy(s.label[s.validation]).to(r.dev)
-    return z_lab, z_val, y_lab, y_val
+    z_lab = _encode_all(model, ctx.rows(s.train_labeled))
+    eye = torch.eye(s.n_classes, device=ctx.dev)
+    y_lab = torch.from_numpy(s.label[s.train_labeled]).to(ctx.dev)
+    train = (z_lab, eye[y_lab], torch.ones(len(y_lab), device=ctx.dev))
+    return train, (_encode_all(model, ctx.rows(s.validation)), s.label[s.validation])
 
 
-def _frozen_predictor(r, model, x_lab, x_val, stage_seed):
-    """Predictor on the frozen encoder's latent rows of the labeled rows (no mixup);
-    returns (head, validation summary)."""
-    z_lab, z_val, y_lab, y_val = _frozen_latent(r, model, x_lab, x_val)
-    return fit_predictor(lambda: _latent_head(r, z_lab.shape[1], stage_seed),
-                         lambda h, o, z, y, e: _supervised_head_epoch(h, o, z, y, r.cfg,
-                                                                      r.seed, e, r.dev),
-                         z_lab, y_lab, z_val, y_val, r.cfg)
+def _supervised_epoch(ctx):
+    """One plain supervised epoch of a head (the trainer's predictor epoch, no mixup)."""
+    from .train import predictor_epoch
+
+    cfg = {**ctx.cfg, "predictor_mixup": False}
+    return lambda head, opt, x, t, w, epoch: predictor_epoch(head, opt, x, t, w, cfg, ctx.seed,
+                                                            epoch, ctx.dev)
 
 
-def _test_proba_latent(r, model, head):
-    import torch
-
-    from .data import load_rows
-    from .train import predict_proba
-
-    x_test = torch.from_numpy(load_rows(r.root, r.splits.test)).to(r.dev)
-    return predict_proba(head, _encode_all(model, x_test), r.dev)
+def _test_proba_latent(ctx, model, head):
+    return harness.predict_proba(head, _encode_all(model, ctx.rows(ctx.splits.test)))
 
 
-def run_ae(store_path, budget, seed, out_dir, *, config=None, config_path=None,
-           device="auto", resume=False):
+def run_ae(ctx, state) -> dict:
     """Autoencoder pre-training on all training-split rows, predictor on the frozen encoder."""
     import torch
 
-    from .data import RowLoader, choose_mode
     from .losses import reconstruction_loss
-    from .train import _cpu_state
 
-    r = _Run("ae", store_path, budget, seed, out_dir, config, config_path, device)
-    cfg, dev = r.cfg, r.dev
-    t = time.perf_counter()
-    model, _, _, x_lab, x_val = _nn_setup(r)
-    mode = choose_mode(len(r.train_rows), r.n_snps, cfg["loader"], int(cfg["memory_limit_mb"]) << 20)
-    loader = RowLoader(r.root, r.train_rows, batch_size=cfg["batch_size"], mode=mode, device=dev,
-                       buffer_chunks=cfg["buffer_chunks"])
-    t = r.tick("load", t)
+    cfg, dev = ctx.cfg, ctx.dev
+    model = _cmix_model(ctx)
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    history = []
-    for epoch in progress(range(cfg["epochs"]), desc="ae pre-training", unit="epoch"):
+    loader = []
+
+    def epoch_fn(epoch):
+        if not loader:
+            loader.append(_train_loader(ctx, ctx.train_rows))
         model.train()
         tot, n = 0.0, 0
-        for _, x in loader.batches(seed_seq=[r.seed & 0xFFFFFFFF, 11, epoch]):
+        for _, x in loader[0].batches(seed_seq=[ctx.seed & 0xFFFFFFFF, 11, epoch]):
             x = x.to(dev)
             loss = reconstruction_loss(model.decoder(model.encode(x)), x, model.embed)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             tot, n = tot + float(loss.detach()), n + 1
-        history.append(tot / max(n, 1))
-    t = r.tick("pretrain", t)
-    head, val = _frozen_predictor(r, model, x_lab, x_val, r.seed + 2)
-    t = r.tick("predictor", t)
-    prob = _test_proba_latent(r, model, head)
-    r.tick("evaluate", t)
-    val["pretrain_loss"] = history
-    return r.finish(prob, val, {"model": {k: v.cpu() for k, v in model.state_dict().items()},
-                                "head": _cpu_state(head.state_dict())})
+        return {"loss": tot / max(n, 1)}
+
+    harness.run_epochs(ctx, state, "pretrain", cfg["epochs"], {"model": model, "opt": opt},
+                       epoch_fn, "ae pre-training")
+    train, val = _frozen_latent(ctx, model)
+    head, validation = harness.fit_head(
+        ctx, state, lambda: _latent_head(ctx, train[0].shape[1], ctx.seed + 2),
+        _supervised_epoch(ctx), train, val)
+    return harness.finish(ctx, state, _test_proba_latent(ctx, model, head), validation)
 
 
 # ------------------------------------------------------------------ VIME
@@ -471,39 +296,33 @@ def vime_consistency_loss(logits_k):
     return logits_k.float().var(dim=0, unbiased=False).mean()
 
 
-def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None,
-             device="auto", resume=False):
+def run_vime(ctx, state) -> dict:
     """VIME self- and semi-supervised learning (Yoon et al. 2020)."""
     import torch
+    import torch.nn.functional as F
 
-    from .data import RowLoader, choose_mode
     from .nn import _mlp
-    from .train import _cpu_state, _gen
 
-    r = _Run("vime", store_path, budget, seed, out_dir, config, config_path, device)
-    s, cfg, dev = r.splits, r.cfg, r.dev
-    t = time.perf_counter()
-    model, _, _, x_lab, x_val = _nn_setup(r)
-    hidden = model.encoder.out_dim
-    torch.manual_seed(r.seed + 5)
-    dims = [hidden] * cfg["proj_layers"] + [r.n_snps]
+    s, cfg, dev = ctx.splits, ctx.cfg, ctx.dev
+    model = _cmix_model(ctx)
+    torch.manual_seed(ctx.seed + 5)
+    dims = [model.encoder.out_dim] * cfg["proj_layers"] + [ctx.n_snps]
     mask_est = torch.nn.Sequential(*_mlp(dims, batchnorm=False, last_act=False)).to(dev)
-    mode = choose_mode(len(r.train_rows), r.n_snps, cfg["loader"], int(cfg["memory_limit_mb"]) << 20)
-    loader = RowLoader(r.root, r.train_rows, batch_size=cfg["batch_size"], mode=mode, device=dev,
-                       buffer_chunks=cfg["buffer_chunks"])
-    t = r.tick("load", t)
     params = list(model.embed.parameters()) + list(model.encoder.parameters()) \
         + list(model.decoder.parameters()) + list(mask_est.parameters())
     opt = torch.optim.Adam(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    history = []
-    for epoch in progress(range(cfg["epochs"]), desc="vime self-supervised", unit="epoch"):
-        gen, _ = _gen(r.seed, 21, epoch)
+    loaders = {}
+
+    def self_epoch(epoch):
+        if "train" not in loaders:
+            loaders["train"] = _train_loader(ctx, ctx.train_rows)
+        g, _ = harness.gen(ctx.seed, 21, epoch)
         model.train()
         mask_est.train()
         tot, n = 0.0, 0
-        for _, x in loader.batches(seed_seq=[r.seed & 0xFFFFFFFF, 22, epoch]):
+        for _, x in loaders["train"].batches(seed_seq=[ctx.seed & 0xFFFFFFFF, 22, epoch]):
             x = x.to(dev)
-            x_tilde, mask = vime_corrupt(x, cfg["vime_p_m"], gen)
+            x_tilde, mask = vime_corrupt(x, cfg["vime_p_m"], g)
             z = model.encode(x_tilde)
             loss, _, _ = vime_self_loss(mask_est(z), mask.to(dev), model.decoder(z), x,
                                         model.embed, cfg["vime_alpha"])
@@ -511,22 +330,23 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             loss.backward()
             opt.step()
             tot, n = tot + float(loss.detach()), n + 1
-        history.append(tot / max(n, 1))
-    t = r.tick("pretrain", t)
+        return {"loss": tot / max(n, 1)}
+
+    harness.run_epochs(ctx, state, "pretrain", cfg["epochs"],
+                       {"model": model, "mask_estimator": mask_est, "opt": opt}, self_epoch,
+                       "vime self-supervised")
 
     # semi-supervised predictor on the frozen encoder
-    z_lab, z_val, y_lab, y_val = _frozen_latent(r, model, x_lab, x_val)
-    u_loader = RowLoader(r.root, s.unlabeled, batch_size=cfg["batch_size"], mode=mode, device=dev,
-                         buffer_chunks=cfg["buffer_chunks"])
+    train, val = _frozen_latent(ctx, model)
+    u_loader = _train_loader(ctx, s.unlabeled)
     bs, k = cfg["pred_batch_size"], cfg["vime_k"]
 
-    def epoch_fn(head, popt, z_l, y_l, epoch):
-        import torch.nn.functional as F
-
-        gen, rng = _gen(r.seed, 23, epoch)
+    def semi_epoch(head, popt, z_l, t_l, w_l, epoch):
+        g, rng = harness.gen(ctx.seed, 23, epoch)
+        y_l = t_l.argmax(1)
         head.train()
         order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
-        u_iter = (u_loader.batches(seed_seq=[r.seed & 0xFFFFFFFF, 24, epoch])
+        u_iter = (u_loader.batches(seed_seq=[ctx.seed & 0xFFFFFFFF, 24, epoch])
                   if len(u_loader) else iter(()))
         tot = 0.0
         for st in range(0, len(order), bs):
@@ -538,7 +358,7 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             if xu is not None and len(xu) >= 2 and cfg["vime_beta"] > 0:
                 xu = xu.to(dev)
                 with torch.no_grad():
-                    zk = torch.stack([model.encode(vime_corrupt(xu, cfg["vime_p_m"], gen)[0])
+                    zk = torch.stack([model.encode(vime_corrupt(xu, cfg["vime_p_m"], g)[0])
                                       for _ in range(k)])             # (K, B, H)
                 logits_k = head.predictor(zk.flatten(0, 1)).view(k, len(xu), -1)
                 loss = loss + cfg["vime_beta"] * vime_consistency_loss(logits_k)
@@ -548,16 +368,10 @@ def run_vime(store_path, budget, seed, out_dir, *, config=None, config_path=None
             tot += float(loss.detach())
         return tot
 
-    head, val = fit_predictor(lambda: _latent_head(r, z_lab.shape[1], r.seed + 2), epoch_fn,
-                              z_lab, y_lab, z_val, y_val, cfg)
-    t = r.tick("predictor", t)
-    prob = _test_proba_latent(r, model, head)
-    r.tick("evaluate", t)
-    val["pretrain_loss"] = history
-    return r.finish(prob, val, {"model": {k_: v.cpu() for k_, v in model.state_dict().items()},
-                                "mask_estimator": {k_: v.cpu() for k_, v in
-                                                   mask_est.state_dict().items()},
-                                "head": _cpu_state(head.state_dict())})
+    head, validation = harness.fit_head(
+        ctx, state, lambda: _latent_head(ctx, train[0].shape[1], ctx.seed + 2), semi_epoch,
+        train, val)
+    return harness.finish(ctx, state, _test_proba_latent(ctx, model, head), validation)
 
 
 # ------------------------------------------------------------------ manifold mixup
@@ -574,42 +388,36 @@ def manifold_mixup_step(predictor, f, targets, layer: int, lam, perm):
     return net[cut:](h), t
 
 
-def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config_path=None,
-                       device="auto", resume=False):
+def run_manifold_mixup(ctx, state) -> dict:
     """Supervised predictor on the embedded SNPs with manifold mixup."""
     import torch
 
-    from .data import column_moments, load_rows
     from .losses import soft_cross_entropy
     from .nn import Predictor, SnpEmbedding
-    from .train import Head, _cpu_state, _gen
+    from .train import Head
 
-    r = _Run("manifold_mixup", store_path, budget, seed, out_dir, config, config_path, device)
-    s, cfg, dev = r.splits, r.cfg, r.dev
+    s, cfg, dev = ctx.splits, ctx.cfg, ctx.dev
     t = time.perf_counter()
-    mean = sd = None
-    if cfg["encoding"] == "dosage":
-        mean, sd = column_moments(r.root, r.train_rows)
-    x_lab = torch.from_numpy(load_rows(r.root, s.train_labeled)).to(dev)
-    x_val = torch.from_numpy(load_rows(r.root, s.validation)).to(dev)
+    x_lab = ctx.rows(s.train_labeled)
     y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
-    t = r.tick("load", t)
-    y_val = torch.from_numpy(s.label[s.validation]).to(dev)
+    eye = torch.eye(s.n_classes, device=dev)
+    train = (x_lab, eye[y_lab], torch.ones(len(y_lab), device=dev))
+    val = (ctx.rows(s.validation), s.label[s.validation])
+    state.add_time("load", t)
 
     def new_head():
-        torch.manual_seed(r.seed + 1)
-        features = SnpEmbedding(r.n_snps, cfg["encoding"], mean, sd).to(dev)
-        torch.manual_seed(r.seed + 2)
+        torch.manual_seed(ctx.seed + 1)
+        features = SnpEmbedding(ctx.n_snps, cfg["encoding"], ctx.mean, ctx.sd).to(dev)
+        torch.manual_seed(ctx.seed + 2)
         h = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
         return h, torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
                                    weight_decay=cfg["pred_weight_decay"])
-    eye = torch.eye(s.n_classes, device=dev)
     a = float(cfg["mixup_alpha"])
 
-    def epoch_fn(head, opt, x_l, y_l, epoch):
-        gen, rng = _gen(r.seed, 31, epoch)
+    def epoch_fn(head, opt, x_l, t_l, w_l, epoch):
+        _, rng = harness.gen(ctx.seed, 31, epoch)
         head.train()
-        order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
+        order = torch.from_numpy(rng.permutation(len(t_l))).to(dev)
         tot = 0.0
         for st in range(0, len(order), cfg["pred_batch_size"]):
             idx = order[st:st + cfg["pred_batch_size"]]
@@ -620,7 +428,7 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
                                    else np.ones(len(idx), np.float32)).to(dev)
             perm = torch.from_numpy(rng.permutation(len(idx))).to(dev)
             logits, tgt = manifold_mixup_step(head.predictor, head.features(x_l[idx]),
-                                              eye[y_l[idx]], layer, lam, perm)
+                                              t_l[idx], layer, lam, perm)
             loss = soft_cross_entropy(logits, tgt)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -628,35 +436,6 @@ def run_manifold_mixup(store_path, budget, seed, out_dir, *, config=None, config
             tot += float(loss.detach())
         return tot
 
-    head, val = fit_predictor(new_head, epoch_fn, x_lab, y_lab, x_val, y_val, cfg)
-    t = r.tick("predictor", t)
-    from .train import predict_proba
-    prob = predict_proba(head, torch.from_numpy(load_rows(r.root, s.test)).to(dev), dev)
-    r.tick("evaluate", t)
-    return r.finish(prob, val, {"head": _cpu_state(head.state_dict())})
-
-
-# method name -> run function (same signature as cmix.train.train_run)
-BASELINES: dict = {
-    "logreg": run_logreg,
-    "prs": run_prs,
-    "ae": run_ae,
-    "vime": run_vime,
-    "manifold_mixup": run_manifold_mixup,
-}
-
-# every method of the evaluation grid, in the report's display order
-ALL_METHODS = ["prs", "logreg", "mlp", "manifold_mixup", "ae", "vime", "cmix_selfsl",
-               "cmix_selfsl_pl", "cmix_random_mix", "cmix"]
-
-
-def run_method(method: str, store_path, budget, seed, out_dir, *, config=None,
-               config_path=None, device="auto", resume=False) -> dict:
-    """Run any method of the grid with one config dict for all of them: the trainer's
-    methods (cmix, mlp, ablations) do not take the baselines' keys, which are dropped."""
-    from .train import train_run
-
-    if method not in BASELINES:
-        config = {k: v for k, v in (config or {}).items() if k not in BASELINE_DEFAULTS}
-    return train_run(store_path, budget, seed, out_dir, method=method, config=config,
-                     config_path=config_path, device=device, resume=resume)
+    head, validation = harness.fit_head(ctx, state, new_head, epoch_fn, train, val)
+    prob = harness.predict_proba(head, ctx.rows(s.test))
+    return harness.finish(ctx, state, prob, validation)

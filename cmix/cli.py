@@ -103,10 +103,11 @@ def _add_train(sub):
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")
     p.add_argument("--seed", required=True, type=int, help="seed of the labeled subset and training")
-    p.add_argument("--method", default="cmix",
-                   help="cmix (Contrastive Mixup, default); baselines mlp, logreg, prs, ae, "
-                        "vime, manifold_mixup; ablations cmix_selfsl, cmix_selfsl_pl, "
-                        "cmix_random_mix")
+    from .methods import METHODS
+
+    p.add_argument("--method", default="cmix", metavar="METHOD",
+                   help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values())
+                   + " (default cmix)")
     p.add_argument("--config", default=None,
                    help="YAML or JSON file of config keys overriding the defaults")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
@@ -118,14 +119,14 @@ def _add_train(sub):
 
 
 def _run_train(args):
-    from .io import input_file
-    from .train import train_run
+    from .config import read_config_file, resolve_config
+    from .harness import train_run
+    from .methods import get_method
 
-    if args.config is not None:
-        input_file(args.config, "trainer config, --config")
-
-    train_run(args.store, args.budget, args.seed, args.out, method=args.method,
-              config_path=args.config, device=args.device, resume=args.resume)
+    config = read_config_file(args.config) if args.config else {}
+    resolve_config(config, get_method(args.method).switches, where=args.config or "config")
+    train_run(args.store, args.budget, args.seed, args.out, method=args.method, config=config,
+              device=args.device, resume=args.resume)
 
 
 # ---------------------------------------------------------------------------- report

@@ -34,12 +34,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .baselines import ALL_METHODS
+from .methods import METHODS, method_rank
 from .io import CmixError, atomic_outputs, check_writable_dir, log
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
-METHOD_ORDER = ALL_METHODS
 RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_accuracy",
                   "auroc", "n_classes", "n_snps", "n_labeled", "n_train_labeled",
                   "n_validation", "n_unlabeled", "n_test", "test_majority_rate",
@@ -110,20 +109,16 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
                 f"trait {trait}: the runs under {runs_dir} used {len(hashes)} different test "
                 f"splits (test_split_sha256 {', '.join(h[:12] + f' in {n} runs' for h, n in counts.items())}); "
                 "results of different stores cannot be compared, report them separately")
-    df["_order"] = df["method"].map(_method_rank)
+    df["_order"] = df["method"].map(method_rank)
     df = df.sort_values(["trait", "_order", "method", "budget", "seed"]).drop(columns="_order")
     return df.reset_index(drop=True), parsed
-
-
-def _method_rank(method: str) -> int:
-    return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
 
 
 def infer_grid(results: pd.DataFrame) -> dict:
     """The grid the runs belong to when none is given: every trait, method, budget and
     seed seen in any run, crossed (so a method with no run for one trait shows)."""
     return {"traits": list(dict.fromkeys(results["trait"])),
-            "methods": sorted(dict.fromkeys(results["method"]), key=_method_rank),
+            "methods": sorted(dict.fromkeys(results["method"]), key=method_rank),
             "budgets": sorted(int(b) for b in results["budget"].unique()),
             "seeds": sorted(int(s) for s in results["seed"].unique())}
 
@@ -170,7 +165,7 @@ def _style(methods):
     import matplotlib.pyplot as plt
 
     cmap = plt.get_cmap("tab10")
-    known = {m: i for i, m in enumerate(METHOD_ORDER)}
+    known = {m: i for i, m in enumerate(METHODS)}
     styles = {}
     for i, m in enumerate(methods):
         c = cmap(known.get(m, i) % 10)
@@ -315,7 +310,7 @@ def _config_table(parsed: list[dict]) -> str:
         by_method.setdefault(m["method"], []).append(json.dumps(m.get("config", {}),
                                                                 sort_keys=True))
     keys = sorted({k for m in parsed for k in (m.get("config") or {})})
-    methods = sorted(by_method, key=_method_rank)
+    methods = sorted(by_method, key=method_rank)
     rows = []
     for k in keys:
         vals = []
@@ -400,7 +395,7 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     wall = (results.groupby("method")["wall_seconds"].agg(["mean", "sum", "count"])
             .reset_index().rename(columns={"mean": "mean s per run", "sum": "total s",
                                            "count": "runs"}))
-    wall = wall.iloc[np.argsort([_method_rank(m) for m in wall["method"]], kind="stable")]
+    wall = wall.iloc[np.argsort([method_rank(m) for m in wall["method"]], kind="stable")]
     show = summary[["trait", "method", "budget", "n", "complete", "accuracy_mean",
                     "accuracy_sd", "balanced_accuracy_mean", "balanced_accuracy_sd",
                     "auroc_mean", "auroc_sd", "pseudo_label_accuracy_mean"]]
@@ -420,7 +415,7 @@ img{{max-width:100%;border:1px solid #ddd;margin-bottom:1em}}
 .warn{{color:#a00;font-weight:bold}}</style></head><body>
 <h1>cmix evaluation report</h1>
 <p>{len(results)} runs from <code>{html.escape(str(Path(runs_dir).name))}</code>: {len(traits)}
-trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=_method_rank)))}.
+trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=method_rank)))}.
 Grid status: <span class="{'warn' if len(missing) else ''}">{html.escape(status)}</span>.</p>
 <p>Metrics are on each trait's fixed test split (never used for training or model
 selection); mean +- sd (ddof 1) over seeds; n = seeds present. AUROC is macro one-vs-rest

@@ -6,217 +6,27 @@ reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every``
 weighted by their certainty, early stopping on the labeled validation rows, best
 checkpoint reloaded) -> test metrics.
 
-Run folder (``--out``): ``checkpoint.pt`` (after every epoch, atomic), ``train_log.jsonl``
-(one line per epoch: stage, epoch, losses; no sample IDs) and ``metrics.json`` (written
-last, atomically). A rerun of the same command resumes from the checkpoint. Randomness:
-the model initialisation comes from ``seed``; every epoch draws its batches, layers,
-lambdas and partners from generators seeded by (seed, stage, epoch), so a resumed run
-repeats exactly what an uninterrupted one does (bit-for-bit on CPU).
+The run folder, checkpoint and resume come from :mod:`cmix.harness`. Randomness: the
+model initialisation comes from ``seed``; every epoch draws its batches, layers, lambdas
+and partners from generators seeded by (seed, stage, epoch), so a resumed run repeats
+exactly what an uninterrupted one does (bit-for-bit on CPU).
 
-Methods: ``cmix`` (the full method) and ``mlp`` (supervised predictor on the embedded
-inputs, same labels, no pre-training). A method is a set of config overrides in
-:data:`METHODS`; ablations are config switches (``pretrain``, ``pseudo_labels``,
-``predictor_mixup``, ``mix``).
+Methods (:mod:`cmix.methods`): ``cmix`` (the full method), ``mlp`` (supervised predictor
+on the embedded inputs, same labels, no pre-training) and the ablations, all one code
+path with switches (``pretrain``, ``pseudo_labels``, ``predictor_mixup``, ``mix``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
-from .io import (CmixError, atomic_path, check_writable_dir, folder_lock, log, progress,
-                 resolve_device, save_torch)
-
-# Defaults: CPU-sized (tests, demo, 2-core machines). The paper's size differs only in the
-# encoder width: ``hidden: null`` = the embedded width (n_snps for dosages, 3 x n_snps for
-# categorical SNPs).
-DEFAULT_CONFIG: dict = {
-    # model
-    "encoding": "dosage",           # dosage (standardised) | categorical (4 levels -> width 3)
-    "hidden": 256,                  # encoder width; null = embedded width (paper)
-    "n_layers": 1,                  # T encoder layers (paper: 1)
-    "batchnorm": False,
-    "d_proj": 128,                  # projection head output width
-    "proj_layers": 2,               # L_proj
-    # pre-training
-    "pretrain": True,
-    "epochs": 20,
-    "batch_size": 256,              # unlabeled rows per step
-    "labeled_batch_size": 128,      # labeled rows per step (drawn from D_L each step)
-    "lr": 1e-3,
-    "weight_decay": 0.0,
-    "alpha": 0.2,                   # lambda ~ U(0, alpha), alpha in [0, 0.5]
-    "tau": 0.1,                     # SupCon temperature
-    "beta": 0.25,                   # weight of the reconstruction loss
-    "gamma": 1.0,                   # weight of pseudo-labeled rows in SupCon (0 = Self-SL)
-    "mix": "within_class",          # within_class | random
-    # label propagation
-    "pseudo_labels": True,
-    "warmup_epochs": 5,             # K
-    "lp_every": 5,                  # f
-    "lp_k": 3,                      # kNN neighbours (paper: 3)
-    "lp_alpha": 0.99,               # converged solve; 0.999 oversmooths (RESULTS.md)
-    "lp_rtol": 1e-6,
-    "lp_maxiter": 500,              # CG iterations (stops earlier at lp_rtol)
-    "lp_max_unlabeled": 20000,      # |S_U|
-    "lp_class_prior": True,         # weight class scores by the labeled class shares
-                                    # (false = METHOD.md's equal-prior argmax)
-    "lp_block": 4096,
-    # predictor
-    "pred_hidden": 100,
-    "pred_epochs": 100,
-    "pred_patience": 10,
-    "pred_lr": 1e-3,
-    "pred_weight_decay": 0.0,
-    "pred_batch_size": 128,
-    "predictor_mixup": True,        # latent mixup, lambda ~ U(0, 1)
-    "val_fraction": 0.2,            # validation carved from the labeled rows
-    "pred_refit": True,             # then retrain on all labeled rows for the best epoch count
-    # data
-    "loader": "auto",               # auto | memory | stream
-    "buffer_chunks": 8,
-    "memory_limit_mb": 2048,
-}
-
-# method name -> config overrides (the baselines of cmix.baselines run their own code)
-METHODS: dict = {
-    "cmix": {},
-    "mlp": {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False},
-    # ablations (METHOD.md)
-    "cmix_selfsl": {"pseudo_labels": False, "predictor_mixup": False},
-    "cmix_selfsl_pl": {"predictor_mixup": False},
-    "cmix_random_mix": {"mix": "random"},
-}
-
-METRICS_FILE = "metrics.json"
-CHECKPOINT_FILE = "checkpoint.pt"
-LOG_FILE = "train_log.jsonl"
-
-
-# ------------------------------------------------------------------ configuration
-def read_config_file(path) -> dict:
-    """The key: value mapping of a YAML or JSON config file ({} for an empty file);
-    a missing, unparsable or non-mapping file raises CmixError."""
-    path = Path(path)
-    if not path.exists():
-        raise CmixError(f"{path}: config file not found")
-    text = path.read_text()
-    try:
-        if path.suffix == ".json":
-            user = json.loads(text)
-        else:
-            import yaml
-            user = yaml.safe_load(text)
-    except Exception as err:
-        raise CmixError(f"{path}: cannot parse config ({err})") from None
-    if user is None:
-        user = {}
-    if not isinstance(user, dict):
-        raise CmixError(f"{path}: config must be a mapping of key: value")
-    return user
-
-
-def load_config(path=None, overrides: dict | None = None) -> dict:
-    """DEFAULT_CONFIG updated from a YAML/JSON file and ``overrides``; unknown keys and
-    values out of range raise CmixError."""
-    cfg = dict(DEFAULT_CONFIG)
-    if path is not None:
-        user = read_config_file(path)
-        unknown = sorted(set(user) - set(cfg))
-        if unknown:
-            raise CmixError(f"{path}: unknown config key(s) {unknown}; known keys: "
-                            f"{sorted(cfg)}")
-        cfg.update(user)
-    if overrides:
-        unknown = sorted(set(overrides) - set(cfg))
-        if unknown:
-            raise CmixError(f"unknown config key(s) {unknown}")
-        cfg.update(overrides)
-    _check_config(cfg, path or "config")
-    return cfg
-
-
-def check_types(cfg: dict, defaults: dict, where, nullable=()) -> None:
-    """Each key of ``defaults`` in ``cfg`` must have its default's type: a finite number
-    for float defaults (an integer is fine), an integer for int ones, true/false for
-    bools, text for strings (null too for keys in ``nullable``)."""
-    for key, default in defaults.items():
-        if key not in cfg or (cfg[key] is None and key in nullable):
-            continue
-        v = cfg[key]
-        if isinstance(default, bool):
-            ok, want = isinstance(v, bool), "true or false"
-        elif isinstance(default, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
-        elif isinstance(default, float):
-            if isinstance(v, str):          # YAML 1.1 reads 1e-3 (no dot) as text
-                try:
-                    v = cfg[key] = float(v)
-                except ValueError:
-                    pass
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
-            want = "a number"
-        elif isinstance(default, str):
-            ok, want = isinstance(v, str), "text"
-        else:
-            continue
-        if not ok:
-            raise CmixError(f"{where}: {key} = {v!r}, expected {want}")
-
-
-def _check_config(cfg: dict, where) -> None:
-    def bad(key, want):
-        raise CmixError(f"{where}: {key} = {cfg[key]!r}, expected {want}")
-
-    check_types(cfg, DEFAULT_CONFIG, where, nullable=("hidden",))
-
-    if cfg["encoding"] not in ("categorical", "dosage"):
-        bad("encoding", "categorical or dosage")
-    if cfg["mix"] not in ("within_class", "random"):
-        bad("mix", "within_class or random")
-    if cfg["loader"] not in ("auto", "memory", "stream"):
-        bad("loader", "auto, memory or stream")
-    if not 0.0 <= float(cfg["alpha"]) <= 0.5:
-        bad("alpha", "a number in [0, 0.5]")
-    if not 0.0 <= float(cfg["lp_alpha"]) < 1.0:
-        bad("lp_alpha", "a number in [0, 1)")
-    if not 0.0 <= float(cfg["val_fraction"]) < 1.0:
-        bad("val_fraction", "a number in [0, 1)")
-    for key in ("n_layers", "d_proj", "proj_layers", "batch_size", "labeled_batch_size",
-                "lp_k", "pred_hidden", "pred_batch_size", "lp_every", "lp_max_unlabeled",
-                "buffer_chunks", "lp_maxiter"):
-        if not isinstance(cfg[key], int) or cfg[key] < 1:
-            bad(key, "an integer >= 1")
-    for key in ("epochs", "warmup_epochs", "pred_epochs", "pred_patience"):
-        if not isinstance(cfg[key], int) or cfg[key] < 0:
-            bad(key, "an integer >= 0")
-    if cfg["hidden"] is not None and (not isinstance(cfg["hidden"], int) or cfg["hidden"] < 1):
-        bad("hidden", "an integer >= 1 or null")
-    for key in ("tau", "lr", "pred_lr"):
-        if not float(cfg[key]) > 0:
-            bad(key, "a number > 0")
-    for key in ("batchnorm", "pretrain", "pseudo_labels", "predictor_mixup", "lp_class_prior",
-                "pred_refit"):
-        if not isinstance(cfg[key], bool):
-            bad(key, "true or false")
+from . import harness
+from .io import CmixError, log
 
 
 # ------------------------------------------------------------------ small helpers
-def _gen(seed: int, *keys: int):
-    """A torch CPU generator and a numpy generator seeded by (seed, keys)."""
-    import torch
-
-    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *keys])
-    g = torch.Generator().manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
-    return g, np.random.default_rng(ss)
-
-
 def _amp(device):
     import contextlib
 
@@ -225,15 +35,6 @@ def _amp(device):
     if torch.device(device).type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-def _save_checkpoint(run_dir: Path, state: dict) -> None:
-    save_torch(state, run_dir / CHECKPOINT_FILE)
-
-
-def _write_log(run_dir: Path, history: list) -> None:
-    with atomic_path(run_dir / LOG_FILE) as tmp:
-        tmp.write_text("".join(json.dumps(h) + "\n" for h in history))
 
 
 def embed_rows(model, loader, device, batch_size: int | None = None):
@@ -259,7 +60,7 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     from .losses import (contrastive_targets, draw_mixup, mix_rows, reconstruction_loss,
                          supcon_loss)
 
-    gen, rng = _gen(seed, 1, epoch)
+    gen, rng = harness.gen(seed, 1, epoch)
     model.train()
     n_l = len(x_lab)
     lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
@@ -358,8 +159,8 @@ class Head:
         for m in self.modules():
             m.train(on)
 
-    def logits(self, inputs, device):
-        with _amp(device):
+    def logits(self, inputs):
+        with _amp(inputs.device):
             return self.predictor(self.features(inputs)).float()
 
     def state_dict(self):
@@ -379,7 +180,7 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
 
     from .losses import mixup_cross_entropy, soft_cross_entropy
 
-    gen, rng = _gen(seed, 3, epoch)
+    gen, rng = harness.gen(seed, 3, epoch)
     head.train()
     n = len(inputs)
     order = torch.from_numpy(rng.permutation(n)).to(device)
@@ -412,387 +213,168 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
     return total / max(steps, 1)
 
 
-def predict_proba(head, inputs, device, batch: int = 4096):
-    import torch
-
-    head.train(False)
-    with torch.no_grad():
-        out = [torch.softmax(head.logits(inputs[s:s + batch], device), 1)
-               for s in range(0, len(inputs), batch)]
-    return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0))
-
-
-# ------------------------------------------------------------------ metrics
-def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
-    """Mean negative log-probability of the true class: prob (n, C), y (n,) ints."""
-    return float(-np.mean(np.log(np.clip(prob[np.arange(len(y)), y], 1e-12, None))))
-
-
-def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
-    """accuracy, balanced accuracy, AUROC (binary: of class 1) or macro one-vs-rest AUROC
-    over the classes present (None when fewer than 2 classes are present)."""
-    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
-
-    pred = prob.argmax(1)
-    out = {"accuracy": float(np.mean(pred == y)),
-           "balanced_accuracy": float(balanced_accuracy_score(y, pred))}
-    present = np.unique(y)
-    auc = None
-    if len(present) >= 2:
-        if n_classes == 2:
-            auc = float(roc_auc_score(y, prob[:, 1]))
-        else:
-            aucs = [roc_auc_score(y == c, prob[:, c]) for c in present]
-            auc = float(np.mean(aucs))
-    out["auroc" if n_classes == 2 else "macro_auroc"] = auc
-    return out
-
-
-def _versions() -> dict:
-    import dask
-    import scipy
-    import sklearn
-    import torch
-    import zarr
-
-    from . import __version__
-    return {"cmix": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "scipy": scipy.__version__, "torch": torch.__version__, "dask": dask.__version__,
-            "zarr": zarr.__version__, "scikit-learn": sklearn.__version__}
-
-
 # ------------------------------------------------------------------ the run
-def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
-              config: dict | None = None, config_path=None, device: str = "auto",
-              resume: bool = False) -> dict:
-    """Train one (store, budget, seed, method) and write the run folder; returns metrics.
-
-    The run folder is locked for the run (a second run into it fails at once), and the
-    store's files are checked against its checksums first. A rerun with the same
-    arguments on the same store content continues from ``checkpoint.pt``;
-    ``resume=True`` requires one. A finished run (metrics.json present, same run) is
-    returned as is. A checkpoint of a different run (other store content, budget,
-    seed, method or config) is discarded, with a log line, when metrics.json is absent
-    (as after Snakemake removes a job's outputs to rerun it); beside a metrics.json
-    it is an error, so finished results are never overwritten by another run.
-    """
-    from .baselines import BASELINES
-
-    if method not in METHODS and method not in BASELINES:
-        raise CmixError(f"unknown method {method!r}; known: "
-                        f"{sorted(METHODS) + sorted(BASELINES)}")
-    with folder_lock(out_dir, f"cmix train --method {method} --budget {budget} "
-                              f"--seed {seed}"):
-        if method in BASELINES:
-            return BASELINES[method](store_path, budget, seed, out_dir, config=config,
-                                     config_path=config_path, device=device, resume=resume)
-        return _train_run(store_path, budget, seed, out_dir, method=method, config=config,
-                          config_path=config_path, device=device, resume=resume)
-
-
-def open_checked_store(store_path):
-    """Open a store for training and check its files against its checksums."""
-    from . import store as store_mod
-
-    root = store_mod.open_store(store_path)
-    t0 = time.perf_counter()
-    checked = store_mod.verify_store(store_path, root)
-    log(f"{Path(store_path).name}: {checked['files']} files ({checked['bytes'] / 2**20:.1f} "
-        f"MiB) match their checksums ({time.perf_counter() - t0:.2f} s)")
-    return root
-
-
-def _train_run(store_path, budget: int, seed: int, out_dir, *, method, config, config_path,
-               device, resume) -> dict:
+def run_trainer(ctx, state) -> dict:
+    """cmix, mlp and the ablations (the registry's switches select the stages):
+    pre-training with pseudo-labels, the predictor, evaluation."""
     import torch
 
-    from . import store as store_mod
-    from .data import RowLoader, choose_mode, column_moments, load_rows, make_splits
-    from .nn import ContrastiveMixup, Predictor, SnpEmbedding
+    from .harness import finish, predict_proba
+    from .nn import ContrastiveMixup
 
-    cfg = load_config(config_path, {**(config or {}), **METHODS[method]})
-    dev = resolve_device(device)
-    root = open_checked_store(store_path)
-    store_name = Path(store_path).name
-    splits = make_splits(root, budget, seed, cfg["val_fraction"], store_name)
-    trait = str(root.attrs["trait"])
-    n_classes = splits.n_classes
-    n_snps = int(root["call_dosage"].shape[1])
-    out_dir = check_writable_dir(out_dir)
-    store_sha256 = store_mod.store_fingerprint(root)
-    run_key = hashlib.sha256(json.dumps(
-        {"trait": trait, "budget": budget, "seed": seed, "method": method, "config": cfg,
-         "test": splits.test_hash, "n_snps": n_snps, "store": store_sha256},
-        sort_keys=True).encode()).hexdigest()
-    metrics_path = out_dir / METRICS_FILE
-    ckpt_path = out_dir / CHECKPOINT_FILE
-    state = None
-    if ckpt_path.exists():
-        try:
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        except Exception as err:
-            raise CmixError(f"{ckpt_path}: unreadable checkpoint ({err}); delete it to "
-                            "start over") from None
-        if state.get("run_key") != run_key:
-            if resume or metrics_path.exists():
-                raise CmixError(f"{out_dir}: holds a {'finished ' * metrics_path.exists()}"
-                                "run with another store content, budget, seed, method or "
-                                "config; use another --out, or delete its metrics.json to "
-                                "replace it")
-            log(f"{out_dir}: the checkpoint there is of another run (store content, budget, "
-                "seed, method or config changed); starting this run afresh")
-            for name in (CHECKPOINT_FILE, LOG_FILE):
-                (out_dir / name).unlink(missing_ok=True)
-            state = None
-    elif resume:
-        raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
-    if state is not None and state["stage"] == "done" and metrics_path.exists():
-        log(f"{out_dir}: run already complete")
-        return json.loads(metrics_path.read_text())
-    if state is None:
-        state = {"run_key": run_key, "stage": "pretrain", "epoch": 0, "history": [],
-                 "times": {}, "pseudo": None, "lp_info": []}
-    else:
-        log(f"resuming from {state['stage']} epoch {state['epoch']}")
-
-    counts = splits.counts()
-    log(f"{trait}: {method}, budget {budget}, seed {seed}: {counts['n_train_labeled']} "
-        f"labeled + {counts['n_validation']} validation, {counts['n_unlabeled']} unlabeled, "
-        f"{counts['n_test']} test, {n_snps} SNPs, {n_classes} classes, device {dev}")
     t0 = time.perf_counter()
-    times = dict(state["times"])
-    mem_limit = int(cfg["memory_limit_mb"]) << 20
-    mode = choose_mode(len(splits.unlabeled), n_snps, cfg["loader"], mem_limit)
-    train_rows = np.sort(np.concatenate([splits.train_labeled, splits.unlabeled]))
-    mean = sd = None
-    if cfg["encoding"] == "dosage":
-        mean, sd = column_moments(root, train_rows)
-    x_lab = torch.from_numpy(load_rows(root, splits.train_labeled)).to(dev)
-    y_lab = torch.from_numpy(splits.label[splits.train_labeled]).to(dev)
-    _, su_rng = _gen(seed, 4)
-    su_pos = np.sort(su_rng.permutation(len(splits.unlabeled))[:cfg["lp_max_unlabeled"]])
-    times["load"] = times.get("load", 0.0) + time.perf_counter() - t0
-
-    torch.manual_seed(seed)
-    model = ContrastiveMixup(n_snps, cfg, mean, sd).to(dev)
-
-    # ---------------- pre-training
-    if cfg["pretrain"]:
-        opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"],
-                               weight_decay=cfg["weight_decay"])
-        if state["stage"] != "pretrain" or state["epoch"] > 0:
-            model.load_state_dict(state["model"])
-            if state["stage"] == "pretrain":
-                opt.load_state_dict(state["opt"])
-        if state["stage"] == "pretrain" and state["epoch"] < cfg["epochs"]:
-            t1 = time.perf_counter()
-            u_loader = RowLoader(root, splits.unlabeled, batch_size=cfg["batch_size"],
-                                 mode=mode, device=dev, buffer_chunks=cfg["buffer_chunks"])
-            su_loader = RowLoader(root, splits.unlabeled[su_pos], batch_size=4096,
-                                  mode=mode, device=dev, buffer_chunks=cfg["buffer_chunks"])
-            pseudo = None
-            if state["pseudo"] is not None:
-                pseudo = _pseudo_tensors(state["pseudo"], su_pos, len(splits.unlabeled), dev)
-            bar = progress(total=cfg["epochs"], desc="pre-training", unit="epoch")
-            bar.update(state["epoch"])
-            while state["epoch"] < cfg["epochs"]:
-                te = time.perf_counter()
-                losses = pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg,
-                                        seed, state["epoch"], dev, n_classes)
-                epoch = state["epoch"] + 1
-                rec = {"stage": "pretrain", "epoch": epoch, **losses,
-                       "seconds": round(time.perf_counter() - te, 3)}
-                bar.update(1)
-                # after K warm-up epochs, then every f epochs, and after the last epoch
-                due = cfg["pseudo_labels"] and len(su_pos) > 0 and (
-                    (epoch >= cfg["warmup_epochs"]
-                     and (epoch - cfg["warmup_epochs"]) % cfg["lp_every"] == 0)
-                    or epoch == cfg["epochs"])
-                if due:
-                    tl = time.perf_counter()
-                    res = run_label_propagation(model, x_lab, y_lab, su_loader, n_classes,
-                                                cfg, dev)
-                    n_l = len(x_lab)
-                    state["pseudo"] = {"label": res.pseudo_label[n_l:],
-                                       "weight": res.weight[n_l:].astype(np.float32)}
-                    pseudo = _pseudo_tensors(state["pseudo"], su_pos, len(splits.unlabeled), dev)
-                    info = _pseudo_stats(state["pseudo"], splits.label[splits.unlabeled[su_pos]])
-                    info.update(epoch=epoch, missing_classes=[splits.class_names[c] for c in
-                                                              res.missing_classes],
-                                seconds=round(time.perf_counter() - tl, 3))
-                    if res.missing_classes:
-                        log(f"label propagation: no labeled row of class(es) "
-                            f"{info['missing_classes']}; they get no pseudo-labels")
-                    state["lp_info"].append(info)
-                    times["label_propagation"] = (times.get("label_propagation", 0.0)
-                                                  + info["seconds"])
-                    rec["pseudo_label_accuracy"] = info["accuracy"]
-                    rec["pseudo_label_coverage"] = info["coverage"]
-                state["epoch"] = epoch
-                state["history"].append(rec)
-                times["pretrain"] = times.get("pretrain", 0.0) + time.perf_counter() - t1
-                t1 = time.perf_counter()
-                state["times"] = times
-                state["model"] = model.state_dict()
-                state["opt"] = opt.state_dict()
-                state["rng_torch"] = torch.get_rng_state()
-                _save_checkpoint(out_dir, state)
-                _write_log(out_dir, state["history"])
-            bar.close()
-            del u_loader, su_loader
-
-    # ---------------- predictor
-    t2 = time.perf_counter()
+    x_lab = ctx.rows(ctx.splits.train_labeled)
+    y_lab = torch.from_numpy(ctx.splits.label[ctx.splits.train_labeled]).to(ctx.dev)
+    state.add_time("load", t0)
+    torch.manual_seed(ctx.seed)
+    model = ContrastiveMixup(ctx.n_snps, ctx.cfg, ctx.mean, ctx.sd).to(ctx.dev)
+    su_pos = pseudo_label_rows(ctx)
+    if ctx.cfg["pretrain"]:
+        pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
     frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if cfg["pretrain"]:
-        def inputs_of(rows):
-            loader = RowLoader(root, rows, batch_size=4096, mode=mode, device=dev)
-            return embed_rows(model, loader, dev)
-    else:
-        def inputs_of(rows):
-            return torch.from_numpy(load_rows(root, rows)).to(dev)
+    inputs_of = trainer_inputs(ctx, model)
+    head, validation = predictor_stage(ctx, state, model, inputs_of, su_pos)
+    check_frozen(model, frozen)
+    prob = predict_proba(head, inputs_of(ctx.splits.test))
+    lp = state.parts.get("lp_info") or []
+    return finish(ctx, state, prob, validation, pseudo_labels=(
+        {"accuracy": lp[-1]["accuracy"], "coverage": lp[-1]["coverage"],
+         "n_rows": lp[-1]["n_rows"], "missing_classes": lp[-1]["missing_classes"],
+         "epochs": [i["epoch"] for i in lp]} if lp else None))
+
+
+def pseudo_label_rows(ctx) -> np.ndarray:
+    """S_U: positions (sorted) into the unlabeled rows that get pseudo-labels, at most
+    lp_max_unlabeled of them, drawn with the run's seed."""
+    from .harness import gen
+
+    _, rng = gen(ctx.seed, 4)
+    n_u = len(ctx.splits.unlabeled)
+    return np.sort(rng.permutation(n_u)[:ctx.cfg["lp_max_unlabeled"]])
+
+
+def _loader(ctx, rows, batch_size):
+    from .data import RowLoader, choose_mode
+
+    mode = choose_mode(len(ctx.splits.unlabeled), ctx.n_snps, ctx.cfg["loader"],
+                       int(ctx.cfg["memory_limit_mb"]) << 20)
+    return RowLoader(ctx.root, rows, batch_size=batch_size, mode=mode, device=ctx.dev,
+                     buffer_chunks=ctx.cfg["buffer_chunks"])
+
+
+def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
+    """Contrastive mixup pre-training; label propagation after ``warmup_epochs`` epochs,
+    then every ``lp_every`` epochs and after the last (pseudo-labels in state.parts)."""
+    import torch
+
+    from .harness import run_epochs
+
+    cfg, s = ctx.cfg, ctx.splits
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    loaders = {}
+
+    def epoch_fn(epoch):
+        if not loaders:
+            loaders["u"] = _loader(ctx, s.unlabeled, cfg["batch_size"])
+            loaders["su"] = _loader(ctx, s.unlabeled[su_pos], 4096)
+        pseudo = state.parts.get("pseudo")
+        pseudo_t = (_pseudo_tensors(pseudo, su_pos, len(s.unlabeled), ctx.dev)
+                    if pseudo is not None else None)
+        rec = pretrain_epoch(model, opt, x_lab, y_lab, loaders["u"], pseudo_t, cfg, ctx.seed,
+                             epoch, ctx.dev, s.n_classes)
+        done = epoch + 1
+        due = cfg["pseudo_labels"] and len(su_pos) > 0 and (
+            (done >= cfg["warmup_epochs"] and (done - cfg["warmup_epochs"]) % cfg["lp_every"] == 0)
+            or done == cfg["epochs"])
+        if due:
+            info = pseudo_label_step(ctx, state, model, x_lab, y_lab, loaders["su"], su_pos, done)
+            rec.update(pseudo_label_accuracy=info["accuracy"],
+                       pseudo_label_coverage=info["coverage"])
+        return rec
+
+    run_epochs(ctx, state, "pretrain", cfg["epochs"], {"model": model, "opt": opt}, epoch_fn,
+               "pre-training")
+
+
+def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch) -> dict:
+    """Label propagation on the current embedding; stores the pseudo-labels and their
+    certainty weights in state.parts["pseudo"] and a summary in parts["lp_info"]."""
+    s = ctx.splits
+    t0 = time.perf_counter()
+    res = run_label_propagation(model, x_lab, y_lab, su_loader, s.n_classes, ctx.cfg, ctx.dev)
+    n_l = len(x_lab)
+    state.parts["pseudo"] = {"label": res.pseudo_label[n_l:],
+                             "weight": res.weight[n_l:].astype(np.float32)}
+    info = _pseudo_stats(state.parts["pseudo"], s.label[s.unlabeled[su_pos]])
+    info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
+                seconds=round(time.perf_counter() - t0, 3))
+    if res.missing_classes:
+        log(f"label propagation: no labeled row of class(es) {info['missing_classes']}; "
+            "they get no pseudo-labels")
+    state.parts.setdefault("lp_info", []).append(info)
+    state.add_time("label_propagation", t0)
+    return info
+
+
+def trainer_inputs(ctx, model):
+    """rows -> the predictor's inputs: frozen latent rows after pre-training, else the
+    int8 dosages (the MLP embeds them itself)."""
+    from .data import RowLoader
+
+    if not ctx.cfg["pretrain"]:
+        return ctx.rows
+
+    def latent(rows):
+        loader = RowLoader(ctx.root, rows, batch_size=4096, mode="memory", device=ctx.dev)
+        return embed_rows(model, loader, ctx.dev)
+    return latent
+
+
+def predictor_stage(ctx, state, model, inputs_of, su_pos):
+    """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
+    (latent mixup per the config), early-stopped and refitted by
+    :func:`cmix.harness.fit_head`."""
+    import torch
+
+    from .harness import fit_head
+    from .nn import Predictor, SnpEmbedding
+
+    cfg, s, dev = ctx.cfg, ctx.splits, ctx.dev
+    eye = np.eye(s.n_classes, dtype=np.float32)
+    rows, ys, ws = [s.train_labeled], [s.label[s.train_labeled]], \
+        [np.ones(len(s.train_labeled), np.float32)]
+    pseudo = state.parts.get("pseudo")
+    if cfg["pseudo_labels"] and pseudo is not None:
+        keep = (pseudo["label"] >= 0) & (pseudo["weight"] > 0)
+        rows.append(s.unlabeled[su_pos][keep])
+        ys.append(pseudo["label"][keep])
+        ws.append(pseudo["weight"][keep])
+    rows = np.concatenate(rows)
+    order = np.argsort(rows, kind="stable")
+    inputs = inputs_of(rows[order])[torch.from_numpy(np.argsort(order)).to(dev)]
+    train = (inputs, torch.from_numpy(eye[np.concatenate(ys)]).to(dev),
+             torch.from_numpy(np.concatenate(ws).astype(np.float32)).to(dev))
+    val = (inputs_of(s.validation), s.label[s.validation])
 
     def new_head():
-        """The predictor (and, for the MLP, a fresh SNP embedding), seeded by ``seed``."""
-        torch.manual_seed(seed + 1)
+        torch.manual_seed(ctx.seed + 1)
         if cfg["pretrain"]:
             features, in_dim = torch.nn.Identity(), model.encoder.out_dim
         else:
-            features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(dev)
+            features = SnpEmbedding(ctx.n_snps, cfg["encoding"], ctx.mean, ctx.sd).to(dev)
             in_dim = features.out_dim
-        torch.manual_seed(seed + 2)
-        return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"]).to(dev))
+        torch.manual_seed(ctx.seed + 2)
+        head = Head(features, Predictor(in_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
+        return head, torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
+                                      weight_decay=cfg["pred_weight_decay"])
 
-    def new_opt(h):
-        return torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
-                                weight_decay=cfg["pred_weight_decay"])
-    head = new_head()
-    eye = np.eye(n_classes, dtype=np.float32)
-    tr_rows = [splits.train_labeled]
-    tr_y = [splits.label[splits.train_labeled]]
-    tr_w = [np.ones(len(splits.train_labeled), np.float32)]
-    if cfg["pseudo_labels"] and state["pseudo"] is not None:
-        keep = (state["pseudo"]["label"] >= 0) & (state["pseudo"]["weight"] > 0)
-        tr_rows.append(splits.unlabeled[su_pos][keep])
-        tr_y.append(state["pseudo"]["label"][keep])
-        tr_w.append(state["pseudo"]["weight"][keep])
-    rows = np.concatenate(tr_rows)
-    order = np.argsort(rows, kind="stable")
-    inputs = inputs_of(rows[order])[np.argsort(order)]
-    targets = torch.from_numpy(eye[np.concatenate(tr_y)]).to(dev)
-    weights = torch.from_numpy(np.concatenate(tr_w).astype(np.float32)).to(dev)
-    val_inputs = inputs_of(splits.validation) if len(splits.validation) else None
-    y_val = splits.label[splits.validation]
-    popt = new_opt(head)
-    pred_state = state.get("pred")
-    if state["stage"] in ("predictor", "refit", "done") and pred_state is not None:
-        head.load_state_dict(pred_state["head"])
-        popt.load_state_dict(pred_state["opt"])
-    else:
-        pred_state = {"epoch": 0, "best": None, "best_loss": float("inf"), "best_epoch": 0,
-                      "bad": 0}
-        state["stage"], state["epoch"] = "predictor", 0
-    bar = progress(total=cfg["pred_epochs"], desc="predictor", unit="epoch")
-    bar.update(pred_state["epoch"])
-    while pred_state["epoch"] < cfg["pred_epochs"] and (
-            val_inputs is None or pred_state["bad"] < cfg["pred_patience"]):
-        te = time.perf_counter()
-        epoch = pred_state["epoch"]
-        loss = predictor_epoch(head, popt, inputs, targets, weights, cfg, seed, epoch, dev)
-        rec = {"stage": "predictor", "epoch": epoch + 1, "loss": loss}
-        if val_inputs is not None:
-            prob = predict_proba(head, val_inputs, dev)
-            vloss = log_loss(prob, y_val)
-            rec.update(val_loss=vloss, val_accuracy=float(np.mean(prob.argmax(1) == y_val)))
-            if vloss < pred_state["best_loss"]:
-                pred_state.update(best=_cpu_state(head.state_dict()), best_loss=vloss,
-                                  best_epoch=epoch + 1, bad=0)
-            else:
-                pred_state["bad"] += 1
-        rec["seconds"] = round(time.perf_counter() - te, 3)
-        pred_state["epoch"] = epoch + 1
-        pred_state["head"] = head.state_dict()
-        pred_state["opt"] = popt.state_dict()
-        state["pred"] = pred_state
-        state["history"].append(rec)
-        times["predictor"] = times.get("predictor", 0.0) + time.perf_counter() - t2
-        t2 = time.perf_counter()
-        state["times"] = times
-        _save_checkpoint(out_dir, state)
-        _write_log(out_dir, state["history"])
-        bar.update(1)
-    bar.close()
-    if pred_state["best"] is not None:
-        head.load_state_dict(pred_state["best"])       # the best epoch, not the last
+    def epoch_fn(head, opt, x, t, w, epoch):
+        return predictor_epoch(head, opt, x, t, w, cfg, ctx.seed, epoch, dev)
 
-    # ---------------- refit on every labeled row for the chosen number of epochs
-    n_refit = pred_state["best_epoch"] if cfg["pred_refit"] and val_inputs is not None else 0
-    if n_refit:
-        t2 = time.perf_counter()
-        all_in = torch.cat([inputs, val_inputs])
-        all_t = torch.cat([targets, torch.from_numpy(eye[y_val]).to(dev)])
-        all_w = torch.cat([weights, torch.ones(len(y_val), device=dev)])
-        head, refit = new_head(), state.get("refit")
-        ropt = new_opt(head)
-        if refit is not None:
-            head.load_state_dict(refit["head"])
-            ropt.load_state_dict(refit["opt"])
-        else:
-            refit = {"epoch": 0}
-            state["stage"] = "refit"
-        while refit["epoch"] < n_refit:
-            te = time.perf_counter()
-            loss = predictor_epoch(head, ropt, all_in, all_t, all_w, cfg, seed, refit["epoch"],
-                                   dev)
-            refit.update(epoch=refit["epoch"] + 1, head=head.state_dict(), opt=ropt.state_dict())
-            state["refit"] = refit
-            state["history"].append({"stage": "refit", "epoch": refit["epoch"], "loss": loss,
-                                     "seconds": round(time.perf_counter() - te, 3)})
-            times["refit"] = times.get("refit", 0.0) + time.perf_counter() - t2
-            t2 = time.perf_counter()
-            state["times"] = times
-            _save_checkpoint(out_dir, state)
-            _write_log(out_dir, state["history"])
-    check_frozen(model, frozen)
-
-    # ---------------- evaluation
-    t3 = time.perf_counter()
-    test_inputs = inputs_of(splits.test)
-    prob = predict_proba(head, test_inputs, dev)
-    metrics = classification_metrics(splits.label[splits.test], prob, n_classes)
-    times["evaluate"] = time.perf_counter() - t3
-    last_lp = state["lp_info"][-1] if state["lp_info"] else None
-    result = {
-        "trait": trait, "method": method, "budget": int(budget), "seed": int(seed),
-        "class_names": splits.class_names, **counts, "n_snps": n_snps,
-        "test": metrics,
-        "validation": {"best_epoch": pred_state["best_epoch"], "refit_epochs": n_refit,
-                       "best_loss": (pred_state["best_loss"]
-                                     if np.isfinite(pred_state["best_loss"]) else None)},
-        "pseudo_labels": ({"accuracy": last_lp["accuracy"], "coverage": last_lp["coverage"],
-                           "n_rows": last_lp["n_rows"],
-                           "missing_classes": last_lp["missing_classes"],
-                           "epochs": [i["epoch"] for i in state["lp_info"]]}
-                          if last_lp else None),
-        "test_split_sha256": splits.test_hash,
-        "wall_seconds": {k: round(v, 3) for k, v in times.items()},
-        "device": str(dev) if dev.type == "cpu" else f"cuda ({torch.cuda.get_device_name(dev)})",
-        "torch_threads": torch.get_num_threads(),
-        "versions": _versions(),
-        "config": cfg,
-        "store": str(Path(store_path).resolve().name),
-        "store_sha256": store_sha256,
-    }
-    state["stage"] = "done"
-    _save_checkpoint(out_dir, state)
-    with atomic_path(metrics_path) as tmp:
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-    log(f"{trait} {method} budget {budget} seed {seed}: test accuracy "
-        f"{metrics['accuracy']:.4f}, balanced {metrics['balanced_accuracy']:.4f}")
-    return result
+    return fit_head(ctx, state, new_head, epoch_fn, train, val)
 
 
 def check_frozen(model, before: dict) -> None:
@@ -804,10 +386,6 @@ def check_frozen(model, before: dict) -> None:
     if moved:
         raise CmixError(f"the pre-trained encoder changed during the predictor stage "
                         f"({len(moved)} tensors, e.g. {moved[0]}); this is a bug in cmix")
-
-
-def _cpu_state(sd):
-    return {k: {kk: vv.detach().cpu().clone() for kk, vv in v.items()} for k, v in sd.items()}
 
 
 def _pseudo_tensors(pseudo: dict, su_pos: np.ndarray, n_unlabeled: int, device):

@@ -230,11 +230,11 @@ def test_bad_config_values(two_stores, tmp_path, capsys, text, key, want):
 
 
 def test_yaml_exponent_without_dot_is_a_number(two_stores, tmp_path):
-    from cmix.train import load_config
+    from cmix.config import read_config_file, resolve_config
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("lr: 1e-3\n")
-    assert load_config(cfg)["lr"] == 1e-3
+    assert resolve_config(read_config_file(cfg))["lr"] == 1e-3
 
 
 # ------------------------------------------------------------------ full disk

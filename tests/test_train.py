@@ -15,7 +15,10 @@ import pytest
 import torch
 
 import cmix.train as train_mod
+from cmix import harness
 from cmix.cli import main
+from cmix.config import DEFAULTS
+from cmix.methods import METHODS
 from cmix.io import CmixError
 from store_helpers import simulate_labels, write_test_store
 
@@ -34,7 +37,7 @@ def toy_store(tmp_path_factory):
 
 def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
     out = tmp_path / "run"
-    m = train_mod.train_run(toy_store, 60, 123, out, config=TINY, device="cpu")
+    m = harness.train_run(toy_store, 60, 123, out, config=TINY, device="cpu")
     on_disk = json.loads((out / "metrics.json").read_text())
     assert on_disk["test"] == m["test"] and on_disk["method"] == "cmix"
     assert m["n_labeled"] == 60 and m["n_validation"] == 12 and m["n_test"] == 150
@@ -47,7 +50,7 @@ def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
     assert [r["epoch"] for r in log if r["stage"] == "pretrain"] == [1, 2, 3, 4]
     assert all("s0" not in json.dumps(r) for r in log)             # no sample IDs
     # same seed -> same result; rerunning a finished run returns it
-    m2 = train_mod.train_run(toy_store, 60, 123, tmp_path / "again", config=TINY, device="cpu")
+    m2 = harness.train_run(toy_store, 60, 123, tmp_path / "again", config=TINY, device="cpu")
     assert m2["test"] == m["test"] and m2["pseudo_labels"] == m["pseudo_labels"]
 
 
@@ -83,7 +86,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
         assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
         return loss
     monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
-    m = train_mod.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
+    m = harness.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
     assert real_model is None and len(made) == 1
     # the predictor trained on the labeled rows plus the pseudo-labeled rows, weighted by w
     n_train_labeled = m["n_labeled"] - m["n_validation"]
@@ -94,7 +97,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
 
 def test_pseudo_labels_change_the_predictor_loss():
     from cmix.nn import Predictor
-    cfg = dict(train_mod.DEFAULT_CONFIG, pred_batch_size=1000, predictor_mixup=True)
+    cfg = dict(DEFAULTS, pred_batch_size=1000, predictor_mixup=True)
     g = torch.Generator().manual_seed(0)
     z = torch.randn(40, 8, generator=g)
     eye = torch.eye(2)
@@ -129,7 +132,7 @@ def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_model
         return real_epoch(*args)
     monkeypatch.setattr(train_mod, "predictor_epoch", nudging_epoch)
     with pytest.raises(CmixError, match="encoder changed during the predictor stage"):
-        train_mod.train_run(toy_store, 60, 5, tmp_path / "nudged", config=TINY, device="cpu")
+        harness.train_run(toy_store, 60, 5, tmp_path / "nudged", config=TINY, device="cpu")
     assert not (tmp_path / "nudged" / "metrics.json").exists()
 
 
@@ -152,9 +155,9 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     spy(losses_mod, "mixup_cross_entropy")
     spy(losses_mod, "contrastive_targets")
     seen = {}
-    for method in train_mod.METHODS:
+    for method in [m.name for m in METHODS.values() if m.family == "trainer"]:
         calls.clear()
-        m = train_mod.train_run(toy_store, 60, 123, tmp_path / method, method=method,
+        m = harness.train_run(toy_store, 60, 123, tmp_path / method, method=method,
                                 config=TINY, device="cpu")
         assert m["method"] == method
         n_pred_rows = len(calls["predictor_epoch"][0][0][3])
@@ -175,7 +178,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
                             "extra_rows": True, "soft_positives": False}
     assert seen["cmix_random_mix"] == {"pretrain": True, "lp": True, "pred_mixup": True,
                                        "extra_rows": True, "soft_positives": True}
-    m = train_mod.train_run(toy_store, 60, 123, tmp_path / "rand",
+    m = harness.train_run(toy_store, 60, 123, tmp_path / "rand",
                             config={**TINY, "mix": "random", "pseudo_labels": False,
                                     "encoding": "dosage", "n_layers": 2}, device="cpu")
     assert m["pseudo_labels"] is None and m["config"]["mix"] == "random"
@@ -192,7 +195,7 @@ def test_refit_on_all_labeled_rows_for_the_chosen_epochs(toy_store, tmp_path, mo
         sizes.append(len(inputs))
         return real_epoch(head, opt, inputs, targets, weights, *rest)
     monkeypatch.setattr(train_mod, "predictor_epoch", spy)
-    m = train_mod.train_run(toy_store, 60, 3, tmp_path / "refit", method="mlp", config=TINY,
+    m = harness.train_run(toy_store, 60, 3, tmp_path / "refit", method="mlp", config=TINY,
                             device="cpu")
     n_tr, n_val = m["n_train_labeled"], m["n_validation"]
     best = m["validation"]["best_epoch"]
@@ -201,7 +204,7 @@ def test_refit_on_all_labeled_rows_for_the_chosen_epochs(toy_store, tmp_path, mo
     assert sizes[:n_search] == [n_tr] * n_search
     assert sizes[n_search:] == [n_tr + n_val] * best
     sizes.clear()
-    m0 = train_mod.train_run(toy_store, 60, 3, tmp_path / "norefit", method="mlp",
+    m0 = harness.train_run(toy_store, 60, 3, tmp_path / "norefit", method="mlp",
                              config={**TINY, "pred_refit": False}, device="cpu")
     assert m0["validation"]["refit_epochs"] == 0 and set(sizes) == {n_tr}
     assert m0["test"] != m["test"]
@@ -274,7 +277,7 @@ def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, cap
                      "--out", str(tmp_path / "i"), "--device", "cuda"])
         assert code == 1 and "no CUDA GPU" in capsys.readouterr().err
     # a different run in the same folder is refused, not mixed up
-    train_mod.train_run(toy_store, 20, 1, tmp_path / "j", config={**TINY, "epochs": 1,
+    harness.train_run(toy_store, 20, 1, tmp_path / "j", config={**TINY, "epochs": 1,
                                                                    "pred_epochs": 1}, device="cpu")
     with pytest.raises(CmixError, match="holds a finished run with another"):
-        train_mod.train_run(toy_store, 30, 1, tmp_path / "j", config=TINY, device="cpu")
+        harness.train_run(toy_store, 30, 1, tmp_path / "j", config=TINY, device="cpu")

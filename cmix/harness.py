@@ -1,0 +1,430 @@
+"""One run of one method on one store, budget and seed: what every method shares.
+
+- :class:`RunContext`: the resolved config, device, checked store, splits, standardisation
+  moments, run key and run folder.
+- :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
+  ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels,
+  fitted coefficients); ``history`` is train_log.jsonl. It is written atomically after
+  every epoch of every stage, so a killed run of any method resumes to the same
+  metrics (on CPU, bit for bit).
+- :func:`run_epochs`: a resumable epoch loop over some modules (pre-training).
+- :func:`fit_head`: the one early-stopping loop for every predictor (validation
+  log-loss, patience, best state reloaded), then the refit on every labeled row for
+  the best epoch count; resumable at every epoch.
+- :func:`finish`: the one metrics.json writer.
+
+Run folder: ``checkpoint.pt``, ``train_log.jsonl``, ``metrics.json`` (written last),
+``.cmix.lock`` (held while the run is going).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
+
+METRICS_FILE = "metrics.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+LOG_FILE = "train_log.jsonl"
+
+
+@dataclass
+class RunState:
+    """The checkpoint of a run (see the module docstring)."""
+
+    run_key: str
+    stage: str = "start"
+    epoch: int = 0
+    history: list = field(default_factory=list)
+    times: dict = field(default_factory=dict)
+    parts: dict = field(default_factory=dict)
+
+    def add_time(self, key: str, since: float) -> float:
+        """Add the seconds since ``since`` to times[key]; returns now."""
+        now = time.perf_counter()
+        self.times[key] = self.times.get(key, 0.0) + now - since
+        return now
+
+
+@dataclass
+class RunContext:
+    """What a method needs to run: see the module docstring. ``mean``/``sd`` (float32,
+    n_snps) are the dosage moments over the training split (sample_split == 0: the
+    labeled, validation and unlabeled rows; missing calls left out), the one
+    standardisation of every method."""
+
+    method: object                  # cmix.methods.Method
+    cfg: dict
+    budget: int
+    seed: int
+    store_path: Path
+    root: object
+    splits: object                  # cmix.data.Splits
+    dev: object                     # torch.device
+    out_dir: Path
+    store_sha256: str
+    run_key: str
+    mean: np.ndarray
+    sd: np.ndarray
+
+    @property
+    def trait(self) -> str:
+        return str(self.root.attrs["trait"])
+
+    @property
+    def n_snps(self) -> int:
+        return int(self.root["call_dosage"].shape[1])
+
+    @property
+    def train_rows(self) -> np.ndarray:
+        s = self.splits
+        return np.sort(np.concatenate([s.train_labeled, s.validation, s.unlabeled]))
+
+    def rows(self, rows) -> "torch.Tensor":  # noqa: F821
+        """int8 dosages (len(rows), n_snps) of store rows (sorted), on the device."""
+        import torch
+
+        from .data import load_rows
+
+        return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
+
+    def save(self, state: RunState) -> None:
+        """Write the checkpoint and the log (atomically)."""
+        save_torch(asdict(state), self.out_dir / CHECKPOINT_FILE)
+        with atomic_path(self.out_dir / LOG_FILE) as tmp:
+            tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
+
+
+def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
+              config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
+    """Run one method on one store, budget and seed; writes the run folder and returns
+    the metrics. config: keys of :mod:`cmix.config` (every method takes the same dict;
+    each reads its own sections). The folder is locked for the run; see
+    :func:`open_run` for resuming and stale checkpoints."""
+    from .config import resolve_config
+    from .io import folder_lock
+    from .methods import get_method
+
+    m = get_method(method)
+    cfg = resolve_config(config, m.switches)
+    with folder_lock(out_dir, f"cmix train --method {method} --budget {budget} --seed {seed}"):
+        ctx, state = open_run(m, store_path, budget, seed, out_dir, cfg, device, resume)
+        if state is None:
+            return json.loads((ctx.out_dir / METRICS_FILE).read_text())
+        return m.runner()(ctx, state)
+
+
+def open_store_checked(store_path):
+    """Open a store and check its files against its checksums (logged with the time)."""
+    from . import store as store_mod
+
+    root = store_mod.open_store(store_path)
+    t0 = time.perf_counter()
+    checked = store_mod.verify_store(store_path, root)
+    log(f"{Path(store_path).name}: {checked['files']} files ({checked['bytes'] / 2**20:.1f} "
+        f"MiB) match their checksums ({time.perf_counter() - t0:.2f} s)")
+    return root
+
+
+def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, device,
+             resume: bool) -> tuple[RunContext, RunState | None]:
+    """The context of a run and its state: a new state, the checkpoint's when it is of
+    the same run, or None when the run is finished (metrics.json of the same run).
+
+    The run key covers the trait, budget, seed, method, the config sections the method
+    reads, the test split and the store's content. A checkpoint of another run is
+    discarded (logged) when metrics.json is absent, as after Snakemake removes a job's
+    outputs to rerun it; beside a metrics.json, or with ``resume``, it is an error.
+    ``resume`` without a checkpoint is an error.
+    """
+    import torch
+
+    from . import store as store_mod
+    from .config import sections_config
+    from .data import column_moments, make_splits
+    from .io import resolve_device
+
+    dev = resolve_device(device)
+    root = open_store_checked(store_path)
+    store_path = Path(store_path)
+    splits = make_splits(root, budget, seed, cfg["val_fraction"], store_path.name)
+    out_dir = check_writable_dir(out_dir)
+    store_sha256 = store_mod.store_fingerprint(root)
+    run_key = hashlib.sha256(json.dumps(
+        {"trait": str(root.attrs["trait"]), "budget": int(budget), "seed": int(seed),
+         "method": method.name, "config": sections_config(cfg, method.sections),
+         "test": splits.test_hash, "store": store_sha256},
+        sort_keys=True, default=str).encode()).hexdigest()
+    metrics_path, ckpt_path = out_dir / METRICS_FILE, out_dir / CHECKPOINT_FILE
+    state = None
+    if ckpt_path.exists():
+        try:
+            saved = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+            state = RunState(**saved)
+        except Exception as err:
+            raise CmixError(f"{ckpt_path}: unreadable checkpoint ({type(err).__name__}: "
+                            f"{err}); delete it to start over") from None
+        if state.run_key != run_key:
+            if resume or metrics_path.exists():
+                raise CmixError(f"{out_dir}: holds a {'finished ' * metrics_path.exists()}"
+                                "run with another store content, budget, seed, method or "
+                                "config; use another --out, or delete its metrics.json to "
+                                "replace it")
+            log(f"{out_dir}: the checkpoint there is of another run (store content, budget, "
+                "seed, method or config changed); starting this run afresh")
+            for name in (CHECKPOINT_FILE, LOG_FILE):
+                (out_dir / name).unlink(missing_ok=True)
+            state = None
+    elif resume:
+        raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
+    mean, sd = column_moments(root, np.flatnonzero(np.asarray(root["sample_split"][:]) == 0))
+    ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
+                     store_path=store_path, root=root, splits=splits, dev=dev,
+                     out_dir=out_dir, store_sha256=store_sha256, run_key=run_key,
+                     mean=mean, sd=sd)
+    if state is not None and state.stage == "done" and metrics_path.exists():
+        log(f"{out_dir}: run already complete")
+        return ctx, None
+    if state is None:
+        state = RunState(run_key=run_key)
+    else:
+        log(f"resuming from {state.stage} epoch {state.epoch}")
+    c = splits.counts()
+    log(f"{ctx.trait}: {method.name}, budget {budget}, seed {seed}: {c['n_train_labeled']} "
+        f"labeled + {c['n_validation']} validation, {c['n_unlabeled']} unlabeled, "
+        f"{c['n_test']} test, {ctx.n_snps} SNPs, {splits.n_classes} classes, device {dev}")
+    return ctx, state
+
+
+def gen(seed: int, *keys: int):
+    """A torch CPU generator and a numpy generator seeded by (seed, keys)."""
+    import torch
+
+    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *keys])
+    g = torch.Generator().manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
+    return g, np.random.default_rng(ss)
+
+
+def cpu_state(sd: dict) -> dict:
+    """A detached CPU copy of a (nested) state dict."""
+    import torch
+
+    if isinstance(sd, torch.Tensor):
+        return sd.detach().cpu().clone()
+    if isinstance(sd, dict):
+        return {k: cpu_state(v) for k, v in sd.items()}
+    if isinstance(sd, list):
+        return [cpu_state(v) for v in sd]
+    return sd
+
+
+def run_epochs(ctx: RunContext, state: RunState, stage: str, n_epochs: int, modules: dict,
+               epoch_fn, desc: str) -> None:
+    """Run epochs ``state.epoch + 1 .. n_epochs`` of ``stage``, resuming where the state
+    is. modules: name -> module or optimiser, saved in state.parts[stage] after every
+    epoch (with the checkpoint) and loaded from it on resume. epoch_fn(epoch) -> dict of
+    the epoch's log record (epoch is 0-based). A state past this stage skips it after
+    loading the modules."""
+    part = state.parts.get(stage)
+    if part is not None:
+        for name, m in modules.items():
+            m.load_state_dict(part[name])
+    if state.stage not in ("start", stage):
+        return
+    if state.stage == "start":
+        state.stage, state.epoch = stage, 0
+    bar = progress(total=n_epochs, desc=desc, unit="epoch")
+    bar.update(state.epoch)
+    while state.epoch < n_epochs:
+        t0 = time.perf_counter()
+        rec = epoch_fn(state.epoch)
+        state.epoch += 1
+        state.add_time(stage, t0)
+        state.history.append({"stage": stage, "epoch": state.epoch, **rec,
+                              "seconds": round(time.perf_counter() - t0, 3)})
+        state.parts[stage] = {name: cpu_state(m.state_dict()) for name, m in modules.items()}
+        ctx.save(state)
+        bar.update(1)
+    bar.close()
+
+
+def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
+    """Mean negative log-probability of the true class: prob (n, C), y (n,) ints."""
+    return float(-np.mean(np.log(np.clip(prob[np.arange(len(y)), y], 1e-12, None))))
+
+
+def predict_proba(head, inputs, batch: int = 4096) -> np.ndarray:
+    """Softmax of ``head.logits`` over ``inputs`` in batches: float (n, C) numpy."""
+    import torch
+
+    head.train(False)
+    with torch.no_grad():
+        out = [torch.softmax(head.logits(inputs[s:s + batch]), 1)
+               for s in range(0, len(inputs), batch)]
+    return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0))
+
+
+def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, desc="predictor"):
+    """The early-stopped predictor, then the refit; resumable at every epoch.
+
+    new_head() -> (head, optimiser), seeded the same way at every call; head has
+    ``logits(inputs)``, ``train(on)``, ``state_dict``/``load_state_dict``.
+    epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
+    train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
+    numpy ints), possibly empty. Stops after cfg["pred_patience"] epochs without a
+    better validation log-loss and reloads the best state; with cfg["pred_refit"] a
+    fresh head is trained on train + validation rows for the best epoch count.
+    State: stage "predictor" then "refit", parts "predictor" and "refit".
+    Returns (head, validation summary dict).
+    """
+    import torch
+
+    cfg = ctx.cfg
+    x_val, y_val = val
+    has_val = len(y_val) > 0
+    head, opt = new_head()
+    pred = state.parts.get("predictor")
+    if pred is None:
+        pred = {"best": None, "best_loss": float("inf"), "best_epoch": 0, "bad": 0}
+    else:
+        head.load_state_dict(pred["head"])
+        opt.load_state_dict(pred["opt"])
+    if state.stage not in ("predictor", "refit", "done"):
+        state.stage, state.epoch = "predictor", 0
+    bar = progress(total=cfg["pred_epochs"], desc=desc, unit="epoch")
+    bar.update(state.epoch if state.stage == "predictor" else cfg["pred_epochs"])
+    while state.stage == "predictor" and state.epoch < cfg["pred_epochs"] and (
+            not has_val or pred["bad"] < cfg["pred_patience"]):
+        t0 = time.perf_counter()
+        loss = epoch_fn(head, opt, *train, state.epoch)
+        rec = {"stage": "predictor", "epoch": state.epoch + 1, "loss": loss}
+        if has_val:
+            prob = predict_proba(head, x_val)
+            vloss = log_loss(prob, y_val)
+            rec.update(val_loss=vloss, val_accuracy=float(np.mean(prob.argmax(1) == y_val)))
+            if vloss < pred["best_loss"]:
+                pred.update(best=cpu_state(head.state_dict()), best_loss=vloss,
+                            best_epoch=state.epoch + 1, bad=0)
+            else:
+                pred["bad"] += 1
+        state.epoch += 1
+        state.add_time("predictor", t0)
+        rec["seconds"] = round(time.perf_counter() - t0, 3)
+        state.history.append(rec)
+        pred.update(head=cpu_state(head.state_dict()), opt=cpu_state(opt.state_dict()))
+        state.parts["predictor"] = pred
+        ctx.save(state)
+        bar.update(1)
+    bar.close()
+    if pred["best"] is not None:
+        head.load_state_dict(pred["best"])          # the best epoch, not the last
+    summary = {"best_epoch": pred["best_epoch"],
+               "best_loss": pred["best_loss"] if np.isfinite(pred["best_loss"]) else None}
+    if has_val:
+        summary["accuracy"] = float(np.mean(predict_proba(head, x_val).argmax(1) == y_val))
+    n_refit = pred["best_epoch"] if cfg["pred_refit"] and has_val else 0
+    summary["refit_epochs"] = n_refit
+    if not n_refit:
+        return head, summary
+    x_tr, t_tr, w_tr = train
+    eye = torch.eye(t_tr.shape[1], device=t_tr.device, dtype=t_tr.dtype)
+    all_train = (torch.cat([x_tr, x_val]),
+                 torch.cat([t_tr, eye[torch.as_tensor(y_val, device=t_tr.device)]]),
+                 torch.cat([w_tr, torch.ones(len(y_val), device=w_tr.device, dtype=w_tr.dtype)]))
+    head, opt = new_head()
+    refit = state.parts.get("refit")
+    if refit is not None:
+        head.load_state_dict(refit["head"])
+        opt.load_state_dict(refit["opt"])
+    if state.stage == "predictor":
+        state.stage, state.epoch = "refit", 0
+    while state.stage == "refit" and state.epoch < n_refit:
+        t0 = time.perf_counter()
+        loss = epoch_fn(head, opt, *all_train, state.epoch)
+        state.epoch += 1
+        state.add_time("refit", t0)
+        state.history.append({"stage": "refit", "epoch": state.epoch, "loss": loss,
+                              "seconds": round(time.perf_counter() - t0, 3)})
+        state.parts["refit"] = {"head": cpu_state(head.state_dict()),
+                                "opt": cpu_state(opt.state_dict())}
+        ctx.save(state)
+    return head, summary
+
+
+def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
+    """accuracy, balanced accuracy, AUROC (binary: of class 1) or macro one-vs-rest AUROC
+    over the classes present (None when fewer than 2 classes are present)."""
+    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+    pred = prob.argmax(1)
+    out = {"accuracy": float(np.mean(pred == y)),
+           "balanced_accuracy": float(balanced_accuracy_score(y, pred))}
+    present = np.unique(y)
+    auc = None
+    if len(present) >= 2:
+        if n_classes == 2:
+            auc = float(roc_auc_score(y, prob[:, 1]))
+        else:
+            auc = float(np.mean([roc_auc_score(y == c, prob[:, c]) for c in present]))
+    out["auroc" if n_classes == 2 else "macro_auroc"] = auc
+    return out
+
+
+def versions() -> dict:
+    """Versions of the packages a result depends on."""
+    import platform
+
+    import dask
+    import scipy
+    import sklearn
+    import torch
+    import zarr
+
+    from . import __version__
+
+    return {"cmix": __version__, "torch": torch.__version__, "numpy": np.__version__,
+            "scipy": scipy.__version__, "sklearn": sklearn.__version__,
+            "dask": dask.__version__, "zarr": zarr.__version__,
+            "python": platform.python_version()}
+
+
+def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: dict,
+           pseudo_labels: dict | None = None) -> dict:
+    """Test metrics of ``test_prob`` (n_test, C); writes metrics.json (last, atomically)
+    and the final checkpoint; returns the metrics dict."""
+    import torch
+
+    from .config import sections_config
+
+    s = ctx.splits
+    t0 = time.perf_counter()
+    metrics = classification_metrics(s.label[s.test], test_prob, s.n_classes)
+    state.add_time("evaluate", t0)
+    dev = ctx.dev
+    result = {
+        "trait": ctx.trait, "method": ctx.method.name, "budget": ctx.budget, "seed": ctx.seed,
+        "class_names": s.class_names, **s.counts(), "n_snps": ctx.n_snps,
+        "test": metrics, "validation": validation, "pseudo_labels": pseudo_labels,
+        "test_split_sha256": s.test_hash,
+        "wall_seconds": {k: round(v, 3) for k, v in state.times.items()},
+        "device": (str(dev) if dev.type == "cpu"
+                   else f"cuda ({torch.cuda.get_device_name(dev)})"),
+        "torch_threads": torch.get_num_threads(),
+        "versions": versions(),
+        "config": sections_config(ctx.cfg, ctx.method.sections),
+        "store": ctx.store_path.resolve().name,
+        "store_sha256": ctx.store_sha256,
+    }
+    state.stage = "done"
+    ctx.save(state)
+    with atomic_path(ctx.out_dir / METRICS_FILE) as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+    log(f"{ctx.trait} {ctx.method.name} budget {ctx.budget} seed {ctx.seed}: test accuracy "
+        f"{metrics['accuracy']:.4f}, balanced {metrics['balanced_accuracy']:.4f}")
+    return result
