@@ -1,4 +1,4 @@
-"""The evaluation grid of issue 7 on a simulated cohort, then `cmix report`.
+"""The evaluation grid (every method x budget x seed) on a simulated cohort, then `cmix report`.
 
 Simulates N samples x M independent SNPs (MAF ~ U(0.01, 0.5), 0.5% missing calls), two
 traits from a liability with heritability h2 over ``n_causal`` SNPs: a binary trait

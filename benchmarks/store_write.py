@@ -11,7 +11,7 @@ the same run on the same inputs:
 
 and checks the store's dosages against bed-reader's. Then times the store's checksum
 check (what every training run does first) and ``cmix verify``'s full check against
-reading every row. Prints the times, the ratios and the store's size on disk. Goals (issue 5): < 60 s on 2 cores, < 300 MB.
+reading every row. Prints the times, the ratios and the store's size on disk. Goals: < 60 s on 2 cores, < 300 MB.
 
     python benchmarks/store_write.py [--n-samples 300000] [--n-snps 1000] [--workdir DIR]
 """

@@ -104,6 +104,10 @@ def test_one_trait_by_config_alone(ukb_standin):
     (['traits=["eye_colour"]'], "traits: unknown trait 'eye_colour'"),
     (["budgets=[100000]"], "budgets: 100000 labeled samples asked for"),
     (["bogus_key=1"], "'bogus_key' was unexpected"),
+    (['methods=["cmix","svm"]'], "'svm' is not one of"),
+    (["train={'config': {'vime_kk': 3}}"], "'vime_kk' was unexpected"),
+    (["train={'config': {'lr': 'abc'}}"], "'abc' does not match"),
+    (["train={'config': {'alpha': 0.9}}"], "train.config: alpha = 0.9, expected a number in [0.0, 0.5]"),
 ])
 def test_config_errors_fail_before_any_job(ukb_standin, tmp_path, override, message):
     cfg_path, _ = ukb_standin
@@ -138,6 +142,30 @@ def test_schema_knows_the_trait_keys_cmix_knows():
     definition = schema["properties"]["trait_definitions"]["additionalProperties"]
     assert definition["additionalProperties"] is False
     assert set(definition["properties"]) == set(TRAIT_KEYS)
+
+
+def test_schema_knows_the_methods_and_train_keys_cmix_knows():
+    """The schema's method enum is the registry, and its train.config keys and types are
+    cmix.config's, so a wrong key stops snakemake before any job."""
+    from cmix.config import CHOICES, DEFAULTS, NULLABLE
+    from cmix.methods import METHODS
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    props = schema["properties"]
+    assert props["methods"]["items"]["enum"] == list(METHODS)
+    train = props["train"]["properties"]["config"]
+    assert train["additionalProperties"] is False
+    assert set(train["properties"]) == set(DEFAULTS) | {"preset"}
+    for key, default in DEFAULTS.items():
+        spec = train["properties"][key]
+        if isinstance(default, bool):
+            assert spec == {"type": "boolean"}, key
+        elif isinstance(default, int):
+            assert spec["type"] == (["integer", "null"] if key in NULLABLE else "integer"), key
+        elif isinstance(default, float):
+            assert "number" in spec["type"], key
+        else:
+            assert spec["enum"] == list(CHOICES[key]), key
 
 
 FAST_TRAIN = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,

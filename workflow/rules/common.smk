@@ -59,6 +59,12 @@ def check_config():
         n_samples = sum(1 for _ in open(inputs["bfile"] + ".fam"))
     else:
         n_samples = config["simulate"]["n_samples"]
+    from cmix.config import resolve_config
+
+    try:
+        resolve_config(config.get("train", {}).get("config", {}), where="train.config")
+    except Exception as err:
+        fail(str(err))
     test_fraction = config["split"]["test_fraction"]
     largest = max(BUDGETS)
     if largest > (1 - test_fraction) * n_samples:
