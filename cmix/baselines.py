@@ -87,7 +87,8 @@ def run_logreg(ctx, state) -> dict:
     fitted = state.parts.get("fitted")
     if fitted is None:
         t = time.perf_counter()
-        x = standardised_dosage(ctx.rows(s.labeled).cpu().numpy(), ctx.mean, ctx.sd)
+        x = _with_cov(ctx, standardised_dosage(ctx.rows(s.labeled).cpu().numpy(), ctx.mean,
+                                               ctx.sd), s.labeled)
         t = state.add_time("load", t)
         model, best_c, folds, cv_loss = fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
                                                       cfg["logreg_folds"], cfg["logreg_n_c"],
@@ -99,8 +100,39 @@ def run_logreg(ctx, state) -> dict:
                            "fit_rows": "labeled (train_labeled + validation)"}}
         state.stage = "fitted"
         ctx.save(state)
-    x_test = standardised_dosage(ctx.rows(s.test).cpu().numpy(), ctx.mean, ctx.sd)
+    x_test = _with_cov(ctx, standardised_dosage(ctx.rows(s.test).cpu().numpy(), ctx.mean,
+                                                ctx.sd), s.test)
     prob = _full_proba(fitted["model"], x_test, s.n_classes)
+    return harness.finish(ctx, state, prob, fitted["validation"])
+
+
+def _with_cov(ctx, x: np.ndarray, rows) -> np.ndarray:
+    """float64 (n, D + K): x with the rows' standardised covariates beside it."""
+    return np.hstack([x, ctx.cov[np.asarray(rows, dtype=np.int64)].astype(np.float64)])
+
+
+def run_covariates(ctx, state) -> dict:
+    """The covariates alone: L2 logistic regression, C by stratified k-fold CV (log-loss)
+    within the labeled rows; the reference every method's gain is measured against."""
+    s, cfg = ctx.splits, ctx.cfg
+    if not ctx.n_cov:
+        raise CmixError(f"{ctx.store_path}: the covariates method needs a store with "
+                        "covariates (cmix store --covariates) and the config key "
+                        "covariates: true")
+    fitted = state.parts.get("fitted")
+    if fitted is None:
+        t = time.perf_counter()
+        model, best_c, folds, cv_loss = fit_logreg_cv(
+            ctx.cov[s.labeled].astype(np.float64), s.label[s.labeled], s.n_classes,
+            cfg["logreg_folds"], cfg["logreg_n_c"], ctx.seed)
+        state.add_time("fit", t)
+        fitted = state.parts["fitted"] = {
+            "model": model,
+            "validation": {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
+                           "fit_rows": "labeled (train_labeled + validation)"}}
+        state.stage = "fitted"
+        ctx.save(state)
+    prob = _full_proba(fitted["model"], ctx.cov[s.test].astype(np.float64), s.n_classes)
     return harness.finish(ctx, state, prob, fitted["validation"])
 
 
@@ -138,7 +170,7 @@ def run_prs(ctx, state) -> dict:
         mu, sigma = float(score.mean()), float(score.std()) or 1.0
         y = s.label[s.labeled]
         t = state.add_time("load", t)
-        z = ((score - mu) / sigma)[:, None]
+        z = _with_cov(ctx, ((score - mu) / sigma)[:, None], s.labeled)
         model = LogisticRegression(C=1e6, max_iter=5000).fit(z, y)
         state.add_time("fit", t)
         fitted = state.parts["fitted"] = {
@@ -149,7 +181,8 @@ def run_prs(ctx, state) -> dict:
         ctx.save(state)
     test_score = (polygenic_score(ctx.root, s.test, ctx.mean) - fitted["score_mean"]) \
         / fitted["score_sd"]
-    prob = _full_proba(fitted["model"], test_score[:, None], s.n_classes)
+    prob = _full_proba(fitted["model"], _with_cov(ctx, test_score[:, None], s.test),
+                       s.n_classes)
     return harness.finish(ctx, state, prob, fitted["validation"])
 
 
@@ -191,25 +224,28 @@ def _latent_head(ctx, in_dim, stage_seed):
 
     torch.manual_seed(stage_seed)
     head = Head(torch.nn.Identity(), Predictor(in_dim, ctx.splits.n_classes,
-                                               ctx.cfg["pred_hidden"]).to(ctx.dev))
+                                               ctx.cfg["pred_hidden"], ctx.n_cov).to(ctx.dev))
+    harness.start_covariate_term(ctx, head.predictor)
     opt = torch.optim.Adam(head.parameters(), lr=ctx.cfg["pred_lr"],
                            weight_decay=ctx.cfg["pred_weight_decay"])
     return head, opt
 
 
 def _frozen_latent(ctx, model):
-    """Freeze the encoder; the labeled rows' latent inputs, one-hot targets and unit
-    weights (the harness's train tuple), and the validation rows' (latent, labels)."""
+    """Freeze the encoder; the labeled rows' latent inputs (covariates beside them, if
+    any), one-hot targets and unit weights (the harness's train tuple), and the
+    validation rows' (inputs, labels)."""
     import torch
 
     s = ctx.splits
     for p in model.parameters():
         p.requires_grad_(False)
-    z_lab = _encode_all(model, ctx.rows(s.train_labeled))
+    z_lab = ctx.with_cov(_encode_all(model, ctx.rows(s.train_labeled)), s.train_labeled)
     eye = torch.eye(s.n_classes, device=ctx.dev)
     y_lab = torch.from_numpy(s.label[s.train_labeled]).to(ctx.dev)
     train = (z_lab, eye[y_lab], torch.ones(len(y_lab), device=ctx.dev))
-    return train, (_encode_all(model, ctx.rows(s.validation)), s.label[s.validation])
+    z_val = ctx.with_cov(_encode_all(model, ctx.rows(s.validation)), s.validation)
+    return train, (z_val, s.label[s.validation])
 
 
 def _supervised_epoch(ctx):
@@ -222,7 +258,8 @@ def _supervised_epoch(ctx):
 
 
 def _test_proba_latent(ctx, model, head):
-    return harness.predict_proba(head, _encode_all(model, ctx.rows(ctx.splits.test)))
+    test = ctx.splits.test
+    return harness.predict_proba(head, ctx.with_cov(_encode_all(model, ctx.rows(test)), test))
 
 
 def run_ae(ctx, state) -> dict:
@@ -354,12 +391,15 @@ def run_vime(ctx, state) -> dict:
             if len(idx) < 2:
                 continue
             loss = F.cross_entropy(head.predictor(z_l[idx]), y_l[idx])
-            xu = next(u_iter, (None, None))[1]
+            pos_u, xu = next(u_iter, (None, None))
             if xu is not None and len(xu) >= 2 and cfg["vime_beta"] > 0:
                 xu = xu.to(dev)
                 with torch.no_grad():
                     zk = torch.stack([model.encode(vime_corrupt(xu, cfg["vime_p_m"], g)[0])
                                       for _ in range(k)])             # (K, B, H)
+                    if ctx.n_cov:
+                        cov_u = ctx.cov_rows(s.unlabeled[pos_u])
+                        zk = torch.cat([zk, cov_u.expand(k, -1, -1)], 2)
                 logits_k = head.predictor(zk.flatten(0, 1)).view(k, len(xu), -1)
                 loss = loss + cfg["vime_beta"] * vime_consistency_loss(logits_k)
             popt.zero_grad(set_to_none=True)
@@ -385,7 +425,9 @@ def manifold_mixup_step(predictor, f, targets, layer: int, lam, perm):
     lam_v = lam.view(-1, 1).to(h.dtype)
     h = lam_v * h + (1 - lam_v) * h[perm]
     t = lam.view(-1, 1) * targets + (1 - lam.view(-1, 1)) * targets[perm]
-    return net[cut:](h), t
+    # the covariate term is linear: mixing its inputs mixes it as the targets are mixed
+    skip = predictor.covariate_logits(lam_v.to(f.dtype) * f + (1 - lam_v.to(f.dtype)) * f[perm])
+    return net[cut:](h) + skip, t
 
 
 def run_manifold_mixup(ctx, state) -> dict:
@@ -393,23 +435,27 @@ def run_manifold_mixup(ctx, state) -> dict:
     import torch
 
     from .losses import soft_cross_entropy
-    from .nn import Predictor, SnpEmbedding
+    from .nn import Predictor, SnpEmbedding, WithCovariates
     from .train import Head
 
     s, cfg, dev = ctx.splits, ctx.cfg, ctx.dev
     t = time.perf_counter()
-    x_lab = ctx.rows(s.train_labeled)
+    x_lab = ctx.with_cov(ctx.rows(s.train_labeled), s.train_labeled)
     y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
     eye = torch.eye(s.n_classes, device=dev)
     train = (x_lab, eye[y_lab], torch.ones(len(y_lab), device=dev))
-    val = (ctx.rows(s.validation), s.label[s.validation])
+    val = (ctx.with_cov(ctx.rows(s.validation), s.validation), s.label[s.validation])
     state.add_time("load", t)
 
     def new_head():
         torch.manual_seed(ctx.seed + 1)
         features = SnpEmbedding(ctx.n_snps, cfg["encoding"], ctx.mean, ctx.sd).to(dev)
+        if ctx.n_cov:
+            features = WithCovariates(features, ctx.n_snps, ctx.n_cov)
         torch.manual_seed(ctx.seed + 2)
-        h = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
+        h = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"],
+                                     ctx.n_cov).to(dev))
+        harness.start_covariate_term(ctx, h.predictor)
         return h, torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
                                    weight_decay=cfg["pred_weight_decay"])
     a = float(cfg["mixup_alpha"])
@@ -437,5 +483,5 @@ def run_manifold_mixup(ctx, state) -> dict:
         return tot
 
     head, validation = harness.fit_head(ctx, state, new_head, epoch_fn, train, val)
-    prob = harness.predict_proba(head, ctx.rows(s.test))
+    prob = harness.predict_proba(head, ctx.with_cov(ctx.rows(s.test), s.test))
     return harness.finish(ctx, state, prob, validation)

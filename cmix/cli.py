@@ -242,6 +242,12 @@ def _add_store(sub):
     p.add_argument("--test-fraction", type=_fraction, default=0.2,
                    help="fraction of labeled samples in the fixed test split (default 0.2)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the test split (default 0)")
+    p.add_argument("--covariates", metavar="JSON_OR_FILE",
+                   help='covariates to store beside the dosages (see cmix.covariates), e.g. '
+                        '\'{"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}\'; '
+                        "samples missing one are left out")
+    p.add_argument("--sample-qc", help="UK Biobank sample QC table (PCs, genotyping array)")
+    p.add_argument("--eigenvec", help="cmix pca / plink2 .eigenvec (pcs_from: eigenvec)")
     p.add_argument("--force", action="store_true", help="overwrite an existing store")
     p.add_argument("--out", required=True, help="output store (folder, e.g. trait.zarr)")
     p.set_defaults(func=_run_store)
@@ -272,6 +278,27 @@ def _load_trait_config(text: str, trait: str) -> dict:
     return config
 
 
+def _load_covariates(text: str | None) -> dict | None:
+    """The --covariates JSON (text starting with ``{``, else a file name), checked."""
+    import json
+
+    from .covariates import check_spec
+    from .io import CmixError, input_file
+
+    if text is None:
+        return None
+    source = "--covariates"
+    if not text.lstrip().startswith(("{", "[")):
+        path = input_file(text, "--covariates expects JSON text or a JSON file")
+        source, text = str(path), path.read_text()
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                        f"{err.msg})") from None
+    return check_spec(spec, source)
+
+
 def _run_store(args):
     from .io import log
     from .store import build_store
@@ -280,7 +307,8 @@ def _run_store(args):
     summary = build_store(args.out, bfile=args.bfile, snps=args.snps, pheno=args.pheno,
                           trait=args.trait, trait_config=trait_config, keep=args.keep,
                           test_fraction=args.test_fraction, split_seed=args.split_seed,
-                          force=args.force)
+                          force=args.force, covariates=_load_covariates(args.covariates),
+                          sample_qc=args.sample_qc, eigenvec=args.eigenvec)
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
 

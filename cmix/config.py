@@ -77,6 +77,11 @@ SECTIONS: dict[str, dict] = {
         "buffer_chunks": 8,
         "memory_limit_mb": 2048,
     },
+    "covariates": {
+        "covariates": True,         # use the store's covariates (age, sex, PCs, ...) when it
+                                    # has them: beside the latent / input of the networks,
+                                    # as features of logreg, beside the score of prs
+    },
     "logreg": {
         "logreg_n_c": 10,           # C grid: logspace(-4, 2, logreg_n_c)
         "logreg_folds": 5,

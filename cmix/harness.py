@@ -72,6 +72,27 @@ class RunContext:
     run_key: str
     mean: np.ndarray
     sd: np.ndarray
+    cov: np.ndarray                 # float32 (n_rows, K) standardised covariates; K = 0 off
+    cov_start: tuple | None = None  # (weight (C, K), bias (C,)) of start_covariate_term
+
+    @property
+    def n_cov(self) -> int:
+        return int(self.cov.shape[1])
+
+    def cov_rows(self, rows) -> "torch.Tensor":  # noqa: F821
+        """float32 (len(rows), K) standardised covariates of store rows, on the device."""
+        import torch
+
+        return torch.from_numpy(self.cov[np.asarray(rows, dtype=np.int64)]).to(self.dev)
+
+    def with_cov(self, inputs, rows):
+        """``inputs`` (len(rows), D) with the rows' covariates beside them (float), or
+        ``inputs`` unchanged when the run uses none."""
+        import torch
+
+        if not self.n_cov:
+            return inputs
+        return torch.cat([inputs.float(), self.cov_rows(rows)], 1)
 
     @property
     def trait(self) -> str:
@@ -183,11 +204,12 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
             state = None
     elif resume:
         raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
-    mean, sd = column_moments(root, np.flatnonzero(np.asarray(root["sample_split"][:]) == 0))
+    train_split = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
+    mean, sd = column_moments(root, train_split)
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
                      store_path=store_path, root=root, splits=splits, dev=dev,
                      out_dir=out_dir, store_sha256=store_sha256, run_key=run_key,
-                     mean=mean, sd=sd)
+                     mean=mean, sd=sd, cov=standardised_covariates(root, train_split, cfg))
     if state is not None and state.stage == "done" and metrics_path.exists():
         log(f"{out_dir}: run already complete")
         return ctx, None
@@ -200,6 +222,49 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
         f"labeled + {c['n_validation']} validation, {c['n_unlabeled']} unlabeled, "
         f"{c['n_test']} test, {ctx.n_snps} SNPs, {splits.n_classes} classes, device {dev}")
     return ctx, state
+
+
+def standardised_covariates(root, train_split: np.ndarray, cfg: dict) -> np.ndarray:
+    """float32 (n_rows, K): the store's covariates standardised with the training split's
+    mean and sd (a constant column -> 0); K = 0 when cfg["covariates"] is off or the store
+    has none."""
+    if not cfg["covariates"] or "sample_covariate" not in root:
+        return np.zeros((int(root["sample_label"].shape[0]), 0), np.float32)
+    cov = np.asarray(root["sample_covariate"][:], dtype=np.float64)
+    mu = cov[train_split].mean(0)
+    sd = cov[train_split].std(0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    return ((cov - mu) / sd).astype(np.float32)
+
+
+def start_covariate_term(ctx: RunContext, predictor) -> None:
+    """Set a predictor's linear covariate term to a logistic regression of the labels on
+    the covariates (the training labeled rows, L2 with C = 1, lbfgs): the network starts
+    from the covariates-only model and learns what the genotypes add, as a fixed-effects
+    offset. No-op without covariates."""
+    import torch
+
+    if predictor.skip is None:
+        return
+    if ctx.cov_start is None:
+        from sklearn.linear_model import LogisticRegression
+
+        s = ctx.splits
+        rows = s.train_labeled
+        y = s.label[rows]
+        c = s.n_classes
+        w, b = np.zeros((c, ctx.n_cov)), np.zeros(c)
+        if len(np.unique(y)) > 1:
+            lr = LogisticRegression(C=1.0, max_iter=2000).fit(ctx.cov[rows].astype(np.float64), y)
+            if len(lr.classes_) == 2:
+                w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
+            else:
+                w[lr.classes_], b[lr.classes_] = lr.coef_, lr.intercept_
+        ctx.cov_start = (w, b)
+    w, b = ctx.cov_start
+    with torch.no_grad():
+        predictor.skip.weight.copy_(torch.from_numpy(w))
+        predictor.skip.bias.copy_(torch.from_numpy(b))
 
 
 def gen(seed: int, *keys: int):
@@ -418,6 +483,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
         "torch_threads": torch.get_num_threads(),
         "versions": versions(),
         "config": sections_config(ctx.cfg, ctx.method.sections),
+        "covariates": ([str(c) for c in ctx.root["covariate_name"][:]] if ctx.n_cov else []),
         "store": ctx.store_path.resolve().name,
         "store_sha256": ctx.store_sha256,
     }

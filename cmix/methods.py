@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from .io import CmixError
 
-NEURAL = ("model", "predictor", "data")
+NEURAL = ("model", "predictor", "data", "covariates")
 CMIX_SECTIONS = NEURAL + ("pretrain", "contrastive", "pseudo_labels", "switches")
 
 
@@ -37,15 +37,19 @@ class Method:
 
 #: family -> "module:function" running it (imported when a run starts)
 RUNNERS = {"trainer": "cmix.train:run_trainer", "prs": "cmix.baselines:run_prs",
+           "covariates": "cmix.baselines:run_covariates",
            "logreg": "cmix.baselines:run_logreg", "ae": "cmix.baselines:run_ae",
            "vime": "cmix.baselines:run_vime",
            "manifold_mixup": "cmix.baselines:run_manifold_mixup"}
 
 
 _ALL = [
-    Method("prs", "prs", ("data",),
+    Method("covariates", "covariates", ("data", "covariates", "logreg"),
+           "the store's covariates alone (age, sex, PCs, ...): L2 logistic regression, C by "
+           "cross-validation; what every method's gain is measured against"),
+    Method("prs", "prs", ("data", "covariates"),
            "polygenic score from the store's betas + one-feature logistic regression"),
-    Method("logreg", "logreg", ("data", "logreg"),
+    Method("logreg", "logreg", ("data", "covariates", "logreg"),
            "L2 logistic regression on standardised dosages, C by cross-validation"),
     Method("mlp", "trainer", NEURAL, "supervised predictor on the embedded SNPs",
            {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False}),

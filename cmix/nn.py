@@ -62,6 +62,23 @@ class SnpEmbedding(nn.Module):
         return self.standardised(x)
 
 
+class WithCovariates(nn.Module):
+    """``features`` of the dosage columns, with the covariates beside them.
+
+    Input (B, n_snps + K) float: dosages (as :class:`SnpEmbedding` takes them, -1
+    missing) then K standardised covariates. Output (B, features.out_dim + K).
+    """
+
+    def __init__(self, features: nn.Module, n_snps: int, n_covariates: int):
+        super().__init__()
+        self.features, self.n_snps = features, n_snps
+        self.out_dim = features.out_dim + n_covariates
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.features(inputs[:, :self.n_snps]),
+                          inputs[:, self.n_snps:].float()], 1)
+
+
 def _mlp(dims: list[int], batchnorm: bool, last_act: bool = True) -> list[nn.Module]:
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
@@ -135,15 +152,27 @@ class ProjectionHead(nn.Module):
 
 
 class Predictor(nn.Module):
-    """(FC-BN-ReLU) x 2 with hidden width 100, then a linear layer to the class logits."""
+    """(FC-BN-ReLU) x 2 with hidden width 100, then a linear layer to the class logits.
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int = 100):
+    With ``n_covariates`` = K > 0 the last K input columns are covariates, and a linear
+    term of them is added to the logits: covariates enter as fixed effects (as in a
+    regression) besides reaching the network, so a few informative covariates are not
+    lost among many genotype features.
+    """
+
+    def __init__(self, in_dim: int, n_classes: int, hidden: int = 100, n_covariates: int = 0):
         super().__init__()
         self.net = nn.Sequential(*_mlp([in_dim, hidden, hidden], batchnorm=True),
                                  nn.Linear(hidden, n_classes))
+        self.n_covariates = n_covariates
+        self.skip = nn.Linear(n_covariates, n_classes) if n_covariates else None
+
+    def covariate_logits(self, z: torch.Tensor):
+        """The linear covariate term (B, C) of inputs z (B, in_dim), or 0 without."""
+        return self.skip(z[:, -self.n_covariates:]) if self.skip is not None else 0.0
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.net(z)
+        return self.net(z) + self.covariate_logits(z)
 
 
 class ContrastiveMixup(nn.Module):

@@ -14,6 +14,8 @@ sample_id            (samples,)            str    .fam IID
 sample_label         (samples,)            int16  class index into attrs["class_names"]
 sample_phenotype     (samples,)            f8     raw phenotype value (code or measurement)
 sample_split         (samples,)            int8   0 = training split, 1 = test split
+sample_covariate     (samples, covariates) f8     covariates (cmix.covariates), no missing
+covariate_name       (covariates,)         str    their names (age column, PC1, ...)
 variant_id           (variants,)           str    .bim ID
 contig_id            (contigs,)            str    chromosome names
 variant_contig       (variants,)           int16  index into contig_id
@@ -68,7 +70,8 @@ def default_sample_chunk(n_variants: int) -> int:
 def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sample_split,
                 variant_id, variant_contig, variant_position, variant_allele, variant_beta,
                 variant_log10_p=None, variant_bim_index=None, sample_phenotype=None,
-                attrs: dict, sample_chunk: int | None = None) -> Path:
+                sample_covariate=None, covariate_name=(), attrs: dict,
+                sample_chunk: int | None = None) -> Path:
     """Write a complete store atomically.
 
     dosage: int8 (n_samples, n_variants), a numpy or dask array (dask chunks are
@@ -94,7 +97,8 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
         def put(name, values, dims, dtype, chunks=None):
             values = np.asarray(values)
             arr = root.create_array(name, shape=values.shape, dtype=dtype,
-                                    chunks=chunks or values.shape or (1,),
+                                    chunks=chunks or tuple(max(1, d) for d in values.shape)
+                                    or (1,),
                                     compressors=compressor if values.dtype != object else None,
                                     fill_value=None,
                                     attributes={"_ARRAY_DIMENSIONS": list(dims)})
@@ -113,6 +117,10 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
         put("sample_phenotype",
             np.full(n_samples, np.nan) if sample_phenotype is None else sample_phenotype,
             ["samples"], "float64")
+        put("sample_covariate",
+            np.zeros((n_samples, 0)) if sample_covariate is None else sample_covariate,
+            ["samples", "covariates"], "float64")
+        put("covariate_name", np.asarray(list(covariate_name), dtype=str), ["covariates"], str)
         put("variant_id", np.asarray(variant_id, dtype=str), ["variants"], str)
         put("contig_id", contigs.astype(str), ["contigs"], str)
         put("variant_contig", contig_index, ["variants"], "int16")
@@ -286,7 +294,8 @@ def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int)
 
 def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep=None,
                 test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
-                sample_chunk: int | None = None) -> dict:
+                sample_chunk: int | None = None, covariates: dict | None = None,
+                sample_qc=None, eigenvec=None) -> dict:
     """Write the trait's store from a .bed, a `cmix select` table and a phenotype table.
 
     bfile: PLINK prefix; snps: path of the selected-SNP table
@@ -337,6 +346,18 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
     else:
         sample_idx, n_unknown = np.arange(bf.n_samples), 0
     pheno_table = ph.read_phenotypes(pheno)
+    cov_names, cov, n_missing_cov = [], None, 0
+    if covariates:
+        from .covariates import covariate_matrix
+
+        cov_names, cov = covariate_matrix(covariates, bf.fam, sample_idx, pheno=pheno_table,
+                                          pheno_path=pheno, sample_qc=sample_qc,
+                                          eigenvec=eigenvec)
+        complete = ~np.isnan(cov).any(axis=1)
+        n_missing_cov = int((~complete).sum())
+        sample_idx, cov = sample_idx[complete], cov[complete]
+        if n_missing_cov:
+            log(f"store {trait}: {n_missing_cov} kept samples miss a covariate and are left out")
     labels = ph.label_trait(pheno_table, trait, trait_config,
                             bf.fam["iid"].to_numpy()[sample_idx], test_fraction, split_seed,
                             path=pheno)
@@ -368,7 +389,10 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
                   "stratified_by": ("class" if trait_config.get("kind") == "categorical"
                                     else f"{ph.N_CONTINUOUS_STRATA} quantile bins of the "
                                          "raw value")},
+        "covariates": {"spec": covariates or {}, "names": list(cov_names),
+                       "missing_rule": "samples missing a covariate are left out"},
         "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
+                   "left_out_missing_covariate": n_missing_cov,
                    "variants": int(n_variants),
                    "variants_effect_is_bim_a2": int(count_a2.sum())},
         "input_checksums": checksums,
@@ -381,6 +405,7 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
                 variant_position=bf.bim["pos"].to_numpy()[bim_pos],
                 variant_allele=np.stack([other, effect], axis=1),
                 variant_beta=beta, variant_log10_p=log10_p, variant_bim_index=bim_pos,
-                attrs=attrs, sample_chunk=chunk)
+                sample_covariate=None if cov is None else cov[labels["keep"]],
+                covariate_name=cov_names, attrs=attrs, sample_chunk=chunk)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
 

@@ -321,16 +321,15 @@ def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch)
 
 def trainer_inputs(ctx, model):
     """rows -> the predictor's inputs: frozen latent rows after pre-training, else the
-    int8 dosages (the MLP embeds them itself)."""
+    int8 dosages (the MLP embeds them itself); the covariates beside them, if any."""
     from .data import RowLoader
 
-    if not ctx.cfg["pretrain"]:
-        return ctx.rows
-
-    def latent(rows):
+    def inputs(rows):
+        if not ctx.cfg["pretrain"]:
+            return ctx.with_cov(ctx.rows(rows), rows)
         loader = RowLoader(ctx.root, rows, batch_size=4096, mode="memory", device=ctx.dev)
-        return embed_rows(model, loader, ctx.dev)
-    return latent
+        return ctx.with_cov(embed_rows(model, loader, ctx.dev), rows)
+    return inputs
 
 
 def predictor_stage(ctx, state, model, inputs_of, su_pos):
@@ -340,7 +339,7 @@ def predictor_stage(ctx, state, model, inputs_of, su_pos):
     import torch
 
     from .harness import fit_head
-    from .nn import Predictor, SnpEmbedding
+    from .nn import Predictor, SnpEmbedding, WithCovariates
 
     cfg, s, dev = ctx.cfg, ctx.splits, ctx.dev
     eye = np.eye(s.n_classes, dtype=np.float32)
@@ -362,12 +361,16 @@ def predictor_stage(ctx, state, model, inputs_of, su_pos):
     def new_head():
         torch.manual_seed(ctx.seed + 1)
         if cfg["pretrain"]:
-            features, in_dim = torch.nn.Identity(), model.encoder.out_dim
+            features, in_dim = torch.nn.Identity(), model.encoder.out_dim + ctx.n_cov
         else:
             features = SnpEmbedding(ctx.n_snps, cfg["encoding"], ctx.mean, ctx.sd).to(dev)
+            if ctx.n_cov:
+                features = WithCovariates(features, ctx.n_snps, ctx.n_cov)
             in_dim = features.out_dim
         torch.manual_seed(ctx.seed + 2)
-        head = Head(features, Predictor(in_dim, s.n_classes, cfg["pred_hidden"]).to(dev))
+        head = Head(features, Predictor(in_dim, s.n_classes, cfg["pred_hidden"],
+                                        ctx.n_cov).to(dev))
+        harness.start_covariate_term(ctx, head.predictor)
         return head, torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
                                       weight_decay=cfg["pred_weight_decay"])
 

@@ -1,0 +1,198 @@
+"""Covariates per sample for a trait's store: phenotype fields (age, sex, ...), genetic
+principal components and the genotyping array.
+
+Spec (a dict: the workflow's ``covariates:`` section, ``cmix store --covariates JSON``)::
+
+    {"fields": [21022, 31],      # UKB fields of the phenotype table (f.21022.0.0 or
+                                 # 21022-0.0), or {"column": "name"} entries; numeric
+     "pcs": 10,                  # the first N principal components ...
+     "pcs_from": "sample_qc",    # ... of the UK Biobank sample QC (PC1-PC40: columns
+                                 # 26-65 of ukb_sqc_v2.txt, or PC1.. columns of a tidy
+                                 # table), or "eigenvec" (a cmix pca / plink2 .eigenvec)
+     "array": true}              # genotyping array (sample QC column 3 or
+                                 # genotyping.array: UKBB = 0, UKBL = 1)
+
+Missing values follow one rule: a sample missing any requested covariate is left out
+of the store (the count is in the store's attributes), never given a made-up value. A
+non-numeric cell that is not blank or NA is an error naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, input_file
+
+SPEC_KEYS = {"fields", "pcs", "pcs_from", "array"}
+UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
+UKB_SQC_ARRAY_COLUMN = 3        # genotyping.array: UKBB (Axiom) / UKBL (BiLEVE)
+ARRAY_CODES = {"UKBB": 0.0, "UKBL": 1.0}
+
+
+def check_spec(spec: dict, where="covariates") -> dict:
+    """The spec with defaults (no fields, no PCs, no array); CmixError for an unknown key
+    or a wrong value."""
+    if not isinstance(spec, dict):
+        raise CmixError(f"{where}: expected a mapping like {{\"fields\": [21022, 31], "
+                        "\"pcs\": 10}")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise CmixError(f"{where}: unknown key(s) {unknown}; known: {sorted(SPEC_KEYS)}")
+    out = {"fields": list(spec.get("fields", [])), "pcs": spec.get("pcs", 0),
+           "pcs_from": spec.get("pcs_from", "sample_qc"), "array": spec.get("array", False)}
+    if not isinstance(out["pcs"], int) or isinstance(out["pcs"], bool) or out["pcs"] < 0:
+        raise CmixError(f"{where}: pcs = {out['pcs']!r}, expected an integer >= 0")
+    if out["pcs_from"] not in ("sample_qc", "eigenvec"):
+        raise CmixError(f"{where}: pcs_from = {out['pcs_from']!r}, expected sample_qc or "
+                        "eigenvec")
+    if not isinstance(out["array"], bool):
+        raise CmixError(f"{where}: array = {out['array']!r}, expected true or false")
+    for f in out["fields"]:
+        if not (isinstance(f, int) and not isinstance(f, bool)) and not (
+                isinstance(f, dict) and set(f) == {"column"}):
+            raise CmixError(f"{where}: fields entry {f!r}: expected a UKB field number or "
+                            "{\"column\": name}")
+    return out
+
+
+def _numbers(values: pd.Series, path, column: str, line_of) -> np.ndarray:
+    """float (n,) of text cells; blank / NA -> NaN; other text is an error."""
+    text = values.astype(str).str.strip()
+    num = pd.to_numeric(text, errors="coerce").to_numpy(float)
+    blank = text.isin(["", "NA", "nan", "NaN"]).to_numpy()
+    bad = np.isnan(num) & ~blank
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, line {line_of(i)}, column {column}: {text.iloc[i]!r} is not "
+                        "a number (covariates must be numeric; blank or NA for missing)")
+    return num
+
+
+def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
+    from .phenotypes import trait_column
+
+    names, cols = [], []
+    present = pheno.index.get_indexer(iids)
+    for f in spec["fields"]:
+        cfg = f if isinstance(f, dict) else {"field": f}
+        col = trait_column(pheno.columns, cfg, "covariates", pheno_path)
+        values = _numbers(pheno[col], pheno_path, col, lambda i: i + 2)
+        out = np.full(len(iids), np.nan)
+        out[present >= 0] = values[present[present >= 0]]
+        names.append(col)
+        cols.append(out)
+    return names, cols
+
+
+def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
+    """(names, columns aligned to the .fam) of PCs / array from a sample QC table."""
+    path = input_file(path, "sample QC table")
+    with open(path) as fh:
+        first = fh.readline()
+    headerless = "het.missing.outliers" not in first
+    if headerless:
+        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="python")
+        if len(raw) != len(fam):
+            raise CmixError(f"{path}: {len(raw)} lines, but the .fam has {len(fam)} samples "
+                            "(a headerless ukb_sqc_v2 table is in .fam order)")
+        pc_cols = [raw.columns[UKB_SQC_PC1_COLUMN - 1 + k] for k in range(n_pcs)
+                   if UKB_SQC_PC1_COLUMN - 1 + k < raw.shape[1]]
+        table = raw
+        array_col = raw.columns[UKB_SQC_ARRAY_COLUMN - 1] if array else None
+        line_of = (lambda i: i + 1)
+        available = max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0)
+        pc_names = [f"PC{k + 1}" for k in range(len(pc_cols))]
+    else:
+        table = pd.read_csv(path, sep="\t" if "\t" in first else r"\s+", dtype=str,
+                            engine="python")
+        id_col = next((c for c in ("eid", "IID", "iid", "#IID") if c in table.columns), None)
+        if id_col is None:
+            raise CmixError(f"{path}: no ID column (eid or IID) to match covariates by")
+        pos = pd.Index(table[id_col].str.strip()).get_indexer(fam["iid"].astype(str))
+        table = table.drop(columns=id_col).iloc[np.where(pos >= 0, pos, 0)].reset_index(drop=True)
+        table[pos < 0] = np.nan
+        available = sum(1 for k in range(1, 41) if f"PC{k}" in table.columns)
+        pc_cols = [f"PC{k + 1}" for k in range(min(n_pcs, available))]
+        pc_names = pc_cols
+        array_col = "genotyping.array" if array else None
+        if array and array_col not in table.columns:
+            raise CmixError(f"{path}: no genotyping.array column (covariates: array)")
+        line_of = (lambda i: f"(row of sample {i + 1} in .fam order)")
+    if n_pcs > available:
+        raise CmixError(f"{path}: {n_pcs} PCs asked for, the table has {available}")
+    names, cols = [], []
+    for name, col in zip(pc_names, pc_cols):
+        names.append(name)
+        cols.append(_numbers(table[col], path, name, line_of))
+    if array:
+        codes = table[array_col].astype(str).str.strip()
+        value = codes.map(ARRAY_CODES)
+        bad = value.isna() & ~codes.isin(["", "NA", "nan"])
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise CmixError(f"{path}: genotyping array {codes.iloc[i]!r} at {line_of(i)}; "
+                            f"expected {' or '.join(ARRAY_CODES)}")
+        names.append("genotyping_array_UKBL")
+        cols.append(value.to_numpy(float))
+    return names, cols
+
+
+def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
+    """(names, columns aligned to the .fam) of the first n_pcs PCs of a .eigenvec."""
+    path = input_file(path, "PCA .eigenvec")
+    table = pd.read_csv(path, sep=r"\s+", dtype=str, engine="python")
+    id_col = "IID" if "IID" in table.columns else ("#IID" if "#IID" in table.columns else None)
+    if id_col is None:
+        raise CmixError(f"{path}: no IID or #IID column (expected plink2's .eigenvec layout)")
+    available = sum(1 for c in table.columns if c.startswith("PC"))
+    if n_pcs > available:
+        raise CmixError(f"{path}: {n_pcs} PCs asked for, the file has {available}")
+    pos = pd.Index(table[id_col]).get_indexer(fam["iid"].astype(str))
+    names, cols = [], []
+    for k in range(n_pcs):
+        v = _numbers(table[f"PC{k + 1}"], path, f"PC{k + 1}", lambda i: i + 2)
+        out = np.full(len(fam), np.nan)
+        out[pos >= 0] = v[pos[pos >= 0]]
+        names.append(f"PC{k + 1}")
+        cols.append(out)
+    return names, cols
+
+
+def covariate_matrix(spec: dict, fam: pd.DataFrame, sample_idx: np.ndarray, *, pheno=None,
+                     pheno_path=None, sample_qc=None, eigenvec=None) -> tuple[list, np.ndarray]:
+    """(names, values float64 (len(sample_idx), n_covariates), NaN = missing) of the
+    samples ``fam.iloc[sample_idx]``. Raises CmixError when a source the spec needs is
+    not given, or when every sample misses a covariate."""
+    spec = check_spec(spec)
+    iids = fam["iid"].astype(str).to_numpy()[sample_idx]
+    names, cols = [], []
+    if spec["fields"]:
+        if pheno is None:
+            raise CmixError("covariates: fields need the phenotype table")
+        n, c = _field_covariates(spec, iids, pheno, pheno_path)
+        names += n
+        cols += c
+    if spec["pcs"] or spec["array"]:
+        if spec["pcs_from"] == "eigenvec" and spec["pcs"]:
+            if eigenvec is None:
+                raise CmixError("covariates: pcs_from eigenvec needs --eigenvec (cmix pca's "
+                                "OUT.eigenvec)")
+            n, c = _eigenvec(eigenvec, fam, spec["pcs"])
+            names += n
+            cols += [x[sample_idx] for x in c]
+        need_sqc = spec["array"] or (spec["pcs"] and spec["pcs_from"] == "sample_qc")
+        if need_sqc:
+            if sample_qc is None:
+                raise CmixError("covariates: PCs or the array from the sample QC need "
+                                "--sample-qc")
+            n, c = _sample_qc_table(sample_qc, fam,
+                                    spec["pcs"] if spec["pcs_from"] == "sample_qc" else 0,
+                                    spec["array"])
+            names += n
+            cols += [x[sample_idx] for x in c]
+    values = np.column_stack(cols) if cols else np.zeros((len(sample_idx), 0))
+    for j, name in enumerate(names):
+        if len(values) and np.isnan(values[:, j]).all():
+            raise CmixError(f"covariates: {name} is missing for every sample")
+    return names, values
