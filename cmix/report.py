@@ -157,7 +157,30 @@ def summarise(results: pd.DataFrame, grid: dict | None = None
     summary = pd.DataFrame(out)
     first = ["trait", "method", "budget", "n", "n_seeds_expected", "complete"]
     summary = summary[first + [c for c in summary.columns if c not in first]]
+    summary = add_gain_over_covariates(summary, results)
     return summary, pd.DataFrame(missing, columns=["trait", "method", "budget", "seed"])
+
+
+def add_gain_over_covariates(summary: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """Columns ``{accuracy,auroc}_gain_over_covariates_{mean,sd}``: per trait x method x
+    budget, the mean and sd over seeds of (method - the covariates-only baseline), paired
+    by seed (seeds both have); NaN where the covariates baseline did not run."""
+    base = results[results["method"] == "covariates"].set_index(["trait", "budget", "seed"])
+    for key in ("accuracy", "auroc"):
+        means, sds = [], []
+        for row in summary.itertuples():
+            runs = results[(results["trait"] == row.trait) & (results["method"] == row.method)
+                           & (results["budget"] == row.budget)]
+            pairs = [(float(r[key]), float(base.loc[(row.trait, row.budget, r.seed), key]))
+                     for _, r in runs.iterrows()
+                     if (row.trait, row.budget, r.seed) in base.index]
+            d = np.array([a - b for a, b in pairs], dtype=float)
+            d = d[np.isfinite(d)]
+            means.append(float(d.mean()) if len(d) else np.nan)
+            sds.append(float(d.std(ddof=1)) if len(d) > 1 else np.nan)
+        summary[f"{key}_gain_over_covariates_mean"] = means
+        summary[f"{key}_gain_over_covariates_sd"] = sds
+    return summary
 
 
 # ------------------------------------------------------------------ plots
@@ -398,7 +421,9 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     wall = wall.iloc[np.argsort([method_rank(m) for m in wall["method"]], kind="stable")]
     show = summary[["trait", "method", "budget", "n", "complete", "accuracy_mean",
                     "accuracy_sd", "balanced_accuracy_mean", "balanced_accuracy_sd",
-                    "auroc_mean", "auroc_sd", "pseudo_label_accuracy_mean"]]
+                    "auroc_mean", "auroc_sd", "pseudo_label_accuracy_mean"]
+                   + (["accuracy_gain_over_covariates_mean", "auroc_gain_over_covariates_mean"]
+                      if summary["accuracy_gain_over_covariates_mean"].notna().any() else [])]
     captions = {"pseudo_label_accuracy.png":
                 "Dotted: the majority-class share; pseudo-labels on that line say no more "
                 "than the class prior. cmix_selfsl_pl shares cmix's pre-training, hence its "

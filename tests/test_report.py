@@ -20,7 +20,7 @@ METHODS = ["prs", "logreg", "mlp", "cmix"]
 def fake_metrics(trait, method, budget, seed, n_classes=2, test_hash="a" * 64):
     """A metrics.json in the trainer's layout with a deterministic accuracy."""
     rng = np.random.default_rng([budget, seed, len(method), n_classes])
-    acc = 0.5 + 0.05 * np.log10(budget) + 0.015 * METHODS.index(method) + rng.normal(0, 0.01)
+    acc = 0.5 + 0.05 * np.log10(budget) + 0.015 * (METHODS.index(method) if method in METHODS else -1) + rng.normal(0, 0.01)
     auc_key = "auroc" if n_classes == 2 else "macro_auroc"
     n_val = round(0.2 * budget)
     return {"trait": trait, "method": method, "budget": budget, "seed": seed,
@@ -169,3 +169,21 @@ def test_report_of_real_runs(tmp_path):
     for f in ("results.tsv", "summary.tsv", "report.html"):
         text = (tmp_path / "rep" / f).read_text()
         assert not re.search(r"\bid\d+\b", text), f           # no sample IDs
+
+
+def test_gain_over_covariates_is_paired_by_seed(tmp_path):
+    cells = [(t, m, b, s, k) for t, k in (("binary_trait", 2),)
+             for m in ("covariates", "logreg") for b in BUDGETS for s in SEEDS]
+    write_grid(tmp_path / "runs", cells)
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    summ = pd.read_csv(tmp_path / "rep" / "summary.tsv", sep="\t")
+    res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
+    for b in BUDGETS:
+        a = res[(res.method == "logreg") & (res.budget == b)].set_index("seed").accuracy
+        c = res[(res.method == "covariates") & (res.budget == b)].set_index("seed").accuracy
+        row = summ[(summ.method == "logreg") & (summ.budget == b)].iloc[0]
+        assert row["accuracy_gain_over_covariates_mean"] == pytest.approx((a - c).mean(), abs=1e-6)
+        assert row["accuracy_gain_over_covariates_sd"] == pytest.approx((a - c).std(ddof=1),
+                                                                        abs=1e-5)
+        own = summ[(summ.method == "covariates") & (summ.budget == b)].iloc[0]
+        assert own["accuracy_gain_over_covariates_mean"] == 0
