@@ -11,7 +11,11 @@ Run folder (``--out``): ``checkpoint.pt`` (after every epoch, atomic), ``train_l
 last, atomically). A rerun of the same command resumes from the checkpoint. Randomness:
 the model initialisation comes from ``seed``; every epoch draws its batches, layers,
 lambdas and partners from generators seeded by (seed, stage, epoch), so a resumed run
-repeats exactly what an uninterrupted one does (bit-for-bit on CPU).
+repeats exactly what an uninterrupted one does (bit-for-bit on CPU). Runs use torch's
+deterministic kernels, and the reductions that torch or the BLAS split among threads
+(batch norm statistics, loss averages, label propagation's dot products) are summed in an
+order that does not depend on the thread count; README says what is and is not the same
+across thread counts.
 
 Methods: ``cmix`` (the full method) and ``mlp`` (supervised predictor on the embedded
 inputs, same labels, no pre-training). A method is a set of config overrides in
@@ -21,6 +25,7 @@ inputs, same labels, no pre-training). A method is a set of config overrides in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -202,8 +207,6 @@ def _gen(seed: int, *keys: int):
 
 
 def _amp(device):
-    import contextlib
-
     import torch
 
     if torch.device(device).type == "cuda":
@@ -449,6 +452,40 @@ def _versions() -> dict:
 
 
 # ------------------------------------------------------------------ the run
+@contextlib.contextmanager
+def deterministic_algorithms(device):
+    """torch's deterministic kernels (``torch.use_deterministic_algorithms``) while the
+    block runs; the previous setting is restored after.
+
+    On CPU this makes the backward of ``h[index]`` with repeated indices (the mixup
+    partners) add in index order instead of with atomic adds from several threads, whose
+    order changed from run to run. An op without a deterministic kernel raises on CPU; on
+    CUDA it only warns (no GPU run has checked this path). Two settings are read when their
+    library starts, so they hold when the run does the process's first matrix product (as
+    in ``cmix train``); a value the user set is kept: MKL's strict reproducibility mode
+    (``MKL_CBWR=AUTO,STRICT``: MKL's float32 products then depend far less on the number
+    of threads, see README) and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG=
+    :4096:8``), which cuBLAS needs to be deterministic. Filling new tensors with NaN,
+    torch's debugging aid in this mode, is switched off: nothing here reads memory it did
+    not write.
+    """
+    import torch
+    import torch.utils.deterministic as det
+
+    os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(),
+              det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
+    det.fill_uninitialized_memory = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        det.fill_uninitialized_memory = before[2]
+
+
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
               config: dict | None = None, config_path=None, device: str = "auto",
               resume: bool = False) -> dict:
@@ -456,7 +493,15 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
 
     A rerun with the same arguments continues from ``checkpoint.pt``; ``resume=True``
     requires one. A finished run (metrics.json present, same run) is returned as is.
+    The run uses torch's deterministic kernels (:func:`deterministic_algorithms`).
     """
+    with deterministic_algorithms(resolve_device(device)):
+        return _train_run(store_path, budget, seed, out_dir, method=method, config=config,
+                          config_path=config_path, device=device, resume=resume)
+
+
+def _train_run(store_path, budget: int, seed: int, out_dir, *, method: str, config,
+               config_path, device: str, resume: bool) -> dict:
     import torch
 
     from . import store as store_mod
