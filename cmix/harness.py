@@ -19,8 +19,10 @@ Run folder: ``checkpoint.pt``, ``train_log.jsonl``, ``metrics.json`` (written la
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -122,12 +124,47 @@ class RunContext:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
 
 
+@contextlib.contextmanager
+def deterministic_algorithms(device):
+    """torch's deterministic kernels (``torch.use_deterministic_algorithms``) while the
+    block runs; the previous setting is restored after.
+
+    On CPU this makes the backward of ``h[index]`` with repeated indices (the mixup
+    partners) add in index order instead of with atomic adds from several threads, whose
+    order changed from run to run. An op without a deterministic kernel raises on CPU; on
+    CUDA it only warns (no GPU run has checked this path). Two settings are read when their
+    library starts, so they hold when the run does the process's first matrix product (as
+    in ``cmix train``); a value the user set is kept: MKL's strict reproducibility mode
+    (``MKL_CBWR=AUTO,STRICT``: MKL's float32 products then depend far less on the number
+    of threads, see README) and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG=
+    :4096:8``), which cuBLAS needs to be deterministic. Filling new tensors with NaN,
+    torch's debugging aid in this mode, is switched off: nothing here reads memory it did
+    not write.
+    """
+    import torch
+    import torch.utils.deterministic as det
+
+    os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(),
+              det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
+    det.fill_uninitialized_memory = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        det.fill_uninitialized_memory = before[2]
+
+
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
               config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
     the metrics. config: keys of :mod:`cmix.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
-    :func:`open_run` for resuming and stale checkpoints."""
+    :func:`open_run` for resuming and stale checkpoints. The run uses torch's
+    deterministic kernels (:func:`deterministic_algorithms`)."""
     from .config import resolve_config
     from .io import folder_lock
     from .methods import get_method
@@ -138,7 +175,8 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         ctx, state = open_run(m, store_path, budget, seed, out_dir, cfg, device, resume)
         if state is None:
             return json.loads((ctx.out_dir / METRICS_FILE).read_text())
-        return m.runner()(ctx, state)
+        with deterministic_algorithms(ctx.dev):
+            return m.runner()(ctx, state)
 
 
 def open_store_checked(store_path):

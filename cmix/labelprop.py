@@ -79,7 +79,15 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     class frequencies as the prior): the prior may move the argmax on an imbalanced trait,
     where the equal-prior argmax hands rows of an uninformative graph to a rare class, but
     it never adds certainty. Labeled rows keep their true label with weight 1.
+
+    The solves run with numpy's BLAS on one thread: OpenBLAS splits the dot products of
+    vectors longer than 10,000 among its threads, so the scores (and the pseudo-labels'
+    weights) would change in the last bits with the thread count (OMP_NUM_THREADS or
+    OPENBLAS_NUM_THREADS). CG's time goes to the sparse products, which scipy runs on one
+    thread anyway.
     """
+    from threadpoolctl import threadpool_limits
+
     n = w.shape[0]
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
     labeled_y = np.asarray(labeled_y, dtype=np.int64)
@@ -94,7 +102,8 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
             continue
         y = np.zeros(n)
         y[members] = 1.0 / len(members)
-        f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
+        with threadpool_limits(limits=1, user_api="blas"):
+            f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
         if info > 0:
             log(f"label propagation: conjugate gradients for class {c} stopped at maxiter "
                 f"{maxiter} before rtol {rtol:g} (residual "

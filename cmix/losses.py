@@ -161,18 +161,39 @@ def mix_rows(h: torch.Tensor, partner: torch.Tensor, lam: torch.Tensor):
     return mixed, rows
 
 
+def fixed_order_mean(x: torch.Tensor, width: int = 1024) -> torch.Tensor:
+    """Mean of all elements of x, summed in an order that does not depend on the number
+    of torch threads (a 0-d tensor, differentiable).
+
+    torch sums a tensor of more than 32,768 elements into one value in per-thread partial
+    sums, so the result changes in the last bits with the thread count. Here the elements
+    (zero-padded) are summed in rows of ``width``, a reduction torch splits among threads
+    by row (each row summed whole by one thread), repeated until at most ``width`` values
+    remain, which are summed by one thread.
+    """
+    v = x.reshape(-1)
+    n = v.numel()
+    while v.numel() > width:
+        v = F.pad(v, (0, -v.numel() % width)).view(-1, width).sum(1)
+    return v.sum() / max(n, 1)
+
+
 def reconstruction_loss(out: torch.Tensor, x: torch.Tensor, embed) -> torch.Tensor:
     """Reconstruction loss of decoder output ``out`` for int8 rows x (B, M).
 
     Categorical encoding: out (B, M, 4) logits, one cross-entropy averaged over rows and
     columns (missing is the 4th level). Dosage encoding: out (B, M), MSE against the
     standardised dosages, averaged over rows and columns. With only one kind of column
-    its share of the columns is 1.
+    its share of the columns is 1. The average is :func:`fixed_order_mean`, the same at
+    any thread count; the cross-entropy is log-sum-exp minus the target's logit, not
+    torch's NLLLoss, which has no deterministic CUDA kernel.
     """
+    out = out.float()
     if embed.encoding == "categorical":
         target = embed.levels(x)
-        return F.cross_entropy(out.float().reshape(-1, out.shape[-1]), target.reshape(-1))
-    return F.mse_loss(out.float(), embed.standardised(x))
+        per_call = torch.logsumexp(out, -1) - out.gather(-1, target[..., None])[..., 0]
+        return fixed_order_mean(per_call)
+    return fixed_order_mean(torch.square(out - embed.standardised(x)))
 
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,

@@ -79,13 +79,50 @@ class WithCovariates(nn.Module):
                           inputs[:, self.n_snps:].float()], 1)
 
 
+class BatchNorm1d(nn.BatchNorm1d):
+    """nn.BatchNorm1d whose training-mode statistics on CPU do not depend on the number of
+    torch threads. Input (B, C) float.
+
+    torch's CPU kernel sums each channel over the batch in per-thread partial sums, so the
+    mean and variance (and with them every later step) change in the last bits when the
+    thread count changes. Here the batch mean and biased variance are column means
+    (``x.mean(0)``), which torch splits among threads by column: each column is summed by
+    one thread in the same order whatever the thread count. The running statistics are
+    updated as torch does (momentum, or the cumulative average when momentum is None;
+    unbiased variance). Evaluation mode (no batch reduction) and GPU tensors (no CPU
+    threads) use torch's kernel. Parameters and buffers are those of nn.BatchNorm1d.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or x.device.type != "cpu" or x.dim() != 2:
+            return super().forward(x)
+        n = x.shape[0]
+        if n < 2:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {tuple(x.shape)}")
+        mean = x.mean(0)
+        centred = x - mean
+        var = (centred * centred).mean(0)                     # biased: for normalising
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                f = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                     else self.momentum)
+                self.running_mean.mul_(1 - f).add_(mean, alpha=f)
+                self.running_var.mul_(1 - f).add_(var * (n / (n - 1)), alpha=f)
+        y = centred * torch.rsqrt(var + self.eps)
+        if self.affine:
+            y = y * self.weight + self.bias
+        return y
+
+
 def _mlp(dims: list[int], batchnorm: bool, last_act: bool = True) -> list[nn.Module]:
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
         layers.append(nn.Linear(a, b))
         if i < len(dims) - 2 or last_act:
             if batchnorm:
-                layers.append(nn.BatchNorm1d(b))
+                layers.append(BatchNorm1d(b))
             layers.append(nn.ReLU())
     return layers
 

@@ -9,7 +9,11 @@ checkpoint reloaded) -> test metrics.
 The run folder, checkpoint and resume come from :mod:`cmix.harness`. Randomness: the
 model initialisation comes from ``seed``; every epoch draws its batches, layers, lambdas
 and partners from generators seeded by (seed, stage, epoch), so a resumed run repeats
-exactly what an uninterrupted one does (bit-for-bit on CPU).
+exactly what an uninterrupted one does (bit-for-bit on CPU). Runs use torch's
+deterministic kernels (:func:`cmix.harness.deterministic_algorithms`), and the reductions
+that torch or the BLAS split among threads (batch norm statistics, loss averages, label
+propagation's dot products) are summed in an order that does not depend on the thread
+count; README says what is and is not the same across thread counts.
 
 Methods (:mod:`cmix.methods`): ``cmix`` (the full method), ``mlp`` (supervised predictor
 on the embedded inputs, same labels, no pre-training) and the ablations, all one code
@@ -18,6 +22,7 @@ path with switches (``pretrain``, ``pseudo_labels``, ``predictor_mixup``, ``mix`
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -28,8 +33,6 @@ from .io import CmixError, log
 
 # ------------------------------------------------------------------ small helpers
 def _amp(device):
-    import contextlib
-
     import torch
 
     if torch.device(device).type == "cuda":

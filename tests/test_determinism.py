@@ -1,0 +1,226 @@
+"""Same seed, same result on CPU at 1 and 2 threads: the ops whose torch kernels split a
+reduction among threads (batch norm statistics, whole-tensor means, BLAS dot products in
+label propagation, atomic adds in the mixup backward) against a one-thread or dense
+reference, and whole `cmix train` runs in subprocesses at OMP_NUM_THREADS=1 and 2."""
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from cmix import harness
+from cmix.labelprop import propagate
+from cmix.losses import draw_mixup, fixed_order_mean, mix_rows, reconstruction_loss
+from cmix.nn import BatchNorm1d, Predictor, SnpEmbedding
+from store_helpers import simulate_labels, write_test_store
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def torch_threads(n):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def predictor_step(n_threads):
+    """Output, input gradient and parameter gradients of one training-mode Predictor
+    forward/backward on a fixed batch (128 rows, 256 -> 100 -> 100 -> 3), and its
+    running statistics, at ``n_threads`` torch threads."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 256, generator=g, requires_grad=True)
+    w = torch.randn(128, 3, generator=g)
+    torch.manual_seed(1)
+    net = Predictor(256, 3)
+    with torch_threads(n_threads):
+        out = net(x)
+        (out * w).sum().backward()
+    return [out.detach(), x.grad] + [p.grad for p in net.parameters()] + list(net.buffers())
+
+
+def test_predictor_batch_norm_is_the_same_at_1_and_2_threads():
+    one, two = predictor_step(1), predictor_step(2)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))
+
+
+def test_batch_norm_matches_torch_batch_norm():
+    """Same output, gradients and running statistics as nn.BatchNorm1d (torch's kernel,
+    one thread), to rounding; momentum None (cumulative average) included."""
+    g = torch.Generator().manual_seed(3)
+    for momentum in (0.1, None):
+        ours, ref = BatchNorm1d(40, momentum=momentum), torch.nn.BatchNorm1d(40, momentum=momentum)
+        with torch.no_grad():
+            for m in (ours, ref):
+                m.weight.copy_(torch.linspace(0.5, 2.0, 40))
+                m.bias.copy_(torch.linspace(-1.0, 1.0, 40))
+        for _ in range(3):
+            x = (torch.randn(64, 40, generator=g) * 3 + 1).requires_grad_(True)
+            up = torch.randn(64, 40, generator=g)
+            outs = []
+            for m in (ours, ref):
+                xx = x.detach().clone().requires_grad_(True)
+                with torch_threads(1):
+                    y = m(xx)
+                    (y * up).sum().backward()
+                outs.append((y.detach(), xx.grad, m.weight.grad.clone(), m.bias.grad.clone()))
+            for a, b in zip(*outs):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ours.running_mean, ref.running_mean)
+        torch.testing.assert_close(ours.running_var, ref.running_var)
+        assert int(ours.num_batches_tracked) == int(ref.num_batches_tracked) == 3
+        ours.eval()
+        ref.eval()
+        x = torch.randn(10, 40, generator=g)
+        torch.testing.assert_close(ours(x), ref(x))
+
+
+def test_fixed_order_mean_matches_float64_and_thread_count():
+    g = torch.Generator().manual_seed(0)
+    for shape in [(3,), (384, 1000), (70001,), (1025,)]:
+        x = torch.randn(*shape, generator=g) + 0.5
+        with torch_threads(1):
+            one = fixed_order_mean(x)
+        with torch_threads(2):
+            two = fixed_order_mean(x)
+        assert torch.equal(one, two), shape
+        assert float(one) == pytest.approx(float(x.double().mean()), rel=1e-5, abs=1e-6)
+
+
+def test_reconstruction_loss_is_the_same_at_1_and_2_threads():
+    """384 rows x 1000 SNPs: more elements than torch sums on one thread; the value and
+    gradient agree with torch's mse_loss (one thread) to rounding. (The categorical loss's
+    value is checked in test_losses.py.)"""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-1, 3, (384, 1000), generator=g).to(torch.int8)
+    embed = SnpEmbedding(1000, "dosage", mean=torch.full((1000,), 0.8),
+                         sd=torch.full((1000,), 0.7))
+    out = torch.randn(384, 1000, generator=g)
+    results = []
+    for n in (1, 2):
+        o = out.clone().requires_grad_(True)
+        with torch_threads(n):
+            loss = reconstruction_loss(o, x, embed)
+            loss.backward()
+        results.append((loss.detach(), o.grad))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+    o = out.clone().requires_grad_(True)
+    with torch_threads(1):
+        ref = F.mse_loss(o, embed.standardised(x))
+        ref.backward()
+    torch.testing.assert_close(results[0][0], ref.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(results[0][1], o.grad, rtol=1e-4, atol=1e-9)
+
+
+def test_mixup_backward_adds_repeated_partners_in_a_fixed_order():
+    """Within-class mixup partners repeat rows; the backward of h[partner] must give the
+    one-thread sums at 2 threads, every time (torch's CPU kernel uses atomic adds from
+    several threads unless deterministic algorithms are on)."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 2, (4096,), generator=g)
+    h = torch.randn(4096, 64, generator=g)
+    partner, lam = draw_mixup(labels, 0.5, g)
+    up = torch.randn(int((partner >= 0).sum()), 64, generator=g)
+
+    def grad(n_threads):
+        hh = h.clone().requires_grad_(True)
+        with torch_threads(n_threads):
+            mixed, _ = mix_rows(hh, partner, lam)
+            (mixed * up).sum().backward()
+        return hh.grad
+
+    with harness.deterministic_algorithms("cpu"):
+        ref = grad(1)
+        assert all(torch.equal(grad(2), ref) for _ in range(5))
+    assert not torch.are_deterministic_algorithms_enabled()      # restored after the run
+
+
+def test_label_propagation_is_the_same_at_1_and_2_blas_threads():
+    """20,000 nodes: longer vectors than OpenBLAS/MKL take on one thread in a dot product."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    n = 20000
+    rows = np.repeat(np.arange(n), 3)
+    w = sp.csr_matrix((rng.random(3 * n), (rows, rng.integers(0, n, 3 * n))), shape=(n, n))
+    w = (w + w.T).tocsr()
+    w.setdiag(0)
+    w.eliminate_zeros()
+    lab = rng.choice(n, 200, replace=False)
+    y = rng.integers(0, 3, 200)
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(limits=n_threads, user_api="blas"):
+            results.append(propagate(w, lab, y, 3))
+    assert np.array_equal(results[0].prob, results[1].prob)
+    assert np.array_equal(results[0].weight, results[1].weight)
+
+
+# ------------------------------------------------------------------ whole runs
+@pytest.fixture(scope="module")
+def det_store(tmp_path_factory):
+    dosage, label = simulate_labels(640, 400, n_classes=3, n_causal=20, h2=0.8, seed=5)
+    path = tmp_path_factory.mktemp("det") / "det.zarr"
+    write_test_store(path, dosage, label, sample_chunk=128)
+    return path
+
+
+CONFIG = {"hidden": 64, "d_proj": 32, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,
+          "batch_size": 96, "labeled_batch_size": 32, "pred_epochs": 12, "pred_patience": 4,
+          "pred_hidden": 64, "lp_k": 5}
+
+
+@pytest.fixture(scope="module")
+def runs(det_store, tmp_path_factory):
+    """metrics.json and train_log.jsonl (without timings) of `cmix train` for cmix and mlp
+    at OMP_NUM_THREADS=1 and 2: one subprocess per thread count (started together), each
+    running the CLI for both methods."""
+    tmp = tmp_path_factory.mktemp("runs")
+    cfg_file = tmp / "cfg.json"
+    cfg_file.write_text(json.dumps(CONFIG))
+    procs = {}
+    for n_threads in (1, 2):
+        argvs = [["train", "--store", str(det_store), "--budget", "80", "--seed", "3",
+                  "--method", method, "--device", "cpu", "--config", str(cfg_file),
+                  "--out", str(tmp / f"{method}_{n_threads}")] for method in ("cmix", "mlp")]
+        code = ("import sys; from cmix.cli import main; "
+                f"sys.exit(max(main(argv) for argv in {argvs!r}))")
+        env = dict(os.environ, OMP_NUM_THREADS=str(n_threads),
+                   PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+        procs[n_threads] = subprocess.Popen([sys.executable, "-c", code], env=env,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            text=True)
+    for proc in procs.values():
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+    results = {}
+    for method in ("cmix", "mlp"):
+        for n_threads in (1, 2):
+            out = tmp / f"{method}_{n_threads}"
+            log = [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+                   for line in (out / "train_log.jsonl").read_text().splitlines()]
+            results[method, n_threads] = json.loads((out / "metrics.json").read_text()), log
+    return results
+
+
+@pytest.mark.parametrize("method", ["cmix", "mlp"])
+def test_train_gives_the_same_metrics_at_1_and_2_threads(runs, method):
+    (m1, log1), (m2, log2) = runs[method, 1], runs[method, 2]
+    assert (m1["torch_threads"], m2["torch_threads"]) == (1, 2)
+    for key in ("test", "validation", "pseudo_labels"):
+        assert m1[key] == m2[key], key
+    assert log1 == log2                      # every epoch's losses, bit for bit
+    if method == "cmix":
+        assert m1["pseudo_labels"] is not None and any(r["stage"] == "pretrain" for r in log1)
