@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from numba import njit, prange
+from numba import njit
 
 from . import plink
 from .io import CmixError, log
@@ -512,15 +512,16 @@ def _check_sorted(bf, variant_idx, chrom, pos, settings) -> None:
 
 
 # ---------------------------------------------------------------- standardised genotypes
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _standardize_block(packed, byte_idx, shift, lut, out):
     """out[j, s] = lut[j, code of sample s in .bed row j].
 
     packed: uint8 (b, bytes_per_variant); byte_idx, shift: int64 (n,); lut: (b, 4)
-    standardised value of each 2-bit code; out: (b, n), float32 or float64.
+    standardised value of each 2-bit code; out: (b, n), float32 or float64. Serial:
+    chunks run in parallel on dask's threads (the GIL is released).
     """
     n = byte_idx.shape[0]
-    for j in prange(packed.shape[0]):
+    for j in range(packed.shape[0]):
         row = packed[j]
         t = lut[j]
         o = out[j]
@@ -599,7 +600,8 @@ def _orthonormalize(y: np.ndarray, against: list[np.ndarray]) -> np.ndarray:
 
 
 def randomized_pca(x, n_pcs: int, *, seed: int = 0, n_blocks: int | None = None,
-                   block_width: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+                   block_width: int | None = None,
+                   threads: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
     """Top ``n_pcs`` eigenpairs of X' X / m for a dask array X (m variants x n samples).
 
     Randomized block Krylov (Musco & Musco 2015; the method of plink2 --pca approx,
@@ -608,7 +610,9 @@ def randomized_pca(x, n_pcs: int, *, seed: int = 0, n_blocks: int | None = None,
     blocks, for ``n_blocks`` blocks; the Ritz pairs of X' X on their span (the small
     matrix K' X' X K, from products already computed) give the PCs. Each block costs
     one pass over X, computing X' (X Q_i) chunk by chunk. Defaults follow plink2's
-    approx: l = 2k, k + 1 blocks. Memory: the n x l blocks and one chunk of X.
+    approx: l = 2k, k + 1 blocks (fewer for k > 10, so the basis stays near 512
+    columns). Memory: the basis and its image (n x 512 float64 each, at most) and one
+    chunk of X.
 
     Returns (eigenvectors float64 (n, k) with unit columns, each signed so that its
     largest entry is positive; eigenvalues float64 (k,) of X' X / m, descending;
@@ -617,12 +621,12 @@ def randomized_pca(x, n_pcs: int, *, seed: int = 0, n_blocks: int | None = None,
     m, n = x.shape
     k = n_pcs
     width = block_width or 2 * k
-    n_blocks = n_blocks or k + 1
+    n_blocks = n_blocks or min(k + 1, max(3, 512 // width))   # basis <= ~512 columns
     rng = np.random.default_rng(seed)
     q = _orthonormalize(rng.standard_normal((n, width)), [])
     basis, images = [], []
     for i in range(n_blocks):
-        y = np.asarray(_gram_times(x, q.astype(x.dtype)), np.float64)
+        y = np.asarray(_gram_times(x, q.astype(x.dtype), threads), np.float64)
         basis.append(q)
         images.append(y)
         if i + 1 < n_blocks:
@@ -638,13 +642,24 @@ def randomized_pca(x, n_pcs: int, *, seed: int = 0, n_blocks: int | None = None,
     return u, theta[order] / m, len(basis)
 
 
-def _gram_times(x, q: np.ndarray) -> np.ndarray:
+def _gram_times(x, q: np.ndarray, threads: int) -> np.ndarray:
     """X' (X q) for dask X (m x n) and numpy q (n x l): one pass over X's chunks."""
     import dask
 
     q = dask.delayed(q)
     parts = [dask.delayed(_chunk_gram)(b, q) for b in x.to_delayed().ravel()]
-    return dask.compute(_tree_sum(parts), scheduler="synchronous")[0]
+    return _compute(threads, _tree_sum(parts))[0]
+
+
+def _compute(threads: int, *delayed):
+    """Compute on dask's threaded scheduler with ``threads`` workers, each chunk's
+    products on one BLAS thread: every chunk is then computed the same way and the
+    tree of sums is fixed, so the result does not depend on the thread count."""
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return dask.compute(*delayed, scheduler="threads", num_workers=threads)
 
 
 def _chunk_gram(xb: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -691,8 +706,14 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
     """PCA of samples ``fit_idx`` over variants ``variant_idx`` (int indices into the
     .fam/.bim), then the projection of samples ``other_idx``: a pass counting alleles,
     the Krylov passes in float32 and one final pass in float64 for loadings and
-    projection. Raises CmixError when fewer than ``n_pcs`` variants vary."""
-    from .qc import count_genotypes
+    projection. Raises CmixError when fewer than ``n_pcs`` variants vary.
+
+    threads: allele counting threads and dask workers (None = all cores). BLAS runs on
+    one thread throughout, so the result is the same at any thread count.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from .qc import _set_threads, count_genotypes
 
     variant_idx = np.asarray(variant_idx, np.int64)
     fit_idx = np.asarray(fit_idx, np.int64)
@@ -707,17 +728,20 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
                         "variants vary among the fitted founders; ask for fewer PCs or "
                         "keep more variants")
     x = standardized_dask(bf, variant_idx, fit_idx, lut, np.float32, block_bytes)
-    u, eigenvalues, n_passes = randomized_pca(x, n_pcs, seed=seed)
     x_all = standardized_dask(bf, variant_idx, np.concatenate([fit_idx, other_idx]), lut,
                               np.float64, block_bytes)
-    scale = np.sqrt(eigenvalues * len(variant_idx))
-    loadings, projected = _loadings_and_projection(x_all, len(fit_idx), u / scale)
+    n_threads = _set_threads(threads)
+    with threadpool_limits(1):
+        u, eigenvalues, n_passes = randomized_pca(x, n_pcs, seed=seed, threads=n_threads)
+        scale = np.sqrt(eigenvalues * len(variant_idx))
+        loadings, projected = _loadings_and_projection(x_all, len(fit_idx), u / scale,
+                                                       n_threads)
     return Pca(eigenvectors=u, eigenvalues=eigenvalues, loadings=loadings,
                projected=projected / scale, alt_count=2 * hom_a1 + het,
                allele_count=2 * (hom_a1 + het + hom_a2), n_passes=n_passes + 1)
 
 
-def _loadings_and_projection(x_all, n_fit: int, u_scaled: np.ndarray):
+def _loadings_and_projection(x_all, n_fit: int, u_scaled: np.ndarray, threads: int):
     """One pass over X (dask, m x (n_fit + n_other), fitted samples first):
     (X_fit u_scaled (m x k), X_other' X_fit u_scaled (n_other x k))."""
     import dask
@@ -725,7 +749,7 @@ def _loadings_and_projection(x_all, n_fit: int, u_scaled: np.ndarray):
     u = dask.delayed(u_scaled)
     parts = [dask.delayed(_chunk_project)(b, u, n_fit) for b in x_all.to_delayed().ravel()]
     loads = dask.delayed(np.vstack)([p[0] for p in parts])
-    return dask.compute(loads, _tree_sum([p[1] for p in parts]), scheduler="synchronous")
+    return _compute(threads, loads, _tree_sum([p[1] for p in parts]))
 
 
 def _chunk_project(xb, u_scaled, n_fit):
@@ -826,8 +850,6 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
     drop (None = none). prune: --indep-pairwise settings (None = no pruning).
     threads: numba and BLAS threads (None = all cores).
     """
-    from threadpoolctl import threadpool_limits
-
     from .qc import _set_threads
 
     if n_pcs < 1:
@@ -854,21 +876,20 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
     variant_idx = np.flatnonzero(candidate)
     n_threads = _set_threads(threads)
     prune_ids = None
-    with threadpool_limits(n_threads):
-        if prune is not None and len(variant_idx):
-            kept = ld_prune(bf, variant_idx, fit_idx, prune, threads=n_threads)
-            ids = bim["variant_id"].to_numpy()
-            prune_ids = (ids[variant_idx[kept]], ids[variant_idx[~kept]])
-            variant_idx = variant_idx[kept]
-            steps[f"kept by --indep-pairwise {prune}"] = len(variant_idx)
-        counts = "; ".join(f"{k}: {v}" for k, v in steps.items())
-        if len(variant_idx) == 0:
-            raise CmixError(f"no variants left for the PCA ({counts})")
-        if len(variant_idx) < n_pcs:
-            raise CmixError(f"--pcs {n_pcs}: only {len(variant_idx)} variants are left for "
-                            f"the PCA ({counts}); ask for fewer PCs or keep more variants")
-        pca = fit_and_project(bf, variant_idx, fit_idx, other_idx, n_pcs, seed=seed,
-                              threads=n_threads, block_bytes=block_bytes)
+    if prune is not None and len(variant_idx):
+        kept = ld_prune(bf, variant_idx, fit_idx, prune, threads=n_threads)
+        ids = bim["variant_id"].to_numpy()
+        prune_ids = (ids[variant_idx[kept]], ids[variant_idx[~kept]])
+        variant_idx = variant_idx[kept]
+        steps[f"kept by --indep-pairwise {prune}"] = len(variant_idx)
+    counts = "; ".join(f"{k}: {v}" for k, v in steps.items())
+    if len(variant_idx) == 0:
+        raise CmixError(f"no variants left for the PCA ({counts})")
+    if len(variant_idx) < n_pcs:
+        raise CmixError(f"--pcs {n_pcs}: only {len(variant_idx)} variants are left for "
+                        f"the PCA ({counts}); ask for fewer PCs or keep more variants")
+    pca = fit_and_project(bf, variant_idx, fit_idx, other_idx, n_pcs, seed=seed,
+                          threads=n_threads, block_bytes=block_bytes)
     all_idx = np.concatenate([fit_idx, other_idx])
     order = np.argsort(all_idx, kind="stable")
     write_pca_outputs(out_prefix, fam=bf.fam, sample_rows=all_idx[order],
