@@ -519,9 +519,64 @@ def _run_unrelated(args):
                         "or --bfile PREFIX to compute kinship from genotypes")
 
 
+# ------------------------------------------------------------------------------ pca
+def _add_pca(sub):
+    p = sub.add_parser(
+        "pca",
+        help="genetic PCs: plink2 --indep-pairwise pruning, randomized PCA of the --keep "
+             "samples, projection of the --project samples",
+        description="Choose autosomal variants (--extract, minus long-range LD regions), "
+                    "LD-prune them on the fitted samples exactly as plink2 "
+                    "--indep-pairwise, fit PCs on the --keep samples (standardised as "
+                    "plink2 --pca, mean-imputed; randomized block Krylov streamed over the "
+                    ".bed) and project the --project samples onto them. Writes OUT.eigenvec, "
+                    "OUT.eigenval, OUT.eigenvec.allele, OUT.acount (plink2's layouts) and "
+                    "OUT.prune.in/.prune.out. Project new people with plink2 --read-freq "
+                    "OUT.acount --score OUT.eigenvec.allele 2 5 header-read no-mean-imputation "
+                    "variance-standardize cols=+scoresums; PCk = PCk_SUM / (m sqrt(eigenvalue "
+                    "k)), m = variants in OUT.prune.in.")
+    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    p.add_argument("--keep", default=None,
+                   help="samples to fit on (plink --keep list, e.g. unrelated.king.cutoff.in.id; "
+                        "default all)")
+    p.add_argument("--project", default=None,
+                   help="samples to project onto the fitted PCs (plink --keep list, e.g. "
+                        "samples.keep; those also in --keep are fitted)")
+    p.add_argument("--extract", default=None,
+                   help="candidate variant IDs (e.g. the QC's .snplist; default all autosomal)")
+    regions = p.add_mutually_exclusive_group()
+    regions.add_argument("--exclude-regions", default=None, metavar="FILE",
+                         help="long-range LD regions to leave out (chrom start end [label]; "
+                              "default: resources/high_ld_regions_grch37.tsv, GRCh37)")
+    regions.add_argument("--no-exclude-regions", action="store_true",
+                         help="keep variants in long-range LD regions")
+    prune = p.add_mutually_exclusive_group()
+    prune.add_argument("--indep-pairwise", nargs="+", default=["1000kb", "1", "0.1"],
+                       metavar="ARG",
+                       help="WINDOW[kb] [STEP] R2 as plink2 (default 1000kb 1 0.1)")
+    prune.add_argument("--no-prune", action="store_true", help="use the variants unpruned")
+    p.add_argument("--pcs", type=_positive_int, default=10, help="number of PCs (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random start (default 0)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads (default: all cores)")
+    p.add_argument("--out", required=True, help="output prefix")
+    p.set_defaults(func=_run_pca)
+
+
+def _run_pca(args):
+    from .pca import HIGH_LD_REGIONS, PruneSettings, run_pca
+
+    prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
+    regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)
+    run_pca(args.bfile, args.out, keep=args.keep, project=args.project, extract=args.extract,
+            regions=regions, prune=prune, n_pcs=args.pcs, seed=args.seed,
+            threads=args.threads)
+
+
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_train, _add_report, _add_select, _add_store, _add_verify, _add_samples, _add_qc, _add_unrelated]
+_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
+               _add_pca, _add_select, _add_store, _add_verify, _add_train, _add_report]
 
 
 def build_parser() -> argparse.ArgumentParser:

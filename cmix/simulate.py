@@ -1065,70 +1065,30 @@ def pca_variants(variants: pd.DataFrame, exclude: np.ndarray, min_maf: float = 0
 
 
 def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
-            n_pcs: int = 10, n_iter: int = 6) -> np.ndarray:
+            n_pcs: int = 10) -> np.ndarray:
     """Ancestry principal components of every sample, the way UK Biobank computed them.
 
-    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx``: genotypes
-    standardised by the fit samples' allele frequency, missing calls set to 0 (the
-    mean); the top ``n_pcs`` right
-    singular vectors (SNP loadings) of the fit samples' matrix by randomised subspace
-    iteration (``n_iter`` rounds, fixed start; no n x n matrix, no m x m
-    eigendecomposition); every sample is then projected onto the loadings. Returns
-    float64 (n_samples, n_pcs): PC scores (zero columns beyond the available rank).
-    Each PC's sign makes its largest-magnitude loading positive (deterministic).
+    Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx`` with
+    :func:`cmix.pca.fit_and_project` (genotypes standardised by the fit samples' allele
+    frequencies, missing calls at the mean), every other sample projected onto the same
+    SNP loadings. Returns float64 (n_samples, n_pcs): PC scores (Z v, the eigenvector
+    times sqrt(m lambda)), zero columns beyond the available rank.
     """
+    from .pca import fit_and_project
+
     bf = plink.open_bfile(bed_prefix)
     out = np.zeros((bf.n_samples, n_pcs))
-    variant_idx = np.asarray(variant_idx, dtype=int)
+    variant_idx = np.asarray(variant_idx, dtype=np.int64)
+    fit_samples = np.sort(np.asarray(fit_samples, dtype=np.int64))
     if len(variant_idx) < 2 or len(fit_samples) < 3:
         return out
-    g = plink.read_genotypes(bf, variant_idx=variant_idx).T          # int8 (n, m), -1 missing
-    fit = np.zeros(len(g), dtype=bool)
-    fit[fit_samples] = True
-    called = g >= 0
-    n_called = (called & fit[:, None]).sum(axis=0)
-    p = np.where(called & fit[:, None], g, 0).sum(axis=0) / np.maximum(2 * n_called, 1)
-    keep = (p > 0) & (p < 1)
-    x = g[:, keep].astype(np.float32)
-    called = called[:, keep]
-    del g
-    p = p[keep]
-    x -= (2 * p).astype(np.float32)
-    x /= np.sqrt(2 * p * (1 - p)).astype(np.float32)
-    x[~called] = 0
-    del called
-    k = min(n_pcs, x.shape[1], len(fit_samples) - 1)
-    ell = min(k + 10, x.shape[1])
-
-    def fit_rows(y):            # the fit samples' rows only (others set to 0), in place
-        y[~fit] = 0
-        return y
-
-    q = np.random.default_rng(0).standard_normal((x.shape[1], ell)).astype(np.float32)
-    q = _orth(fit_rows(x @ q))
-    for _ in range(n_iter):
-        w = _orth(x.T @ q)                           # q is 0 outside the fit rows
-        q = _orth(fit_rows(x @ w))
-    b = (q.T @ x).astype(np.float64)                 # (ell, m): top singular vectors from b b'
-    s2, u = np.linalg.eigh(b @ b.T)
-    order = np.argsort(s2)[::-1][:k]
-    v = (b.T @ u[:, order]) / np.sqrt(np.maximum(s2[order], 1e-300))
-    k = v.shape[1]
-    v *= np.sign(v[np.abs(v).argmax(axis=0), np.arange(k)])
-    out[:, :k] = x @ v.astype(np.float32)
+    others = np.setdiff1d(np.arange(bf.n_samples), fit_samples)
+    k = int(min(n_pcs, len(variant_idx), len(fit_samples) - 1))
+    pca = fit_and_project(bf, variant_idx, fit_samples, others, k)
+    scale = np.sqrt(pca.eigenvalues * len(variant_idx))
+    out[fit_samples, :k] = pca.eigenvectors * scale
+    out[others, :k] = pca.projected * scale
     return out
-
-
-def _orth(y: np.ndarray) -> np.ndarray:
-    """An orthonormal basis (float32) of the columns of the tall matrix ``y``, from the
-    eigendecomposition of its small Gram matrix in float64, applied twice (Cholesky-QR2
-    style). LAPACK QR on tall matrices was ~100x slower here (2 shared cores)."""
-    q = y.astype(np.float64)
-    for _ in range(2):
-        w, v = np.linalg.eigh(q.T @ q)
-        ok = w > w.max() * 1e-12
-        q = q @ (v[:, ok] / np.sqrt(w[ok]))
-    return q.astype(np.float32)
 
 
 def write_sample_qc(rng, path: Path, eids: np.ndarray, het_missing: np.ndarray,

@@ -1,0 +1,912 @@
+"""Genetic principal components: plink2's LD pruning, a streamed randomized PCA, projection.
+
+Three steps, each checked against plink2 by tests/test_pca.py:
+
+1. Variant choice. Autosomal variants (optionally only those of a QC ``.snplist``),
+   minus long-range LD regions (``resources/high_ld_regions_grch37.tsv``), LD-pruned
+   exactly as plink2 2.00a3.5 ``--indep-pairwise WINDOW[kb] STEP R2`` does it on the
+   fitted samples (:func:`ld_prune`), so OUT.prune.in equals plink2's .prune.in.
+2. PCA of the fitted samples (the unrelated set). Genotypes are standardised as plink2
+   ``--pca`` does: z = (g - 2p) / sqrt(2p(1-p)) with p the allele frequency among the
+   fitted founders, missing calls mean-imputed (z = 0). The top PCs come from a
+   randomized block Krylov method (:func:`randomized_pca`) whose every pass streams the
+   .bed through dask in blocks of variants, so the n x m matrix is never in memory and
+   memory stays flat in the number of variants.
+3. Projection. Every other sample asked for is projected onto the same axes with the
+   SNP loadings; its scores are on the scale of the fitted samples' eigenvectors.
+
+Outputs, in plink2's layouts (:func:`write_pca_outputs`): OUT.eigenvec (fitted and
+projected samples, .fam order), OUT.eigenval, OUT.eigenvec.allele (allele weights, as
+``plink2 --pca allele-wts``), OUT.acount (allele counts of the fitted founders, as
+``plink2 --freq counts``), OUT.prune.in / OUT.prune.out. New people are projected
+with ``plink2 --read-freq OUT.acount --score OUT.eigenvec.allele 2 5 header-read
+no-mean-imputation variance-standardize cols=+scoresums --score-col-nums 6-...``:
+PCk of OUT.eigenvec = PCk_SUM / (m sqrt(eigenvalue_k)), m the number of variants
+(:meth:`Pca.score_scale`). plink2 2.00a3.5 needs 'no-mean-imputation' here: with mean
+imputation and variance-standardize it adds w (2p / sd) for a missing call instead of 0.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from numba import njit
+
+from . import plink
+from .io import CmixError, log
+from .qc import K_SMALL_EPSILON, _popcount, founder_flags
+from .relatedness import autosomal
+
+#: long-range LD regions shipped with cmix (GRCh37; see the file's header)
+HIGH_LD_REGIONS = Path(__file__).resolve().parent.parent / "resources" / "high_ld_regions_grch37.tsv"
+
+
+# ---------------------------------------------------------------- long-range LD regions
+def read_regions(path) -> pd.DataFrame:
+    """Read a region list: columns chrom, start, end (1-based, inclusive bp), label.
+
+    Whitespace separated; lines starting with '#' and blank lines are skipped. The
+    chromosome may be written 6 or chr6. Errors name the line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CmixError(f"{path}: file not found (long-range LD region list)")
+    rows = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            if len(fields) < 3:
+                raise CmixError(f"{path}, line {lineno}: expected chromosome, start and end "
+                                f"(bp), found {len(fields)} field(s)")
+            try:
+                start, end = int(fields[1]), int(fields[2])
+            except ValueError:
+                raise CmixError(f"{path}, line {lineno}: start and end must be whole base-pair "
+                                f"positions, found {fields[1]!r} {fields[2]!r}") from None
+            if start > end or start < 0:
+                raise CmixError(f"{path}, line {lineno}: start {start} is after end {end}"
+                                if start > end else
+                                f"{path}, line {lineno}: negative start {start}")
+            label = fields[3] if len(fields) > 3 else f"region{len(rows) + 1}"
+            rows.append((_chrom_key(fields[0]), start, end, label))
+    return pd.DataFrame(rows, columns=["chrom", "start", "end", "label"])
+
+
+def _chrom_key(chrom: str) -> str:
+    chrom = str(chrom)
+    return chrom[3:] if chrom.lower().startswith("chr") else chrom
+
+
+def in_regions(bim: pd.DataFrame, regions: pd.DataFrame) -> np.ndarray:
+    """bool (n_variants,): True where the variant lies in a region (bounds inclusive,
+    as plink2 --exclude range)."""
+    out = np.zeros(len(bim), bool)
+    chrom = bim["chrom"].astype(str).map(_chrom_key).to_numpy()
+    pos = bim["pos"].to_numpy()
+    for c, s, e in zip(regions["chrom"], regions["start"], regions["end"]):
+        out |= (chrom == c) & (pos >= s) & (pos <= e)
+    return out
+
+
+# ---------------------------------------------------------------- LD pruning (plink2)
+@dataclass(frozen=True)
+class PruneSettings:
+    """``--indep-pairwise WINDOW[kb] STEP R2``: window in variants (or bp when
+    ``kb``), step in variants (1 with a kb window), r^2 threshold."""
+
+    window: int
+    step: int
+    r2: float
+    kb: bool = False
+
+    @classmethod
+    def parse(cls, values: list[str]) -> "PruneSettings":
+        """Parse plink2's argument forms: ``50 5 0.2``, ``500kb 1 0.2``, ``500 kb 0.2``,
+        ``500kb 0.2`` (step 1). Raises CmixError with what was expected."""
+        args = list(values)
+        kb = False
+        if len(args) >= 2 and args[1].lower() == "kb":
+            kb = True
+            del args[1]
+        elif args and args[0].lower().endswith("kb"):
+            kb = True
+            args[0] = args[0][:-2]
+        usage = ("--indep-pairwise expects WINDOW[kb] [STEP] R2, e.g. '1000kb 1 0.1' or "
+                 "'50 5 0.2'")
+        if len(args) not in (2, 3):
+            raise CmixError(f"{usage}; got {' '.join(values)!r}")
+        try:
+            size = float(args[0])
+            step = int(args[1]) if len(args) == 3 else 1
+            r2 = float(args[-1])
+        except ValueError:
+            raise CmixError(f"{usage}; got {' '.join(values)!r}") from None
+        if kb:
+            window = int(size * 1000 + 0.5)
+            if window < 1:
+                raise CmixError(f"--indep-pairwise: a kb window must be positive, got {args[0]}kb")
+            if step != 1:
+                raise CmixError("--indep-pairwise: the step must be 1 when the window is in kb "
+                                f"(as in plink2), got {step}")
+        else:
+            window = int(size)
+            if window != size or window < 2:
+                raise CmixError(f"--indep-pairwise: the window must be a whole number of "
+                                f"variants >= 2, got {args[0]}")
+            if not 1 <= step <= window:
+                raise CmixError(f"--indep-pairwise: the step must be between 1 and the "
+                                f"window size ({window}), got {step}")
+        if not 0.0 <= r2 < 1.0:
+            raise CmixError(f"--indep-pairwise: the r^2 threshold must be in [0, 1), got {r2}")
+        return cls(window=window, step=step, r2=r2, kb=kb)
+
+    def __str__(self) -> str:
+        return (f"{self.window // 1000}kb {self.step} {self.r2:g}" if self.kb
+                else f"{self.window} {self.step} {self.r2:g}")
+
+
+@njit(cache=True, nogil=True)
+def _pack_hom_r2h(packed, byte_idx, shift, slots, hom, r2h, counts):
+    """Split .bed rows into plink2's two bit vectors per variant, for chosen samples.
+
+    packed: uint8 (v, bytes_per_variant) .bed rows. byte_idx, shift: int64 (n,) byte and
+    bit offset of each chosen sample. slots: int64 (v,) rows of hom/r2h to fill.
+    hom, r2h: uint64 (cap, ceil(n/64)); bit s of hom is set when sample s is
+    homozygous, of r2h when it carries an A2 (plink2's REF) allele: 11 or 10.
+    counts: int64 (v, 4) <- the numbers of codes 00 (hom A1), 01 (missing), 10 (het),
+    11 (hom A2) among the chosen samples.
+    """
+    n = byte_idx.shape[0]
+    n_words = hom.shape[1]
+    for j in range(packed.shape[0]):
+        slot = slots[j]
+        for w in range(n_words):
+            hom[slot, w] = 0
+            r2h[slot, w] = 0
+        c0 = 0
+        c1 = 0
+        c2 = 0
+        c3 = 0
+        for s in range(n):
+            code = (packed[j, byte_idx[s]] >> shift[s]) & 3
+            bit = np.uint64(1) << np.uint64(s & 63)
+            w = s >> 6
+            if code == 0:
+                c0 += 1
+                hom[slot, w] |= bit
+            elif code == 1:
+                c1 += 1
+            elif code == 2:
+                c2 += 1
+                r2h[slot, w] |= bit
+            else:
+                c3 += 1
+                hom[slot, w] |= bit
+                r2h[slot, w] |= bit
+        counts[j, 0] = c0
+        counts[j, 1] = c1
+        counts[j, 2] = c2
+        counts[j, 3] = c3
+
+
+@njit(cache=True, nogil=True)
+def _r2_exceeds(hom, r2h, a, b, nm_a, sum_a, ssq_a, nm_b, sum_b, ssq_b, n, thresh):
+    """plink2's unphased hardcall r^2 > threshold test for rows a, b of hom/r2h.
+
+    Genotypes are coded -1, 0, +1 (A1 hom, het, A2 hom); over the samples called in
+    both, cov = N dot - S_a S_b and var = N Q - S^2 are exact integers, and the test is
+    cov^2 > thresh * var_a * var_b in doubles, in plink2's order of operations.
+    """
+    n_words = hom.shape[1]
+    both = 0
+    neg = 0
+    full = nm_a == n and nm_b == n
+    n_joint = 0
+    q_a = 0
+    p_a = 0
+    q_b = 0
+    p_b = 0
+    for w in range(n_words):
+        ha = hom[a, w]
+        hb = hom[b, w]
+        ra = r2h[a, w]
+        rb = r2h[b, w]
+        hh = ha & hb
+        both += _popcount(hh)
+        neg += _popcount(hh & (ra ^ rb))
+        if not full:
+            nma = ha | ra
+            nmb = hb | rb
+            n_joint += _popcount(nma & nmb)
+            x = nmb & ha
+            q_a += _popcount(x)
+            p_a += _popcount(x & ra)
+            y = nma & hb
+            q_b += _popcount(y)
+            p_b += _popcount(y & rb)
+    dot = np.int64(both) - 2 * np.int64(neg)
+    if full:
+        nj = np.int64(n)
+        s_a = np.int64(sum_a)
+        s_b = np.int64(sum_b)
+        sq_a = np.int64(ssq_a)
+        sq_b = np.int64(ssq_b)
+    else:
+        nj = np.int64(n_joint)
+        s_a = 2 * np.int64(p_a) - np.int64(q_a)
+        s_b = 2 * np.int64(p_b) - np.int64(q_b)
+        sq_a = np.int64(q_a)
+        sq_b = np.int64(q_b)
+    cov = np.float64(dot * nj - s_a * s_b)
+    var_a = np.float64(sq_a * nj - s_a * s_a)
+    var_b = np.float64(sq_b * nj - s_b * s_b)
+    return cov * cov > thresh * var_a * var_b
+
+
+@njit(cache=True, nogil=True)
+def _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, bp, n, window, step, kb, thresh,
+                     loaded_end, state, win, wrem, first_unchecked, removed):
+    """Run plink2's --indep-pairwise over one contig piece as far as loaded data allows.
+
+    Variant t (0..L-1) of the piece lives in row t % cap of hom/r2h. Per-variant inputs
+    (L,): nm, vsum, vssq (called count, sum and sum of squares of the -1/0/+1 codes),
+    maj (major allele frequency), mono (no variance: removed on loading), bp.
+    state int64 [cur, window_start, window_end, window_size]; win/wrem: the current
+    window's variants and removed flags; first_unchecked, removed: per variant.
+    Returns True when the piece is finished, False when variant ``loaded_end`` is needed.
+
+    Order of comparisons (plink2 2.00a3.5, plink_ld.cc IndepPairwiseThread): when a
+    window is complete, passes over it repeat while they remove something; in a pass,
+    each remaining variant f (in order) is compared with the later remaining variants
+    it has not been compared with yet, until one pair has r^2 above the threshold: then
+    the variant with the lower major allele frequency (the higher MAF) is kept
+    (ties: the later one is removed), and f moves on.
+    """
+    cap = hom.shape[0]
+    L = bp.shape[0]
+    cur = state[0]
+    ws = state[1]
+    ne = state[2]
+    size = state[3]
+    grow = 1.0 + K_SMALL_EPSILON
+    finished = False
+    while True:
+        if cur >= L:
+            finished = True
+            break
+        if cur >= loaded_end:
+            break
+        win[size] = cur
+        wrem[size] = mono[cur]
+        if mono[cur]:
+            removed[cur] = 1
+        else:
+            first_unchecked[cur] = cur + 1
+        size += 1
+        cur += 1
+        if cur != ne:
+            continue
+        n_removed = 0
+        for i in range(size):
+            n_removed += wrem[i]
+        while True:
+            prev_removed = n_removed
+            fp = 0
+            while True:
+                while fp < size and wrem[fp]:
+                    fp += 1
+                if fp == size:
+                    break
+                f = win[fp]
+                fu = first_unchecked[f]
+                sp = fp + 1
+                while sp < size and (wrem[sp] or win[sp] < fu):
+                    sp += 1
+                if sp < size:
+                    while True:
+                        s = win[sp]
+                        if _r2_exceeds(hom, r2h, f % cap, s % cap, nm[f], vsum[f], vssq[f],
+                                       nm[s], vsum[s], vssq[s], n, thresh):
+                            if maj[f] > maj[s] * grow:
+                                wrem[fp] = 1
+                                removed[f] = 1
+                            else:
+                                wrem[sp] = 1
+                                removed[s] = 1
+                                nx = sp + 1
+                                while nx < size and wrem[nx]:
+                                    nx += 1
+                                first_unchecked[f] = win[nx] if nx < size else cur
+                            break
+                        sp += 1
+                        while sp < size and wrem[sp]:
+                            sp += 1
+                        if sp == size:
+                            first_unchecked[f] = cur
+                            break
+                fp += 1
+            n_removed = 0
+            for i in range(size):
+                n_removed += wrem[i]
+            if n_removed <= prev_removed:
+                break
+        if ne == L:
+            cur = L
+            finished = True
+            break
+        if kb:
+            start_min = bp[ne] - window
+            ws += 1
+            while bp[ws] < start_min:
+                ws += 1
+            end_max = bp[ws] + window
+            ne += 1
+            while ne < L and bp[ne] <= end_max:
+                ne += 1
+        else:
+            ws += step
+            ne = min(ws + window, L)
+        k = 0
+        for i in range(size):
+            if wrem[i] == 0 and win[i] >= ws:
+                win[k] = win[i]
+                k += 1
+            wrem[i] = 0
+        size = k
+    state[0] = cur
+    state[1] = ws
+    state[2] = ne
+    state[3] = size
+    return finished
+
+
+def _subcontigs(chrom: np.ndarray, pos: np.ndarray, settings: PruneSettings) -> list[np.ndarray]:
+    """Split selected variants (in .bim order) into plink2's independent pieces.
+
+    Pieces are chromosomes; with a kb window also split where consecutive positions are
+    more than the window apart (no pair across such a gap is ever compared). Pieces of
+    one variant are dropped: plink2 skips them, so they are never pruned.
+    Returns int arrays of positions into the selected list.
+    """
+    pieces = []
+    bounds = np.flatnonzero(chrom[1:] != chrom[:-1]) + 1
+    for idx in np.split(np.arange(len(chrom)), bounds):
+        if settings.kb and len(idx) > 1:
+            gaps = np.flatnonzero(np.diff(pos[idx]) > settings.window) + 1
+            parts = np.split(idx, gaps)
+        else:
+            parts = [idx]
+        pieces.extend(p for p in parts if len(p) > 1)
+    return pieces
+
+
+def _window_max(pos: np.ndarray, settings: PruneSettings) -> int:
+    """The most variants one window of this piece can hold."""
+    if not settings.kb:
+        return min(settings.window, len(pos))
+    ends = np.searchsorted(pos, pos + settings.window, side="right")
+    return int((ends - np.arange(len(pos))).max())
+
+
+def sample_offsets(sample_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte index and bit shift of each sample's 2-bit code in a .bed row."""
+    sample_idx = np.asarray(sample_idx, np.int64)
+    return sample_idx >> 2, ((sample_idx & 3) << 1).astype(np.int64)
+
+
+def _prune_piece(bf, gv: np.ndarray, pos: np.ndarray, byte_idx, shift, settings,
+                 batch: int) -> np.ndarray:
+    """Prune one piece (global variant indices ``gv``); returns bool removed (len(gv),)."""
+    L = len(gv)
+    n = len(byte_idx)
+    wmax = _window_max(pos, settings)
+    cap = wmax + batch
+    n_words = max(1, (n + 63) // 64)
+    hom = np.zeros((cap, n_words), np.uint64)
+    r2h = np.zeros((cap, n_words), np.uint64)
+    nm = np.zeros(L, np.int64)
+    vsum = np.zeros(L, np.int64)
+    vssq = np.zeros(L, np.int64)
+    maj = np.zeros(L, np.float64)
+    mono = np.zeros(L, np.uint8)
+    first_unchecked = np.zeros(L, np.int64)
+    removed = np.zeros(L, np.uint8)
+    win = np.zeros(wmax + 1, np.int64)
+    wrem = np.zeros(wmax + 1, np.uint8)
+    first_end = (min(L, settings.window) if not settings.kb
+                 else int(np.searchsorted(pos, pos[0] + settings.window, side="right")))
+    state = np.array([0, 0, min(first_end, L), 0], np.int64)
+    thresh = settings.r2 * (1.0 + K_SMALL_EPSILON)
+    packed_all = bf.packed()
+    loaded = 0
+    while not _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, pos, n, settings.window,
+                               settings.step, settings.kb, thresh, loaded, state, win, wrem,
+                               first_unchecked, removed):
+        stop = min(L, loaded + batch)
+        rows = np.ascontiguousarray(packed_all[gv[loaded:stop]])
+        counts = np.zeros((stop - loaded, 4), np.int64)
+        _pack_hom_r2h(rows, byte_idx, shift, np.arange(loaded, stop) % cap, hom, r2h, counts)
+        c00, _, c10, c11 = counts.T
+        called = c00 + c10 + c11
+        nm[loaded:stop] = called
+        vsum[loaded:stop] = c11 - c00
+        vssq[loaded:stop] = c11 + c00
+        mono[loaded:stop] = (c00 + c11 == 0) | (c00 == called) | (c11 == called)
+        maj[loaded:stop] = _major_frequency(2 * c11 + c10, 2 * called)
+        loaded = stop
+    return removed.astype(bool)
+
+
+def _major_frequency(a2_count: np.ndarray, allele_count: np.ndarray) -> np.ndarray:
+    """plink2's major allele frequency: f = count * (1 / total) for A2 (REF); the major
+    allele's frequency is f, or 1 - f when f < 0.5 (bit for bit as plink2 computes it)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = a2_count * (1.0 / allele_count.astype(np.float64))
+    f = np.where(allele_count > 0, f, 0.5)
+    return np.where(f < 0.5, 1.0 - f, f)
+
+
+def ld_prune(bf, variant_idx: np.ndarray, sample_idx: np.ndarray, settings: PruneSettings,
+             threads: int | None = None, batch: int = 1024) -> np.ndarray:
+    """plink2 ``--indep-pairwise`` on the founders among ``sample_idx``.
+
+    variant_idx: sorted int indices (.bim order) of the candidate variants. Returns bool
+    (len(variant_idx),): True for variants kept (plink2's .prune.in). Chromosomes are
+    pruned independently (in parallel on ``threads`` threads); within one, the .bed is
+    read in batches of ``batch`` variants into a ring buffer of bit vectors, so memory
+    is about (window + batch) x n_samples / 4 bytes per thread.
+    """
+    variant_idx = np.asarray(variant_idx, np.int64)
+    sample_idx = np.asarray(sample_idx, np.int64)
+    founders = sample_idx[founder_flags(bf.fam)[sample_idx]]
+    if len(founders) < 2:
+        raise CmixError(f"--indep-pairwise needs at least 2 founders among the samples; "
+                        f"found {len(founders)}")
+    bim = bf.bim.iloc[variant_idx]
+    chrom = bim["chrom"].astype(str).to_numpy()
+    pos = bim["pos"].to_numpy(np.int64)
+    _check_sorted(bf, variant_idx, chrom, pos, settings)
+    byte_idx, shift = sample_offsets(founders)
+    keep = np.ones(len(variant_idx), bool)
+    pieces = _subcontigs(chrom, pos, settings)
+    threads = max(1, min(threads or os.cpu_count() or 1, len(pieces) or 1))
+
+    def run(piece):
+        return piece, _prune_piece(bf, variant_idx[piece], pos[piece], byte_idx, shift,
+                                   settings, batch)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for piece, removed in pool.map(run, sorted(pieces, key=len, reverse=True)):
+            keep[piece[removed]] = False
+    return keep
+
+
+def _check_sorted(bf, variant_idx, chrom, pos, settings) -> None:
+    """plink2 needs each chromosome's variants together, and sorted by position for a
+    kb window; say which .bim line breaks that."""
+    bim_path = bf.prefix.with_name(bf.prefix.name + ".bim")
+    change = np.flatnonzero(chrom[1:] != chrom[:-1]) + 1
+    seen = chrom[np.r_[0, change]] if len(chrom) else chrom
+    if len(set(seen)) != len(seen):
+        dup = pd.Series(seen).duplicated().to_numpy()
+        i = change[int(np.flatnonzero(dup)[0]) - 1]
+        raise CmixError(f"{bim_path}, line {variant_idx[i] + 1}: chromosome {chrom[i]} "
+                        "appears again after other chromosomes; LD pruning needs each "
+                        "chromosome's variants together (sort the files, e.g. plink2 "
+                        "--make-bed --sort-vars)")
+    if settings.kb:
+        same = chrom[1:] == chrom[:-1]
+        back = np.flatnonzero(same & (pos[1:] < pos[:-1]))
+        if len(back):
+            i = back[0] + 1
+            raise CmixError(f"{bim_path}, line {variant_idx[i] + 1}: position {pos[i]} is "
+                            f"before the previous variant's ({pos[i - 1]}); a kb window needs "
+                            "positions sorted within each chromosome")
+
+
+# ---------------------------------------------------------------- standardised genotypes
+@njit(cache=True, nogil=True)
+def _standardize_block(packed, byte_idx, shift, lut, out):
+    """out[j, s] = lut[j, code of sample s in .bed row j].
+
+    packed: uint8 (b, bytes_per_variant); byte_idx, shift: int64 (n,); lut: (b, 4)
+    standardised value of each 2-bit code; out: (b, n), float32 or float64. Serial:
+    chunks run in parallel on dask's threads (the GIL is released).
+    """
+    n = byte_idx.shape[0]
+    for j in range(packed.shape[0]):
+        row = packed[j]
+        t = lut[j]
+        o = out[j]
+        for s in range(n):
+            o[s] = t[(row[byte_idx[s]] >> shift[s]) & 3]
+
+
+def standardizing_table(hom_a1, het, hom_a2) -> tuple[np.ndarray, np.ndarray]:
+    """plink2 --pca's variance standardisation from the fitted founders' counts.
+
+    Inputs int (m,). p = A1 (ALT) frequency among called founders; the A1 count g of a
+    call becomes z = (g - 2p) / sqrt(2p(1-p)), a missing call z = 0 (the mean).
+    Returns (lut float64 (m, 4): z for codes 00, 01, 10, 11 (g = 2, missing, 1, 0),
+    p_a1 float64 (m,)). A variant without variance (p = 0 or 1, or no call) gets z = 0
+    everywhere: it adds nothing, as in plink2.
+    """
+    hom_a1 = np.asarray(hom_a1, np.int64)
+    het = np.asarray(het, np.int64)
+    called = hom_a1 + het + np.asarray(hom_a2, np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (2 * hom_a1 + het) / (2.0 * called)
+        sd = np.sqrt(2 * p * (1 - p))
+        ok = (called > 0) & (sd > 0)
+        lut = np.stack([(2 - 2 * p) / sd, np.zeros_like(p), (1 - 2 * p) / sd, -2 * p / sd], 1)
+    lut[~ok] = 0.0
+    return lut, p
+
+
+def _variant_chunks(n_variants: int, n_samples: int, itemsize: int, block_bytes: int):
+    size = max(1, min(n_variants, block_bytes // max(1, n_samples * itemsize)))
+    return tuple(b - a for a, b in plink.variant_blocks(n_variants, size)) or (0,)
+
+
+def standardized_dask(bf, variant_idx: np.ndarray, sample_idx: np.ndarray, lut: np.ndarray,
+                      dtype=np.float32, block_bytes: int = 64 << 20):
+    """A lazy dask array of standardised genotypes, (n_variants, n_samples) of ``dtype``.
+
+    Each chunk (about ``block_bytes``) reads its variants' .bed rows from the memory
+    map and decodes them through ``lut`` (see :func:`standardizing_table`), so any
+    computation over it streams the file in bounded memory.
+    """
+    import dask.array as da
+
+    variant_idx = np.asarray(variant_idx, np.int64)
+    byte_idx, shift = sample_offsets(sample_idx)
+    lut = np.asarray(lut, dtype)
+    chunks = (_variant_chunks(len(variant_idx), len(byte_idx), np.dtype(dtype).itemsize,
+                              block_bytes), (len(byte_idx),))
+
+    def block(block_info=None):
+        (v0, v1), _ = block_info[None]["array-location"]
+        rows = np.ascontiguousarray(bf.packed()[variant_idx[v0:v1]])
+        out = np.empty((v1 - v0, len(byte_idx)), dtype)
+        _standardize_block(rows, byte_idx, shift, lut[v0:v1], out)
+        return out
+
+    return da.map_blocks(block, chunks=chunks, dtype=dtype, meta=np.empty((0, 0), dtype))
+
+
+# ---------------------------------------------------------------- randomized PCA
+def _orthonormalize(y: np.ndarray, against: list[np.ndarray]) -> np.ndarray:
+    """Columns of ``y`` (float64, tall) made orthonormal and orthogonal to the
+    orthonormal blocks ``against``: block Gram-Schmidt twice, then the eigenvectors of
+    the small Gram matrix (Cholesky-QR2 style); directions already in the span (relative
+    norm < 1e-10) are dropped. Returns (n, <= y.shape[1])."""
+    q = y.copy()
+    for _ in range(2):
+        for b in against:
+            q -= b @ (b.T @ q)
+        w, v = np.linalg.eigh(q.T @ q)
+        ok = w > max(w.max(), 0.0) * 1e-20
+        if not ok.any():
+            return q[:, :0]
+        q = q @ (v[:, ok] / np.sqrt(w[ok]))
+    return q
+
+
+def randomized_pca(x, n_pcs: int, *, seed: int = 0, n_blocks: int | None = None,
+                   block_width: int | None = None,
+                   threads: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
+    """Top ``n_pcs`` eigenpairs of X' X / m for a dask array X (m variants x n samples).
+
+    Randomized block Krylov (Musco & Musco 2015; the method of plink2 --pca approx,
+    Galinsky et al. 2016, with the Krylov basis kept on the sample side): from a
+    Gaussian start Q_0 (n x l, ``seed``), Q_{i+1} = orth(X' X Q_i) against all earlier
+    blocks, for ``n_blocks`` blocks; the Ritz pairs of X' X on their span (the small
+    matrix K' X' X K, from products already computed) give the PCs. Each block costs
+    one pass over X, computing X' (X Q_i) chunk by chunk. Defaults follow plink2's
+    approx: l = 2k, k + 1 blocks (fewer for k > 10, so the basis stays near 512
+    columns). Memory: the basis and its image (n x 512 float64 each, at most) and one
+    chunk of X.
+
+    Returns (eigenvectors float64 (n, k) with unit columns, each signed so that its
+    largest entry is positive; eigenvalues float64 (k,) of X' X / m, descending;
+    number of passes over X).
+    """
+    m, n = x.shape
+    k = n_pcs
+    width = block_width or 2 * k
+    n_blocks = n_blocks or min(k + 1, max(3, 512 // width))   # basis <= ~512 columns
+    rng = np.random.default_rng(seed)
+    q = _orthonormalize(rng.standard_normal((n, width)), [])
+    basis, images = [], []
+    for i in range(n_blocks):
+        y = np.asarray(_gram_times(x, q.astype(x.dtype), threads), np.float64)
+        basis.append(q)
+        images.append(y)
+        if i + 1 < n_blocks:
+            q = _orthonormalize(y, basis)
+            if q.shape[1] == 0:
+                break
+    kb = np.hstack(basis)
+    t = kb.T @ np.hstack(images)
+    theta, s = np.linalg.eigh((t + t.T) / 2)
+    order = np.argsort(theta)[::-1][:k]
+    u = kb @ s[:, order]
+    u *= np.sign(u[np.abs(u).argmax(axis=0), np.arange(u.shape[1])])
+    return u, theta[order] / m, len(basis)
+
+
+def _gram_times(x, q: np.ndarray, threads: int) -> np.ndarray:
+    """X' (X q) for dask X (m x n) and numpy q (n x l): one pass over X's chunks."""
+    import dask
+
+    q = dask.delayed(q)
+    parts = [dask.delayed(_chunk_gram)(b, q) for b in x.to_delayed().ravel()]
+    return _compute(threads, _tree_sum(parts))[0]
+
+
+def _compute(threads: int, *delayed):
+    """Compute on dask's threaded scheduler with ``threads`` workers, each chunk's
+    products on one BLAS thread: every chunk is then computed the same way and the
+    tree of sums is fixed, so the result does not depend on the thread count."""
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return dask.compute(*delayed, scheduler="threads", num_workers=threads)
+
+
+def _chunk_gram(xb: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return xb.T @ (xb @ q)
+
+
+# ---------------------------------------------------------------- loadings and projection
+@dataclass
+class Pca:
+    """A fitted PCA and the projection of further samples.
+
+    eigenvectors: float64 (n_fit, k), unit columns (plink2's .eigenvec values).
+    eigenvalues: float64 (k,) of the GRM Z Z' / m (plink2's .eigenval), Z the
+    standardised genotypes of the fitted samples (n_fit x m), m = number of variants.
+    loadings: float64 (m, k), unit SNP loadings v_k = Z' u_k / sqrt(m lambda_k).
+    projected: float64 (n_other, k), Z_other v_k / sqrt(m lambda_k): on the scale of
+    the eigenvectors (a fitted sample would get back its own eigenvector entry).
+    alt_count, allele_count: int64 (m,), A1 (ALT) alleles and called alleles among the
+    fitted founders (the frequencies that standardise). n_passes: over the .bed.
+    """
+
+    eigenvectors: np.ndarray
+    eigenvalues: np.ndarray
+    loadings: np.ndarray
+    projected: np.ndarray
+    alt_count: np.ndarray
+    allele_count: np.ndarray
+    n_passes: int
+
+    @property
+    def n_variants(self) -> int:
+        return self.loadings.shape[0]
+
+    def score_scale(self) -> np.ndarray:
+        """m sqrt(lambda_k), float64 (k,): plink2 ``--score OUT.eigenvec.allele ...
+        variance-standardize no-mean-imputation cols=+scoresums`` with
+        ``--read-freq OUT.acount`` gives PCk_SUM; PCk_SUM / this = PCk of OUT.eigenvec."""
+        return self.n_variants * np.sqrt(self.eigenvalues)
+
+
+def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx: np.ndarray,
+                    n_pcs: int, *, seed: int = 0, threads: int | None = None,
+                    block_bytes: int = 64 << 20) -> Pca:
+    """PCA of samples ``fit_idx`` over variants ``variant_idx`` (int indices into the
+    .fam/.bim), then the projection of samples ``other_idx``: a pass counting alleles,
+    the Krylov passes in float32 and one final pass in float64 for loadings and
+    projection. Raises CmixError when fewer than ``n_pcs`` variants vary.
+
+    threads: allele counting threads and dask workers (None = all cores). BLAS runs on
+    one thread throughout, so the result is the same at any thread count.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from .qc import _set_threads, count_genotypes
+
+    variant_idx = np.asarray(variant_idx, np.int64)
+    fit_idx = np.asarray(fit_idx, np.int64)
+    other_idx = np.asarray(other_idx, np.int64)
+    counts = count_genotypes(bf, fit_idx, threads=threads, show_progress=False)
+    hom_a1, het, hom_a2 = (counts.hom_a1[variant_idx], counts.het[variant_idx],
+                           counts.hom_a2[variant_idx])
+    lut, _ = standardizing_table(hom_a1, het, hom_a2)
+    n_informative = int((lut != 0).any(axis=1).sum())
+    if n_informative < n_pcs:
+        raise CmixError(f"--pcs {n_pcs}: only {n_informative} of the {len(variant_idx)} "
+                        "variants vary among the fitted founders; ask for fewer PCs or "
+                        "keep more variants")
+    x = standardized_dask(bf, variant_idx, fit_idx, lut, np.float32, block_bytes)
+    x_all = standardized_dask(bf, variant_idx, np.concatenate([fit_idx, other_idx]), lut,
+                              np.float64, block_bytes)
+    n_threads = _set_threads(threads)
+    with threadpool_limits(1):
+        u, eigenvalues, n_passes = randomized_pca(x, n_pcs, seed=seed, threads=n_threads)
+        scale = np.sqrt(eigenvalues * len(variant_idx))
+        loadings, projected = _loadings_and_projection(x_all, len(fit_idx), u / scale,
+                                                       n_threads)
+    return Pca(eigenvectors=u, eigenvalues=eigenvalues, loadings=loadings,
+               projected=projected / scale, alt_count=2 * hom_a1 + het,
+               allele_count=2 * (hom_a1 + het + hom_a2), n_passes=n_passes + 1)
+
+
+def _loadings_and_projection(x_all, n_fit: int, u_scaled: np.ndarray, threads: int):
+    """One pass over X (dask, m x (n_fit + n_other), fitted samples first):
+    (X_fit u_scaled (m x k), X_other' X_fit u_scaled (n_other x k))."""
+    import dask
+
+    u = dask.delayed(u_scaled)
+    parts = [dask.delayed(_chunk_project)(b, u, n_fit) for b in x_all.to_delayed().ravel()]
+    loads = dask.delayed(np.vstack)([p[0] for p in parts])
+    return _compute(threads, loads, _tree_sum([p[1] for p in parts]))
+
+
+def _chunk_project(xb, u_scaled, n_fit):
+    v = xb[:, :n_fit] @ u_scaled
+    return v, xb[:, n_fit:].T @ v
+
+
+def _tree_sum(parts: list):
+    """Add delayed arrays pairwise (a fixed order, so the same result every run)."""
+    import dask
+
+    while len(parts) > 1:
+        parts = [dask.delayed(np.add)(*parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+# ---------------------------------------------------------------- outputs
+def _fmt(values: np.ndarray) -> np.ndarray:
+    return np.char.mod("%.9g", values)
+
+
+def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
+                      scores: np.ndarray, pca: Pca, bim: pd.DataFrame,
+                      prune: tuple[np.ndarray, np.ndarray] | None) -> list[Path]:
+    """Write the PCA outputs, all or none (temporary names, renamed at the end).
+
+    OUT.eigenvec: ``#FID IID PC1..PCk`` for the .fam rows ``sample_rows`` (scores
+    (n, k)). OUT.eigenval: one GRM eigenvalue a line. OUT.eigenvec.allele: plink2's
+    allele-weight layout ``#CHROM ID REF ALT A1 PC1..``, a REF line then an ALT line per
+    variant of ``bim`` (the PCA's variants), weights w_ALT = sqrt(m)/2 x loading =
+    -w_REF (plink2's scale). OUT.acount: ``#CHROM ID REF ALT ALT_CTS OBS_CT`` of the
+    fitted founders (plink2 --freq counts). ``prune``: (kept, removed) variant IDs for
+    OUT.prune.in / OUT.prune.out. REF is .bim column 6 and ALT column 5, as plink2 reads
+    a .bim.
+    """
+    from .io import atomic_outputs
+
+    prefix = Path(out_prefix)
+    names = ["eigenvec", "eigenval", "eigenvec.allele", "acount"]
+    if prune is not None:
+        names += ["prune.in", "prune.out"]
+    paths = [prefix.with_name(f"{prefix.name}.{s}") for s in names]
+    k = scores.shape[1]
+    pcs = "\t".join(f"PC{i + 1}" for i in range(k))
+    chrom, vid = bim["chrom"].to_numpy(str), bim["variant_id"].to_numpy(str)
+    ref, alt = bim["a2"].to_numpy(str), bim["a1"].to_numpy(str)
+    with atomic_outputs(*paths) as tmp:
+        sub = fam.iloc[sample_rows]
+        _write_table(tmp[0], "#FID\tIID\t" + pcs,
+                     [sub["fid"].to_numpy(str), sub["iid"].to_numpy(str), *_fmt(scores).T])
+        _write_table(tmp[1], None, [_fmt(pca.eigenvalues)])
+        w_alt = pca.loadings * (np.sqrt(pca.n_variants) / 2)
+        lines = [np.repeat(c, 2) for c in (chrom, vid, ref, alt)]
+        a1 = np.column_stack([ref, alt]).ravel()
+        w = np.empty((2 * len(vid), k))
+        w[0::2], w[1::2] = 0.0 - w_alt, w_alt
+        w = _fmt(w)
+        _write_table(tmp[2], "#CHROM\tID\tREF\tALT\tA1\t" + pcs, [*lines, a1, *w.T])
+        _write_table(tmp[3], "#CHROM\tID\tREF\tALT\tALT_CTS\tOBS_CT",
+                     [chrom, vid, ref, alt, pca.alt_count.astype(str),
+                      pca.allele_count.astype(str)])
+        if prune is not None:
+            for path, ids in zip(tmp[4:], prune):
+                _write_table(path, None, [np.asarray(ids, str)])
+    return paths
+
+
+def _write_table(path, header: str | None, columns: list[np.ndarray],
+                 chunk: int = 50_000) -> None:
+    """Tab-separated lines from equal-length string columns, written in row chunks."""
+    with open(path, "w") as fh:
+        if header is not None:
+            fh.write(header + "\n")
+        n = len(columns[0]) if columns else 0
+        for s in range(0, n, chunk):
+            fh.write("".join("\t".join(r) + "\n" for r in zip(*(c[s:s + chunk]
+                                                                 for c in columns))))
+
+
+# ---------------------------------------------------------------- the `cmix pca` step
+def _sample_rows(bf, path, what: str) -> np.ndarray:
+    idx, n_unknown = plink.match_samples(plink.read_sample_ids(path), bf.fam, path)
+    if n_unknown:
+        log(f"pca: {n_unknown} IDs in {path} ({what}) are not in the .fam and were ignored")
+    return idx
+
+
+def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
+            regions=HIGH_LD_REGIONS, prune: PruneSettings | None = None, n_pcs: int = 10,
+            seed: int = 0, threads: int | None = None,
+            block_bytes: int = 64 << 20) -> dict:
+    """What ``cmix pca`` does; returns a summary (counts, no sample IDs).
+
+    keep: samples to fit on (plink --keep list, e.g. the unrelated set; None = all).
+    project: more samples (list) to project onto the fitted axes. extract: candidate
+    variants (a .snplist; None = all autosomal). regions: long-range LD regions to
+    drop (None = none). prune: --indep-pairwise settings (None = no pruning).
+    threads: numba and BLAS threads (None = all cores).
+    """
+    from .qc import _set_threads
+
+    if n_pcs < 1:
+        raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
+    bf = plink.open_bfile(bfile)
+    fit_idx = _sample_rows(bf, keep, "--keep") if keep else np.arange(bf.n_samples)
+    other_idx = np.zeros(0, np.int64)
+    if project:
+        other_idx = np.setdiff1d(_sample_rows(bf, project, "--project"), fit_idx)
+    n_fit = len(fit_idx)
+    if n_pcs > n_fit - 1:
+        raise CmixError(f"--pcs {n_pcs}: {n_fit} fitted samples give at most "
+                        f"{max(n_fit - 1, 0)} PCs (n centred samples span n - 1 dimensions)")
+
+    bim = bf.bim
+    candidate = autosomal(bim["chrom"])
+    steps = {"variants in the .bim": bf.n_variants, "autosomal": int(candidate.sum())}
+    if extract:
+        candidate &= bim["variant_id"].isin(_read_variant_ids(extract)).to_numpy()
+        steps["in --extract"] = int(candidate.sum())
+    if regions is not None:
+        candidate &= ~in_regions(bim, read_regions(regions))
+        steps["outside long-range LD regions"] = int(candidate.sum())
+    variant_idx = np.flatnonzero(candidate)
+    n_threads = _set_threads(threads)
+    prune_ids = None
+    if prune is not None and len(variant_idx):
+        kept = ld_prune(bf, variant_idx, fit_idx, prune, threads=n_threads)
+        ids = bim["variant_id"].to_numpy()
+        prune_ids = (ids[variant_idx[kept]], ids[variant_idx[~kept]])
+        variant_idx = variant_idx[kept]
+        steps[f"kept by --indep-pairwise {prune}"] = len(variant_idx)
+    counts = "; ".join(f"{k}: {v}" for k, v in steps.items())
+    if len(variant_idx) == 0:
+        raise CmixError(f"no variants left for the PCA ({counts})")
+    if len(variant_idx) < n_pcs:
+        raise CmixError(f"--pcs {n_pcs}: only {len(variant_idx)} variants are left for "
+                        f"the PCA ({counts}); ask for fewer PCs or keep more variants")
+    pca = fit_and_project(bf, variant_idx, fit_idx, other_idx, n_pcs, seed=seed,
+                          threads=n_threads, block_bytes=block_bytes)
+    all_idx = np.concatenate([fit_idx, other_idx])
+    order = np.argsort(all_idx, kind="stable")
+    write_pca_outputs(out_prefix, fam=bf.fam, sample_rows=all_idx[order],
+                      scores=np.vstack([pca.eigenvectors, pca.projected])[order], pca=pca,
+                      bim=bim.iloc[variant_idx], prune=prune_ids)
+    summary = {**steps, "fitted samples": n_fit, "projected samples": len(other_idx),
+               "PCs": n_pcs, "passes over the .bed": pca.n_passes + 1,
+               "eigenvalues": [round(float(v), 4) for v in pca.eigenvalues]}
+    for key, value in summary.items():
+        log(f"pca: {key}: {value}")
+    return summary
+
+
+def _read_variant_ids(path) -> set[str]:
+    from .io import read_id_set
+
+    ids = read_id_set(path, "--extract variant list")
+    if not ids:
+        raise CmixError(f"{path}: no variant IDs in the --extract file")
+    return ids
