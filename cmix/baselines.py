@@ -101,6 +101,7 @@ class _Run:
         self.dev = resolve_device(device)
         self.store_path = Path(store_path)
         self.root = open_checked_store(store_path)
+        store_mod.check_encoding(self.root, self.cfg.get("encoding"), self.store_path.name)
         self.store_sha256 = store_mod.store_fingerprint(self.root)
         self.splits = make_splits(self.root, budget, seed, self.cfg["val_fraction"],
                                   self.store_path.name)

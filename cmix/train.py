@@ -528,6 +528,7 @@ def _train_run(store_path, budget: int, seed: int, out_dir, *, method, config, c
     dev = resolve_device(device)
     root = open_checked_store(store_path)
     store_name = Path(store_path).name
+    store_mod.check_encoding(root, cfg["encoding"], store_name)
     splits = make_splits(root, budget, seed, cfg["val_fraction"], store_name)
     trait = str(root.attrs["trait"])
     n_classes = splits.n_classes
