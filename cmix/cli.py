@@ -352,7 +352,8 @@ def _add_verify(sub):
         help="check a store's files against its checksums and every dosage's range",
         description="Check every array file of a cmix store against the size and sha256 "
                     "recorded when it was written, then decode every call_dosage chunk and "
-                    "check its values lie in -1..2. Exit 1 naming the damaged files. "
+                    "check its values lie in the store's encoding (-1..2 for hard calls; 0..250 or 255 "
+                    "missing for fractional dosages). Exit 1 naming the damaged files. "
                     "(`cmix train` does the checksum part before every run.)")
     p.add_argument("store", nargs="+", help="cmix Zarr store(s)")
     p.set_defaults(func=_run_verify)
@@ -365,7 +366,7 @@ def _run_verify(args):
     for path in args.store:
         checked = verify_store(path, decode=True)
         log(f"{path}: OK ({checked['files']} files, {checked['bytes'] / 2**20:.1f} MiB, "
-            "all dosages in -1..2)")
+            "all dosages within the store's encoding)")
 
 
 # --------------------------------------------------------------------------- samples
@@ -397,7 +398,9 @@ def _run_samples(args):
     from .samples import run_samples
 
     prefix = bfile_prefix(args.fam)
-    fam = prefix.with_name(prefix.name + ".fam")
+    from pathlib import Path
+
+    fam = Path(args.fam) if args.fam.endswith(".psam") else prefix.with_name(prefix.name + ".fam")
     run_samples(fam, args.out, sqc_path=args.sqc, withdrawn_path=args.withdrawn,
                 headerless=args.sqc_headerless, ancestry=not args.no_ancestry_filter)
 

@@ -10,11 +10,14 @@ array                dims                  dtype  meaning
 call_dosage          (samples, variants)   int8   copies of the effect allele, -1 missing.
                                                   Sample-major (a documented transpose of VCF
                                                   Zarr) so a batch of rows is one chunk read.
+                                           uint8  fractional stores (BGEN, dosage .pgen):
+                                                  expected copies x 125 rounded, 0..250;
+                                                  255 missing (attrs["dosage_encoding"])
 sample_id            (samples,)            str    .fam IID
 sample_label         (samples,)            int16  class index into attrs["class_names"]
 sample_phenotype     (samples,)            f8     raw phenotype value (code or measurement)
 sample_split         (samples,)            int8   0 = training split, 1 = test split
-variant_id           (variants,)           str    .bim ID
+variant_id           (variants,)           str    .bim/.pvar ID (BGEN: rsid)
 contig_id            (contigs,)            str    chromosome names
 variant_contig       (variants,)           int16  index into contig_id
 variant_position     (variants,)           int64  bp position
@@ -22,22 +25,27 @@ variant_allele       (variants, alleles)   str    [other allele, effect allele]:
                                                   counts allele 1, as VCF Zarr's ALT
 variant_beta         (variants,)           f8     summary-statistic effect of the effect allele
 variant_log10_p      (variants,)           f8     log10 of the summary-statistic p-value
-variant_bim_index    (variants,)           int64  row of the variant in the source .bim
+variant_bim_index    (variants,)           int64  row of the variant in the source .bim (of
+                                                  the chromosome set's files in order)
 ===================  ====================  =====  =============================================
 
 Group attributes: ``cmix_store_version`` (2), ``trait`` (name), ``class_names`` (list),
 ``trait_config`` (dict), ``split`` ({"seed", "test_fraction", "stratified_by"}),
-``input_checksums`` (file name -> sha256 of the inputs; for the .bed, whose full hash
-would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
+``input_checksums`` (file name -> sha256 of the inputs; for the .bed/.pgen/.bgen/.bgi,
+whose full hash would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
 ``checksums`` ({"algorithm": "sha256", "files": {relative path: [size, sha256]}} of every
 array file: chunks and .zarray metadata), ``complete`` (True, written last). Stores written by :func:`build_store` also hold
 ``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
 [low_max, high_min], computed on the training split; null for categorical ones) and
-``counts`` (samples and SNPs at each step, no IDs).
+``counts`` (samples and SNPs at each step, no IDs), and ``dosage_encoding`` ({"kind":
+"hard calls" or "fractional", "dtype", "scale", "valid", "missing", "fill", "source":
+which files and precision the dosages came from}; a store without it holds hard calls).
+:func:`cmix.data.load_rows` decodes a fractional store to float32 expected copies.
 
 A store is written under a temporary name and renamed when complete, so a store that
 exists is whole; :func:`open_store` refuses one without ``complete``. An absent
-``call_dosage`` chunk reads as :data:`DOSAGE_FILL` (not a dosage), and every read of
+``call_dosage`` chunk reads as its fill value (:data:`DOSAGE_FILL`, or 254 in a
+fractional store; never a dosage or the missing code), and every read of
 dosages checks their range, so a lost chunk can never pass as genotypes.
 :func:`verify_store` checks the files against ``checksums`` (every training run does
 this before it starts; ``cmix verify`` also decodes every chunk).
@@ -190,7 +198,7 @@ def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) ->
 
     Every recorded file must exist with its size and sha256, and no array may hold a
     chunk file that was not recorded. ``decode=True`` also reads every call_dosage chunk
-    and checks its values lie in :data:`DOSAGE_RANGE`. Raises CmixError naming the
+    and checks its values lie in the store's encoding (:data:`DOSAGE_ENCODINGS`). Raises CmixError naming the
     first damaged files; returns {"files", "bytes"} checked.
     """
     path = Path(path)
