@@ -134,22 +134,35 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     return out
 
 
-def read_bgi(bgi: Path) -> pd.DataFrame:
-    """The .bgi's variants in file order: chrom, rsid, pos, n_alleles, allele1, allele2,
-    start, size (int64 byte offset and length of each variant block)."""
+def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
+    """The .bgi's variants in file order, and how many it lists in all.
+
+    Columns chrom, rsid, pos, n_alleles, allele1, allele2, start, size (int64 byte
+    offset and length of each variant block). positions: only the variants at these
+    base-pair positions (the index is queried, so memory does not grow with the
+    chromosome's length); None = all.
+    """
+    select = ("SELECT chromosome, rsid, position, number_of_alleles, allele1, allele2, "
+              "file_start_position, size_in_bytes FROM Variant")
     try:
         con = sqlite3.connect(f"file:{bgi}?mode=ro", uri=True)
         try:
-            rows = con.execute("SELECT chromosome, rsid, position, number_of_alleles, allele1, "
-                               "allele2, file_start_position, size_in_bytes FROM Variant "
-                               "ORDER BY file_start_position").fetchall()
+            n_all = con.execute("SELECT COUNT(*) FROM Variant").fetchone()[0]
+            if positions is None:
+                rows = con.execute(select + " ORDER BY file_start_position").fetchall()
+            else:
+                con.execute("CREATE TEMP TABLE wanted (position INT PRIMARY KEY)")
+                con.executemany("INSERT OR IGNORE INTO wanted VALUES (?)",
+                                [(int(p),) for p in positions])
+                rows = con.execute(select + " WHERE position IN (SELECT position FROM wanted) "
+                                   "ORDER BY file_start_position").fetchall()
         finally:
             con.close()
     except sqlite3.Error as err:
         raise CmixError(f"{bgi}: not a bgenix .bgi index ({err}); remake it with "
                         "`cmix bgen-index` or `bgenix -index`") from None
     return pd.DataFrame(rows, columns=["chrom", "rsid", "pos", "n_alleles", "allele1",
-                                       "allele2", "start", "size"])
+                                       "allele2", "start", "size"]), n_all
 
 
 def read_sample_file(path: str | os.PathLike) -> pd.DataFrame:
@@ -252,10 +265,13 @@ def _strip_chrom(chrom: pd.Series) -> pd.Series:
 
 
 def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
-              fam: pd.DataFrame | None = None) -> BgenFile:
+              fam: pd.DataFrame | None = None, positions=None) -> BgenFile:
     """Open a .bgen with its .bgi (``path + '.bgi'``) and .sample.
 
-    fam: the target sample table (default: the .sample's own samples). Raises CmixError
+    fam: the target sample table (default: the .sample's own samples). positions: list
+    only the variants at these positions (a store's SNPs; None = all, for selection).
+    An rsid listed twice in the index (split multiallelic sites) gets the ID
+    ``chrom:pos:allele1:allele2`` for all its rows, so IDs are unique. Raises CmixError
     for a missing .bgi (saying how to make one), a .sample whose size differs from the
     .bgen's or whose IDs match none of the target samples, or a multiallelic variant.
     """
@@ -270,9 +286,9 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
     if len(samples) != head["n_samples"]:
         raise CmixError(f"{sample}: {len(samples)} samples, but {path} holds "
                         f"{head['n_samples']}; the .sample does not belong to this .bgen")
-    index = read_bgi(bgi)
-    if len(index) != head["n_variants"]:
-        raise CmixError(f"{bgi}: indexes {len(index)} variants, {path} holds "
+    index, n_indexed = read_bgi(bgi, positions)
+    if n_indexed != head["n_variants"]:
+        raise CmixError(f"{bgi}: indexes {n_indexed} variants, {path} holds "
                         f"{head['n_variants']}; the index is stale: remake it with "
                         f"`cmix bgen-index {path}`")
     multi = index["n_alleles"] != 2
@@ -281,7 +297,13 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
         raise CmixError(f"{path}: variant {index['rsid'].iloc[i]!r} has "
                         f"{index['n_alleles'].iloc[i]} alleles ({int(multi.sum())} such); "
                         "cmix reads biallelic variants only")
-    bim = pd.DataFrame({"chrom": _strip_chrom(index["chrom"]), "variant_id": index["rsid"],
+    chrom = _strip_chrom(index["chrom"])
+    ids = index["rsid"].astype(str)
+    dup = ids.duplicated(keep=False)
+    if dup.any():
+        ids = ids.where(~dup, chrom + ":" + index["pos"].astype(str) + ":" + index["allele1"]
+                        + ":" + index["allele2"].astype(str))
+    bim = pd.DataFrame({"chrom": chrom, "variant_id": ids,
                         "cm": 0.0, "pos": index["pos"].astype(np.int64),
                         "a1": index["allele2"].astype(str), "a2": index["allele1"]})[BIM_COLUMNS]
     target = samples if fam is None else fam
@@ -290,18 +312,33 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
                     index["start"].to_numpy(np.int64), rows, head["n_samples"])
 
 
-def open_bgen_set(bgen, sample, fam=None, chroms=None):
+def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
     as one source over the union of their variants (a :class:`cmix.genotypes.ChromSet`).
 
-    fam: path of the target .fam (default: the first .sample's samples).
+    fam: path of the target .fam (default: the first .sample's samples). positions:
+    {chromosome: positions} to list only those variants (see :func:`open_bgen`).
     """
     from .genotypes import ChromSet, chrom_range, expand, is_pattern
     from .plink import read_fam
 
     target = read_fam(fam) if fam is not None else None
+    def wanted(chrom=None):
+        if positions is None:
+            return None
+        if chrom is None:
+            return np.concatenate([np.asarray(p) for p in positions.values()] or [[]])
+        return np.asarray(positions.get(chrom, []))
+
     if not is_pattern(bgen):
-        return open_bgen(bgen, sample, target)
+        part = open_bgen(bgen, sample, target, wanted())
+        if positions is not None:    # one file of several chromosomes: keep (chrom, pos) pairs
+            keep = np.zeros(part.n_variants, bool)
+            for c, pos in positions.items():
+                keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
+            part.bim = part.bim[keep].reset_index(drop=True)
+            part.start = part.start[keep]
+        return part
     parts, names = [], []
     for chrom, path in expand(bgen, chroms):
         if not Path(path).is_file():
@@ -309,7 +346,7 @@ def open_bgen_set(bgen, sample, fam=None, chroms=None):
                             f"set {bgen} (expected chromosomes {chrom_range(chroms)}; "
                             "--chroms names the chromosomes of a set)")
         sample_path = str(sample).replace("{chrom}", chrom)
-        part = open_bgen(path, sample_path, target)
+        part = open_bgen(path, sample_path, target, wanted(chrom))
         if target is None:
             target = part.fam
         parts.append(part)

@@ -388,9 +388,11 @@ def _input_checksums(src, extra_files) -> dict:
     return checksums
 
 
-def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None):
+def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
+                positions=None):
     """Open the genotypes of a step: .bed/.pgen (:func:`cmix.genotypes.open_genotypes`)
-    or BGEN (:func:`cmix.bgen.open_bgen_set`, which needs the ``sample`` file)."""
+    or BGEN (:func:`cmix.bgen.open_bgen_set`, which needs the ``sample`` file; with
+    ``positions`` {chrom: positions} it lists only the variants there)."""
     if bgen is None:
         from .genotypes import open_genotypes
 
@@ -401,7 +403,7 @@ def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chr
         raise CmixError(f"{bgen}: a BGEN needs its .sample file (--sample)")
     from .bgen import open_bgen_set
 
-    return open_bgen_set(bgen, sample, fam, chroms)
+    return open_bgen_set(bgen, sample, fam, chroms, positions)
 
 
 def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict, keep=None,
@@ -440,9 +442,14 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     if out.exists() and not _is_cmix_store(out):
         raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
                         "cmix store, so remove it yourself or choose another --out")
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
-                     chroms=chroms)
     snp_table = read_selection(snps)
+    positions = None
+    if bgen is not None:   # list only the selected SNPs' positions from the .bgi indexes
+        positions = {str(c): g["pos"].to_numpy()
+                     for c, g in snp_table.assign(chrom=snp_table["chrom"].astype(str))
+                     .groupby("chrom")}
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
+                     chroms=chroms, positions=positions)
     bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(
         snp_table["variant_id"].astype(str))
     if (bim_pos < 0).any():
@@ -534,7 +541,9 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                 variant_contig=bf.bim["chrom"].to_numpy()[bim_pos],
                 variant_position=bf.bim["pos"].to_numpy()[bim_pos],
                 variant_allele=np.stack([other, effect], axis=1),
-                variant_beta=beta, variant_log10_p=log10_p, variant_bim_index=bim_pos,
+                variant_beta=beta, variant_log10_p=log10_p,
+                variant_bim_index=(snp_table["bim_index"].to_numpy() if bgen is not None
+                                   and "bim_index" in snp_table else bim_pos),
                 attrs=attrs, sample_chunk=chunk, encoding=encoding)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
 

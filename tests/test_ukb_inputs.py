@@ -183,16 +183,20 @@ def test_fractional_store_equals_plink2_export_up_to_quantisation(ukb, tmp_path,
     else:
         geno = ["--pfile", str(ukb / "frac")]
     sel = _select(ukb, tmp_path / "sel.tsv", *geno)
-    decoded = []
+    decoded, listed = [], []
     real = cbgen.bgen_file.read_genotype
     monkeypatch.setattr(cbgen.bgen_file, "read_genotype",
                         lambda self, *a, **k: decoded.append(1) or real(self, *a, **k))
+    real_bgi = bgen_mod.read_bgi
+    monkeypatch.setattr(bgen_mod, "read_bgi",
+                        lambda *a: listed.append(len(real_bgi(*a)[0])) or real_bgi(*a))
     root, ours = _store(ukb, tmp_path / "s.zarr", tmp_path / "sel.tsv", *geno)
     enc = root.attrs["dosage_encoding"]
     assert enc["kind"] == "fractional" and root["call_dosage"].dtype == np.uint8
     assert enc["scale"] == 125 and enc["missing"] == 255
     if source == "bgen":
         assert len(decoded) == len(sel) < 1500 // 10     # only the selected SNPs decoded
+        assert sum(listed) == len(sel)     # and only their index rows are listed
         refs = [_plink2_export_a(tmp_path, f"p2_{c}", sel[sel["chrom"] == c], "--bgen",
                                  ukb / f"imp_chr{c}.bgen", "ref-last", "--sample",
                                  ukb / f"imp_chr{c}.sample") for c in CHROMS
