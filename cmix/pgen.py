@@ -179,9 +179,11 @@ class Pfile:
             return pgenlib.PgenReader(bytes(self.pgen_path), raw_sample_ct=self.n_samples,
                                       variant_ct=self.n_variants, sample_subset=subset)
         except RuntimeError as err:
-            raise CmixError(f"{self.pgen_path}: cannot be read with the .pvar "
-                            f"({self.n_variants} variants) and .psam ({self.n_samples} "
-                            f"samples): {err}") from None
+            msg = err.args[0] if err.args else err
+            msg = (msg.decode(errors="replace") if isinstance(msg, bytes) else str(msg)).strip()
+            raise CmixError(f"{self.pgen_path}: does not match the .pvar ({self.n_variants} "
+                            f"variants) and .psam ({self.n_samples} samples); pgenlib: "
+                            f"{msg}") from None
 
     def _read(self, variant_idx, sample_idx, dosages: bool) -> np.ndarray:
         variant_idx = np.asarray(variant_idx, dtype=np.int64)

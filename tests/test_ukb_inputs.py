@@ -233,20 +233,22 @@ def test_bgi_offsets_match_cbgen_index(ukb, tmp_path):
     assert ours.bim["variant_id"].tolist() == rsids
 
 
-def test_bgen_selection_equals_independent_top_k(ukb, tmp_path):
+@pytest.mark.parametrize("info_from", ["mfi", "sumstats"])
+def test_bgen_selection_equals_independent_top_k(ukb, tmp_path, info_from):
     top, min_info = 40, 0.8
+    mfi_args = ["--mfi", str(ukb / "mfi_chr{chrom}.txt")] if info_from == "mfi" else []
     sel = _select(ukb, tmp_path / "sel.tsv", "--bgen", str(ukb / "imp_chr{chrom}.bgen"),
                   "--sample", str(ukb / "imp_chr1.sample"), "--chroms", *CHROMS,
-                  "--mfi", str(ukb / "mfi_chr{chrom}.txt"), "--min-info", str(min_info),
-                  top=top)
+                  *mfi_args, "--min-info", str(min_info), top=top)
     # independent: the sumstats rows whose ID is a BGEN variant (plink2's .pvar of the
     # same dosages) with the same two alleles, not strand-ambiguous, INFO >= min_info
     pvar = pd.read_csv(ukb / "frac.pvar", sep="\t", dtype=str)
     mfi = pd.concat([pd.read_csv(ukb / f"mfi_chr{c}.txt", sep="\t", header=None, dtype=str)
                      for c in CHROMS])
-    info = dict(zip(mfi[1], mfi[7].astype(float)))
     with gzip.open(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz", "rt") as fh:
         ss = pd.read_csv(fh, sep="\t", dtype={"CHR": str})
+    info = (dict(zip(mfi[1], mfi[7].astype(float))) if info_from == "mfi"
+            else dict(zip(ss["SNP"], ss["INFO"])))
     v = ss.merge(pvar, left_on="SNP", right_on="ID")
     same = (((v["ALLELE1"] == v["ALT"]) & (v["ALLELE0"] == v["REF"]))
             | ((v["ALLELE1"] == v["REF"]) & (v["ALLELE0"] == v["ALT"])))
@@ -300,6 +302,17 @@ def test_bgen_without_index(ukb, capsys, tmp_path):
                  str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
                  "--bgen", str(tmp_path / "x.bgen"), "--sample",
                  str(ukb / "imp_chr1.sample"), "--out", str(tmp_path / "sel.tsv")]) == 0
+
+
+def test_pgen_not_matching_psam(ukb, capsys, tmp_path):
+    for ext in (".pgen", ".pvar"):
+        shutil.copy(ukb / f"merged{ext}", tmp_path / f"m{ext}")
+    lines = (ukb / "merged.psam").read_text().splitlines()
+    (tmp_path / "m.psam").write_text("\n".join(lines[:-1]) + "\n")
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "m"), "--maf", "0.01", "--out",
+                          str(tmp_path / "q")])
+    assert "m.pgen: does not match the .pvar (1500 variants) and .psam (499 samples)" in err
+    assert "contains 500 samples" in err and "b'" not in err
 
 
 def test_multiallelic_pgen(capsys, tmp_path):
