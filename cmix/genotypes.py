@@ -158,28 +158,8 @@ def open_genotypes(bfile=None, *, pfile=None, fam=None, chroms=None):
                     [c for c, _ in parts])
 
 
-def describe(src) -> str:
-    """A name for messages: the prefix or pattern of the source."""
-    return str(getattr(src, "prefix", src))
-
-
-def source_files(src) -> list[Path]:
-    """The files a source was read from (for checksums): .bim/.pvar, .fam/.psam, .bed/.pgen."""
-    parts = src.parts if isinstance(src, ChromSet) else [src]
-    files = []
-    for p in parts:
-        names = (".bim", ".bed") if hasattr(p, "bed_path") else (".pvar", ".pgen")
-        files += [p.prefix.with_name(p.prefix.name + e) for e in names]
-    return files
-
-
 def sample_file_of(src) -> Path | None:
     part = src.parts[0] if isinstance(src, ChromSet) else src
     ext = ".fam" if hasattr(part, "bed_path") else ".psam"
     f = part.prefix.with_name(part.prefix.name + ext)
     return f if f.is_file() else None
-
-
-def chroms_of(src) -> list[str]:
-    return list(pd.unique(src.bim["chrom"].astype(str)))
-

@@ -13,7 +13,7 @@ Shapes: genotype arrays are (n_variants, n_samples), variant-major like the file
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,6 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
         from .plink import read_bim
         bim = read_bim(path)
         multi = bim["a1"].str.contains(",")
-        cols = {"ALT": "a1"}
         skip = 0
     else:
         names = header.lstrip("#").split("\t")
@@ -152,7 +151,6 @@ class Pfile:
     prefix: Path
     fam: pd.DataFrame
     bim: pd.DataFrame
-    _reader: object = field(default=None, repr=False)
 
     @property
     def pgen_path(self) -> Path:

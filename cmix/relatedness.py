@@ -596,7 +596,9 @@ def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
 def _sample_universe(bfile=None, fam_path=None, keep=None):
     """(fam, sample_idx, n_keep_unknown): the sample table in .fam order and the kept positions."""
     if fam_path is not None:
-        fam = plink.read_fam(fam_path)
+        from .pgen import read_psam
+
+        fam = read_psam(fam_path)       # a .fam, or a PLINK 2 .psam
     elif bfile is not None:
         from .genotypes import open_genotypes
 
