@@ -164,6 +164,60 @@ def _run_report(args):
     write_report(args.runs, args.out, grid=parts if given else None)
 
 
+# ------------------------------------------------------------------------- genotypes
+def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True, chroms: bool = True):
+    """--bfile / --pfile (prefix or {chrom} pattern) and --fam; with bgen, --bgen and
+    --sample too."""
+    g = p.add_argument_group("genotypes (one of --bfile, --pfile" + (", --bgen)" if bgen else ")"))
+    g.add_argument("--bfile", help="PLINK .bed/.bim/.fam prefix, or a pattern with {chrom} "
+                                   "for one .bed/.bim per chromosome 1-22 (e.g. "
+                                   "ukb_cal_chr{chrom}_v2) sharing --fam")
+    g.add_argument("--pfile", help="PLINK 2 .pgen/.pvar/.psam prefix, or a {chrom} pattern")
+    if fam:
+        g.add_argument("--fam", help="the sample file shared by per-chromosome files (.fam, "
+                                     "or .psam for --pfile)" + ("; with --bgen, the samples "
+                                                                "to match the .sample to"
+                                                                if bgen else ""))
+    if chroms:
+        g.add_argument("--chroms", nargs="+", metavar="CHR", default=None,
+                       help="the chromosomes of a {chrom} pattern (default 1-22)")
+    if bgen:
+        g.add_argument("--bgen", help="BGEN v1.2 file, or a {chrom} pattern (e.g. "
+                                      "ukb_imp_chr{chrom}_v3.bgen), each with its .bgi index")
+        g.add_argument("--sample", help="the .sample file of the BGEN (or a {chrom} pattern)")
+
+
+def _genotype_kwargs(args) -> dict:
+    from .io import CmixError
+
+    given = [k for k in ("bfile", "pfile", "bgen") if getattr(args, k, None) is not None]
+    if len(given) != 1:
+        names = "--bfile, --pfile" + (" or --bgen" if hasattr(args, "bgen") else "")
+        raise CmixError(f"give exactly one of {names} (got {len(given) or 'none'})")
+    return {k: getattr(args, k, None) for k in ("bfile", "pfile", "fam", "bgen", "sample",
+                                                 "chroms")
+            if getattr(args, k, None) is not None}
+
+
+def _add_bgen_index(sub):
+    p = sub.add_parser(
+        "bgen-index",
+        help="write the .bgi index (bgenix's SQLite format) that cmix reads a BGEN through",
+        description="Index BGEN v1.2 files as `bgenix -index` does: FILE.bgi beside each, "
+                    "listing every variant's position and byte range (only the variant "
+                    "headers are read).")
+    p.add_argument("bgen", nargs="+", help="BGEN file(s)")
+    p.set_defaults(func=_run_bgen_index)
+
+
+def _run_bgen_index(args):
+    from .bgen import write_bgi
+    from .io import log
+
+    for path in args.bgen:
+        log(f"wrote {write_bgi(path)}")
+
+
 # ---------------------------------------------------------------------------- select
 def _add_select(sub):
     p = sub.add_parser(
@@ -177,8 +231,13 @@ def _add_select(sub):
                     "plink 1.9-style LD clumping. Writes OUT and OUT.steps.tsv (counts per "
                     "step).")
     p.add_argument("--sumstats", required=True, help="summary statistics file (.gz or plain)")
-    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    _add_genotype_args(p, bgen=True)
     p.add_argument("--extract", help="QC-passed SNPs (.snplist, one ID a line)")
+    p.add_argument("--min-info", type=_fraction, default=None,
+                   help="keep imputed variants with INFO >= this (from --mfi, else the "
+                        "sumstats' INFO column); replaces the array QC for --bgen")
+    p.add_argument("--mfi", help="UK Biobank imputation mfi file, or a {chrom} pattern "
+                                 "(ukb_mfi_chr{chrom}_v3.txt), giving INFO for --min-info")
     p.add_argument("--top", type=_positive_int, default=1000, help="SNPs to keep (default 1000)")
     for field, default in (("id", "SNP"), ("chrom", "CHR"), ("pos", "BP"),
                            ("effect", "ALLELE1"), ("other", "ALLELE0"), ("beta", "BETA"),
@@ -213,9 +272,10 @@ def _run_select(args):
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,
                  "p2": args.clump_p2}
-    selected, steps = select_snps(args.sumstats, args.bfile, top=args.top, extract=args.extract,
+    selected, steps = select_snps(args.sumstats, top=args.top, extract=args.extract,
                                   column_map=column_map, keep_ambiguous=args.keep_ambiguous,
-                                  clump_params=clump, keep=args.keep)
+                                  clump_params=clump, keep=args.keep, mfi=args.mfi,
+                                  min_info=args.min_info, **_genotype_kwargs(args))
     out, steps_path = write_selection(args.out, selected, steps)
     for row in steps.itertuples(index=False):
         log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
@@ -230,8 +290,10 @@ def _add_store(sub):
         description="Label the kept samples for one trait (see cmix.phenotypes for the trait "
                     "config), fix a stratified test split, and write the dosages of the "
                     "selected SNPs' effect alleles (int8, -1 missing) to a chunked, "
-                    "compressed Zarr (format 2) store with VCF Zarr names.")
-    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+                    "compressed Zarr (format 2) store with VCF Zarr names. From a BGEN (or a "
+                    ".pgen with dosages) the store holds fractional dosages: uint8 = "
+                    "round(expected copies x 125), 255 missing.")
+    _add_genotype_args(p, bgen=True)
     p.add_argument("--keep", help="samples to use (plink --keep list, e.g. unrelated.id)")
     p.add_argument("--snps", required=True, help="selected SNP table from `cmix select`")
     p.add_argument("--pheno", required=True, help="phenotype table (eid + trait columns)")
@@ -304,11 +366,12 @@ def _run_store(args):
     from .store import build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
-    summary = build_store(args.out, bfile=args.bfile, snps=args.snps, pheno=args.pheno,
+    summary = build_store(args.out, snps=args.snps, pheno=args.pheno,
                           trait=args.trait, trait_config=trait_config, keep=args.keep,
                           test_fraction=args.test_fraction, split_seed=args.split_seed,
                           force=args.force, covariates=_load_covariates(args.covariates),
-                          sample_qc=args.sample_qc, eigenvec=args.eigenvec)
+                          sample_qc=args.sample_qc, eigenvec=args.eigenvec,
+                          **_genotype_kwargs(args))
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
 
@@ -319,7 +382,8 @@ def _add_verify(sub):
         help="check a store's files against its checksums and every dosage's range",
         description="Check every array file of a cmix store against the size and sha256 "
                     "recorded when it was written, then decode every call_dosage chunk and "
-                    "check its values lie in -1..2. Exit 1 naming the damaged files. "
+                    "check its values lie in the store's encoding (-1..2 for hard calls; 0..250 or 255 "
+                    "missing for fractional dosages). Exit 1 naming the damaged files. "
                     "(`cmix train` does the checksum part before every run.)")
     p.add_argument("store", nargs="+", help="cmix Zarr store(s)")
     p.set_defaults(func=_run_verify)
@@ -332,7 +396,7 @@ def _run_verify(args):
     for path in args.store:
         checked = verify_store(path, decode=True)
         log(f"{path}: OK ({checked['files']} files, {checked['bytes'] / 2**20:.1f} MiB, "
-            "all dosages in -1..2)")
+            "all dosages within the store's encoding)")
 
 
 # --------------------------------------------------------------------------- samples
@@ -364,7 +428,9 @@ def _run_samples(args):
     from .samples import run_samples
 
     prefix = bfile_prefix(args.fam)
-    fam = prefix.with_name(prefix.name + ".fam")
+    from pathlib import Path
+
+    fam = Path(args.fam) if args.fam.endswith(".psam") else prefix.with_name(prefix.name + ".fam")
     run_samples(fam, args.out, sqc_path=args.sqc, withdrawn_path=args.withdrawn,
                 headerless=args.sqc_headerless, ancestry=not args.no_ancestry_filter)
 
@@ -391,7 +457,7 @@ def _add_qc(sub):
                     "2.00a3.5's boundary rules. Writes OUT.snplist (IDs passing, as plink2 "
                     "--write-snplist), OUT.vqc.tsv (per-variant table) and OUT.mindrem.id "
                     "(samples --mind removed).")
-    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+    _add_genotype_args(p, chroms=False)
     p.add_argument("--keep", help="keep only these samples (plink --keep file: FID IID or IID)")
     p.add_argument("--remove", help="remove these samples (plink --remove file)")
     p.add_argument("--maf", type=_fraction, nargs="?", const=0.01, default=None,
@@ -404,7 +470,8 @@ def _add_qc(sub):
                    help="remove samples with missing call rate > T first (default 0.1)")
     p.add_argument("--chr", dest="chroms", nargs="+", default=None, metavar="CHR",
                    help="only these chromosomes (as in the .bim): per-chromosome jobs whose "
-                        "outputs, concatenated in .bim order, equal one whole run")
+                        "outputs, concatenated in .bim order, equal one whole run; with a "
+                        "{chrom} pattern only their files are read")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
     p.add_argument("--threads", type=_positive_int, default=None,
@@ -427,9 +494,11 @@ def _run_qc(args):
         sys.modules["scipy.linalg.cython_blas"] = None
     from .qc import run_qc_cli
 
-    run_qc_cli(args.bfile, args.out, keep=args.keep, remove=args.remove, maf=args.maf,
-               hwe=hwe, geno=args.geno, mind=args.mind, autosome_only=args.autosome,
-               chroms=args.chroms, threads=args.threads)
+    geno_args = _genotype_kwargs(args)
+    run_qc_cli(geno_args.get("bfile"), args.out, keep=args.keep, remove=args.remove,
+               maf=args.maf, hwe=hwe, geno=args.geno, mind=args.mind,
+               autosome_only=args.autosome, chroms=args.chroms, threads=args.threads,
+               pfile=geno_args.get("pfile"), fam=geno_args.get("fam"))
 
 
 # ------------------------------------------------------------------ install-profile
@@ -478,9 +547,15 @@ def _add_unrelated(sub):
                    help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
                         "or plink2 --make-king-table output (.kin0)")
     p.add_argument("--bfile", default=None,
-                   help="PLINK .bed/.bim/.fam prefix: the genotypes (route 2) or, with "
-                        "--kinship, the sample list and its order")
-    p.add_argument("--fam", default=None, help="with --kinship: a .fam giving the samples")
+                   help="PLINK .bed/.bim/.fam prefix or {chrom} pattern: the genotypes (route "
+                        "2, read across the chromosome set) or, with --kinship, the sample "
+                        "list and its order")
+    p.add_argument("--pfile", default=None,
+                   help="PLINK 2 .pgen/.pvar/.psam prefix or {chrom} pattern (route 2)")
+    p.add_argument("--fam", default=None, help="with --kinship: a .fam giving the samples; "
+                                               "with a {chrom} pattern: the shared .fam")
+    p.add_argument("--chroms", nargs="+", metavar="CHR", default=None,
+                   help="the chromosomes of a {chrom} pattern (default 1-22)")
     p.add_argument("--extract", default=None,
                    help="variant IDs to use (e.g. the QC's .snplist); default all autosomal")
     p.add_argument("--keep", default=None, help="samples to consider (plink --keep format)")
@@ -511,9 +586,10 @@ def _run_unrelated(args):
                             "with --kinship")
         unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
                              fam_path=args.fam, keep=args.keep)
-    elif args.bfile is not None:
+    elif args.bfile is not None or args.pfile is not None:
         unrelated_from_genotypes(args.bfile, args.out, cutoff=args.cutoff, extract=args.extract,
-                                 keep=args.keep, device=args.device, block_size=args.block_size)
+                                 keep=args.keep, device=args.device, block_size=args.block_size,
+                                 pfile=args.pfile, fam=args.fam, chroms=args.chroms)
     else:
         raise CmixError("give --kinship TABLE (with --bfile, --fam or --keep for the samples) "
                         "or --bfile PREFIX to compute kinship from genotypes")
@@ -576,7 +652,8 @@ def _run_pca(args):
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
 _SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
-               _add_pca, _add_select, _add_store, _add_verify, _add_train, _add_report]
+               _add_pca, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
+               _add_report]
 
 
 def build_parser() -> argparse.ArgumentParser:

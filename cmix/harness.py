@@ -211,6 +211,7 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
 
     dev = resolve_device(device)
     root = open_store_checked(store_path)
+    store_mod.check_encoding(root, cfg["encoding"], Path(store_path).name)
     store_path = Path(store_path)
     splits = make_splits(root, budget, seed, cfg["val_fraction"], store_path.name)
     out_dir = check_writable_dir(out_dir)

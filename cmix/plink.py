@@ -136,6 +136,25 @@ class Bfile:
         return np.memmap(self.bed_path, dtype=np.uint8, mode="r", offset=3,
                          shape=(self.n_variants, self.bytes_per_variant))
 
+    def read(self, variant_idx=None, sample_idx=None) -> np.ndarray:
+        """A1 counts: int8 (n_selected_variants, n_selected_samples), -1 missing
+        (:func:`read_genotypes`)."""
+        return read_genotypes(self, variant_idx, sample_idx)
+
+    def packed_rows(self, variant_idx) -> np.ndarray:
+        """The .bed bytes of the given variants: uint8 (k, bytes_per_variant)."""
+        variant_idx = np.asarray(variant_idx, dtype=np.int64)
+        if len(variant_idx) == 0:
+            return np.zeros((0, self.bytes_per_variant), np.uint8)
+        return np.ascontiguousarray(self.packed()[variant_idx])
+
+    def packed_blocks(self, block: int):
+        """Yield (start, stop, flat uint8 .bed bytes of variants start..stop-1), reading
+        one block ahead."""
+        from .qc import _read_blocks
+
+        yield from _read_blocks(self.bed_path, self.n_variants, self.bytes_per_variant, block)
+
 
 def bfile_prefix(path: str | os.PathLike) -> Path:
     """Accept ``data/cohort`` or ``data/cohort.bed`` (or .bim/.fam) and return the prefix.
@@ -154,8 +173,9 @@ def bfile_prefix(path: str | os.PathLike) -> Path:
     return p
 
 
-def open_bfile(path: str | os.PathLike) -> Bfile:
-    """Open and validate a PLINK 1 binary trio.
+def open_bfile(path: str | os.PathLike, fam: str | os.PathLike | None = None) -> Bfile:
+    """Open and validate a PLINK 1 binary trio (``fam``: a shared .fam of another name,
+    as UK Biobank ships one .fam for all chromosomes' .bed/.bim).
 
     Checks: all three files exist, the magic bytes (variant-major .bed), that the
     .bed size is exactly 3 + n_variants * ceil(n_samples / 4) for the .bim/.fam line
@@ -166,8 +186,8 @@ def open_bfile(path: str | os.PathLike) -> Bfile:
     """
     prefix = bfile_prefix(path)
     bed = prefix.with_name(prefix.name + ".bed")
-    for ext in (".bed", ".bim", ".fam"):
-        f = prefix.with_name(prefix.name + ext)
+    fam_path = Path(fam) if fam is not None else prefix.with_name(prefix.name + ".fam")
+    for f in (bed, prefix.with_name(prefix.name + ".bim"), fam_path):
         input_file(f, f"one of the PLINK .bed/.bim/.fam trio with prefix {prefix}")
     with open(bed, "rb") as fh:
         magic = fh.read(3)
@@ -177,9 +197,8 @@ def open_bfile(path: str | os.PathLike) -> Bfile:
     if magic[2:3] != b"\x01":
         raise CmixError(f"{bed}: sample-major .bed (mode byte {magic[2:3].hex()}) is not "
                         "supported; rewrite it with plink2 --make-bed")
-    fam = read_fam(prefix.with_name(prefix.name + ".fam"))
     bim = read_bim(prefix.with_name(prefix.name + ".bim"))
-    bf = Bfile(prefix, fam, bim)
+    bf = Bfile(prefix, read_fam(fam_path), bim)
     expected = 3 + bf.n_variants * bf.bytes_per_variant
     size = bed.stat().st_size
     if size != expected:

@@ -372,7 +372,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
     if n > 0:
         bar = progress(total=m, desc="counting genotypes", unit="variant",
                        disable=None if show_progress else True)
-        for s, e, buf in _read_blocks(bf.bed_path, m, bpv, block):
+        for s, e, buf in bf.packed_blocks(block):
             _count_block(buf, e - s, bpv, mask_f, mask_nf, nf_words, mask_keep, row_ok[s:e],
                          smiss, counts[s:e])
             bar.update(e - s)
@@ -397,14 +397,14 @@ def _set_threads(threads: int | None) -> int:
 
 def _subtract_samples(bf, counts: Counts, removed_idx: np.ndarray) -> None:
     """Remove the contribution of samples ``removed_idx`` from ``counts`` (in place)."""
-    from .plink import read_genotypes, variant_blocks
+    from .plink import variant_blocks
 
     if len(removed_idx) == 0:
         return
     founders = founder_flags(bf.fam)[removed_idx]
     block = max(1, (64 << 20) // max(len(removed_idx), 1))
     for s, e in variant_blocks(bf.n_variants, block):
-        g = read_genotypes(bf, np.arange(s, e), removed_idx)  # (v, k) A1 counts, -1 missing
+        g = bf.read(np.arange(s, e), removed_idx)  # (v, k) A1 counts, -1 missing
         gf = g[:, founders]
         counts.hom_a1[s:e] -= (gf == 2).sum(axis=1)
         counts.het[s:e] -= (gf == 1).sum(axis=1)
@@ -617,17 +617,21 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
 
 def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
                geno=None, mind=None, autosome_only=False, chroms=None,
-               threads=None) -> QcResult:
+               threads=None, pfile=None, fam=None) -> QcResult:
     """What ``cmix qc`` does: open and validate, apply --keep/--remove, run the filters,
     write the outputs. ``hwe`` is (p, midp, keep_fewhet) or None.
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
-    ignores them too); a --keep file matching no sample is an error.
+    ignores them too); a --keep file matching no sample is an error. ``bfile``/``pfile``
+    may be ``{chrom}`` patterns (:func:`cmix.genotypes.open_genotypes`, shared ``fam``);
+    with ``chroms`` only those chromosomes' files are opened.
     """
+    from .genotypes import is_pattern, open_genotypes
     from .io import log
-    from .plink import match_samples, open_bfile, read_sample_ids
+    from .plink import match_samples, read_sample_ids
 
-    bf = open_bfile(bfile)
+    bf = open_genotypes(bfile, pfile=pfile, fam=fam,
+                        chroms=chroms if is_pattern(bfile or pfile) else None)
     keep_mask = np.ones(bf.n_samples, bool)
     for path, is_keep in ((keep, True), (remove, False)):
         if path is None:

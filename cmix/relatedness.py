@@ -318,8 +318,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
         for t in ps.tiles:
             ps.acc[t] = torch.zeros((t[1] - t[0], t[3] - t[2]), dtype=gg_dtype, device=dev)
         for v0, v1 in blocks:
-            geno = plink.read_genotypes(bf, variant_idx[v0:v1],
-                                        sample_idx[ps.a0:] if ps.a0 else sample_idx)
+            geno = bf.read(variant_idx[v0:v1], sample_idx[ps.a0:] if ps.a0 else sample_idx)
             _accumulate_block(geno, ps, scale, dev)
             bar.update(1)
         for t in ps.tiles:
@@ -456,7 +455,7 @@ def pair_counts(bf: plink.Bfile, variant_idx, sample_idx, pos1, pos2,
     tot = np.zeros((5, n_pairs), dtype=np.int64)
     pair_chunk = max(1, (1 << 24) // max(1, block))
     for v0, v1 in plink.variant_blocks(len(variant_idx), block):
-        geno = plink.read_genotypes(bf, variant_idx[v0:v1], np.asarray(sample_idx)[involved])
+        geno = bf.read(variant_idx[v0:v1], np.asarray(sample_idx)[involved])
         for p0 in range(0, n_pairs, pair_chunk):
             a = geno[:, c1[p0:p0 + pair_chunk]]
             b = geno[:, c2[p0:p0 + pair_chunk]]
@@ -562,10 +561,14 @@ def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
 # ---------------------------------------------------------------------------- the routes
 def _sample_universe(bfile=None, fam_path=None, keep=None):
     """(fam, sample_idx, n_keep_unknown): the sample table in .fam order and the kept positions."""
-    if bfile is not None:
-        fam = plink.open_bfile(bfile).fam
-    elif fam_path is not None:
-        fam = plink.read_fam(fam_path)
+    if fam_path is not None:
+        from .pgen import read_psam
+
+        fam = read_psam(fam_path)       # a .fam, or a PLINK 2 .psam
+    elif bfile is not None:
+        from .genotypes import open_genotypes
+
+        fam = open_genotypes(bfile).fam
     elif keep is not None:
         fam = plink.read_sample_ids(keep)
         if len(fam) == 0:
@@ -614,11 +617,15 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
 
 
 def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extract=None,
-                             keep=None, device: str = "auto", block_size: int = 1024) -> dict:
+                             keep=None, device: str = "auto", block_size: int = 1024,
+                             pfile=None, fam=None, chroms=None) -> dict:
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
-    the .id files, the .kin0 of pairs > 0.0442 and the summary."""
+    the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
+    a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``)."""
+    from .genotypes import open_genotypes
+
     cutoff = check_cutoff(cutoff)
-    bf = plink.open_bfile(bfile)
+    bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
     fam = bf.fam
     sample_idx, n_keep_unknown = _keep_positions(fam, keep)
     variant_idx = np.arange(bf.n_variants)

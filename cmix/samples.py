@@ -153,9 +153,10 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
                 headerless: bool | None = None, ancestry: bool = True) -> pd.DataFrame:
     """Read inputs, filter, write ``O.keep`` (#FID IID) and ``O.filters.tsv`` together."""
     from .io import log
-    from .plink import read_fam, write_sample_ids
+    from .pgen import read_psam
+    from .plink import write_sample_ids
 
-    fam = read_fam(fam_path)
+    fam = read_psam(fam_path)        # a .fam, or a PLINK 2 .psam (with its # header)
     sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None
     withdrawn = read_withdrawn(withdrawn_path) if withdrawn_path else None
     idx, table = sample_filters(fam, sqc, withdrawn, ancestry)

@@ -10,13 +10,16 @@ array                dims                  dtype  meaning
 call_dosage          (samples, variants)   int8   copies of the effect allele, -1 missing.
                                                   Sample-major (a documented transpose of VCF
                                                   Zarr) so a batch of rows is one chunk read.
+                                           uint8  fractional stores (BGEN, dosage .pgen):
+                                                  expected copies x 125 rounded, 0..250;
+                                                  255 missing (attrs["dosage_encoding"])
 sample_id            (samples,)            str    .fam IID
 sample_label         (samples,)            int16  class index into attrs["class_names"]
 sample_phenotype     (samples,)            f8     raw phenotype value (code or measurement)
 sample_split         (samples,)            int8   0 = training split, 1 = test split
 sample_covariate     (samples, covariates) f8     covariates (cmix.covariates), no missing
 covariate_name       (covariates,)         str    their names (age column, PC1, ...)
-variant_id           (variants,)           str    .bim ID
+variant_id           (variants,)           str    .bim/.pvar ID (BGEN: rsid)
 contig_id            (contigs,)            str    chromosome names
 variant_contig       (variants,)           int16  index into contig_id
 variant_position     (variants,)           int64  bp position
@@ -24,22 +27,27 @@ variant_allele       (variants, alleles)   str    [other allele, effect allele]:
                                                   counts allele 1, as VCF Zarr's ALT
 variant_beta         (variants,)           f8     summary-statistic effect of the effect allele
 variant_log10_p      (variants,)           f8     log10 of the summary-statistic p-value
-variant_bim_index    (variants,)           int64  row of the variant in the source .bim
+variant_bim_index    (variants,)           int64  row of the variant in the source .bim (of
+                                                  the chromosome set's files in order)
 ===================  ====================  =====  =============================================
 
 Group attributes: ``cmix_store_version`` (2), ``trait`` (name), ``class_names`` (list),
 ``trait_config`` (dict), ``split`` ({"seed", "test_fraction", "stratified_by"}),
-``input_checksums`` (file name -> sha256 of the inputs; for the .bed, whose full hash
-would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
+``input_checksums`` (file name -> sha256 of the inputs; for the .bed/.pgen/.bgen/.bgi,
+whose full hash would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
 ``checksums`` ({"algorithm": "sha256", "files": {relative path: [size, sha256]}} of every
 array file: chunks and .zarray metadata), ``complete`` (True, written last). Stores written by :func:`build_store` also hold
 ``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
 [low_max, high_min], computed on the training split; null for categorical ones) and
-``counts`` (samples and SNPs at each step, no IDs).
+``counts`` (samples and SNPs at each step, no IDs), and ``dosage_encoding`` ({"kind":
+"hard calls" or "fractional", "dtype", "scale", "valid", "missing", "fill", "source":
+which files and precision the dosages came from}; a store without it holds hard calls).
+:func:`cmix.data.load_rows` decodes a fractional store to float32 expected copies.
 
 A store is written under a temporary name and renamed when complete, so a store that
 exists is whole; :func:`open_store` refuses one without ``complete``. An absent
-``call_dosage`` chunk reads as :data:`DOSAGE_FILL` (not a dosage), and every read of
+``call_dosage`` chunk reads as its fill value (:data:`DOSAGE_FILL`, or 254 in a
+fractional store; never a dosage or the missing code), and every read of
 dosages checks their range, so a lost chunk can never pass as genotypes.
 :func:`verify_store` checks the files against ``checksums`` (every training run does
 this before it starts; ``cmix verify`` also decodes every chunk).
@@ -57,6 +65,41 @@ from .io import CmixError, atomic_path, file_sha256
 STORE_VERSION = 2
 DOSAGE_FILL = -128       # what an absent call_dosage chunk reads as; never a valid dosage
 DOSAGE_RANGE = (-1, 2)   # valid call_dosage values: -1 missing, 0-2 copies
+#: How call_dosage holds dosages (the store attribute ``dosage_encoding``; a store
+#: without it holds hard calls). "hard calls": int8 copies 0/1/2, -1 missing.
+#: "fractional": uint8 code = round(expected copies x 125), 0..250 (steps of 0.008,
+#: rounding error <= 0.004), 255 missing; 251..254 are never written, and an absent
+#: chunk reads as 254, so it can never pass as dosages.
+DOSAGE_ENCODINGS = {
+    "hard calls": {"dtype": "int8", "scale": 1, "valid": [-1, 2], "missing": -1,
+                   "fill": DOSAGE_FILL},
+    "fractional": {"dtype": "uint8", "scale": 125, "valid": [0, 250], "missing": 255,
+                   "fill": 254},
+}
+
+
+def dosage_encoding(root) -> dict:
+    """The store's call_dosage encoding: {"kind", "dtype", "scale", "valid", "missing",
+    "fill", "source"} (see :data:`DOSAGE_ENCODINGS`); hard calls for a store without the
+    attribute."""
+    enc = dict(root.attrs.get("dosage_encoding") or {"kind": "hard calls"})
+    return {**DOSAGE_ENCODINGS[enc["kind"]], **enc}
+
+
+def quantise_dosage(dosage: np.ndarray) -> np.ndarray:
+    """Expected copies float (any shape, NaN missing, 0..2) -> uint8 fractional codes."""
+    enc = DOSAGE_ENCODINGS["fractional"]
+    d = np.asarray(dosage, dtype=np.float32)
+    code = np.rint(np.clip(d, 0.0, 2.0) * enc["scale"])
+    return np.where(np.isnan(d), enc["missing"], code).astype(np.uint8)
+
+
+def check_encoding(root, encoding: str, name: str) -> None:
+    """Refuse the categorical SNP encoding (levels 0/1/2) on a fractional store."""
+    if encoding == "categorical" and dosage_encoding(root)["kind"] == "fractional":
+        raise CmixError(f"{name}: holds fractional (imputed) dosages, which have no 0/1/2 "
+                        "levels for the categorical encoding; use the dosage encoding "
+                        "(train config encoding: dosage, the default)")
 REQUIRED_ARRAYS = ("call_dosage", "sample_id", "sample_label", "sample_split", "variant_id",
                    "variant_allele", "variant_beta")
 REQUIRED_ATTRS = ("trait", "class_names", "complete")
@@ -71,10 +114,13 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
                 variant_id, variant_contig, variant_position, variant_allele, variant_beta,
                 variant_log10_p=None, variant_bim_index=None, sample_phenotype=None,
                 sample_covariate=None, covariate_name=(), attrs: dict,
-                sample_chunk: int | None = None) -> Path:
+                sample_chunk: int | None = None, encoding: str = "hard calls") -> Path:
     """Write a complete store atomically.
 
-    dosage: int8 (n_samples, n_variants), a numpy or dask array (dask chunks are
+    encoding: a key of :data:`DOSAGE_ENCODINGS`, recorded with ``attrs["dosage_source"]``
+    (if given) as the ``dosage_encoding`` attribute.
+    dosage: int8 (n_samples, n_variants) hard calls, or uint8 codes of
+    :func:`quantise_dosage` for "fractional"; a numpy or dask array (dask chunks are
     rechunked to the store's chunks, one dask chunk per Zarr chunk, then stored in
     parallel). variant_contig: chromosome names (str, n_variants). variant_allele:
     str (n_variants, 2) = [other, effect]. attrs must hold ``trait`` and ``class_names``.
@@ -104,11 +150,13 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
                                     attributes={"_ARRAY_DIMENSIONS": list(dims)})
             arr[...] = values.astype(dtype) if dtype is not str else values.astype(str)
 
-        call = root.create_array("call_dosage", shape=(n_samples, n_variants), dtype="int8",
+        enc = DOSAGE_ENCODINGS[encoding]
+        call = root.create_array("call_dosage", shape=(n_samples, n_variants),
+                                 dtype=enc["dtype"],
                                  chunks=(chunk, n_variants), compressors=compressor,
-                                 fill_value=DOSAGE_FILL,
+                                 fill_value=enc["fill"],
                                  attributes={"_ARRAY_DIMENSIONS": ["samples", "variants"]})
-        dask_dosage = da.asarray(dosage).astype(np.int8).rechunk((chunk, n_variants))
+        dask_dosage = da.asarray(dosage).astype(enc["dtype"]).rechunk((chunk, n_variants))
         da.store(dask_dosage, call, lock=False, compute=True)
 
         put("sample_id", np.asarray(sample_id, dtype=str), ["samples"], str)
@@ -134,6 +182,8 @@ def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sam
             np.full(n_variants, -1) if variant_bim_index is None else variant_bim_index,
             ["variants"], "int64")
         root.attrs.update({"cmix_store_version": STORE_VERSION, **attrs})
+        root.attrs["dosage_encoding"] = {"kind": encoding, **enc,
+                                         "source": attrs.get("dosage_source", "")}
         root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp)}
         root.attrs["complete"] = True
     return path
@@ -155,7 +205,7 @@ def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) ->
 
     Every recorded file must exist with its size and sha256, and no array may hold a
     chunk file that was not recorded. ``decode=True`` also reads every call_dosage chunk
-    and checks its values lie in :data:`DOSAGE_RANGE`. Raises CmixError naming the
+    and checks its values lie in the store's encoding (:data:`DOSAGE_ENCODINGS`). Raises CmixError naming the
     first damaged files; returns {"files", "bytes"} checked.
     """
     path = Path(path)
@@ -261,11 +311,12 @@ def bed_fingerprint(path: str | os.PathLike) -> dict:
 def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
     """Lazy dosages of the effect allele: dask int8 (n_samples, n_variants), -1 missing.
 
-    bf: opened :class:`cmix.plink.Bfile`; variant_idx: .bim rows (n_variants,);
-    sample_idx: .fam rows (n_samples,), in output order; count_a2: bool (n_variants,),
-    True where the effect allele is the .bim A2 (dosage = 2 - A1 count). The packed
-    bytes of the selected variants are read once (n_variants x n_fam / 4 bytes); each
-    chunk of ``sample_chunk`` samples is decoded and transposed on its own.
+    bf: an opened genotype source (:func:`cmix.genotypes.open_genotypes`); variant_idx:
+    .bim rows (n_variants,); sample_idx: .fam rows (n_samples,), in output order;
+    count_a2: bool (n_variants,), True where the effect allele is the .bim A2 (dosage =
+    2 - A1 count). The packed bytes of the selected variants are read once (n_variants
+    x n_fam / 4 bytes); each chunk of ``sample_chunk`` samples is decoded and
+    transposed on its own.
     """
     import dask.array as da
 
@@ -274,8 +325,7 @@ def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int)
     variant_idx = np.asarray(variant_idx, dtype=np.int64)
     sample_idx = np.asarray(sample_idx, dtype=np.int64)
     count_a2 = np.asarray(count_a2, dtype=bool)
-    packed = np.ascontiguousarray(bf.packed()[variant_idx]) if len(variant_idx) else \
-        np.zeros((0, bf.bytes_per_variant), np.uint8)
+    packed = bf.packed_rows(variant_idx)
     n = len(sample_idx)
     starts = list(range(0, n, sample_chunk)) or [0]
 
@@ -292,13 +342,91 @@ def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int)
     return da.concatenate(blocks, axis=0) if blocks else da.zeros((0, len(variant_idx)), np.int8)
 
 
-def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep=None,
-                test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
-                sample_chunk: int | None = None, covariates: dict | None = None,
-                sample_qc=None, eigenvec=None) -> dict:
-    """Write the trait's store from a .bed, a `cmix select` table and a phenotype table.
+#: variants decoded at once for a fractional store (bounds the float32 block in memory)
+FRACTIONAL_VARIANT_BLOCK = 64
 
-    bfile: PLINK prefix; snps: path of the selected-SNP table
+
+def effect_dosage_fractional(src, variant_idx, sample_idx, count_a2) -> np.ndarray:
+    """Fractional dosages of the effect allele, quantised: uint8 (n_samples, n_variants)
+    codes of :func:`quantise_dosage`. src: a source with ``read_dosages`` (BGEN, .pgen);
+    count_a2 as in :func:`effect_dosage_dask`. Read :data:`FRACTIONAL_VARIANT_BLOCK`
+    variants at a time, so memory is the uint8 result plus one float32 block.
+    """
+    variant_idx = np.asarray(variant_idx, dtype=np.int64)
+    sample_idx = np.asarray(sample_idx, dtype=np.int64)
+    out = np.empty((len(sample_idx), len(variant_idx)), np.uint8)
+    for s in range(0, len(variant_idx), FRACTIONAL_VARIANT_BLOCK):
+        e = min(s + FRACTIONAL_VARIANT_BLOCK, len(variant_idx))
+        d = src.read_dosages(variant_idx[s:e], sample_idx)          # (v, n) A1 copies
+        d = np.where(np.asarray(count_a2[s:e])[:, None], 2.0 - d, d)
+        out[:, s:e] = quantise_dosage(d).T
+    return out
+
+
+def _is_fractional_source(src) -> bool:
+    """BGEN sources always; a .pgen when it holds dosages (checked per store)."""
+    from .bgen import BgenFile
+    from .pgen import Pfile
+
+    parts = getattr(src, "parts", [src])
+    return any(isinstance(p, (BgenFile, Pfile)) for p in parts)
+
+
+def _input_checksums(src, extra_files) -> dict:
+    """{file name: sha256} of the small inputs, {file name: bed_fingerprint} of genotype
+    files (.bed, .pgen, .bgen: size, mtime and the first and last MiB)."""
+    from .genotypes import ChromSet, sample_file_of
+
+    checksums = {Path(f).name: file_sha256(f) for f in extra_files if f is not None}
+    for part in (src.parts if isinstance(src, ChromSet) else [src]):
+        if hasattr(part, "bed_path") or hasattr(part, "pgen_path"):
+            big = part.bed_path if hasattr(part, "bed_path") else part.pgen_path
+            table = part.prefix.with_name(part.prefix.name + (".bim" if hasattr(part, "bed_path")
+                                                               else ".pvar"))
+            checksums[table.name] = file_sha256(table)
+        else:
+            big = part.path
+            bgi = part.path.with_name(part.path.name + ".bgi")
+            checksums[bgi.name] = bed_fingerprint(bgi)
+        checksums[Path(big).name] = bed_fingerprint(big)
+    sample_file = sample_file_of(src)       # None for BGEN (its .sample is in extra_files)
+    if sample_file is not None:
+        checksums[sample_file.name] = file_sha256(sample_file)
+    return checksums
+
+
+def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
+                positions=None):
+    """Open the genotypes of a step: .bed/.pgen (:func:`cmix.genotypes.open_genotypes`)
+    or BGEN (:func:`cmix.bgen.open_bgen_set`, which needs the ``sample`` file; with
+    ``positions`` {chrom: positions} it lists only the variants there)."""
+    if bgen is None:
+        from .genotypes import open_genotypes
+
+        return open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
+    if bfile is not None or pfile is not None:
+        raise CmixError("give one of --bfile, --pfile or --bgen")
+    if sample is None:
+        raise CmixError(f"{bgen}: a BGEN needs its .sample file (--sample)")
+    from .bgen import open_bgen_set
+
+    return open_bgen_set(bgen, sample, fam, chroms, positions)
+
+
+def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict, keep=None,
+                test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
+                sample_chunk: int | None = None, pfile=None, fam=None, bgen=None,
+                sample=None, chroms=None, covariates: dict | None = None, sample_qc=None,
+                eigenvec=None) -> dict:
+    """Write the trait's store from genotypes, a `cmix select` table and a phenotype table.
+
+    Genotypes: ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``),
+    or ``bgen`` (+ its ``sample`` file, either a ``{chrom}`` pattern; ``fam`` gives the
+    target samples, default the .sample's; ``chroms``: the pattern's chromosomes, default
+    1-22). A .bed gives hard calls (int8); a .bgen, or a
+    .pgen holding dosages, gives a fractional store (:data:`DOSAGE_ENCODINGS`), each SNP
+    read from its own chromosome's file (BGEN through the .bgi: only the selected SNPs
+    are decoded). snps: path of the selected-SNP table
     (:func:`cmix.sumstats.write_selection`); pheno: phenotype table path; keep: plink
     sample list (e.g. unrelated.id) or None for every .fam sample; trait_config: see
     :mod:`cmix.phenotypes`. The samples are the kept samples with a label, in .fam
@@ -313,7 +441,7 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
 
     from . import phenotypes as ph
     from .io import log
-    from .plink import match_samples, open_bfile, read_sample_ids
+    from .plink import match_samples, read_sample_ids
     from .sumstats import read_selection
 
     out = Path(out)
@@ -322,14 +450,21 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
     if out.exists() and not _is_cmix_store(out):
         raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
                         "cmix store, so remove it yourself or choose another --out")
-    bf = open_bfile(bfile)
     snp_table = read_selection(snps)
+    positions = None
+    if bgen is not None:   # list only the selected SNPs' positions from the .bgi indexes
+        positions = {str(c): g["pos"].to_numpy()
+                     for c, g in snp_table.assign(chrom=snp_table["chrom"].astype(str))
+                     .groupby("chrom")}
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
+                     chroms=chroms, positions=positions)
     bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(
         snp_table["variant_id"].astype(str))
     if (bim_pos < 0).any():
         i = int(np.flatnonzero(bim_pos < 0)[0])
         raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
-                        f"not in {bf.prefix}.bim (was the selection made on another .bim?)")
+                        f"not in the variants of {bf.prefix} (was the selection made on other "
+                        "genotype files?)")
     a1 = bf.bim["a1"].to_numpy()[bim_pos]
     a2 = bf.bim["a2"].to_numpy()[bim_pos]
     effect = snp_table["effect_allele"].astype(str).to_numpy()
@@ -345,6 +480,16 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
         sample_idx, n_unknown = match_samples(read_sample_ids(keep), bf.fam, keep)
     else:
         sample_idx, n_unknown = np.arange(bf.n_samples), 0
+    n_not_in_bgen = 0
+    if bgen is not None:    # kept samples the imputed data lack are left out
+        in_bgen = np.ones(len(sample_idx), bool)
+        for part in getattr(bf, "parts", [bf]):
+            in_bgen &= part.sample_row[sample_idx] >= 0
+        n_not_in_bgen = int((~in_bgen).sum())
+        if n_not_in_bgen:
+            log(f"store {trait}: {n_not_in_bgen} kept samples are not in the BGEN .sample "
+                "file; left out")
+        sample_idx = sample_idx[in_bgen]
     pheno_table = ph.read_phenotypes(pheno)
     cov_names, cov, n_missing_cov = [], None, 0
     if covariates:
@@ -364,22 +509,36 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
     rows = sample_idx[labels["keep"]]
     n_variants = len(bim_pos)
     chunk = sample_chunk or default_sample_chunk(n_variants)
+    encoding, source = "hard calls", "PLINK .bed hard calls"
     log(f"store {trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
         f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
-    dosage = effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk)
+    if _is_fractional_source(bf):
+        codes = effect_dosage_fractional(bf, bim_pos, rows, count_a2)
+        is_bgen = bgen is not None
+        enc = DOSAGE_ENCODINGS["fractional"]
+        hard = (codes % enc["scale"] == 0) | (codes == enc["missing"])
+        if is_bgen or not hard.all():
+            encoding = "fractional"
+            source = ("BGEN v1.2 genotype probabilities (expected copies)" if is_bgen
+                      else "PLINK 2 .pgen dosages")
+            dosage = codes
+        else:      # a .pgen of hard calls only
+            source = "PLINK 2 .pgen hard calls"
+            dosage = np.where(codes == enc["missing"], -1, codes // enc["scale"]).astype(np.int8)
+    else:
+        dosage = effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk)
     beta = snp_table["beta"].to_numpy(dtype=float)
     log10_p = (snp_table["log10_p"].to_numpy(dtype=float) if "log10_p" in snp_table
                else np.full(n_variants, np.nan))
-    checksums = {
-        Path(snps).name: file_sha256(snps),
-        Path(pheno).name: file_sha256(pheno),
-        bf.prefix.name + ".bim": file_sha256(bf.prefix.with_name(bf.prefix.name + ".bim")),
-        bf.prefix.name + ".fam": file_sha256(bf.prefix.with_name(bf.prefix.name + ".fam")),
-        bf.prefix.name + ".bed": bed_fingerprint(bf.bed_path),
-    }
-    if keep is not None:
-        checksums[Path(keep).name] = file_sha256(keep)
+    sample_files = []
+    if sample is not None:
+        from .genotypes import expand, is_pattern
+
+        sample_files = ([p for _, p in expand(sample, getattr(bf, "chroms", None))]
+                        if is_pattern(sample) else [sample])
+    checksums = _input_checksums(bf, [snps, pheno, keep, fam, *dict.fromkeys(sample_files)])
     attrs = {
+        "dosage_source": source,
         "trait": trait,
         "class_names": labels["class_names"],
         "trait_config": trait_config,
@@ -393,6 +552,7 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
                        "missing_rule": "samples missing a covariate are left out"},
         "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
                    "left_out_missing_covariate": n_missing_cov,
+                   "kept_not_in_bgen": n_not_in_bgen,
                    "variants": int(n_variants),
                    "variants_effect_is_bim_a2": int(count_a2.sum())},
         "input_checksums": checksums,
@@ -404,8 +564,10 @@ def build_store(out, *, bfile, snps, pheno, trait: str, trait_config: dict, keep
                 variant_contig=bf.bim["chrom"].to_numpy()[bim_pos],
                 variant_position=bf.bim["pos"].to_numpy()[bim_pos],
                 variant_allele=np.stack([other, effect], axis=1),
-                variant_beta=beta, variant_log10_p=log10_p, variant_bim_index=bim_pos,
+                variant_beta=beta, variant_log10_p=log10_p,
+                variant_bim_index=(snp_table["bim_index"].to_numpy() if bgen is not None
+                                   and "bim_index" in snp_table else bim_pos),
                 sample_covariate=None if cov is None else cov[labels["keep"]],
-                covariate_name=cov_names, attrs=attrs, sample_chunk=chunk)
+                covariate_name=cov_names, attrs=attrs, sample_chunk=chunk, encoding=encoding)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
 

@@ -358,9 +358,7 @@ class _GenotypeCache:
     """Allele counts of single SNPs for the kept samples, LRU-cached (bounded bytes)."""
 
     def __init__(self, bf, sample_idx, max_bytes=2 << 30):
-        from .plink import read_genotypes
-
-        self._read = lambda i: read_genotypes(bf, [i], sample_idx)[0]
+        self._read = lambda i: bf.read(np.array([i]), sample_idx)[0]
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._max = max(1, max_bytes // max(1, len(sample_idx) if sample_idx is not None
                                                else bf.n_samples))
@@ -525,30 +523,82 @@ def read_selection(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-def select_snps(sumstats_path, bfile, *, top: int, extract=None, column_map=None,
+def sumstats_info(path, column: str = "INFO") -> np.ndarray:
+    """The INFO column of a summary-statistics file, float64 per data row (NaN where
+    missing). Raises CmixError when the file has no such column."""
+    import csv
+
+    path = input_file(path, "summary statistics")
+    with open_maybe_gzip(path) as fh:
+        header_line = fh.readline()
+    sep = "\t" if "\t" in header_line else r"\s+"
+    header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
+    names = {h.strip().upper(): h.strip() for h in header}
+    if column.upper() not in names:
+        raise CmixError(f"{path}: no {column} column for --min-info (header has "
+                        f"{' '.join(header)}); give the imputation mfi files (--mfi) instead")
+    with open(path, "rb") as fh:
+        compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
+    raw = pd.read_csv(path, sep=sep, dtype=str, usecols=[names[column.upper()]],
+                      na_filter=False, compression=compression, engine="c",
+                      quoting=csv.QUOTE_NONE)
+    return pd.to_numeric(raw.iloc[:, 0], errors="coerce").to_numpy(np.float64)
+
+
+def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map=None,
                 keep_ambiguous: bool = False, clump_params: dict | None = None,
-                keep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                keep=None, pfile=None, fam=None, bgen=None, sample=None, mfi=None,
+                min_info: float | None = None, chroms=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The whole ``cmix select`` step in memory: read, harmonise, rank, clump, top-k.
 
-    bfile: prefix or opened :class:`cmix.plink.Bfile`. extract: path of a .snplist (or
-    None). clump_params: None (no clumping) or dict(r2=, kb=, p1=, p2=). keep: path of a
-    plink sample list whose samples give the clumping r2 (None = all). Returns
-    (selected table, steps table).
+    Genotypes: ``bfile``/``pfile`` (prefix, ``{chrom}`` pattern with a shared ``fam``,
+    or an opened source) or ``bgen`` + ``sample`` (indexed BGEN, or a ``{chrom}``
+    pattern; ``chroms``: the pattern's chromosomes, default 1-22): the summary
+    statistics are harmonised against the union of the files'
+    variants. extract: path of a .snplist (or None). min_info: keep only variants with
+    imputation INFO >= this, from the ``mfi`` file(s) (UK Biobank ukb_mfi_chr{chrom}_v3.txt)
+    or else the sumstats' INFO column; it replaces the array QC for imputed variants.
+    clump_params: None (no clumping) or dict(r2=, kb=, p1=, p2=); clumping needs hard
+    calls (.bed/.pgen). keep: path of a plink sample list whose samples give the
+    clumping r2 (None = all). Returns (selected table, steps table).
     """
-    from .plink import Bfile, match_samples, open_bfile, read_sample_ids
+    from .plink import match_samples, read_sample_ids
+    from .store import open_source
 
-    bf = bfile if isinstance(bfile, Bfile) else open_bfile(bfile)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample, chroms=chroms)
     sumstats = read_sumstats(sumstats_path, column_map)
     qc = read_snplist(extract) if extract is not None else None
+    info_step = None
+    if min_info is not None:
+        if mfi is not None:
+            from .bgen import info_scores
+
+            info = info_scores(bf.bim, mfi, getattr(bf, "chroms", None))
+            passing = set(bf.bim["variant_id"][info >= min_info])
+            qc = passing if qc is None else qc & passing
+            info_step = (f"INFO < {min_info} or not in the mfi files (variants of the "
+                         "genotype files)", int((~(info >= min_info)).sum()), len(passing))
+        else:
+            info = sumstats_info(sumstats_path)
+            n0 = len(sumstats)
+            sumstats = sumstats[info[sumstats.index.to_numpy()] >= min_info]
+            info_step = (f"INFO < {min_info} (sumstats INFO column)", n0 - len(sumstats),
+                         len(sumstats))
     table, steps = harmonise(sumstats, bf.bim, qc, keep_ambiguous)
+    if info_step is not None:
+        steps = pd.concat([pd.DataFrame([info_step], columns=steps.columns), steps],
+                          ignore_index=True)
     if len(table) == 0:
-        raise CmixError(f"{sumstats_path}: no SNP left after harmonising with "
-                        f"{bf.prefix}.bim (steps: " + "; ".join(
+        raise CmixError(f"{sumstats_path}: no SNP left after harmonising with the variants "
+                        f"of {bf.prefix} (steps: " + "; ".join(
                             f"{s}: {r} left" for s, _, r in steps.itertuples(index=False))
                         + "); check the IDs, chromosome names and positions")
     ranked = rank(table)
     steps_rows = list(steps.itertuples(index=False, name=None))
     if clump_params is not None:
+        if not hasattr(bf, "read") or bgen is not None:
+            raise CmixError("--clump computes LD from hard calls: clump with --bfile or "
+                            "--pfile (the array calls), not --bgen")
         sample_idx = None
         if keep is not None:
             sample_idx, _ = match_samples(read_sample_ids(keep), bf.fam, keep)

@@ -266,3 +266,54 @@ def test_missing_input_file_names_the_key(ukb_standin, tmp_path):
     res = snakemake("-n", "--cores", "1", "--configfile", str(bad))
     assert res.returncode != 0
     assert "inputs.phenotypes:" in res.stdout + res.stderr and "not found" in res.stdout + res.stderr
+
+
+@pytest.mark.plink2
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
+    """UKB layout: one .bed/.bim per chromosome with one .fam, imputed BGENs with .bgi,
+    .sample and mfi files. The merged variant QC equals plink2's on the merged .bed, and
+    the store holds the BGEN's fractional dosages."""
+    from test_ukb_inputs import plink2, write_dosage_vcf
+
+    from cmix.cli import main
+    from cmix.plink import open_bfile
+    from cmix.store import open_store
+
+    _, cfg = ukb_standin
+    c = Path(cfg["inputs"]["sample_qc"]).parent
+    merged, d = c / "genotypes", tmp_path / "ukb data"
+    d.mkdir()
+    shutil.copy(f"{merged}.fam", d / "calls.fam")
+    write_dosage_vcf(d / "imp.vcf", open_bfile(merged))
+    plink2("--vcf", d / "imp.vcf", "dosage=DS", "--make-pgen", "--out", d / "imp")
+    chroms = [str(k) for k in cfg["variant_qc"]["chromosomes"]]
+    for k in chroms:
+        plink2("--bfile", merged, "--chr", k, "--make-bed", "--out", d / f"cal_chr{k}")
+        (d / f"cal_chr{k}.fam").unlink()
+        plink2("--pfile", d / "imp", "--chr", k, "--export", "bgen-1.2", "bits=8", "--out",
+               d / f"imp_chr{k}")
+        assert main(["bgen-index", str(d / f"imp_chr{k}.bgen")]) == 0
+    trait = "mean_platelet_volume"
+    cfg = copy.deepcopy(cfg)
+    cfg["run_name"] = "ukbset"
+    cfg["traits"] = [trait]
+    cfg["selection"] = {"top": 50, "min_info": None}
+    cfg["inputs"].update({"bfile": str(d / "cal_chr{chrom}"), "fam": str(d / "calls.fam"),
+                          "bgen": str(d / "imp_chr{chrom}.bgen"),
+                          "bgen_sample": str(d / "imp_chr{chrom}.sample")})
+    path = tmp_path / "ukbset.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    store = f"results/ukbset/traits/{trait}.zarr"
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path),
+                    store)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = tmp_path / "results" / "ukbset"
+    plink2("--bfile", merged, "--keep", out / "qc" / "samples.keep", "--maf",
+           cfg["variant_qc"]["maf"], "--hwe", cfg["variant_qc"]["hwe"], "--geno",
+           cfg["variant_qc"]["geno"], "--write-snplist", "--out", tmp_path / "p2")
+    assert ((out / "qc" / "variants.snplist").read_text()
+            == (tmp_path / "p2.snplist").read_text())
+    root = open_store(tmp_path / store)
+    assert root.attrs["dosage_encoding"]["kind"] == "fractional"
+    assert root["call_dosage"].shape[1] == 50

@@ -13,6 +13,8 @@ METHODS = list(config["methods"])
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
 # variant QC jobs: one per chromosome, or one ("all") over the whole .bed
 QC_JOBS = QC_CHROMS if config["variant_qc"].get("split_by_chrom", False) else ["all"]
+INPUTS = {} if SIMULATED else (config.get("inputs") or {})
+CHROM = "{chrom}"  # the chromosome field of per-chromosome file patterns
 
 
 wildcard_constraints:
@@ -39,12 +41,24 @@ def check_config():
         inputs = config.get("inputs") or fail(
             "'inputs' is required when 'simulate' is absent"
         )
-        for key in ("bfile", "sample_qc", "withdrawn", "phenotypes"):
+        for key in ("sample_qc", "withdrawn", "phenotypes"):
             if key not in inputs:
                 fail(f"inputs.{key} is required")
-        for ext in (".bed", ".bim", ".fam"):
-            if not os.path.exists(inputs["bfile"] + ext):
-                fail(f"inputs.bfile: {inputs['bfile'] + ext} not found")
+        if ("bfile" in inputs) == ("pfile" in inputs):
+            fail("inputs: give the genotype calls as exactly one of bfile or pfile")
+        key, src = genotype_source()
+        if CHROM in src and not inputs.get("fam"):
+            fail(f"inputs.fam: required with a per-chromosome inputs.{key} pattern")
+        for path in genotype_files("all") + bgen_files():
+            if not os.path.exists(path):
+                how = (
+                    f"; index the .bgen with `cmix bgen-index`"
+                    if path.endswith(".bgi")
+                    else ""
+                )
+                fail(f"inputs: {path} not found{how}")
+        if "bgen" in inputs and "bgen_sample" not in inputs:
+            fail("inputs.bgen_sample: the .sample file of inputs.bgen is required")
         for key in ("sample_qc", "withdrawn", "phenotypes", "kinship"):
             if inputs.get(key) and not os.path.exists(inputs[key]):
                 fail(f"inputs.{key}: {inputs[key]} not found")
@@ -56,7 +70,7 @@ def check_config():
                 )
             if not os.path.exists(path):
                 fail(f"inputs.sumstats.{trait}: {path} not found")
-        n_samples = sum(1 for _ in open(inputs["bfile"] + ".fam"))
+        n_samples = sum(1 for line in open(fam_file()) if not line.startswith("#"))
     else:
         n_samples = config["simulate"]["n_samples"]
     from cmix.config import resolve_config
@@ -74,6 +88,84 @@ def check_config():
         )
 
 
+def genotype_source():
+    """("bfile" or "pfile", prefix or {chrom} pattern) of the genotype calls."""
+    if SIMULATED:
+        return "bfile", f"{OUT}/cohort/genotypes"
+    key = "pfile" if "pfile" in INPUTS else "bfile"
+    return key, INPUTS[key]
+
+
+def fam_file():
+    """The samples of the genotype calls: inputs.fam, else the trio's .fam / .psam."""
+    key, src = genotype_source()
+    if INPUTS.get("fam"):
+        return INPUTS["fam"]
+    return src + (".fam" if key == "bfile" else ".psam")
+
+
+def per_chrom(path, chroms):
+    return [path.replace(CHROM, c) for c in chroms] if CHROM in path else [path]
+
+
+def genotype_files(chrom="all"):
+    """Input files of the genotype calls: one chromosome's (a QC job) or all of them."""
+    key, src = genotype_source()
+    exts = (".bed", ".bim") if key == "bfile" else (".pgen", ".pvar")
+    chroms = QC_CHROMS if chrom == "all" else [chrom]
+    return [p + e for p in per_chrom(src, chroms) for e in exts] + [fam_file()]
+
+
+def genotype_args(chrom=None):
+    """`cmix` arguments for the genotype calls; with a pattern, its chromosomes (or, for
+    a QC job, `--chr` of its one chromosome, or all of them)."""
+    key, src = genotype_source()
+    args = [f"--{key}", src] + (["--fam", INPUTS["fam"]] if INPUTS.get("fam") else [])
+    if chrom is not None:  # cmix qc: --chr restricts the variants
+        if chrom != "all":
+            return args + ["--chr", chrom]
+        return args + (["--chr", *QC_CHROMS] if CHROM in src else [])
+    return args + (["--chroms", *QC_CHROMS] if CHROM in src else [])
+
+
+def bgen_files():
+    """The imputed BGEN files, their .bgi indexes, .sample and mfi files ([] without)."""
+    if "bgen" not in INPUTS:
+        return []
+    files = [p + e for p in per_chrom(INPUTS["bgen"], QC_CHROMS) for e in ("", ".bgi")]
+    files += (
+        per_chrom(INPUTS.get("bgen_sample", ""), QC_CHROMS)
+        if INPUTS.get("bgen_sample")
+        else []
+    )
+    return files + (per_chrom(INPUTS["mfi"], QC_CHROMS) if INPUTS.get("mfi") else [])
+
+
+def selection_args():
+    """`cmix select` genotype arguments: the imputed BGEN (INFO filter instead of the
+    array QC) when configured, else the genotype calls with the QC-passed SNPs."""
+    if "bgen" not in INPUTS:
+        return genotype_args()
+    args = bgen_args()
+    if config["selection"].get("min_info") is not None:
+        args += ["--min-info", config["selection"]["min_info"]]
+        args += ["--mfi", INPUTS["mfi"]] if INPUTS.get("mfi") else []
+    return args
+
+
+def bgen_args():
+    chroms = ["--chroms", *QC_CHROMS] if CHROM in INPUTS["bgen"] else []
+    return [
+        "--bgen",
+        INPUTS["bgen"],
+        "--sample",
+        INPUTS["bgen_sample"],
+        "--fam",
+        fam_file(),
+        *chroms,
+    ]
+
+
 check_config()
 
 
@@ -82,7 +174,6 @@ def input_path(key):
     if SIMULATED:
         sim = f"{OUT}/cohort"
         return {
-            "bfile": f"{sim}/genotypes",
             "sample_qc": f"{sim}/sample_qc.tsv",
             "withdrawn": f"{sim}/withdrawn.txt",
             "kinship": f"{sim}/kinship.dat",
@@ -99,12 +190,6 @@ def sumstats_path(trait):
 
 def bfile_files(prefix):
     return multiext(prefix, ".bed", ".bim", ".fam")
-
-
-def bfile_prefix(input):
-    """The PLINK prefix of a rule's input whose first files are bfile_files(prefix)."""
-    bed = next(f for f in input if f.endswith(".bed"))
-    return bed[: -len(".bed")]
 
 
 def run_dir(trait="{trait}", method="{method}", budget="{budget}", seed="{seed}"):

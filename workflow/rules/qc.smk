@@ -3,7 +3,7 @@
 
 rule sample_filters:
     input:
-        fam=input_path("bfile") + ".fam",
+        fam=fam_file(),
         sqc=input_path("sample_qc"),
         withdrawn=input_path("withdrawn"),
     output:
@@ -33,7 +33,7 @@ rule sample_filters:
 # chromosome order (= .bim order for a sorted .bim).
 rule variant_qc:
     input:
-        bfile_files(input_path("bfile")),
+        genotypes=lambda wc: genotype_files(wc.chrom),
         keep=f"{OUT}/qc/samples.keep",
     output:
         snplist=f"{OUT}/qc/chrom/variants.{{chrom}}.snplist",
@@ -46,14 +46,13 @@ rule variant_qc:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: bfile_prefix(input),
+        genotypes=lambda wc: genotype_args(wc.chrom),
         out=lambda wc, output: output.snplist[: -len(".snplist")],
-        chrom=lambda wc: [] if wc.chrom == "all" else ["--chr", wc.chrom],
         maf=config["variant_qc"]["maf"],
         hwe=config["variant_qc"]["hwe"],
         geno=config["variant_qc"]["geno"],
     shell:
-        "cmix qc --bfile {params.bfile:q} --keep {input.keep:q} {params.chrom:q} "
+        "cmix qc {params.genotypes:q} --keep {input.keep:q} "
         "--maf {params.maf:q} --hwe {params.hwe:q} --geno {params.geno:q} "
         "--threads {threads} --out {params.out:q} 2> {log:q}"
 
@@ -80,7 +79,7 @@ rule variant_qc_merge:
 
 rule unrelated:
     input:
-        bfile_files(input_path("bfile")),
+        genotypes=lambda wc: genotype_files(),
         keep=f"{OUT}/qc/samples.keep",
         snplist=f"{OUT}/qc/variants.snplist",
         kinship=input_path("kinship") if input_path("kinship") else [],
@@ -95,13 +94,12 @@ rule unrelated:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: bfile_prefix(input),
         out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
         cutoff=config["relatedness"]["cutoff"],
         source=lambda wc, input: (
-            ["--kinship", input.kinship, "--fam", bfile_prefix(input) + ".fam"]
+            ["--kinship", input.kinship, "--fam", fam_file()]
             if input.kinship
-            else ["--bfile", bfile_prefix(input), "--extract", input.snplist]
+            else genotype_args() + ["--extract", input.snplist]
         ),
     shell:
         "cmix unrelated {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "

@@ -1,9 +1,11 @@
 # Per trait: top SNPs from the summary statistics, then the Zarr dosage store.
 
 
+# With inputs.bgen the SNPs come from the imputed variants (INFO filter, no array QC)
+# and the store holds their fractional dosages; otherwise both use the genotype calls.
 rule select_snps:
     input:
-        bfile_files(input_path("bfile")),
+        genotypes=lambda wc: bgen_files() or genotype_files(),
         sumstats=lambda wc: sumstats_path(wc.trait),
         snplist=f"{OUT}/qc/variants.snplist",
     output:
@@ -15,16 +17,19 @@ rule select_snps:
     conda:
         "../envs/cmix.yaml"
     params:
-        bfile=lambda wc, input: bfile_prefix(input),
+        genotypes=lambda wc, input: selection_args()
+        + ([] if bgen_files() else ["--extract", input.snplist]),
         top=config["selection"]["top"],
     shell:
-        "cmix select --sumstats {input.sumstats:q} --bfile {params.bfile:q} "
-        "--extract {input.snplist:q} --top {params.top:q} --out {output:q} 2> {log:q}"
+        "cmix select --sumstats {input.sumstats:q} {params.genotypes:q} "
+        "--top {params.top:q} --out {output:q} 2> {log:q}"
 
 
 rule store:
     input:
-        bfile_files(input_path("bfile")),
+        genotypes=lambda wc: (
+            bgen_files() + [fam_file()] if bgen_files() else genotype_files()
+        ),
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         snps=f"{OUT}/traits/{{trait}}.snps.tsv",
         pheno=input_path("phenotypes"),
@@ -38,12 +43,12 @@ rule store:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: bfile_prefix(input),
+        genotypes=lambda wc: bgen_args() if bgen_files() else genotype_args(),
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
     shell:
-        "cmix store --bfile {params.bfile:q} --keep {input.keep:q} --snps {input.snps:q} "
+        "cmix store {params.genotypes:q} --keep {input.keep:q} --snps {input.snps:q} "
         "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
         "--test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
         "--out {output:q} 2> {log:q}"

@@ -1,0 +1,212 @@
+"""Benchmark: a 1,000-SNP fractional store from 22 BGEN files against plink2 --export A.
+
+Makes UK Biobank-like imputed data: 22 per-chromosome BGEN v1.2 files, 8-bit, of
+``--n-samples`` people (default 50,000), with variants per chromosome in proportion to
+GRCh37 chromosome lengths (default 16,000 in all). Dosages are written with pgenlib
+(hard calls from random allele frequencies plus noise, 0.1% missing) and exported by
+plink2 (--export bgen-1.2 bits=8); cmix bgen-index writes each .bgi. Then times, in the
+same run on the same files:
+
+  cmix store   --bgen imp_chr{chrom}.bgen --sample ... --snps (1,000 SNPs in random
+               order, a third counting BGEN allele 1) -> fractional Zarr store
+  plink2       --bgen FILE ref-last --sample ... --extract --export A --export-allele,
+               one run per chromosome (plink2 reads one BGEN per run), summed
+
+both as whole commands with peak RSS (/usr/bin/time), checks the store's dosages
+against plink2's to the stated quantisation, and compares cmix's peak RSS for 200
+SNPs from the longest chromosome's file and from the shortest (memory must not grow
+with chromosome length). Goal (issue 17): cmix <= 2x plink2.
+
+    python benchmarks/bgen_store.py [--n-samples 50000] [--n-variants 16000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# GRCh37 autosome lengths in Mb (chromosome 1..22)
+CHROM_MB = [249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107, 103, 90,
+            81, 78, 59, 63, 48, 51]
+TRAIT_CONFIG = {"field": 30100, "kind": "continuous", "binarise": "median"}
+
+
+def timed(cmd: list[str], log: Path) -> tuple[float, int]:
+    """Run a command; (wall seconds, peak RSS in MiB) from /usr/bin/time."""
+    stats = log.with_suffix(".time")
+    with open(log, "w") as fh:
+        r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(stats), *cmd],
+                           stdout=fh, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}; see {log}")
+    wall, kib = stats.read_text().split()[-2:]
+    return float(wall), int(kib) // 1024
+
+
+def make_chromosome(work: Path, chrom: int, n_variants: int, ids: np.ndarray, rng) -> Path:
+    """Write imp_chr{chrom}.bgen (+ .sample, .bgi) from pgenlib dosages; return the .bgen."""
+    import pgenlib
+
+    n = len(ids)
+    stem = work / f"dos_chr{chrom}"
+    writer = pgenlib.PgenWriter(f"{stem}.pgen".encode(), n, n_variants, False,
+                                dosage_present=True)
+    for s in range(0, n_variants, 100):
+        k = min(100, n_variants - s)
+        af = rng.uniform(0.02, 0.5, k).astype(np.float32)
+        g = (rng.random((k, n), dtype=np.float32) < af[:, None]).astype(np.float32)
+        g += rng.random((k, n), dtype=np.float32) < af[:, None]
+        d = np.clip(g + rng.normal(0, 0.15, (k, n)).astype(np.float32), 0, 2)
+        d[rng.random((k, n), dtype=np.float32) < 0.001] = -9
+        writer.append_dosages_batch(np.ascontiguousarray(d, dtype=np.float32))
+    writer.close()
+    pos = np.sort(rng.choice(CHROM_MB[chrom - 1] * 1_000_000, n_variants, replace=False)) + 1
+    alleles = rng.choice(list("ACGT"), (n_variants, 2))
+    same = alleles[:, 0] == alleles[:, 1]
+    alleles[same, 1] = np.where(alleles[same, 0] == "A", "G", "A")
+    pd.DataFrame({"#CHROM": chrom, "POS": pos, "ID": [f"rs{chrom}_{j}" for j in range(n_variants)],
+                  "REF": alleles[:, 0], "ALT": alleles[:, 1]}).to_csv(
+        f"{stem}.pvar", sep="\t", index=False)
+    pd.DataFrame({"#FID": ids, "IID": ids}).to_csv(f"{stem}.psam", sep="\t", index=False)
+    out = work / f"imp_chr{chrom}"
+    subprocess.run(["plink2", "--pfile", str(stem), "--export", "bgen-1.2", "bits=8",
+                    "--threads", "2", "--out", str(out)], check=True, capture_output=True)
+    for ext in (".pgen", ".pvar", ".psam"):
+        Path(f"{stem}{ext}").unlink()
+    subprocess.run([sys.executable, "-m", "cmix.cli", "bgen-index", f"{out}.bgen"], check=True,
+                   capture_output=True)
+    return Path(f"{out}.bgen")
+
+
+def write_selection(path: Path, bim: pd.DataFrame, rows: np.ndarray, rng) -> pd.DataFrame:
+    """A `cmix select`-style table of ``bim`` rows, a third counting BGEN allele 1."""
+    from cmix.sumstats import write_selection as write
+
+    sel = bim.iloc[rows]
+    flip = rng.random(len(sel)) < 1 / 3
+    effect = np.where(flip, sel["a2"], sel["a1"])
+    other = np.where(flip, sel["a1"], sel["a2"])
+    log10_p = -np.sort(rng.uniform(8, 30, len(sel)))[::-1]
+    table = pd.DataFrame({"variant_id": sel["variant_id"].to_numpy(), "chrom": sel["chrom"].to_numpy(),
+                          "pos": sel["pos"].to_numpy(), "effect_allele": effect,
+                          "other_allele": other, "beta": rng.normal(0, 0.05, len(sel)),
+                          "log10_p": log10_p, "p": [f"1E{v:.2f}" for v in log10_p],
+                          "bim_index": rows})
+    write(path, table, pd.DataFrame({"step": ["random"], "n_removed": [0],
+                                     "n_remaining": [len(sel)]}))
+    return table
+
+
+def store_cmd(work: Path, snps: Path, out: Path, chroms: list[int]) -> list[str]:
+    return [sys.executable, "-m", "cmix.cli", "store", "--bgen", str(work / "imp_chr{chrom}.bgen"),
+            "--sample", str(work / "imp_chr{chrom}.sample"), "--fam", str(work / "cohort.fam"),
+            "--chroms", *map(str, chroms), "--snps", str(snps), "--pheno",
+            str(work / "pheno.tsv"), "--trait", "mpv", "--trait-config",
+            json.dumps(TRAIT_CONFIG), "--force", "--out", str(out)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n-samples", type=int, default=50_000)
+    ap.add_argument("--n-variants", type=int, default=16_000)
+    ap.add_argument("--n-snps", type=int, default=1000)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    from cmix.bgen import open_bgen_set
+    from cmix.data import load_rows
+    from cmix.store import open_store
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_bgen_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(args.seed)
+    n = args.n_samples
+    ids = np.array([str(1_000_000 + i) for i in range(n)])
+    chroms = list(range(1, 23))
+    per_chrom = np.maximum(50, np.round(args.n_variants * np.array(CHROM_MB) / sum(CHROM_MB)))
+    t = time.perf_counter()
+    if not (work / "imp_chr22.bgen.bgi").exists():
+        for c in chroms:
+            make_chromosome(work, c, int(per_chrom[c - 1]), ids, rng)
+    print(f"22 BGEN files, {n} samples, {int(per_chrom.sum())} variants "
+          f"({int(per_chrom.min())}-{int(per_chrom.max())} per chromosome), "
+          f"{sum((work / f'imp_chr{c}.bgen').stat().st_size for c in chroms) / 2**30:.2f} GiB, "
+          f"made in {time.perf_counter() - t:.0f} s")
+    pd.DataFrame({"fid": ids, "iid": ids, "f": "0", "m": "0", "sex": "0", "ph": "-9"}).to_csv(
+        work / "cohort.fam", sep=" ", header=False, index=False)
+    pd.DataFrame({"eid": ids, "f.30100.0.0": np.round(rng.normal(9, 1, n), 2)}).to_csv(
+        work / "pheno.tsv", sep="\t", index=False)
+
+    src = open_bgen_set(work / "imp_chr{chrom}.bgen", work / "imp_chr{chrom}.sample",
+                        work / "cohort.fam")
+    bim = src.bim
+    rows = rng.choice(len(bim), args.n_snps, replace=False)
+    sel = write_selection(work / "sel.tsv", bim, rows, rng)
+
+    # cmix store and plink2 --export A (one run per chromosome), in the same run
+    t_cmix, rss_cmix = timed(store_cmd(work, work / "sel.tsv", work / "store.zarr", chroms),
+                             work / "cmix_store.log")
+    t_p2, rss_p2 = 0.0, 0
+    ref = []
+    for c in chroms:
+        part = sel[sel["chrom"] == str(c)]
+        if not len(part):
+            continue
+        part["variant_id"].to_csv(work / "extract.txt", index=False, header=False)
+        part[["variant_id", "effect_allele"]].to_csv(work / "allele.txt", sep="\t",
+                                                    index=False, header=False)
+        t_c, rss_c = timed(["plink2", "--bgen", str(work / f"imp_chr{c}.bgen"), "ref-last",
+                            "--sample", str(work / f"imp_chr{c}.sample"), "--extract",
+                            str(work / "extract.txt"), "--export", "A", "--export-allele",
+                            str(work / "allele.txt"), "--threads", "2", "--out",
+                            str(work / f"p2_chr{c}")], work / f"p2_chr{c}.log")
+        t_p2 += t_c
+        rss_p2 = max(rss_p2, rss_c)
+        raw = pd.read_csv(work / f"p2_chr{c}.raw", sep="\t", dtype={"IID": str},
+                          usecols=lambda col: col not in ("FID", "PAT", "MAT", "SEX",
+                                                          "PHENOTYPE"))
+        ref.append(raw.set_index("IID").rename(columns=lambda col: col.rsplit("_", 1)[0]))
+    ref = pd.concat(ref, axis=1)
+
+    root = open_store(work / "store.zarr")
+    x = load_rows(root, np.arange(root["call_dosage"].shape[0]))
+    sid = root["sample_id"][:].tolist()
+    vid = root["variant_id"][:].tolist()
+    r = ref.loc[sid, vid].to_numpy(np.float32)
+    called = ~np.isnan(r)
+    same_missing = bool(np.array_equal(x == -1, ~called))
+    max_err = float(np.abs(x[called] - r[called]).max())
+    size = sum(p.stat().st_size for p in (work / "store.zarr").rglob("*") if p.is_file())
+
+    # memory against chromosome length: 200 SNPs from the longest vs the shortest file
+    mem = {}
+    k_mem = min(200, int((bim["chrom"] == "21").sum()))
+    for c in (1, 21):
+        part = np.flatnonzero(bim["chrom"].to_numpy() == str(c))
+        write_selection(work / f"sel_chr{c}.tsv", bim, rng.choice(part, k_mem, replace=False),
+                        rng)
+        mem[c] = timed(store_cmd(work, work / f"sel_chr{c}.tsv", work / f"store_chr{c}.zarr",
+                                 chroms), work / f"cmix_store_chr{c}.log")
+
+    print(f"cmix store (22 BGEN -> {args.n_snps} SNPs x {len(sid)} samples): {t_cmix:.1f} s, "
+          f"peak RSS {rss_cmix} MiB, store {size / 2**20:.1f} MiB")
+    print(f"plink2 --extract --export A (22 runs): {t_p2:.1f} s, peak RSS {rss_p2} MiB")
+    print(f"cmix / plink2: {t_cmix / t_p2:.2f}x (goal <= 2x)")
+    print(f"dosages vs plink2: max |difference| {max_err:.5f} (stated quantisation 0.004 + "
+          f"plink2's 3 printed decimals), missing calls identical: {same_missing}")
+    for c, (t_c, rss_c) in mem.items():
+        print(f"{k_mem} SNPs from chromosome {c} ({int(per_chrom[c - 1])} variants in its file): "
+              f"{t_c:.1f} s, peak RSS {rss_c} MiB")
+
+
+if __name__ == "__main__":
+    main()

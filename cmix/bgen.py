@@ -1,0 +1,390 @@
+"""BGEN v1.2 imputed dosages: .bgi random access, .sample matching, INFO filter.
+
+The variants of a .bgen are listed from its .bgi index (bgenix's SQLite table
+``Variant``), never by scanning the file; the genotype probabilities of a selected
+variant are decoded by cbgen (the C bgen library's Python binding) from the offset the
+index gives, so only the selected SNPs are ever read. The dosage is the expected count
+of BGEN allele 2, ``P(het) + 2 P(hom allele 2)``, float32 with NaN for a missing call;
+as a .bim table allele 2 is ``a1`` (the counted allele) and allele 1 is ``a2``. Only
+unphased diploid biallelic variants are read (UK Biobank's imputed data).
+
+Sample order comes from the .sample file (two header lines, ``ID_1 ID_2 ...``); a
+target sample table (.fam) is matched to it by ID: by (ID_1, ID_2) = (FID, IID), or by
+ID_2 = IID alone when every ID_1 is 0 (as plink2 writes it).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, input_file
+from .plink import BIM_COLUMNS, FAM_COLUMNS
+
+BGI_SQL = """
+CREATE TABLE Variant (
+  chromosome TEXT NOT NULL,
+  position INT NOT NULL,
+  rsid TEXT NOT NULL,
+  number_of_alleles INT NOT NULL,
+  allele1 TEXT NOT NULL,
+  allele2 TEXT NULL,
+  file_start_position INT NOT NULL,
+  size_in_bytes INT NOT NULL,
+  PRIMARY KEY (chromosome, position, rsid, allele1, allele2, file_start_position)
+) WITHOUT ROWID;
+"""
+
+
+def _header(path: Path) -> dict:
+    """The BGEN header: {first_variant, n_variants, n_samples, compression, layout}."""
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+        if len(head) < 24:
+            raise CmixError(f"{path}: not a BGEN file (shorter than its header)")
+        offset, hlen, m, n, magic = struct.unpack("<IIII4s", head[:20])
+        fh.seek(4 + hlen - 4)
+        flags = struct.unpack("<I", fh.read(4))[0]
+    if magic not in (b"bgen", b"\x00\x00\x00\x00"):
+        raise CmixError(f"{path}: not a BGEN file (magic {magic!r}, expected b'bgen')")
+    layout = (flags >> 2) & 0xF
+    if layout != 2:
+        raise CmixError(f"{path}: BGEN layout {layout}; cmix reads BGEN v1.2 (layout 2), "
+                        "as UK Biobank ships and `plink2 --export bgen-1.2` writes")
+    return {"first_variant": 4 + offset, "n_variants": m, "n_samples": n,
+            "compression": flags & 3, "layout": layout}
+
+
+def _variant_header(buf: bytes, at: int = 0):
+    """Parse a layout-2 variant identifying block from ``buf`` at ``at``.
+
+    Returns (varid, rsid, chrom, pos, alleles, end offset in buf); raises IndexError
+    or struct.error when ``buf`` is too short.
+    """
+    out = []
+    for _ in range(3):
+        (k,) = struct.unpack_from("<H", buf, at)
+        if at + 2 + k > len(buf):
+            raise IndexError
+        out.append(buf[at + 2:at + 2 + k].decode())
+        at += 2 + k
+    pos, n_alleles = struct.unpack_from("<IH", buf, at)
+    at += 6
+    alleles = []
+    for _ in range(n_alleles):
+        (k,) = struct.unpack_from("<I", buf, at)
+        if at + 4 + k > len(buf):
+            raise IndexError
+        alleles.append(buf[at + 4:at + 4 + k].decode())
+        at += 4 + k
+    return out[0], out[1], out[2], pos, alleles, at
+
+
+def _read_variant_header(fd: int, start: int):
+    """The identifying block of the variant at file offset ``start`` (one or two preads)."""
+    size = 1024
+    while True:
+        buf = os.pread(fd, size, start)
+        try:
+            return _variant_header(buf)
+        except (IndexError, struct.error):
+            if len(buf) < size:
+                raise CmixError("BGEN file ended inside a variant header (truncated?)") from None
+            size *= 16
+
+
+def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Index a BGEN v1.2 file as bgenix does: an SQLite ``.bgi`` (table ``Variant``).
+
+    Reads only the variant headers (the genotype blocks are skipped by their stated
+    length). Written to a temporary name and renamed. Returns the .bgi path.
+    """
+    from .io import atomic_path
+
+    bgen = input_file(bgen, "BGEN file")
+    out = Path(out) if out is not None else bgen.with_name(bgen.name + ".bgi")
+    head = _header(bgen)
+    rows = []
+    fd = os.open(bgen, os.O_RDONLY)
+    try:
+        at = head["first_variant"]
+        for _ in range(head["n_variants"]):
+            _, rsid, chrom, pos, alleles, used = _read_variant_header(fd, at)
+            (glen,) = struct.unpack("<I", os.pread(fd, 4, at + used))
+            size = used + 4 + glen
+            rows.append((chrom, pos, rsid, len(alleles), alleles[0],
+                         alleles[1] if len(alleles) > 1 else None, at, size))
+            at += size
+    finally:
+        os.close(fd)
+    with atomic_path(out) as tmp:
+        con = sqlite3.connect(tmp)
+        try:
+            con.executescript(BGI_SQL)
+            con.executemany("INSERT INTO Variant VALUES (?,?,?,?,?,?,?,?)", rows)
+            con.commit()
+        finally:
+            con.close()
+    return out
+
+
+def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
+    """The .bgi's variants in file order, and how many it lists in all.
+
+    Columns chrom, rsid, pos, n_alleles, allele1, allele2, start, size (int64 byte
+    offset and length of each variant block). positions: only the variants at these
+    base-pair positions (the index is queried, so memory does not grow with the
+    chromosome's length); None = all.
+    """
+    select = ("SELECT chromosome, rsid, position, number_of_alleles, allele1, allele2, "
+              "file_start_position, size_in_bytes FROM Variant")
+    try:
+        con = sqlite3.connect(f"file:{bgi}?mode=ro", uri=True)
+        try:
+            n_all = con.execute("SELECT COUNT(*) FROM Variant").fetchone()[0]
+            if positions is None:
+                rows = con.execute(select + " ORDER BY file_start_position").fetchall()
+            else:
+                con.execute("CREATE TEMP TABLE wanted (position INT PRIMARY KEY)")
+                con.executemany("INSERT OR IGNORE INTO wanted VALUES (?)",
+                                [(int(p),) for p in positions])
+                rows = con.execute(select + " WHERE position IN (SELECT position FROM wanted) "
+                                   "ORDER BY file_start_position").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        raise CmixError(f"{bgi}: not a bgenix .bgi index ({err}); remake it with "
+                        "`cmix bgen-index` or `bgenix -index`") from None
+    return pd.DataFrame(rows, columns=["chrom", "rsid", "pos", "n_alleles", "allele1",
+                                       "allele2", "start", "size"]), n_all
+
+
+def read_sample_file(path: str | os.PathLike) -> pd.DataFrame:
+    """A BGEN .sample file as .fam columns (fid = ID_1, iid = ID_2), in file order."""
+    path = input_file(path, "BGEN .sample file")
+    with open(path) as fh:
+        head = fh.readline().split()
+    if head[:2] != ["ID_1", "ID_2"]:
+        raise CmixError(f"{path}, line 1: expected a .sample header starting ID_1 ID_2, "
+                        f"found {' '.join(head[:2])!r}")
+    raw = pd.read_csv(path, sep=r"\s+", header=None, skiprows=2, usecols=[0, 1], dtype=str,
+                      names=["fid", "iid"], na_filter=False, engine="c")
+    fam = raw.assign(father="0", mother="0", sex="0", phenotype="-9")[FAM_COLUMNS]
+    return fam
+
+
+def match_sample_file(fam: pd.DataFrame, sample: pd.DataFrame, path) -> np.ndarray:
+    """Row of ``sample`` (.sample file order) for each ``fam`` row: int64, -1 where the
+    sample is not in the .sample file. Raises CmixError when no sample matches."""
+    by_iid = (sample["fid"] == "0").all()
+    key_s = sample["iid"] if by_iid else sample["fid"] + "\t" + sample["iid"]
+    key_f = fam["iid"] if by_iid else fam["fid"] + "\t" + fam["iid"]
+    if key_s.duplicated().any():
+        i = int(np.flatnonzero(key_s.duplicated().to_numpy())[0])
+        raise CmixError(f"{path}, line {i + 3}: a sample ID listed twice")
+    rows = pd.Index(key_s).get_indexer(key_f)
+    if len(fam) and (rows < 0).all():
+        raise CmixError(
+            f"{path}: none of the {len(fam)} samples of the .fam is in this .sample file "
+            f"({len(sample)} samples; matched by {'ID_2 = IID' if by_iid else 'ID_1 ID_2 = FID IID'}): "
+            "the .sample does not belong to these genotype calls (another application's "
+            "IDs, or the ID columns swapped?)")
+    return rows.astype(np.int64)
+
+
+@dataclass
+class BgenFile:
+    """One indexed .bgen with its .sample, matched to a target sample table.
+
+    fam: the target samples (.fam columns); sample_row: int64 (len(fam),), each one's
+    row in the .bgen (-1 = not in it). bim: the .bgi's variants as .bim columns;
+    start: int64 (n_variants,) byte offset of each variant block.
+    """
+
+    path: Path
+    fam: pd.DataFrame
+    bim: pd.DataFrame
+    start: np.ndarray
+    sample_row: np.ndarray
+    n_bgen_samples: int
+
+    @property
+    def prefix(self) -> Path:
+        return self.path
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.fam)
+
+    @property
+    def n_variants(self) -> int:
+        return len(self.bim)
+
+    def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
+        """Expected allele-2 counts: float32 (n_selected_variants, n_selected_samples),
+        NaN where missing or where the sample is not in the .bgen. Only the selected
+        variants' blocks are read (one header pread and one decode each)."""
+        import cbgen
+
+        variant_idx = np.asarray(variant_idx, dtype=np.int64)
+        sample_idx = np.arange(self.n_samples) if sample_idx is None else np.asarray(sample_idx)
+        rows = self.sample_row[sample_idx]
+        present = rows >= 0
+        out = np.full((len(variant_idx), len(sample_idx)), np.nan, np.float32)
+        if len(variant_idx) == 0:
+            return out
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            with cbgen.bgen_file(self.path) as bg:
+                for k, v in enumerate(variant_idx):
+                    start = int(self.start[v])
+                    *_, alleles, used = _read_variant_header(fd, start)
+                    gt = bg.read_genotype(start + used, precision=32)
+                    prob = gt.probability
+                    if prob.shape[1] != 3 or gt.phased:
+                        raise CmixError(
+                            f"{self.path}: variant {self.bim['variant_id'].iloc[v]!r} is not "
+                            "an unphased diploid biallelic genotype (cmix reads UK Biobank-"
+                            "style imputed dosages only)")
+                    d = prob[:, 1] + 2 * prob[:, 2]
+                    out[k, present] = d[rows[present]]
+        finally:
+            os.close(fd)
+        return out
+
+
+def _strip_chrom(chrom: pd.Series) -> pd.Series:
+    """'01' -> '1' (UK Biobank's BGENs write two-digit chromosome codes)."""
+    return chrom.astype(str).str.replace(r"^0+(?=\d)", "", regex=True)
+
+
+def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
+              fam: pd.DataFrame | None = None, positions=None) -> BgenFile:
+    """Open a .bgen with its .bgi (``path + '.bgi'``) and .sample.
+
+    fam: the target sample table (default: the .sample's own samples). positions: list
+    only the variants at these positions (a store's SNPs; None = all, for selection).
+    An rsid listed twice in the index (split multiallelic sites) gets the ID
+    ``chrom:pos:allele1:allele2`` for all its rows, so IDs are unique. Raises CmixError
+    for a missing .bgi (saying how to make one), a .sample whose size differs from the
+    .bgen's or whose IDs match none of the target samples, or a multiallelic variant.
+    """
+    path = input_file(path, "BGEN file")
+    bgi = path.with_name(path.name + ".bgi")
+    if not bgi.is_file():
+        raise CmixError(f"{path}: no index {bgi.name} beside it; cmix reads BGEN through its "
+                        f"bgenix index: make one with `cmix bgen-index {path}` (or "
+                        f"`bgenix -g {path} -index`)")
+    head = _header(path)
+    samples = read_sample_file(sample)
+    if len(samples) != head["n_samples"]:
+        raise CmixError(f"{sample}: {len(samples)} samples, but {path} holds "
+                        f"{head['n_samples']}; the .sample does not belong to this .bgen")
+    index, n_indexed = read_bgi(bgi, positions)
+    if n_indexed != head["n_variants"]:
+        raise CmixError(f"{bgi}: indexes {n_indexed} variants, {path} holds "
+                        f"{head['n_variants']}; the index is stale: remake it with "
+                        f"`cmix bgen-index {path}`")
+    multi = index["n_alleles"] != 2
+    if multi.any():
+        i = int(np.flatnonzero(multi.to_numpy())[0])
+        raise CmixError(f"{path}: variant {index['rsid'].iloc[i]!r} has "
+                        f"{index['n_alleles'].iloc[i]} alleles ({int(multi.sum())} such); "
+                        "cmix reads biallelic variants only")
+    chrom = _strip_chrom(index["chrom"])
+    ids = index["rsid"].astype(str)
+    dup = ids.duplicated(keep=False)
+    if dup.any():
+        ids = ids.where(~dup, chrom + ":" + index["pos"].astype(str) + ":" + index["allele1"]
+                        + ":" + index["allele2"].astype(str))
+    bim = pd.DataFrame({"chrom": chrom, "variant_id": ids,
+                        "cm": 0.0, "pos": index["pos"].astype(np.int64),
+                        "a1": index["allele2"].astype(str), "a2": index["allele1"]})[BIM_COLUMNS]
+    target = samples if fam is None else fam
+    rows = match_sample_file(target, samples, sample)
+    return BgenFile(path, target.reset_index(drop=True), bim,
+                    index["start"].to_numpy(np.int64), rows, head["n_samples"])
+
+
+def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
+    """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
+    as one source over the union of their variants (a :class:`cmix.genotypes.ChromSet`).
+
+    fam: path of the target .fam (default: the first .sample's samples). positions:
+    {chromosome: positions} to list only those variants (see :func:`open_bgen`).
+    """
+    from .genotypes import ChromSet, chrom_range, expand, is_pattern
+    from .plink import read_fam
+
+    target = read_fam(fam) if fam is not None else None
+    def wanted(chrom=None):
+        if positions is None:
+            return None
+        if chrom is None:
+            return np.concatenate([np.asarray(p) for p in positions.values()] or [[]])
+        return np.asarray(positions.get(chrom, []))
+
+    if not is_pattern(bgen):
+        part = open_bgen(bgen, sample, target, wanted())
+        if positions is not None:    # one file of several chromosomes: keep (chrom, pos) pairs
+            keep = np.zeros(part.n_variants, bool)
+            for c, pos in positions.items():
+                keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
+            part.bim = part.bim[keep].reset_index(drop=True)
+            part.start = part.start[keep]
+        return part
+    parts, names = [], []
+    for chrom, path in expand(bgen, chroms):
+        if not Path(path).is_file():
+            raise CmixError(f"{path}: missing chromosome {chrom} file of the per-chromosome "
+                            f"set {bgen} (expected chromosomes {chrom_range(chroms)}; "
+                            "--chroms names the chromosomes of a set)")
+        sample_path = str(sample).replace("{chrom}", chrom)
+        part = open_bgen(path, sample_path, target, wanted(chrom))
+        if target is None:
+            target = part.fam
+        parts.append(part)
+        names.append(chrom)
+    bim = pd.concat([p.bim for p in parts], ignore_index=True)
+    offsets = np.concatenate([[0], np.cumsum([p.n_variants for p in parts])]).astype(np.int64)
+    return ChromSet(Path(str(bgen)), parts, target, bim, offsets, names)
+
+
+def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
+    """A UK Biobank mfi table (headerless, tab-separated: alternate_id rsid position
+    allele1 allele2 maf minor_allele info): columns rsid, pos, allele1, allele2, info."""
+    path = input_file(path, "mfi (imputation INFO) file")
+    raw = pd.read_csv(path, sep="\t", header=None, dtype=str, na_filter=False, engine="c")
+    if raw.shape[1] < 8:
+        raise CmixError(f"{path}: expected 8 tab-separated columns (alternate_id rsid "
+                        f"position allele1 allele2 maf minor_allele info), found {raw.shape[1]}")
+    info = pd.to_numeric(raw[7], errors="coerce")
+    if info.isna().any():
+        i = int(np.flatnonzero(info.isna().to_numpy())[0])
+        raise CmixError(f"{path}, line {i + 1}, column 8: expected an INFO score, found "
+                        f"{raw[7].iloc[i]!r}")
+    return pd.DataFrame({"rsid": raw[1], "pos": pd.to_numeric(raw[2]).astype(np.int64),
+                         "allele1": raw[3], "allele2": raw[4], "info": info.to_numpy()})
+
+
+def info_scores(bim: pd.DataFrame, mfi, chroms=None) -> np.ndarray:
+    """INFO of each variant of ``bim`` (a BGEN source's table): float64, NaN where the
+    mfi file(s) do not list it. mfi: a path or a ``{chrom}`` pattern; variants are
+    matched by rsid, position and alleles."""
+    from .genotypes import expand, is_pattern
+
+    tables = [read_mfi(p) for _, p in (expand(mfi, chroms) if is_pattern(mfi) else [(None, mfi)])]
+    table = pd.concat(tables, ignore_index=True)
+    key_m = (table["rsid"] + ":" + table["pos"].astype(str) + ":" + table["allele1"] + ":"
+             + table["allele2"])
+    key_b = (bim["variant_id"] + ":" + bim["pos"].astype(str) + ":" + bim["a2"] + ":"
+             + bim["a1"])
+    table = table[~key_m.duplicated()]
+    pos = pd.Index(key_m[~key_m.duplicated()]).get_indexer(key_b)
+    return np.where(pos >= 0, table["info"].to_numpy()[np.maximum(pos, 0)], np.nan)

@@ -1,0 +1,279 @@
+"""PLINK 2 genotypes (.pgen/.pvar/.psam): validate, read lazily through pgenlib.
+
+pgenlib is the plink2 authors' own reader. Genotypes come out as the .bed reader's do:
+int8 counts of the ALT allele (the .bim column-5 allele A1 that plink2 writes for ALT),
+-1 for a missing call; dosages as float32 ALT counts, NaN for missing. The .pvar and
+.psam become .bim- and .fam-like tables (columns of :data:`cmix.plink.BIM_COLUMNS` and
+:data:`cmix.plink.FAM_COLUMNS`), so every step handles a .pgen as it handles a .bed.
+
+Only biallelic variants are read: a .pvar with a comma in ALT is refused with the line.
+Shapes: genotype arrays are (n_variants, n_samples), variant-major like the file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, input_file
+from .plink import BIM_COLUMNS, FAM_COLUMNS, _first_duplicate_lines, encode
+
+PGEN_MAGIC = b"\x6c\x1b"
+PGEN_MISSING = -9          # pgenlib's int8 missing code
+READ_BLOCK = 1024          # variants decoded per pgenlib call
+
+
+def _header_lines(path: Path, prefix: str) -> tuple[int, str | None]:
+    """(number of lines starting with ``prefix``'s '##' meta block, the '#' header line)."""
+    n = 0
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("##"):
+                n += 1
+                continue
+            return n, line.rstrip("\n") if line.startswith(prefix) else None
+    return n, None
+
+
+def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a .pvar (or a .bim-style headerless one) into .bim columns.
+
+    chrom, variant_id, a1 (= ALT), a2 (= REF) as str; cm (float64, 0 without a CM
+    column), pos (int64). A multiallelic variant (ALT with a comma) is an error naming
+    its line; so are duplicate IDs and missing columns.
+    """
+    path = input_file(path, ".pvar file")
+    if path.suffix == ".zst" or path.name.endswith(".pvar.zst"):
+        raise CmixError(f"{path}: compressed .pvar.zst is not read; decompress it with "
+                        "`plink2 --zst-decompress` or `zstd -d`")
+    n_meta, header = _header_lines(path, "#CHROM")
+    if header is None:   # .bim-style .pvar
+        from .plink import read_bim
+        bim = read_bim(path)
+        multi = bim["a1"].str.contains(",")
+        skip = 0
+    else:
+        names = header.lstrip("#").split("\t")
+        need = ["CHROM", "POS", "ID", "REF", "ALT"]
+        lacking = [c for c in need if c not in names]
+        if lacking:
+            raise CmixError(f"{path}, line {n_meta + 1}: header lacks {', '.join(lacking)} "
+                            "(expected #CHROM POS ID REF ALT ...)")
+        skip = n_meta + 1
+        raw = pd.read_csv(path, sep="\t", header=None, names=names, skiprows=skip, dtype=str,
+                          na_filter=False, engine="c")
+        if len(raw) and (raw[names[-1]] == "").any():
+            line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + skip + 1
+            raise CmixError(f"{path}, line {line}: expected {len(names)} tab-separated "
+                            f"columns ({' '.join(names)}), found fewer")
+        pos = pd.to_numeric(raw["POS"], errors="coerce")
+        if pos.isna().any():
+            i = int(np.flatnonzero(pos.isna().to_numpy())[0])
+            raise CmixError(f"{path}, line {i + skip + 1}, column POS: expected an integer "
+                            f"position, found {raw['POS'].iloc[i]!r}")
+        cm = (pd.to_numeric(raw["CM"], errors="coerce").fillna(0.0) if "CM" in raw
+              else pd.Series(np.zeros(len(raw))))
+        bim = pd.DataFrame({"chrom": raw["CHROM"], "variant_id": raw["ID"],
+                            "cm": cm.to_numpy(np.float64), "pos": pos.to_numpy(np.int64),
+                            "a1": raw["ALT"], "a2": raw["REF"]})[BIM_COLUMNS]
+        multi = bim["a1"].str.contains(",")
+        dup = _first_duplicate_lines(bim["variant_id"])
+        if dup:
+            raise CmixError(f"{path}: duplicate variant ID "
+                            f"{bim['variant_id'].iloc[dup[0] - 1]!r} on lines "
+                            f"{dup[0] + skip} and {dup[1] + skip}; variant IDs must be unique")
+    if multi.any():
+        i = int(np.flatnonzero(multi.to_numpy())[0])
+        raise CmixError(
+            f"{path}, line {i + skip + 1}: variant {bim['variant_id'].iloc[i]!r} is "
+            f"multiallelic (ALT {bim['a1'].iloc[i]}; {int(multi.sum())} such variants); cmix "
+            "reads biallelic variants only: drop them with `plink2 --pfile ... --max-alleles 2 "
+            "--make-pgen` or split them with `--make-pgen multiallelics=-`")
+    return bim
+
+
+def read_psam(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a .psam (or a .fam-style headerless one) into .fam columns.
+
+    Without a FID column the FID is the IID (as a one-column --keep list is read).
+    PAT/MAT default to 0, SEX to 0, the phenotype to -9.
+    """
+    from .plink import read_fam
+
+    path = input_file(path, ".psam file")
+    with open(path) as fh:
+        first = fh.readline()
+    if not first.startswith("#"):
+        return read_fam(path)
+    names = first.lstrip("#").split()
+    if "IID" not in names:
+        raise CmixError(f"{path}, line 1: header has no IID column (expected #FID IID ... or "
+                        "#IID ...)")
+    raw = pd.read_csv(path, sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
+                      na_filter=False, engine="c")
+    if len(raw) and (raw[names[-1]] == "").any():
+        line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + 2
+        raise CmixError(f"{path}, line {line}: expected {len(names)} columns "
+                        f"({' '.join(names)}), found fewer")
+    fam = pd.DataFrame({
+        "fid": raw["FID"] if "FID" in raw else raw["IID"],
+        "iid": raw["IID"],
+        "father": raw["PAT"] if "PAT" in raw else "0",
+        "mother": raw["MAT"] if "MAT" in raw else "0",
+        "sex": raw["SEX"].replace({"NA": "0"}) if "SEX" in raw else "0",
+        "phenotype": "-9",
+    })[FAM_COLUMNS].astype(str)
+    dup = _first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
+    if dup:
+        raise CmixError(f"{path}: duplicate sample ID on lines {dup[0] + 1} and {dup[1] + 1}; "
+                        "every FID/IID pair must be unique")
+    return fam
+
+
+def pfile_prefix(path: str | os.PathLike) -> Path:
+    """Accept ``data/cohort`` or ``data/cohort.pgen`` (or .pvar/.psam); return the prefix."""
+    p = Path(path)
+    return p.with_suffix("") if p.suffix in (".pgen", ".pvar", ".psam") else p
+
+
+@dataclass
+class Pfile:
+    """An opened, validated .pgen/.pvar/.psam trio (tables in memory, genotypes lazy).
+
+    ``fam``/``bim`` hold the .psam/.pvar as .fam/.bim columns. ``psam`` may be a shared
+    sample file of another name (a per-chromosome set with one .psam).
+    """
+
+    prefix: Path
+    fam: pd.DataFrame
+    bim: pd.DataFrame
+
+    @property
+    def pgen_path(self) -> Path:
+        return self.prefix.with_name(self.prefix.name + ".pgen")
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.fam)
+
+    @property
+    def n_variants(self) -> int:
+        return len(self.bim)
+
+    @property
+    def bytes_per_variant(self) -> int:
+        return (self.n_samples + 3) // 4
+
+    def reader(self, sample_idx=None):
+        """A pgenlib.PgenReader over the sorted ``sample_idx`` (None = all samples)."""
+        import pgenlib
+
+        subset = None if sample_idx is None else np.asarray(sample_idx, dtype=np.uint32)
+        try:
+            return pgenlib.PgenReader(bytes(self.pgen_path), raw_sample_ct=self.n_samples,
+                                      variant_ct=self.n_variants, sample_subset=subset)
+        except RuntimeError as err:
+            msg = err.args[0] if err.args else err
+            msg = (msg.decode(errors="replace") if isinstance(msg, bytes) else str(msg)).strip()
+            raise CmixError(f"{self.pgen_path}: does not match the .pvar ({self.n_variants} "
+                            f"variants) and .psam ({self.n_samples} samples); pgenlib: "
+                            f"{msg}") from None
+
+    def _read(self, variant_idx, sample_idx, dosages: bool) -> np.ndarray:
+        variant_idx = np.asarray(variant_idx, dtype=np.int64)
+        n = self.n_samples if sample_idx is None else len(sample_idx)
+        if sample_idx is None:
+            order, sorted_idx = None, None
+        else:
+            sample_idx = np.asarray(sample_idx, dtype=np.int64)
+            order = np.argsort(sample_idx, kind="stable")
+            sorted_idx = sample_idx[order]
+            if len(np.unique(sorted_idx)) != len(sorted_idx):
+                raise ValueError("sample_idx holds a sample twice")
+        out = np.empty((len(variant_idx), n), np.float32 if dosages else np.int8)
+        if len(variant_idx) == 0 or n == 0:
+            return out
+        reader = self.reader(sorted_idx)
+        try:
+            for s in range(0, len(variant_idx), READ_BLOCK):
+                vi = variant_idx[s:s + READ_BLOCK].astype(np.uint32)
+                if dosages:
+                    reader.read_dosages_list(vi, out[s:s + len(vi)])
+                else:
+                    reader.read_list(vi, out[s:s + len(vi)])
+        finally:
+            reader.close()
+        if dosages:
+            out[out < 0] = np.nan
+        else:
+            out[out == PGEN_MISSING] = -1
+        if order is not None:
+            unsorted = np.empty_like(out)
+            unsorted[:, order] = out
+            out = unsorted
+        return out
+
+    def read(self, variant_idx=None, sample_idx=None) -> np.ndarray:
+        """ALT counts: int8 (n_selected_variants, n_selected_samples), -1 missing.
+        sample_idx may be unsorted; columns come out in its order."""
+        vi = np.arange(self.n_variants) if variant_idx is None else variant_idx
+        return self._read(vi, sample_idx, dosages=False)
+
+    def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
+        """ALT dosages (plink2's, 1/16384 steps): float32 (n_variants, n_samples), NaN
+        missing. Equal to :meth:`read` where the file holds hard calls only."""
+        return self._read(variant_idx, sample_idx, dosages=True)
+
+    def packed_rows(self, variant_idx) -> np.ndarray:
+        """The variants as .bed bytes (A1 = ALT counts): uint8 (k, bytes_per_variant)."""
+        variant_idx = np.asarray(variant_idx, dtype=np.int64)
+        out = np.empty((len(variant_idx), self.bytes_per_variant), np.uint8)
+        for s in range(0, len(variant_idx), READ_BLOCK):
+            out[s:s + READ_BLOCK] = encode(self.read(variant_idx[s:s + READ_BLOCK]))
+        return out
+
+    def packed_blocks(self, block: int):
+        """Yield (start, stop, uint8 .bed bytes of variants start..stop-1, flat)."""
+        block = max(1, min(block, READ_BLOCK * 4))
+        reader = self.reader()
+        try:
+            for s in range(0, self.n_variants, block):
+                e = min(s + block, self.n_variants)
+                g = np.empty((e - s, self.n_samples), np.int8)
+                reader.read_range(s, e, g)
+                g[g == PGEN_MISSING] = -1
+                yield s, e, encode(g).ravel()
+        finally:
+            reader.close()
+
+
+def open_pfile(path: str | os.PathLike, psam: str | os.PathLike | None = None) -> Pfile:
+    """Open and validate a .pgen/.pvar/.psam trio (``psam``: a shared sample file).
+
+    Checks the three files exist, the .pgen magic bytes, that every variant is
+    biallelic, and (through pgenlib) that the .pgen agrees with the .pvar/.psam counts.
+    """
+    prefix = pfile_prefix(path)
+    pgen = prefix.with_name(prefix.name + ".pgen")
+    psam_path = Path(psam) if psam is not None else prefix.with_name(prefix.name + ".psam")
+    input_file(pgen, f"the .pgen of the PLINK 2 trio with prefix {prefix}")
+    with open(pgen, "rb") as fh:
+        magic = fh.read(3)
+    if magic[:2] != PGEN_MAGIC:
+        raise CmixError(f"{pgen}: not a PLINK 2 .pgen file (first bytes {magic[:2].hex()}, "
+                        "expected 6c1b)")
+    bim = read_pvar(prefix.with_name(prefix.name + ".pvar"))
+    fam = read_psam(psam_path)
+    pf = Pfile(prefix, fam, bim)
+    if magic[2:3] in (b"\x01", b"\x02"):   # .bed-like modes: exact size check
+        expected = 3 + pf.n_variants * pf.bytes_per_variant
+        if pgen.stat().st_size != expected:
+            raise CmixError(f"{pgen}: size {pgen.stat().st_size} bytes does not match the "
+                            f".pvar ({pf.n_variants} variants) and .psam ({pf.n_samples} "
+                            "samples)")
+    pf.reader().close()   # pgenlib checks the header against the counts
+    return pf

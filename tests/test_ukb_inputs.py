@@ -1,0 +1,344 @@
+"""Genotypes as UK Biobank ships them: per-chromosome .bed sets with one .fam, PLINK 2
+.pgen, BGEN v1.2 imputed dosages. Every fixture is written by plink2 from a simulated
+cohort (--make-pgen, --chr N --make-bed, --export bgen-1.2 bits=8 from dosages imported
+from a VCF DS field), and every expected value comes from plink2 on the same files, from
+cbgen's own index, or from a direct pandas computation on the summary statistics."""
+
+import gzip
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cmix import bgen as bgen_mod
+from cmix.cli import main
+from cmix.data import load_rows
+from cmix.plink import open_bfile
+from cmix.simulate import simulate_cohort
+from cmix.store import open_store
+from conftest import requires_plink2
+
+pytestmark = [requires_plink2, pytest.mark.plink2]
+
+CHROMS = ["1", "2", "3"]
+QC_FLAGS = ["--maf", "0.01", "--hwe", "1e-7", "--geno", "0.05"]
+TRAIT_CONFIG = '{"field": 30100, "kind": "continuous", "binarise": "median"}'
+# stated store quantisation (1/125, error <= 0.004) + plink2 --export A's 3 decimals
+# (0.0005) + plink2's internal dosage precision (1/16384)
+FRACTIONAL_TOLERANCE = 0.004 + 0.0005 + 1 / 16384 + 1e-6
+
+
+def plink2(*args):
+    r = subprocess.run(["plink2", "--threads", "1", *map(str, args)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def write_dosage_vcf(path, bf, seed=1):
+    """A VCF whose only FORMAT field is DS (ALT dosage): each hard call plus noise,
+    clipped to 0..2, missing calls '.'."""
+    g = bf.read()
+    rng = np.random.default_rng(seed)
+    ds = np.clip(g + rng.normal(0, 0.2, g.shape), 0, 2)
+    with open(path, "w") as f:
+        f.write('##fileformat=VCFv4.2\n##FORMAT=<ID=DS,Number=1,Type=Float,Description="d">\n')
+        f.write("#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
+                + "\t".join(bf.fam["iid"]) + "\n")
+        for j, r in enumerate(bf.bim.itertuples()):
+            vals = np.char.mod("%.3f", ds[j])
+            vals[g[j] < 0] = "."
+            f.write(f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t.\t.\t.\tDS\t"
+                    + "\t".join(vals) + "\n")
+
+
+@pytest.fixture(scope="module")
+def ukb(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ukb")
+    simulate_cohort(d / "c", n_samples=500, n_variants=1500, n_chrom=3, n_discovery=1500,
+                    seed=5)
+    merged = d / "c" / "genotypes"
+    plink2("--bfile", merged, "--make-pgen", "--out", d / "merged")
+    shutil.copy(f"{merged}.fam", d / "cal.fam")
+    shutil.copy(d / "merged.psam", d / "shared.psam")
+    for c in CHROMS:
+        plink2("--bfile", merged, "--chr", c, "--make-bed", "--out", d / f"cal_chr{c}")
+        (d / f"cal_chr{c}.fam").unlink()                     # one shared .fam, as UKB
+        plink2("--bfile", merged, "--chr", c, "--make-pgen", "--out", d / f"pg_chr{c}")
+        (d / f"pg_chr{c}.psam").unlink()
+    bf = open_bfile(merged)
+    write_dosage_vcf(d / "frac.vcf", bf)
+    plink2("--vcf", d / "frac.vcf", "dosage=DS", "--make-pgen", "--out", d / "frac")
+    rng = np.random.default_rng(2)
+    pvar = pd.read_csv(d / "frac.pvar", sep="\t", comment=None, dtype=str)
+    for c in CHROMS:
+        plink2("--pfile", d / "frac", "--chr", c, "--export", "bgen-1.2", "bits=8",
+               "--out", d / f"imp_chr{c}")
+        assert main(["bgen-index", str(d / f"imp_chr{c}.bgen")]) == 0
+        # mfi: plink2's BGEN writes allele1 = ALT, allele2 = REF (ref-last)
+        v = pvar[pvar["#CHROM"] == c]
+        info = np.round(rng.uniform(0.3, 1.0, len(v)), 4)
+        pd.DataFrame({"alt": v["ID"], "rsid": v["ID"], "pos": v["POS"], "a1": v["ALT"],
+                      "a2": v["REF"], "maf": 0.1, "minor": v["ALT"], "info": info}).to_csv(
+            d / f"mfi_chr{c}.txt", sep="\t", header=False, index=False)
+    return d
+
+
+def _qc(args, out):
+    assert main(["qc", *args, *QC_FLAGS, "--out", str(out)]) == 0
+    return (out.with_name(out.name + ".snplist").read_text(),
+            pd.read_csv(out.with_name(out.name + ".vqc.tsv"), sep="\t"))
+
+
+def test_qc_on_chromosome_sets_and_pgen_equals_merged_and_plink2(ukb, tmp_path):
+    merged = str(ukb / "c" / "genotypes")
+    plink2("--bfile", merged, *QC_FLAGS, "--write-snplist", "--out", tmp_path / "p2")
+    reference = (tmp_path / "p2.snplist").read_text()
+    snps, table = _qc(["--bfile", merged], tmp_path / "merged")
+    assert snps == reference
+    pgen_snps, pgen_table = _qc(["--pfile", str(ukb / "merged")], tmp_path / "pgen")
+    assert pgen_snps == reference
+    pd.testing.assert_frame_equal(pgen_table, table)
+    for flag, pattern, shared in (("--bfile", "cal_chr{chrom}", "cal.fam"),
+                                  ("--pfile", "pg_chr{chrom}", "shared.psam")):
+        parts = [_qc([flag, str(ukb / pattern), "--fam", str(ukb / shared), "--chr", c],
+                     tmp_path / f"{flag[2:]}{c}") for c in CHROMS]
+        assert "".join(p[0] for p in parts) == reference
+        pd.testing.assert_frame_equal(pd.concat([p[1] for p in parts], ignore_index=True),
+                                      table)
+
+
+def test_unrelated_on_chromosome_set_and_pgen_equals_plink2(ukb, tmp_path):
+    merged = ukb / "c" / "genotypes"
+    plink2("--bfile", merged, "--king-cutoff", "0.0884", "--out", tmp_path / "p2")
+    runs = {"set": ["--bfile", str(ukb / "cal_chr{chrom}"), "--fam", str(ukb / "cal.fam"),
+                    "--chroms", *CHROMS],
+            "pgen": ["--pfile", str(ukb / "merged")],
+            "pgen_set": ["--pfile", str(ukb / "pg_chr{chrom}"), "--fam",
+                         str(ukb / "shared.psam"), "--chroms", *CHROMS]}
+    for name, args in runs.items():
+        assert main(["unrelated", *args, "--out", str(tmp_path / name), "--device", "cpu"]) == 0
+        for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+            assert ((tmp_path / f"{name}.{ext}").read_text()
+                    == (tmp_path / f"p2.{ext}").read_text()), (name, ext)
+    assert main(["unrelated", "--bfile", str(merged), "--out", str(tmp_path / "merged"),
+                 "--device", "cpu"]) == 0
+    assert (tmp_path / "set.kin0").read_text() == (tmp_path / "merged.kin0").read_text()
+
+
+def _select(ukb, out, *genotypes, top=60):
+    args = ["select", "--sumstats", str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
+            *genotypes, "--top", str(top), "--out", str(out)]
+    assert main(args) == 0
+    return pd.read_csv(out, sep="\t", dtype={"chrom": str})
+
+
+def _store(ukb, out, snps, *genotypes):
+    assert main(["store", *genotypes, "--snps", str(snps), "--pheno",
+                 str(ukb / "c" / "phenotypes.tsv"), "--trait", "mpv", "--trait-config",
+                 TRAIT_CONFIG, "--out", str(out)]) == 0
+    root = open_store(out)
+    x = load_rows(root, np.arange(root["call_dosage"].shape[0]))
+    return root, pd.DataFrame(x.astype(float), index=root["sample_id"][:].tolist(),
+                              columns=root["variant_id"][:].tolist())
+
+
+def _plink2_export_a(tmp_path, name, snps_table, *source):
+    """plink2 --extract --export A counting each SNP's effect allele: samples x SNPs."""
+    snps_table["variant_id"].to_csv(tmp_path / "extract.txt", index=False, header=False)
+    snps_table[["variant_id", "effect_allele"]].to_csv(tmp_path / "allele.txt", sep="\t",
+                                                       index=False, header=False)
+    plink2(*source, "--extract", tmp_path / "extract.txt", "--export", "A", "--export-allele",
+           tmp_path / "allele.txt", "--out", tmp_path / name)
+    raw = pd.read_csv(tmp_path / f"{name}.raw", sep="\t", dtype={"IID": str})
+    raw.index = raw["IID"]
+    raw = raw.iloc[:, 6:]
+    raw.columns = [c.rsplit("_", 1)[0] for c in raw.columns]
+    return raw
+
+
+def test_store_from_pgen_chromosome_set_equals_plink2_export(ukb, tmp_path):
+    sel = _select(ukb, tmp_path / "sel.tsv", "--pfile", str(ukb / "pg_chr{chrom}"), "--fam",
+                  str(ukb / "shared.psam"), "--chroms", *CHROMS)
+    root, ours = _store(ukb, tmp_path / "s.zarr", tmp_path / "sel.tsv", "--pfile",
+                        str(ukb / "pg_chr{chrom}"), "--fam", str(ukb / "shared.psam"),
+                        "--chroms", *CHROMS)
+    assert root.attrs["dosage_encoding"]["kind"] == "hard calls"
+    assert root["call_dosage"].dtype == np.int8
+    ref = _plink2_export_a(tmp_path, "p2", sel, "--pfile", ukb / "merged")
+    ref = ref.loc[ours.index, ours.columns]
+    assert np.array_equal(ours.to_numpy(), ref.fillna(-1).to_numpy())
+
+
+@pytest.mark.parametrize("source", ["bgen", "pgen"])
+def test_fractional_store_equals_plink2_export_up_to_quantisation(ukb, tmp_path, source,
+                                                                   monkeypatch):
+    import cbgen
+
+    if source == "bgen":
+        geno = ["--bgen", str(ukb / "imp_chr{chrom}.bgen"), "--sample",
+                str(ukb / "imp_chr{chrom}.sample"), "--fam", str(ukb / "cal.fam"),
+                "--chroms", *CHROMS]
+    else:
+        geno = ["--pfile", str(ukb / "frac")]
+    sel = _select(ukb, tmp_path / "sel.tsv", *geno)
+    decoded, listed = [], []
+    real = cbgen.bgen_file.read_genotype
+    monkeypatch.setattr(cbgen.bgen_file, "read_genotype",
+                        lambda self, *a, **k: decoded.append(1) or real(self, *a, **k))
+    real_bgi = bgen_mod.read_bgi
+    monkeypatch.setattr(bgen_mod, "read_bgi",
+                        lambda *a: listed.append(len(real_bgi(*a)[0])) or real_bgi(*a))
+    root, ours = _store(ukb, tmp_path / "s.zarr", tmp_path / "sel.tsv", *geno)
+    enc = root.attrs["dosage_encoding"]
+    assert enc["kind"] == "fractional" and root["call_dosage"].dtype == np.uint8
+    assert enc["scale"] == 125 and enc["missing"] == 255
+    if source == "bgen":
+        assert len(decoded) == len(sel) < 1500 // 10     # only the selected SNPs decoded
+        assert sum(listed) == len(sel)     # and only their index rows are listed
+        refs = [_plink2_export_a(tmp_path, f"p2_{c}", sel[sel["chrom"] == c], "--bgen",
+                                 ukb / f"imp_chr{c}.bgen", "ref-last", "--sample",
+                                 ukb / f"imp_chr{c}.sample") for c in CHROMS
+                if (sel["chrom"] == c).any()]
+        ref = pd.concat(refs, axis=1)
+    else:
+        ref = _plink2_export_a(tmp_path, "p2", sel, "--pfile", ukb / "frac")
+    ref = ref.loc[ours.index, ours.columns].to_numpy()
+    ours = ours.to_numpy()
+    assert np.array_equal(ours == -1, np.isnan(ref))
+    called = ~np.isnan(ref)
+    err = np.abs(ours[called] - ref[called])
+    assert err.max() <= FRACTIONAL_TOLERANCE
+    assert (ours[called] % 1 != 0).mean() > 0.5          # fractional, not hard calls
+
+
+def test_bgi_offsets_match_cbgen_index(ukb, tmp_path):
+    import cbgen
+
+    path = ukb / "imp_chr2.bgen"
+    ours = bgen_mod.open_bgen(path, ukb / "imp_chr2.sample")
+    with cbgen.bgen_file(path) as bg:
+        bg.create_metafile(tmp_path / "mf")
+    with cbgen.bgen_metafile(tmp_path / "mf") as mf:
+        parts = [mf.read_partition(i).variants for i in range(mf.npartitions)]
+    offsets = np.concatenate([p.offset for p in parts])
+    rsids = [r.decode() for p in parts for r in p.rsid]
+    fd = __import__("os").open(path, __import__("os").O_RDONLY)
+    try:
+        starts = [int(s) + bgen_mod._read_variant_header(fd, int(s))[-1] for s in ours.start]
+    finally:
+        __import__("os").close(fd)
+    assert starts == offsets.tolist()
+    assert ours.bim["variant_id"].tolist() == rsids
+
+
+@pytest.mark.parametrize("info_from", ["mfi", "sumstats"])
+def test_bgen_selection_equals_independent_top_k(ukb, tmp_path, info_from):
+    top = 40
+    min_info = 0.8 if info_from == "mfi" else 0.95   # simulated sumstats' INFO: 0.9-1
+    mfi_args = ["--mfi", str(ukb / "mfi_chr{chrom}.txt")] if info_from == "mfi" else []
+    sel = _select(ukb, tmp_path / "sel.tsv", "--bgen", str(ukb / "imp_chr{chrom}.bgen"),
+                  "--sample", str(ukb / "imp_chr1.sample"), "--chroms", *CHROMS,
+                  *mfi_args, "--min-info", str(min_info), top=top)
+    # independent: the sumstats rows whose ID is a BGEN variant (plink2's .pvar of the
+    # same dosages) with the same two alleles, not strand-ambiguous, INFO >= min_info
+    pvar = pd.read_csv(ukb / "frac.pvar", sep="\t", dtype=str)
+    mfi = pd.concat([pd.read_csv(ukb / f"mfi_chr{c}.txt", sep="\t", header=None, dtype=str)
+                     for c in CHROMS])
+    with gzip.open(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz", "rt") as fh:
+        ss = pd.read_csv(fh, sep="\t", dtype={"CHR": str})
+    info = (dict(zip(mfi[1], mfi[7].astype(float))) if info_from == "mfi"
+            else dict(zip(ss["SNP"], ss["INFO"])))
+    v = ss.merge(pvar, left_on="SNP", right_on="ID")
+    same = (((v["ALLELE1"] == v["ALT"]) & (v["ALLELE0"] == v["REF"]))
+            | ((v["ALLELE1"] == v["REF"]) & (v["ALLELE0"] == v["ALT"])))
+    pair = v["ALLELE1"] + v["ALLELE0"]
+    ambiguous = pair.isin(["AT", "TA", "CG", "GC"])
+    v = v[same & ~ambiguous & (v["SNP"].map(info) >= min_info)]
+    v = v.assign(p=v["P_BOLT_LMM"].astype(float), chrom=v["CHR"].astype(int))
+    expected = v.sort_values(["p", "chrom", "BP"], kind="stable").head(top)
+    assert sel["variant_id"].tolist() == expected["SNP"].tolist()
+    assert (sel["log10_p"] > -np.inf).all()
+
+
+# ----------------------------------------------------------------------- bad inputs
+def _error(capsys, args) -> str:
+    assert main(args) == 1
+    return capsys.readouterr().err
+
+
+def test_missing_chromosome_file(ukb, capsys, tmp_path):
+    err = _error(capsys, ["qc", "--bfile", str(ukb / "cal_chr{chrom}"), "--fam",
+                          str(ukb / "cal.fam"), "--maf", "0.01", "--out", str(tmp_path / "q")])
+    assert "cal_chr4.bed: missing chromosome 4 file" in err and "1-22" in err
+    assert err.count("\n") == 1 and not list(tmp_path.iterdir())
+
+
+def test_sample_file_not_matching_fam(ukb, capsys, tmp_path):
+    lines = (ukb / "imp_chr1.sample").read_text().splitlines()
+    other = lines[:2] + [" ".join(["0", "x" + ln.split()[1], *ln.split()[2:]])
+                         for ln in lines[2:]]
+    (tmp_path / "other.sample").write_text("\n".join(other) + "\n")
+    err = _error(capsys, ["select", "--sumstats",
+                          str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
+                          "--bgen", str(ukb / "imp_chr1.bgen"), "--sample",
+                          str(tmp_path / "other.sample"), "--fam", str(ukb / "cal.fam"),
+                          "--out", str(tmp_path / "sel.tsv")])
+    assert "none of the 500 samples of the .fam is in this .sample file" in err
+    assert not (tmp_path / "sel.tsv").exists()
+    fam_ids = set(pd.read_csv(ukb / "cal.fam", sep=r"\s+", header=None, dtype=str)[1])
+    assert not any(i in err for i in fam_ids)                  # no sample IDs in messages
+
+
+def test_bgen_without_index(ukb, capsys, tmp_path):
+    shutil.copy(ukb / "imp_chr1.bgen", tmp_path / "x.bgen")
+    err = _error(capsys, ["select", "--sumstats",
+                          str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
+                          "--bgen", str(tmp_path / "x.bgen"), "--sample",
+                          str(ukb / "imp_chr1.sample"), "--out", str(tmp_path / "sel.tsv")])
+    assert "no index x.bgen.bgi" in err and f"cmix bgen-index {tmp_path / 'x.bgen'}" in err
+    assert main(["bgen-index", str(tmp_path / "x.bgen")]) == 0
+    assert main(["select", "--sumstats",
+                 str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
+                 "--bgen", str(tmp_path / "x.bgen"), "--sample",
+                 str(ukb / "imp_chr1.sample"), "--out", str(tmp_path / "sel.tsv")]) == 0
+
+
+def test_pgen_not_matching_psam(ukb, capsys, tmp_path):
+    for ext in (".pgen", ".pvar"):
+        shutil.copy(ukb / f"merged{ext}", tmp_path / f"m{ext}")
+    lines = (ukb / "merged.psam").read_text().splitlines()
+    (tmp_path / "m.psam").write_text("\n".join(lines[:-1]) + "\n")
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "m"), "--maf", "0.01", "--out",
+                          str(tmp_path / "q")])
+    assert "m.pgen: does not match the .pvar (1500 variants) and .psam (499 samples)" in err
+    assert "contains 500 samples" in err and "b'" not in err
+
+
+def test_multiallelic_pgen(capsys, tmp_path):
+    n = 4
+    with open(tmp_path / "m.vcf", "w") as f:
+        f.write("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
+                + "\t".join(f"s{i}" for i in range(n)) + "\n")
+        f.write("1\t100\trs1\tA\tG\t.\t.\t.\tGT\t0/1\t0/0\t1/1\t0/1\n")
+        f.write("1\t200\trs2\tA\tG,T\t.\t.\t.\tGT\t0/1\t0/2\t1/1\t2/2\n")
+    plink2("--vcf", tmp_path / "m.vcf", "--make-pgen", "--out", tmp_path / "m")
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "m"), "--maf", "0.01", "--out",
+                          str(tmp_path / "q")])
+    assert "m.pvar, line" in err and "'rs2' is multiallelic" in err
+    assert "--max-alleles 2" in err
+
+
+def test_categorical_encoding_refused_on_fractional_store(ukb, capsys, tmp_path):
+    geno = ["--bgen", str(ukb / "imp_chr{chrom}.bgen"), "--sample",
+            str(ukb / "imp_chr1.sample"), "--chroms", *CHROMS]
+    _select(ukb, tmp_path / "sel.tsv", *geno)
+    _store(ukb, tmp_path / "s.zarr", tmp_path / "sel.tsv", *geno)
+    (tmp_path / "cfg.json").write_text('{"encoding": "categorical"}')
+    for method in ("cmix", "ae"):
+        err = _error(capsys, ["train", "--store", str(tmp_path / "s.zarr"), "--budget", "50",
+                              "--seed", "1", "--method", method, "--config",
+                              str(tmp_path / "cfg.json"), "--device", "cpu", "--out",
+                              str(tmp_path / method)])
+        assert "fractional (imputed) dosages" in err and "encoding: dosage" in err
