@@ -334,3 +334,6 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     for line in train_jobs:
         assert " -p gpu " in line and "--gpus=1" in line, line
         assert "--target-jobs" in line
+    # inside each job, every step asks for that one GPU, never more
+    steps = [s for s in (work / "slurm/srun.log").read_text().splitlines() if "--gpus" in s]
+    assert steps and all("--gpus=1 " in s for s in steps), steps

@@ -7,6 +7,7 @@ in $FAKE_SLURM_DIR:
   jobs/<id>.name   the --job-name (the plugin's run id), queried by sacct/squeue --name
   jobs/<id>.rc     the payload's exit status, once it has finished
   sbatch.log       one line per sbatch call (its arguments), for tests to inspect
+  srun.log         the same for srun (job steps inside a submitted job)
 
 sbatch runs the submitted payload (--wrap or the script on stdin) in the background on
 this machine, as SLURM would on a node; sacct answers `JobIdRaw|State` lines
@@ -73,6 +74,8 @@ def states(args):
 
 def srun(args):
     """Drop srun's options and run the command (a job step on the allocated node)."""
+    with open(STATE / "srun.log", "a") as log:
+        log.write(shlex.join(args) + "\n")
     i = 0
     while i < len(args) and args[i].startswith("-"):
         i += 1

@@ -158,4 +158,9 @@ def train_group(wildcards):
     settings = workflow.group_settings
     if "train" not in settings.group_components:
         settings.group_components = dict(settings.group_components, train=RUNS_PER_JOB)
+    # Inside a submitted job, the profile's `resources: gpu: 1` is not passed on; without
+    # it the job's runs would be sized (and started) together, asking srun for one GPU
+    # each, more than the job holds. One GPU, one run at a time.
+    if not workflow.is_main_process and "gpu" not in workflow.global_resources:
+        workflow.register_resource("gpu", 1)
     return "train"
