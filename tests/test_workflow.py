@@ -1,6 +1,7 @@
 """The Snakemake workflow: lint, formatting, the SLURM plan, config errors, an end-to-end run."""
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -53,8 +54,10 @@ def ukb_standin(tmp_path_factory):
 def plan(output: str) -> list[dict]:
     """Parse a dry run's jobs: rule name and resources per job."""
     jobs = []
-    for block in re.split(r"\n(?=\[[^\]]*\]\n(?:local)?rule )|\n(?=(?:local)?rule )", output):
-        m = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+    # jobs of a group are indented under "Group job NAME"
+    for block in re.split(r"\n(?=\s*\[[^\]]*\]\n\s*(?:local)?rule )|\n(?=\s*(?:local)?rule )",
+                          output):
+        m = re.search(r"^\s*(?:local)?rule (\w+):", block, re.M)
         if not m:
             continue
         res = re.search(r"^\s+resources: (.*)$", block, re.M)
@@ -317,3 +320,99 @@ def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
     root = open_store(tmp_path / store)
     assert root.attrs["dosage_encoding"]["kind"] == "fractional"
     assert root["call_dosage"].shape[1] == 50
+
+
+def test_slurm_dry_run_packs_training_runs(ukb_standin, tmp_path):
+    """`train: runs_per_job` packs the runs into Snakemake groups, one cluster job each."""
+    cfg_path, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)
+    cfg["train"]["runs_per_job"] = 10
+    path = tmp_path / "packed.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--profile", "profiles/slurm", "--configfile", str(path),
+                    "--directory", str(REPO))
+    assert res.returncode == 0, res.stdout + res.stderr
+    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2 * 2
+    groups = res.stdout.split("Group job train")[1:]
+    assert len(groups) == -(-n_train // 10)              # ceil: 10 runs per submitted job
+    assert sum(g.count("rule train:") for g in groups) == n_train
+    for job in plan(res.stdout):
+        if job["rule"] == "train":
+            assert job["resources"].get("gpu") == "1", job
+
+
+FAKE_SLURM = REPO / "tests/fake_slurm/fake_slurm.py"
+SLURM_COMMANDS = ("sbatch", "srun", "sacct", "squeue", "sinfo", "sacctmgr", "sshare",
+                  "scontrol", "scancel")
+
+# A `cmix` ahead of the real one on PATH: the first `cmix train` of one run is killed as
+# soon as its first checkpoint is written (as a node failure or preemption would).
+PREEMPT_ONCE = """#!/usr/bin/env python3
+import os, signal, subprocess, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+out = Path(args[args.index("--out") + 1]) if "--out" in args else None
+flag = Path(os.environ["PREEMPT_FLAG"])
+target = args[:1] == ["train"] and os.environ["PREEMPT_RUN"] in str(out)
+if not target or flag.exists():
+    os.execv({real!r}, [{real!r}] + args)
+flag.touch()
+proc = subprocess.Popen([{real!r}] + args)
+while not (out / "checkpoint.pt").exists() and proc.poll() is None:
+    time.sleep(0.05)
+proc.send_signal(signal.SIGKILL)
+proc.wait()
+sys.exit(1)
+"""
+
+
+def test_packed_training_on_a_fake_slurm(tmp_path):
+    """The SLURM profile through stand-ins for sbatch/sacct/srun that run jobs here: two
+    packed jobs of two runs each, one GPU asked for each; one run is killed after its
+    first checkpoint, its retry resumes from it, and every run's metrics appear."""
+    work = tmp_path
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="packed", simulate={"n_samples": 600, "n_variants": 1200, "seed": 3},
+               selection={"top": 100}, traits=["hair_colour"], budgets=[60], seeds=[1, 2],
+               methods=["cmix", "mlp"],
+               train={"device": "cpu", "runs_per_job": 2,
+                      "config": dict(FAST_TRAIN, epochs=8)})
+    path = work / "packed.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    # everything before training runs here, as it would on the login node's first pass
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(work),
+                    "--until", "store", "train_config")
+    assert res.returncode == 0, res.stderr[-3000:]
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    for name in SLURM_COMMANDS:
+        (bin_dir / name).symlink_to(FAKE_SLURM)
+    cmix = bin_dir / "cmix"
+    cmix.write_text(PREEMPT_ONCE.format(real=shutil.which("cmix")))
+    cmix.chmod(0o755)
+    run = "runs/hair_colour/cmix/budget60/seed1"
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+               FAKE_SLURM_DIR=str(work / "slurm"), PREEMPT_FLAG=str(work / "preempted"),
+               PREEMPT_RUN=run)
+    res = subprocess.run(
+        ["snakemake", "--profile", "profiles/slurm", "--configfile", str(path),
+         "--directory", str(work), "--set-threads", "train=1",
+         "--slurm-init-seconds-before-status-checks", "1",
+         "--seconds-between-status-checks", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    assert (work / "preempted").exists()                 # the kill did happen
+    out = work / "results/packed"
+    assert len(list(out.glob("runs/*/*/*/*/metrics.json"))) == 4
+    log = (out / f"logs/train/hair_colour/cmix/budget60/seed1.log").read_text()
+    assert "resuming from" in log
+    sbatch = (work / "slurm/sbatch.log").read_text().splitlines()
+    train_jobs = [line for line in sbatch if "--comment rule_train" in line]
+    # two packed jobs, plus one resubmission of the job whose run was killed
+    assert len(train_jobs) == 3, sbatch
+    for line in train_jobs:
+        assert " -p gpu " in line and "--gpus=1" in line, line
+        assert "--target-jobs" in line
+    # inside each job, every step asks for that one GPU, never more
+    steps = [s for s in (work / "slurm/srun.log").read_text().splitlines() if "--gpus" in s]
+    assert steps and all("--gpus=1 " in s for s in steps), steps

@@ -1,6 +1,7 @@
 # Paths, wildcard constraints and the checks that must fail before any job runs.
 import json
 import os
+import re
 import shlex
 
 OUT = f"results/{config['run_name']}"
@@ -10,7 +11,19 @@ TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
+RUNS_PER_JOB = int(config["train"].get("runs_per_job", 1))
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
+# the manifest of fetchable public files (rule fetch_resource), relative to the repository
+FETCH_MANIFEST = os.path.join(
+    workflow.basedir,
+    "..",
+    config.get("fetch_manifest", "resources/sumstats.manifest.tsv"),
+)
+FETCHABLE = [
+    line.split("\t")[0]
+    for line in open(FETCH_MANIFEST)
+    if line.strip() and not line.startswith("#")
+][1:]
 # variant QC jobs: one per chromosome, or one ("all") over the whole .bed
 QC_JOBS = QC_CHROMS if config["variant_qc"].get("split_by_chrom", False) else ["all"]
 INPUTS = {} if SIMULATED else (config.get("inputs") or {})
@@ -23,6 +36,7 @@ wildcard_constraints:
     seed=r"\d+",
     method="|".join(METHODS) if METHODS else "NONE",
     chrom="|".join(QC_JOBS),
+    file="|".join(re.escape(f) for f in FETCHABLE) if FETCHABLE else "NONE",
 
 
 def fail(msg):
@@ -68,8 +82,11 @@ def check_config():
                 fail(
                     f"inputs.sumstats.{trait}: no summary statistics for trait {trait!r}"
                 )
-            if not os.path.exists(path):
-                fail(f"inputs.sumstats.{trait}: {path} not found")
+            if not os.path.exists(path) and not fetchable(path):
+                fail(
+                    f"inputs.sumstats.{trait}: {path} not found (nor listed in "
+                    f"{FETCH_MANIFEST} to be fetched as resources/sumstats/FILE)"
+                )
         n_samples = sum(1 for line in open(fam_file()) if not line.startswith("#"))
     else:
         n_samples = config["simulate"]["n_samples"]
@@ -169,6 +186,12 @@ def bgen_args():
 check_config()
 
 
+def fetchable(path):
+    """Whether rule fetch_resource makes `path` (resources/sumstats/FILE of the manifest)."""
+    folder, name = os.path.split(os.path.normpath(path))
+    return folder == os.path.join("resources", "sumstats") and name in FETCHABLE
+
+
 def input_path(key):
     """A cohort input: the simulated one in the demo, the configured one otherwise."""
     if SIMULATED:
@@ -216,3 +239,19 @@ def final_outputs():
         + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
         + [f"{OUT}/report/report.html"]
     )
+
+
+def train_group(wildcards):
+    """The group of every training run; config `train: runs_per_job` sets how many runs
+    one submitted job holds. Snakemake takes group sizes only from --group-components and
+    sets them after reading the Snakefile, so the config's value is added when the DAG
+    first asks for a group; a --group-components train=N given by the user wins."""
+    settings = workflow.group_settings
+    if "train" not in settings.group_components:
+        settings.group_components = dict(settings.group_components, train=RUNS_PER_JOB)
+    # Inside a submitted job, the profile's `resources: gpu: 1` is not passed on; without
+    # it the job's runs would be sized (and started) together, asking srun for one GPU
+    # each, more than the job holds. One GPU, one run at a time.
+    if not workflow.is_main_process and "gpu" not in workflow.global_resources:
+        workflow.register_resource("gpu", 1)
+    return "train"

@@ -1,4 +1,6 @@
 # One job per (trait, method, budget, seed): GPU jobs on a cluster, CPU anywhere.
+# On a cluster, `train: runs_per_job` runs are packed into one submitted job (a Snakemake
+# group): they share one allocation and run one after another on its GPU.
 
 
 rule train_config:
@@ -24,6 +26,8 @@ rule train:
         f"{OUT}/logs/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.log",
     benchmark:
         f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.tsv"
+    group:
+        train_group
     conda:
         "../envs/cmix.yaml"
     threads: 2
