@@ -26,9 +26,11 @@ def simulate_labels(n_samples: int, n_snps: int, n_classes: int = 2, n_causal: i
 
 
 def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: int = 0,
-                     class_names=None, sample_chunk: int | None = None, trait: str = "toy"):
+                     class_names=None, sample_chunk: int | None = None, trait: str = "toy",
+                     encoding: str = "hard calls"):
     """A complete store of ``dosage`` (n, m) / ``label`` (n,) with a stratified random
-    test split of ``test_fraction``."""
+    test split of ``test_fraction``. encoding "fractional": dosage holds the uint8 codes
+    of :func:`cmix.store.quantise_dosage`."""
     rng = np.random.default_rng(seed + 99)
     n, m = dosage.shape
     split = np.zeros(n, dtype=np.int8)
@@ -43,4 +45,4 @@ def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: 
         variant_allele=np.array([["A", "G"]] * m), variant_beta=np.zeros(m),
         attrs={"trait": trait, "class_names": class_names or [f"c{c}" for c in range(n_classes)],
                "split": {"seed": seed, "test_fraction": test_fraction}},
-        sample_chunk=sample_chunk)
+        sample_chunk=sample_chunk, encoding=encoding)
