@@ -11,6 +11,8 @@ TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
+# covariates stored beside the dosages (cmix.covariates); PCs from the sample QC
+COVARIATES = config.get("covariates") or {}
 RUNS_PER_JOB = int(config["train"].get("runs_per_job", 1))
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
 # the manifest of fetchable public files (rule fetch_resource), relative to the repository

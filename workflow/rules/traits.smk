@@ -33,6 +33,7 @@ rule store:
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         snps=f"{OUT}/traits/{{trait}}.snps.tsv",
         pheno=input_path("phenotypes"),
+        sample_qc=input_path("sample_qc") if COVARIATES else [],
     output:
         directory(f"{OUT}/traits/{{trait}}.zarr"),
     log:
@@ -47,8 +48,14 @@ rule store:
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
+        covariates=lambda wc, input: (
+            ["--covariates", json.dumps(COVARIATES), "--sample-qc", input.sample_qc]
+            if COVARIATES
+            else []
+        ),
     shell:
         "cmix store {params.genotypes:q} --keep {input.keep:q} --snps {input.snps:q} "
         "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
+        "{params.covariates:q} "
         "--test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
         "--out {output:q} 2> {log:q}"
