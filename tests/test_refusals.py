@@ -297,3 +297,29 @@ def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
     assert not stale.exists()
     assert live.exists() and other_host.exists()     # a running writer; another host's
     assert st.open_store(out) is not None
+
+
+def _fill(disk: Path) -> None:
+    """Fill a tmpfs to the last byte."""
+    with open(disk / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("step", ["qc", "select"])
+def test_full_disk_in_qc_and_select(cohort, tiny_disk, capsys, step):
+    _fill(tiny_disk)
+    if step == "qc":
+        args = ["qc", "--bfile", str(cohort / "genotypes"), "--maf", "0.01",
+                "--out", str(tiny_disk / "variants")]
+    else:
+        args = ["select", "--sumstats", str(cohort / "sumstats" / "hair_colour.txt.gz"),
+                "--bfile", str(cohort / "genotypes"), "--top", "100",
+                "--out", str(tiny_disk / "hair.snps.tsv")]
+    assert main(args) == 1
+    line = first_error_line(capsys)
+    assert "no space left on device" in line and str(tiny_disk) in line
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]     # nothing half-written
