@@ -127,11 +127,9 @@ MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patien
 def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file raises CmixError. For the CLI only."""
-    path = Path(path)
-    if path.is_dir():
-        raise CmixError(f"{path}: is a folder, expected a config file")
-    if not path.exists():
-        raise CmixError(f"{path}: config file not found")
+    from .io import input_file
+
+    path = input_file(path, "trainer config")
     text = path.read_text()
     try:
         if path.suffix == ".json":
