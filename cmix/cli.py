@@ -129,6 +129,38 @@ def _run_train(args):
               device=args.device, resume=args.resume)
 
 
+# ---------------------------------------------------------------------------- predict
+def _add_predict(sub):
+    p = sub.add_parser(
+        "predict",
+        help="class probabilities for new people from finished runs (an ensemble of seeds)",
+        description="Rebuild the model of each --run folder, read the store's variants from "
+                    "the PLINK file set (by ID, else chrom:pos with the same alleles; swapped "
+                    "alleles flip the dosage; absent variants get the training mean), "
+                    "standardise with the training moments and write a TSV of class "
+                    "probabilities (FID, IID, prob_<class>), averaged over the runs.")
+    p.add_argument("--run", nargs="+", required=True, metavar="RUN_DIR",
+                   help="finished run folder(s) of one method and store")
+    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix of the new people")
+    p.add_argument("--pheno", help="phenotype table with the covariate fields (if the run used them)")
+    p.add_argument("--sample-qc", help="sample QC table with the PCs / array (if the run used them)")
+    p.add_argument("--eigenvec", help="cmix pca .eigenvec with the new people projected")
+    p.add_argument("--min-shared", type=_fraction, default=0.8,
+                   help="least share of the run's variants the file set must have (default 0.8)")
+    p.add_argument("--allow-overlap", action="store_true",
+                   help="allow people who were training rows of the run")
+    p.add_argument("--out", required=True, help="output TSV")
+    p.set_defaults(func=_run_predict)
+
+
+def _run_predict(args):
+    from .predict import predict
+
+    predict(args.run, args.bfile, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
+            eigenvec=args.eigenvec, min_shared=args.min_shared,
+            allow_overlap=args.allow_overlap)
+
+
 # ---------------------------------------------------------------------------- report
 def _add_report(sub):
     p = sub.add_parser(
@@ -653,7 +685,7 @@ def _run_pca(args):
 # Each step registers itself here; keep one _add_<step> function per subcommand.
 _SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
                _add_pca, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
-               _add_report]
+               _add_predict, _add_report]
 
 
 def build_parser() -> argparse.ArgumentParser:

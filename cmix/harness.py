@@ -75,6 +75,8 @@ class RunContext:
     mean: np.ndarray
     sd: np.ndarray
     cov: np.ndarray                 # float32 (n_rows, K) standardised covariates; K = 0 off
+    cov_mu: np.ndarray = None       # float64 (K,) training-split mean of the covariates
+    cov_sd: np.ndarray = None       # float64 (K,) and sd (1 for a constant column)
     cov_start: tuple | None = None  # (weight (C, K), bias (C,)) of start_covariate_term
 
     @property
@@ -248,7 +250,8 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
                      store_path=store_path, root=root, splits=splits, dev=dev,
                      out_dir=out_dir, store_sha256=store_sha256, run_key=run_key,
-                     mean=mean, sd=sd, cov=standardised_covariates(root, train_split, cfg))
+                     mean=mean, sd=sd, cov=None)
+    ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, train_split, cfg)
     if state is not None and state.stage == "done" and metrics_path.exists():
         log(f"{out_dir}: run already complete")
         return ctx, None
@@ -263,17 +266,19 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
     return ctx, state
 
 
-def standardised_covariates(root, train_split: np.ndarray, cfg: dict) -> np.ndarray:
-    """float32 (n_rows, K): the store's covariates standardised with the training split's
-    mean and sd (a constant column -> 0); K = 0 when cfg["covariates"] is off or the store
-    has none."""
-    if not cfg["covariates"] or "sample_covariate" not in root:
-        return np.zeros((int(root["sample_label"].shape[0]), 0), np.float32)
+def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
+    """(float32 (n_rows, K) the store's covariates standardised with the training split's
+    mean and sd (a constant column -> 0), mean (K,), sd (K,)); K = 0 when
+    cfg["covariates"] is off or the store has none."""
+    n_cov = int(root["sample_covariate"].shape[1]) if "sample_covariate" in root else 0
+    if not cfg["covariates"] or not n_cov:
+        return np.zeros((int(root["sample_label"].shape[0]), 0), np.float32), \
+            np.zeros(0), np.ones(0)
     cov = np.asarray(root["sample_covariate"][:], dtype=np.float64)
     mu = cov[train_split].mean(0)
     sd = cov[train_split].std(0)
     sd = np.where(sd > 1e-12, sd, 1.0)
-    return ((cov - mu) / sd).astype(np.float32)
+    return ((cov - mu) / sd).astype(np.float32), mu, sd
 
 
 def start_covariate_term(ctx: RunContext, predictor) -> None:
@@ -498,6 +503,32 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
+def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
+    """What :mod:`cmix.predict` needs to apply the run to new people (no sample IDs): the
+    method family and full config, the store's variants and effect alleles, the
+    standardisation moments, the covariate spec, and the test probabilities (test rows
+    in store order) to check a prediction against."""
+    root = ctx.root
+
+    def text(name):
+        return np.array([str(v) for v in np.asarray(root[name][:]).ravel()]).reshape(
+            root[name].shape)
+
+    contig = text("contig_id")[np.asarray(root["variant_contig"][:])]
+    cov_attrs = root.attrs.get("covariates") or {}
+    return {"family": ctx.method.family, "method": ctx.method.name, "cfg": dict(ctx.cfg),
+            "class_names": list(ctx.splits.class_names),
+            "variant_id": text("variant_id"),
+            "contig": contig, "position": np.asarray(root["variant_position"][:]),
+            "allele": text("variant_allele"),
+            "beta": np.asarray(root["variant_beta"][:], dtype=np.float64),
+            "mean": ctx.mean, "sd": ctx.sd,
+            "cov_names": ([str(c) for c in root["covariate_name"][:]] if ctx.n_cov else []),
+            "cov_spec": cov_attrs.get("spec", {}), "cov_mu": ctx.cov_mu, "cov_sd": ctx.cov_sd,
+            "store_path": str(ctx.store_path.resolve()), "store_sha256": ctx.store_sha256,
+            "test_prob": np.asarray(test_prob)}
+
+
 def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: dict,
            pseudo_labels: dict | None = None) -> dict:
     """Test metrics of ``test_prob`` (n_test, C); writes metrics.json (last, atomically)
@@ -526,6 +557,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
         "store": ctx.store_path.resolve().name,
         "store_sha256": ctx.store_sha256,
     }
+    state.parts["predict"] = prediction_record(ctx, test_prob)
     state.stage = "done"
     ctx.save(state)
     with atomic_path(ctx.out_dir / METRICS_FILE) as tmp:

@@ -1,0 +1,222 @@
+"""Apply finished runs to new people: class probabilities from a PLINK file set.
+
+A run's checkpoint holds what prediction needs (``parts["predict"]``, written by
+:func:`cmix.harness.finish`): the store's variants and their effect alleles, the
+standardisation moments of the dosages and covariates, the full config and the fitted
+model parts. :func:`predict` rebuilds the model of each run, reads the same variants from
+the new file set (matched by ID, else by chrom:pos with the same two alleles; swapped
+alleles flip the dosage), gives variants the file set lacks the training mean (a missing
+call), and averages the class probabilities over the runs (an ensemble of seeds).
+
+Refusals (one clear message each): runs of different stores or methods; a file set that
+shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
+store's (another allele coding or strand); people who were among the run's training rows,
+unless ``allow_overlap``; a run trained with covariates when none are supplied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import CmixError, atomic_path, log
+
+
+def load_run(run_dir) -> dict:
+    """metrics.json and the checkpoint's parts of a finished run."""
+    import torch
+
+    run_dir = Path(run_dir)
+    metrics_path, ckpt = run_dir / "metrics.json", run_dir / "checkpoint.pt"
+    if not metrics_path.is_file() or not ckpt.is_file():
+        raise CmixError(f"{run_dir}: not a finished cmix run (needs metrics.json and "
+                        "checkpoint.pt)")
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    if state.get("stage") != "done" or "predict" not in state.get("parts", {}):
+        raise CmixError(f"{run_dir}: the checkpoint has no prediction record (a run that is "
+                        "not finished, or one trained by an older cmix: retrain it)")
+    return {"dir": run_dir, "metrics": json.loads(metrics_path.read_text()),
+            "parts": state["parts"]}
+
+
+def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
+    file's A2). Matched by ID, else by chrom:pos with the same two alleles. A variant
+    found whose alleles are not the store's two alleles is an error."""
+    ids = pd.Index(bim["variant_id"].astype(str))
+    pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
+    by_pos = pd.Index(bim["chrom"].astype(str) + ":" + bim["pos"].astype(str))
+    key = np.char.add(np.char.add(np.asarray(info["contig"], dtype=str), ":"),
+                      np.asarray(info["position"]).astype(str))
+    alt = by_pos.get_indexer(key) if by_pos.is_unique else np.full(len(key), -1)
+    row = np.where(pos >= 0, pos, alt)
+    other, effect = np.asarray(info["allele"], dtype=str).T
+    a1 = np.where(row >= 0, bim["a1"].to_numpy(str)[np.maximum(row, 0)], "")
+    a2 = np.where(row >= 0, bim["a2"].to_numpy(str)[np.maximum(row, 0)], "")
+    same, swapped = (a1 == effect) & (a2 == other), (a1 == other) & (a2 == effect)
+    bad = (row >= 0) & ~(same | swapped)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{where}: variant {info['variant_id'][i]} has alleles {a1[i]}/{a2[i]}, "
+                        f"the run's store has {effect[i]}/{other[i]} ({int(bad.sum())} such "
+                        "variants): another allele coding or strand; harmonise the file set "
+                        "first")
+    return row, swapped & (row >= 0)
+
+
+def _dosages(bf, row, flip, sample_idx) -> np.ndarray:
+    """int8 (n_samples, n_variants) effect-allele dosages; -1 missing or absent."""
+    from .plink import read_genotypes
+
+    out = np.full((len(sample_idx), len(row)), -1, np.int8)
+    have = np.flatnonzero(row >= 0)
+    if len(have):
+        g = read_genotypes(bf, row[have], sample_idx).T
+        out[:, have] = np.where(flip[have][None, :] & (g >= 0), 2 - g, g)
+    return out
+
+
+def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """Class probabilities (n, C) of one run for int8 dosages x (n, M) and standardised
+    covariates cov (n, K)."""
+    import torch
+
+    from .baselines import standardised_dosage
+    from .harness import predict_proba
+    from .nn import ContrastiveMixup, Predictor, SnpEmbedding, WithCovariates
+    from .train import Head
+
+    parts, info = run["parts"], run["parts"]["predict"]
+    cfg, family = info["cfg"], info["family"]
+    n_classes, n_cov = len(info["class_names"]), cov.shape[1]
+    mean, sd = np.asarray(info["mean"]), np.asarray(info["sd"])
+    if family in ("logreg", "prs", "covariates"):
+        model = parts["fitted"]["model"]
+        if family == "logreg":
+            feats = standardised_dosage(x, mean, sd)
+        elif family == "prs":
+            d = x.astype(np.float64)
+            miss = d < 0
+            d[miss] = np.broadcast_to(mean, d.shape)[miss]
+            f = parts["fitted"]
+            feats = ((d @ np.asarray(info["beta"]) - f["score_mean"]) / f["score_sd"])[:, None]
+        else:
+            feats = np.zeros((len(x), 0))
+        feats = np.hstack([feats, cov.astype(np.float64)])
+        prob = np.zeros((len(x), n_classes))
+        prob[:, model.classes_] = model.predict_proba(feats)
+        return prob
+    final = parts["refit"]["head"] if "refit" in parts else (
+        parts["predictor"]["best"] or parts["predictor"]["head"])
+    xt = torch.from_numpy(x)
+    latent = family in ("ae", "vime") or (family == "trainer" and cfg["pretrain"])
+    if latent:
+        model = ContrastiveMixup(x.shape[1], cfg, mean, sd)
+        model.load_state_dict(parts["pretrain"]["model"])
+        model.eval()
+        with torch.no_grad():
+            inputs = torch.cat([model.encode(xt[s:s + 4096]).float()
+                                for s in range(0, len(xt), 4096)])
+        features, in_dim = torch.nn.Identity(), model.encoder.out_dim + n_cov
+    else:
+        inputs = xt
+        features = SnpEmbedding(x.shape[1], cfg["encoding"], mean, sd)
+        if n_cov:
+            features = WithCovariates(features, x.shape[1], n_cov)
+        in_dim = features.out_dim
+    if n_cov:
+        inputs = torch.cat([inputs.float(), torch.from_numpy(cov.astype(np.float32))], 1)
+    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov))
+    head.load_state_dict(final)
+    return predict_proba(head, inputs)
+
+
+def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None,
+            min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
+    """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
+    runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs)."""
+    from .plink import open_bfile
+
+    runs = [load_run(d) for d in run_dirs]
+    first = runs[0]["parts"]["predict"]
+    for r in runs[1:]:
+        info = r["parts"]["predict"]
+        if (info["store_sha256"], info["family"], info["class_names"]) != (
+                first["store_sha256"], first["family"], first["class_names"]):
+            raise CmixError(f"{r['dir']}: not the same store, method and classes as "
+                            f"{runs[0]['dir']}; an ensemble averages seeds of one method")
+    bf = open_bfile(bfile)
+    row, flip = match_variants(first, bf.bim, f"{bf.prefix}.bim")
+    n_shared = int((row >= 0).sum())
+    if n_shared < min_shared * len(row):
+        raise CmixError(f"{bf.prefix}.bim: shares {n_shared} of the run's {len(row)} variants "
+                        f"(fewer than {min_shared:.0%}); predictions would rest on imputed "
+                        "means")
+    iids = bf.fam["iid"].astype(str).to_numpy()
+    if not allow_overlap:
+        overlap = _training_overlap(first, iids)
+        if overlap:
+            raise CmixError(f"{bf.prefix}.fam: {overlap} people were training rows of the run "
+                            "(their probabilities would be optimistic); leave them out, or "
+                            "pass --allow-overlap")
+    cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
+    keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
+    sample_idx = np.flatnonzero(keep)
+    x = _dosages(bf, row, flip, sample_idx)
+    cov_std = ((cov[sample_idx] - np.asarray(first["cov_mu"])) / np.asarray(first["cov_sd"])
+               if cov.shape[1] else np.zeros((len(sample_idx), 0)))
+    prob = np.mean([_model_probabilities(r, x, cov_std) for r in runs], axis=0)
+    table = pd.DataFrame({"FID": bf.fam["fid"].to_numpy()[sample_idx],
+                          "IID": iids[sample_idx]})
+    for c, name in enumerate(first["class_names"]):
+        table[f"prob_{name}"] = prob[:, c]
+    with atomic_path(out) as tmp:
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
+    summary = {"n_people": int(len(sample_idx)), "n_left_out_missing_covariate":
+               int((~keep).sum()), "n_variants": len(row), "n_shared": n_shared,
+               "n_flipped": int(flip.sum()), "n_runs": len(runs)}
+    log(f"predict: {summary['n_people']} people, {n_shared} of {len(row)} variants shared "
+        f"({summary['n_flipped']} with swapped alleles), {len(row) - n_shared} absent and "
+        f"given the training mean; {len(runs)} run(s) averaged"
+        + (f"; {summary['n_left_out_missing_covariate']} people miss a covariate and are "
+           "left out" if summary["n_left_out_missing_covariate"] else ""))
+    return summary
+
+
+def _training_overlap(info: dict, iids: np.ndarray) -> int:
+    """How many of ``iids`` were training-split rows of the run's store."""
+    from .store import open_store, store_fingerprint
+
+    path = Path(info["store_path"])
+    if not path.exists():
+        raise CmixError(f"{path}: the run's store is not there to check that the new people "
+                        "were not its training rows; restore it, or pass --allow-overlap")
+    root = open_store(path)
+    if store_fingerprint(root) != info["store_sha256"]:
+        raise CmixError(f"{path}: the store has changed since the run; cannot tell its "
+                        "training rows (pass --allow-overlap to skip the check)")
+    ids = np.array([str(v) for v in root["sample_id"][:]])
+    train = ids[np.asarray(root["sample_split"][:]) == 0]
+    return int(np.isin(iids, train).sum())
+
+
+def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
+    """Raw covariates (n_fam, K) of the new people in the run's order, or (n, 0)."""
+    names = list(info["cov_names"])
+    if not names:
+        return np.zeros((len(fam), 0))
+    if pheno is None and sample_qc is None and eigenvec is None:
+        raise CmixError(f"the run was trained with covariates ({', '.join(names)}); supply "
+                        "them with --pheno / --sample-qc / --eigenvec")
+    from .covariates import covariate_matrix
+    from .phenotypes import read_phenotypes
+
+    got, values = covariate_matrix(info["cov_spec"], fam, np.arange(len(fam)),
+                                   pheno=read_phenotypes(pheno) if pheno else None,
+                                   pheno_path=pheno, sample_qc=sample_qc, eigenvec=eigenvec)
+    if got != names:
+        raise CmixError(f"covariates {got} are not the run's {names}")
+    return values
