@@ -1,6 +1,7 @@
 # Paths, wildcard constraints and the checks that must fail before any job runs.
 import json
 import os
+import shlex
 
 OUT = f"results/{config['run_name']}"
 SIMULATED = "simulate" in config
@@ -10,6 +11,22 @@ BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
+REPO_DIR = os.path.dirname(workflow.basedir)
+
+
+def pca_regions():
+    """The long-range LD region list for `cmix pca`: a path as given (relative to the
+    working directory, else to the repository, where the shipped list lives), or None
+    for `exclude_regions: none`."""
+    path = config["pca"]["exclude_regions"]
+    if path == "none":
+        return None
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    return os.path.join(REPO_DIR, path)
+
+
+PCA_REGIONS = pca_regions()
 
 
 wildcard_constraints:
@@ -107,12 +124,23 @@ def all_metrics():
     )
 
 
+def pca_outputs():
+    """OUT.eigenvec/.eigenval/.eigenvec.allele/.acount of `cmix pca`, and the pruned
+    variant lists when pruning is on."""
+    exts = [".eigenvec", ".eigenval", ".eigenvec.allele", ".acount"]
+    if config["pca"]["indep_pairwise"]:
+        exts += [".prune.in", ".prune.out"]
+    return multiext(f"{OUT}/pca/pcs", *exts)
+
+
 def final_outputs():
     """Every run's metrics, and the per-trait stores themselves: a store deleted by hand
     is then rebuilt, and being newer than its runs' metrics, reruns that trait's jobs.
+    The genetic PCs, for the covariates that use them.
     """
     return (
         all_metrics()
         + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
         + [f"{OUT}/report/report.html"]
+        + list(pca_outputs())
     )
