@@ -768,10 +768,6 @@ def _tree_sum(parts: list):
 
 
 # ---------------------------------------------------------------- outputs
-def _fmt(values: np.ndarray) -> np.ndarray:
-    return np.char.mod("%.9g", values)
-
-
 def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
                       scores: np.ndarray, pca: Pca, bim: pd.DataFrame,
                       prune: tuple[np.ndarray, np.ndarray] | None) -> list[Path]:
@@ -784,7 +780,7 @@ def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
     -w_REF (plink2's scale). OUT.acount: ``#CHROM ID REF ALT ALT_CTS OBS_CT`` of the
     fitted founders (plink2 --freq counts). ``prune``: (kept, removed) variant IDs for
     OUT.prune.in / OUT.prune.out. REF is .bim column 6 and ALT column 5, as plink2 reads
-    a .bim.
+    a .bim. Numbers are written with 9 significant digits, in row chunks.
     """
     from .io import atomic_outputs
 
@@ -793,41 +789,49 @@ def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
     if prune is not None:
         names += ["prune.in", "prune.out"]
     paths = [prefix.with_name(f"{prefix.name}.{s}") for s in names]
-    k = scores.shape[1]
-    pcs = "\t".join(f"PC{i + 1}" for i in range(k))
-    chrom, vid = bim["chrom"].to_numpy(str), bim["variant_id"].to_numpy(str)
-    ref, alt = bim["a2"].to_numpy(str), bim["a1"].to_numpy(str)
+    pcs = "\t".join(f"PC{i + 1}" for i in range(scores.shape[1]))
+    variant_cols = [bim[c].to_numpy() for c in ("chrom", "variant_id", "a2", "a1")]
+    w_alt = pca.loadings * (np.sqrt(pca.n_variants) / 2)
+
+    def allele_rows(s, e):          # a REF line then an ALT line per variant
+        cols = [np.repeat(c[s:e], 2) for c in variant_cols]
+        a1 = np.column_stack([variant_cols[2][s:e], variant_cols[3][s:e]]).ravel()
+        w = np.empty((2 * (e - s), w_alt.shape[1]))
+        w[0::2], w[1::2] = 0.0 - w_alt[s:e], w_alt[s:e]
+        return [*cols, a1, w]
+
     with atomic_outputs(*paths) as tmp:
         sub = fam.iloc[sample_rows]
-        _write_table(tmp[0], "#FID\tIID\t" + pcs,
-                     [sub["fid"].to_numpy(str), sub["iid"].to_numpy(str), *_fmt(scores).T])
-        _write_table(tmp[1], None, [_fmt(pca.eigenvalues)])
-        w_alt = pca.loadings * (np.sqrt(pca.n_variants) / 2)
-        lines = [np.repeat(c, 2) for c in (chrom, vid, ref, alt)]
-        a1 = np.column_stack([ref, alt]).ravel()
-        w = np.empty((2 * len(vid), k))
-        w[0::2], w[1::2] = 0.0 - w_alt, w_alt
-        w = _fmt(w)
-        _write_table(tmp[2], "#CHROM\tID\tREF\tALT\tA1\t" + pcs, [*lines, a1, *w.T])
-        _write_table(tmp[3], "#CHROM\tID\tREF\tALT\tALT_CTS\tOBS_CT",
-                     [chrom, vid, ref, alt, pca.alt_count.astype(str),
-                      pca.allele_count.astype(str)])
+        _write_table(tmp[0], "#FID\tIID\t" + pcs, len(sub),
+                     lambda s, e: [sub["fid"].to_numpy()[s:e], sub["iid"].to_numpy()[s:e],
+                                   scores[s:e]])
+        _write_table(tmp[1], None, len(pca.eigenvalues),
+                     lambda s, e: [pca.eigenvalues[s:e, None]])
+        _write_table(tmp[2], "#CHROM\tID\tREF\tALT\tA1\t" + pcs, len(bim), allele_rows)
+        _write_table(tmp[3], "#CHROM\tID\tREF\tALT\tALT_CTS\tOBS_CT", len(bim),
+                     lambda s, e: [c[s:e] for c in variant_cols]
+                     + [pca.alt_count[s:e], pca.allele_count[s:e]])
         if prune is not None:
             for path, ids in zip(tmp[4:], prune):
-                _write_table(path, None, [np.asarray(ids, str)])
+                _write_table(path, None, len(ids), lambda s, e, ids=ids: [ids[s:e]])
     return paths
 
 
-def _write_table(path, header: str | None, columns: list[np.ndarray],
-                 chunk: int = 50_000) -> None:
-    """Tab-separated lines from equal-length string columns, written in row chunks."""
+def _write_table(path, header: str | None, n_rows: int, rows, chunk: int = 20_000) -> None:
+    """Tab-separated lines; ``rows(start, stop)`` gives a chunk's columns (1-d arrays,
+    or 2-d float arrays for several columns). Floats get 9 significant digits."""
     with open(path, "w") as fh:
         if header is not None:
             fh.write(header + "\n")
-        n = len(columns[0]) if columns else 0
-        for s in range(0, n, chunk):
-            fh.write("".join("\t".join(r) + "\n" for r in zip(*(c[s:s + chunk]
-                                                                 for c in columns))))
+        for s in range(0, n_rows, chunk):
+            cols = []
+            for c in rows(s, min(s + chunk, n_rows)):
+                c = np.asarray(c)
+                if c.dtype.kind == "f":
+                    cols.extend(np.char.mod("%.9g", c.reshape(len(c), -1)).T)
+                else:
+                    cols.append(c.astype(str))
+            fh.write("".join("\t".join(r) + "\n" for r in zip(*cols)))
 
 
 # ---------------------------------------------------------------- the `cmix pca` step

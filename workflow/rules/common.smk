@@ -31,6 +31,23 @@ QC_JOBS = QC_CHROMS if config["variant_qc"].get("split_by_chrom", False) else ["
 INPUTS = {} if SIMULATED else (config.get("inputs") or {})
 CHROM = "{chrom}"  # the chromosome field of per-chromosome file patterns
 
+REPO_DIR = os.path.dirname(workflow.basedir)
+
+
+def pca_regions():
+    """The long-range LD region list for `cmix pca`: a path as given (relative to the
+    working directory, else to the repository, where the shipped list lives), or None
+    for `exclude_regions: none`."""
+    path = config["pca"]["exclude_regions"]
+    if path == "none":
+        return None
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    return os.path.join(REPO_DIR, path)
+
+
+PCA_REGIONS = pca_regions()
+
 
 wildcard_constraints:
     trait="|".join(TRAITS) if TRAITS else "NONE",
@@ -232,15 +249,33 @@ def all_metrics():
     )
 
 
+def pca_outputs():
+    """OUT.eigenvec/.eigenval/.eigenvec.allele/.acount of `cmix pca`, and the pruned
+    variant lists when pruning is on."""
+    exts = [".eigenvec", ".eigenval", ".eigenvec.allele", ".acount"]
+    if config["pca"]["indep_pairwise"]:
+        exts += [".prune.in", ".prune.out"]
+    return multiext(f"{OUT}/pca/pcs", *exts)
+
+
 def final_outputs():
     """Every run's metrics, and the per-trait stores themselves: a store deleted by hand
     is then rebuilt, and being newer than its runs' metrics, reruns that trait's jobs.
+    The genetic PCs, for the covariates that use them.
     """
     return (
         all_metrics()
         + expand(f"{OUT}/traits/{{trait}}.zarr", trait=TRAITS)
         + [f"{OUT}/report/report.html"]
+        + (list(pca_outputs()) if pca_reads_the_calls() else [])
     )
+
+
+def pca_reads_the_calls():
+    """`cmix pca` reads one .bed/.bim/.fam trio; with per-chromosome sets or .pgen the
+    PCs come from the sample QC (covariates: pcs_from: sample_qc)."""
+    key, src = genotype_source()
+    return key == "bfile" and CHROM not in src and not INPUTS.get("fam")
 
 
 def train_group(wildcards):

@@ -1,0 +1,38 @@
+# Genetic PCs: fitted on the unrelated samples, every QC-passing sample projected.
+
+
+rule pca:
+    input:
+        genotype_files(),
+        fit=f"{OUT}/qc/unrelated.king.cutoff.in.id",
+        project=f"{OUT}/qc/samples.keep",
+        snplist=f"{OUT}/qc/variants.snplist",
+        regions=PCA_REGIONS or [],
+    output:
+        pca_outputs(),
+    log:
+        f"{OUT}/logs/pca.log",
+    benchmark:
+        f"{OUT}/benchmarks/pca.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        bfile=genotype_source()[1],
+        out=lambda wc, output: output[0][: -len(".eigenvec")],
+        regions=(
+            f"--exclude-regions {shlex.quote(PCA_REGIONS)}"
+            if PCA_REGIONS
+            else "--no-exclude-regions"
+        ),
+        prune=(
+            f"--indep-pairwise {config['pca']['indep_pairwise']}"
+            if config["pca"]["indep_pairwise"]
+            else "--no-prune"
+        ),
+        n_pcs=config["pca"]["n_pcs"],
+        seed=config["pca"]["seed"],
+    shell:
+        "cmix pca --bfile {params.bfile:q} --keep {input.fit:q} --project {input.project:q} "
+        "--extract {input.snplist:q} {params.regions} {params.prune} --pcs {params.n_pcs} "
+        "--seed {params.seed} --threads {threads} --out {params.out:q} 2> {log:q}"
