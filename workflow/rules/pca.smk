@@ -18,7 +18,7 @@ rule pca:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=genotype_source()[1],
+        bfile=lambda wc, input: bfile_prefix(input),
         out=lambda wc, output: output[0][: -len(".eigenvec")],
         regions=(
             f"--exclude-regions {shlex.quote(PCA_REGIONS)}"
