@@ -18,7 +18,7 @@ rule pca:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: bfile_prefix(input),
+        bfile=lambda wc, input: input[0][: -len(".bed")],
         out=lambda wc, output: output[0][: -len(".eigenvec")],
         regions=(
             f"--exclude-regions {shlex.quote(PCA_REGIONS)}"

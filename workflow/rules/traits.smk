@@ -34,6 +34,11 @@ rule store:
         snps=f"{OUT}/traits/{{trait}}.snps.tsv",
         pheno=input_path("phenotypes"),
         sample_qc=input_path("sample_qc") if COVARIATES else [],
+        eigenvec=(
+            f"{OUT}/pca/pcs.eigenvec"
+            if COVARIATES.get("pcs_from") == "eigenvec"
+            else []
+        ),
     output:
         directory(f"{OUT}/traits/{{trait}}.zarr"),
     log:
@@ -50,6 +55,7 @@ rule store:
         split_seed=config["split"]["seed"],
         covariates=lambda wc, input: (
             ["--covariates", json.dumps(COVARIATES), "--sample-qc", input.sample_qc]
+            + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
             if COVARIATES
             else []
         ),
