@@ -82,13 +82,23 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
 
 # ------------------------------------------------------------------ logreg / prs
 def run_logreg(ctx, state) -> dict:
-    """L2 logistic regression, C by stratified k-fold CV (log-loss) within the labeled rows."""
+    """L2 logistic regression on the standardised dosages (and covariates), C by
+    stratified k-fold CV (log-loss) within the labeled rows."""
+    def features(rows):
+        x = standardised_dosage(ctx.rows(rows).cpu().numpy(), ctx.mean, ctx.sd)
+        return _with_cov(ctx, x, rows)
+
+    return _cv_logreg_run(ctx, state, features)
+
+
+def _cv_logreg_run(ctx, state, features) -> dict:
+    """Fit :func:`fit_logreg_cv` on features(labeled rows) (n, d float64), checkpoint the
+    fitted model (a rerun skips the fit), evaluate on features(test rows)."""
     s, cfg = ctx.splits, ctx.cfg
     fitted = state.parts.get("fitted")
     if fitted is None:
         t = time.perf_counter()
-        x = _with_cov(ctx, standardised_dosage(ctx.rows(s.labeled).cpu().numpy(), ctx.mean,
-                                               ctx.sd), s.labeled)
+        x = features(s.labeled)
         t = state.add_time("load", t)
         model, best_c, folds, cv_loss = fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
                                                       cfg["logreg_folds"], cfg["logreg_n_c"],
@@ -100,9 +110,7 @@ def run_logreg(ctx, state) -> dict:
                            "fit_rows": "labeled (train_labeled + validation)"}}
         state.stage = "fitted"
         ctx.save(state)
-    x_test = _with_cov(ctx, standardised_dosage(ctx.rows(s.test).cpu().numpy(), ctx.mean,
-                                                ctx.sd), s.test)
-    prob = _full_proba(fitted["model"], x_test, s.n_classes)
+    prob = _full_proba(fitted["model"], features(s.test), s.n_classes)
     return harness.finish(ctx, state, prob, fitted["validation"])
 
 
@@ -114,26 +122,11 @@ def _with_cov(ctx, x: np.ndarray, rows) -> np.ndarray:
 def run_covariates(ctx, state) -> dict:
     """The covariates alone: L2 logistic regression, C by stratified k-fold CV (log-loss)
     within the labeled rows; the reference every method's gain is measured against."""
-    s, cfg = ctx.splits, ctx.cfg
     if not ctx.n_cov:
         raise CmixError(f"{ctx.store_path}: the covariates method needs a store with "
                         "covariates (cmix store --covariates) and the config key "
                         "covariates: true")
-    fitted = state.parts.get("fitted")
-    if fitted is None:
-        t = time.perf_counter()
-        model, best_c, folds, cv_loss = fit_logreg_cv(
-            ctx.cov[s.labeled].astype(np.float64), s.label[s.labeled], s.n_classes,
-            cfg["logreg_folds"], cfg["logreg_n_c"], ctx.seed)
-        state.add_time("fit", t)
-        fitted = state.parts["fitted"] = {
-            "model": model,
-            "validation": {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
-                           "fit_rows": "labeled (train_labeled + validation)"}}
-        state.stage = "fitted"
-        ctx.save(state)
-    prob = _full_proba(fitted["model"], ctx.cov[s.test].astype(np.float64), s.n_classes)
-    return harness.finish(ctx, state, prob, fitted["validation"])
+    return _cv_logreg_run(ctx, state, lambda rows: ctx.cov[rows].astype(np.float64))
 
 
 def _full_proba(model, x, n_classes):
