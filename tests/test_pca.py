@@ -318,3 +318,20 @@ def test_prune_settings_parse_plink2_forms():
     assert PruneSettings.parse(["50", "0.2"]) == PruneSettings(50, 1, 0.2, False)
     with pytest.raises(CmixError):
         PruneSettings.parse(["50"])
+
+
+def test_fewer_varying_variants_than_pcs(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    g = np.zeros((6, 40), np.int8)
+    g[0] = rng.binomial(2, 0.5, 40)
+    g[1, :] = 2
+    bim = pd.DataFrame({"chrom": "1", "variant_id": [f"v{i}" for i in range(6)], "cm": 0.0,
+                        "pos": np.arange(1, 7) * 1000, "a1": "A", "a2": "G"})
+    ids = [f"s{i}" for i in range(40)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    plink.write_bfile(tmp_path / "mono", g, fam, bim)
+    fails(capsys, "pca", "--bfile", tmp_path / "mono", "--no-prune", "--pcs", 2,
+          "--out", tmp_path / "o", expect="--pcs 2: only 1 of the 6 variants vary among the "
+          "fitted founders")
+    assert not list(tmp_path.glob("o.*"))
