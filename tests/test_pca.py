@@ -90,9 +90,11 @@ def test_prune_in_identical_to_plink2(setup, settings, extract):
 
 
 def test_prune_edge_cases_identical_to_plink2(tmp_path):
-    """Ties in MAF (identical and mirrored variants), missing calls in either variant
-    of a pair, a variant with only heterozygotes, monomorphic ones, a chromosome with
-    one variant and variants sharing a position."""
+    """Ties in MAF (identical and mirrored variants, with and without missing calls:
+    plink2 keeps the earlier of a tied pair), missing calls in either variant of a
+    pair, a variant with only heterozygotes, monomorphic ones, a chromosome with one
+    variant, variants sharing a position, and kb windows whose bounds fall exactly on
+    variants."""
     rng = np.random.default_rng(5)
     n = 203
     base = rng.binomial(2, 0.3, size=(12, n)).astype(np.int8)
@@ -101,11 +103,23 @@ def test_prune_edge_cases_identical_to_plink2(tmp_path):
     g = np.array(rows)
     for r, frac in ((1, 0.1), (4, 0.3), (7, 0.05), (9, 0.2)):
         g[r, rng.random(n) < frac] = -1
-    g = np.vstack([g, base[6:11], base[11][None]])
+    # chains in LD (each variant copies the last one's genotype with probability c), on
+    # a 100 bp grid or exactly 500 bp apart: kb windows start and end exactly on variants
+    def chain(c, k=60):
+        rows = [rng.binomial(2, 0.4, n)]
+        for _ in range(k - 1):
+            rows.append(np.where(rng.random(n) < c, rows[-1], rng.binomial(2, 0.4, n)))
+        return np.array(rows, np.int8)
+
+    chains = [chain(c) for c in (0.6, 0.75, 0.9, 0.6, 0.75, 0.9)]
+    chain_pos = [(np.cumsum(rng.integers(1, 9, 60)) * 100).tolist() if i % 2 == 0
+                 else list(range(500, 30_500, 500)) for i in range(len(chains))]
+    g = np.vstack([g, base[6], base[6], base[7], 2 - base[7], base[8], base[11][None],
+                   *chains])
     m = len(g)
-    chrom = ["1"] * 12 + ["2"] * 5 + ["3"]
-    pos = [100, 100, 250, 400, 900, 1000, 1500, 4000, 4100, 9000, 9050, 20000,
-           10, 20, 30, 40, 50, 5]
+    chrom = ["1"] * 12 + ["2"] * 5 + ["3"] + [str(4 + i) for i in range(6) for _ in range(60)]
+    pos = ([100, 100, 250, 400, 900, 1000, 1500, 4000, 4100, 9000, 9050, 20000,
+            10, 20, 30, 40, 50, 5] + sum(chain_pos, []))
     bim = pd.DataFrame({"chrom": chrom, "variant_id": [f"v{i}" for i in range(m)],
                         "cm": 0.0, "pos": pos, "a1": "A", "a2": "G"})
     ids = [f"s{i}" for i in range(n)]
@@ -113,7 +127,8 @@ def test_prune_edge_cases_identical_to_plink2(tmp_path):
                         "sex": "1", "phenotype": "-9"})
     plink.write_bfile(tmp_path / "e", g, fam, bim)
     bf = plink.open_bfile(tmp_path / "e")
-    for settings in (["4", "1", "0.3"], ["6", "2", "0.05"], ["1kb", "1", "0.1"]):
+    for settings in (["4", "1", "0.3"], ["6", "2", "0.05"], ["1kb", "1", "0.1"],
+                     ["1kb", "1", "0.25"], ["2kb", "1", "0.2"], ["1.5kb", "1", "0.4"]):
         kept = ld_prune(bf, np.arange(m), np.arange(n), PruneSettings.parse(settings))
         plink2("--bfile", "e", "--indep-pairwise", *settings, "--out", "e", cwd=tmp_path)
         assert bim["variant_id"][kept].tolist() == lines(tmp_path / "e.prune.in"), settings
@@ -303,3 +318,20 @@ def test_prune_settings_parse_plink2_forms():
     assert PruneSettings.parse(["50", "0.2"]) == PruneSettings(50, 1, 0.2, False)
     with pytest.raises(CmixError):
         PruneSettings.parse(["50"])
+
+
+def test_fewer_varying_variants_than_pcs(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    g = np.zeros((6, 40), np.int8)
+    g[0] = rng.binomial(2, 0.5, 40)
+    g[1, :] = 2
+    bim = pd.DataFrame({"chrom": "1", "variant_id": [f"v{i}" for i in range(6)], "cm": 0.0,
+                        "pos": np.arange(1, 7) * 1000, "a1": "A", "a2": "G"})
+    ids = [f"s{i}" for i in range(40)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    plink.write_bfile(tmp_path / "mono", g, fam, bim)
+    fails(capsys, "pca", "--bfile", tmp_path / "mono", "--no-prune", "--pcs", 2,
+          "--out", tmp_path / "o", expect="--pcs 2: only 1 of the 6 variants vary among the "
+          "fitted founders")
+    assert not list(tmp_path.glob("o.*"))
