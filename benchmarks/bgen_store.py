@@ -88,7 +88,7 @@ def make_chromosome(work: Path, chrom: int, n_variants: int, ids: np.ndarray, rn
 
 def write_selection(path: Path, bim: pd.DataFrame, rows: np.ndarray, rng) -> pd.DataFrame:
     """A `cmix select`-style table of ``bim`` rows, a third counting BGEN allele 1."""
-    from cmix.sumstats import write_selection as write
+    from cmix.genotypes.sumstats import write_selection as write
 
     sel = bim.iloc[rows]
     flip = rng.random(len(sel)) < 1 / 3
@@ -122,9 +122,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    from cmix.bgen import open_bgen_set
-    from cmix.data import load_rows
-    from cmix.store import open_store
+    from cmix.genotypes.bgen import open_bgen_set
+    from cmix.genotypes.store import load_rows
+    from cmix.genotypes.store import open_store
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_bgen_bench_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -2,9 +2,9 @@
 
 On a store written by ``benchmarks/train_learning.py cohort`` (tune on ``--cohort-seed 8``,
 never on the reported cohort), for each budget and seed (the same labeled rows as
-``cmix train``: ``cmix.data.make_splits``), test accuracy of:
+``cmix train``: ``cmix.learn.data.make_splits``), test accuracy of:
 
-- ``logreg``: the ``logreg`` baseline's fit (``cmix.baselines.fit_logreg_cv``: L2, C by
+- ``logreg``: the ``logreg`` baseline's fit (``cmix.learn.baselines.fit_logreg_cv``: L2, C by
   5-fold CV of the log-loss on all ``budget`` labeled rows) on the dosages standardised
   with the training rows' moments (missing -> mean), its default folds and C grid;
 - ``pca{k}``: the same on the top k principal components fitted on all training rows
@@ -28,10 +28,11 @@ import warnings
 
 import numpy as np
 
-from cmix.baselines import fit_logreg_cv, standardised_dosage
-from cmix.config import DEFAULTS
-from cmix.data import column_moments, make_splits
-from cmix.store import open_store
+from cmix.learn.baselines import fit_logreg_cv, standardised_dosage
+from cmix.learn.config import DEFAULTS
+from cmix.learn.data import make_splits
+from cmix.genotypes.store import column_moments
+from cmix.genotypes.store import open_store
 
 SEEDS = [123, 127, 131, 137, 130]
 
@@ -70,8 +71,8 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     """dosage: int8 (n_samples, n_snps), the whole store."""
     import torch
 
-    from cmix.labelprop import label_propagation
-    from cmix.nn import ContrastiveMixup
+    from cmix.learn.labelprop import label_propagation
+    from cmix.learn.nn import ContrastiveMixup
 
     m = json.load(open(f"{run_dir}/metrics.json"))
     fitted = "checkpoint.pt" if m["method"].startswith("cmix") else "model.pt"

@@ -1,6 +1,6 @@
 """Speed cost of deterministic training on CPU, and whether it is deterministic.
 
-The same ``cmix.train.train_run`` (method cmix) on one store, in two modes:
+The same ``cmix.learn.train.train_run`` (method cmix) on one store, in two modes:
 
 - deterministic: cmix as it is (torch.use_deterministic_algorithms, MKL_CBWR=AUTO,STRICT,
   batch norm statistics and loss averages summed in a fixed order, label propagation's CG
@@ -57,9 +57,9 @@ def child(mode: str, store: str, out: str, cfg: dict) -> None:
     import torch
     import threadpoolctl
 
-    import cmix.losses as losses_mod
-    import cmix.nn as nn_mod
-    import cmix.harness as harness_mod
+    import cmix.learn.losses as losses_mod
+    import cmix.learn.nn as nn_mod
+    import cmix.learn.harness as harness_mod
 
     if mode == "defaults":
         nn_mod.BatchNorm1d = torch.nn.BatchNorm1d
@@ -78,12 +78,13 @@ def child_epoch(pieces: str, store: str) -> None:
     import numpy as np
     import torch
 
-    import cmix.losses as losses_mod
-    from cmix.data import RowLoader, column_moments, load_rows
-    from cmix.nn import ContrastiveMixup
-    from cmix.store import open_store
-    from cmix.config import DEFAULTS as DEFAULT_CONFIG
-    from cmix.train import pretrain_epoch
+    import cmix.learn.losses as losses_mod
+    from cmix.learn.data import RowLoader
+    from cmix.genotypes.store import column_moments, load_rows
+    from cmix.learn.nn import ContrastiveMixup
+    from cmix.genotypes.store import open_store
+    from cmix.learn.config import DEFAULTS as DEFAULT_CONFIG
+    from cmix.learn.train import pretrain_epoch
 
     if "mkl" in pieces:
         os.environ["MKL_CBWR"] = "AUTO,STRICT"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cmix.methods import METHODS
+from cmix.learn.methods import METHODS
 
 # CPU-sized config (2-core machines); paper-sized networks (hidden = embedded width =
 # 3 x n_snps, pred/epochs as METHOD.md) are for GPU nodes.
@@ -38,7 +38,7 @@ CPU_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 12, "warmup_epochs": 4, "lp
 
 def simulate_traits(out: Path, n_samples: int, n_snps: int, n_discovery: int, n_causal: int,
                     h2: float, seed: int) -> list[Path]:
-    from cmix.store import write_store
+    from cmix.genotypes.store import write_store
 
     rng = np.random.default_rng(seed)
     maf = rng.uniform(0.01, 0.5, n_snps)
@@ -87,7 +87,7 @@ def _one(args):
 
     torch.set_num_threads(1)
     os.environ.setdefault("CMIX_PROGRESS", "0")
-    from cmix.harness import train_run
+    from cmix.learn.harness import train_run
 
     t = time.perf_counter()
     train_run(store, budget, seed, out, method=method, config=config, device="cpu")
@@ -143,7 +143,7 @@ def main(argv=None):
             print(f"[{i}/{len(jobs)}] {method} budget {budget} seed {seed}: {sec:.1f} s "
                   f"(elapsed {time.perf_counter() - t1:.0f} s)", flush=True)
     grid_wall = time.perf_counter() - t1
-    from cmix.report import write_report
+    from cmix.learn.report import write_report
 
     write_report(out / "runs", out / "report")
     print(f"\ngrid wall time {grid_wall:.0f} s for {len(jobs)} runs with {args.jobs} workers")

@@ -55,7 +55,7 @@ def write_cohort(prefix: Path, n_samples: int, n_variants: int, seed: int,
                  block: int = 4096) -> None:
     """Four equal populations (n_samples a multiple of 16), written in variant blocks."""
     sys.path.insert(0, str(REPO))
-    from cmix import plink
+    from cmix.genotypes import plink
     from cmix.simulate import _fast_kernel, simulate_variants
 
     if n_samples % (4 * len(FST)):

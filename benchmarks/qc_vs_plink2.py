@@ -70,7 +70,7 @@ def compare(prefix: Path, threads: int, repeats: int) -> dict:
 def hwe_unit(threads: int) -> float:
     import numba
 
-    from cmix.qc import hwe_exact_p
+    from cmix.genotypes.qc import hwe_exact_p
 
     rng = np.random.default_rng(0)
     n, m = 500_000, 10_000

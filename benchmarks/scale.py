@@ -22,7 +22,6 @@ the two largest sizes, the plot, and the extrapolation to UK Biobank: 500,000 pe
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time

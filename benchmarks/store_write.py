@@ -42,8 +42,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    from cmix import store
-    from cmix.plink import open_bfile
+    from cmix.genotypes import store
+    from cmix.genotypes.plink import open_bfile
     from cmix.simulate import simulate_genotypes_fast
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_store_bench_"))
@@ -100,7 +100,7 @@ def main():
 
     # the checksum check every training run does first, and cmix verify's full check,
     # against reading every row as memory-mode training does
-    from cmix.data import load_rows
+    from cmix.genotypes.store import load_rows
 
     t = time.perf_counter()
     load_rows(root, np.arange(root["call_dosage"].shape[0]))

@@ -10,7 +10,7 @@ Two data sets no one here tuned for:
   heritability 0.3 (100 causal SNPs, median split -> balanced classes); budgets 200 and 1,000;
   ``encoding: dosage`` and ``hidden: null`` (the paper's width) for both methods.
 
-Each (method, budget) runs over seeds 123 127 131 137 130 through ``cmix.harness.train_run``
+Each (method, budget) runs over seeds 123 127 131 137 130 through ``cmix.learn.harness.train_run``
 (the same code as ``cmix train``), and the script prints mean and sd of test accuracy,
 balanced accuracy and AUROC, and writes every run's metrics to ``--out``/results.json.
 
@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from store_helpers import write_test_store  # noqa: E402
 
-from cmix.config import read_config_file  # noqa: E402
-from cmix.harness import train_run  # noqa: E402
+from cmix.learn.config import read_config_file  # noqa: E402
+from cmix.learn.harness import train_run  # noqa: E402
 
 SEEDS = [123, 127, 131, 137, 130]
 # the ten seeds of every headline comparison (tuning uses others: 1, 2, 3, ...)
@@ -99,7 +99,7 @@ def structured_store(path: Path, n_samples: int = 2500, n_snps: int = 1000,
     Fst 0.01-0.15 to pop_a, unequal sizes, one admixed group), one of each related pair
     dropped, ``n_snps`` SNPs drawn at random among those with MAF >= 1% and < 5% missing
     calls, 20% stratified test split. The unlabeled rows carry the class structure."""
-    from cmix import plink
+    from cmix.genotypes import plink
     from cmix.simulate import simulate_cohort
 
     if path.exists():
@@ -133,7 +133,7 @@ def digits_store(path: Path) -> Path:
 
     if path.exists():
         return path
-    from cmix.store import quantise_dosage
+    from cmix.genotypes.store import quantise_dosage
 
     x, y = load_digits(return_X_y=True)
     # pixel intensities 0..16 as fractional "dosages" 0..2 (x / 8, exact in 1/125 steps

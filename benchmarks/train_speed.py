@@ -3,7 +3,7 @@
 Measured in one run on one store (random dosages, --n-samples x --n-snps, chunks of
 1,024 rows):
 
-1. pre-training samples/s: one epoch of ``cmix.train.pretrain_epoch`` (the default config:
+1. pre-training samples/s: one epoch of ``cmix.learn.train.pretrain_epoch`` (the default config:
    categorical encoding, hidden 256, batches of 256 unlabeled + 128 labeled rows, no
    pseudo-labels) over all rows, in-memory loader.
 2. loader-only samples/s over the same rows and batch size: the streaming loader (dask
@@ -37,13 +37,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from store_helpers import write_test_store  # noqa: E402
 
-from cmix.data import RowLoader  # noqa: E402
-from cmix.labelprop import label_propagation  # noqa: E402
-from cmix.nn import ContrastiveMixup  # noqa: E402
-from cmix.store import open_store  # noqa: E402
+from cmix.learn.data import RowLoader  # noqa: E402
+from cmix.learn.labelprop import label_propagation  # noqa: E402
+from cmix.learn.nn import ContrastiveMixup  # noqa: E402
+from cmix.genotypes.store import open_store  # noqa: E402
 from cmix.io import resolve_device  # noqa: E402
-from cmix.config import DEFAULTS as DEFAULT_CONFIG  # noqa: E402
-from cmix.train import pretrain_epoch  # noqa: E402
+from cmix.learn.config import DEFAULTS as DEFAULT_CONFIG  # noqa: E402
+from cmix.learn.train import pretrain_epoch  # noqa: E402
 
 
 def gemm_peak(dev, n: int = 2048, reps: int = 10) -> float:

@@ -103,7 +103,7 @@ def _add_train(sub):
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")
     p.add_argument("--seed", required=True, type=int, help="seed of the labeled subset and training")
-    from .methods import METHODS
+    from .learn.methods import METHODS
 
     p.add_argument("--method", default="cmix", metavar="METHOD",
                    help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values())
@@ -119,9 +119,9 @@ def _add_train(sub):
 
 
 def _run_train(args):
-    from .config import read_config_file, resolve_config
-    from .harness import train_run
-    from .methods import get_method
+    from .learn.config import read_config_file, resolve_config
+    from .learn.harness import train_run
+    from .learn.methods import get_method
 
     config = read_config_file(args.config) if args.config else {}
     resolve_config(config, get_method(args.method).switches, where=args.config or "config")
@@ -154,7 +154,7 @@ def _add_predict(sub):
 
 
 def _run_predict(args):
-    from .predict import predict
+    from .learn.predict import predict
 
     predict(args.run, args.bfile, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
             eigenvec=args.eigenvec, min_shared=args.min_shared,
@@ -185,7 +185,7 @@ def _add_report(sub):
 
 def _run_report(args):
     from .io import CmixError
-    from .report import write_report
+    from .learn.report import write_report
 
     parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
     given = [k for k, v in parts.items() if v is not None]
@@ -243,7 +243,7 @@ def _add_bgen_index(sub):
 
 
 def _run_bgen_index(args):
-    from .bgen import write_bgi
+    from .genotypes.bgen import write_bgi
     from .io import log
 
     for path in args.bgen:
@@ -294,7 +294,7 @@ def _add_select(sub):
 
 def _run_select(args):
     from .io import log
-    from .sumstats import select_snps, write_selection
+    from .genotypes.sumstats import select_snps, write_selection
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -319,7 +319,7 @@ def _add_store(sub):
     p = sub.add_parser(
         "store",
         help="write a trait's Zarr store: effect-allele dosages of the labeled kept samples",
-        description="Label the kept samples for one trait (see cmix.phenotypes for the trait "
+        description="Label the kept samples for one trait (see cmix.genotypes.phenotypes for the trait "
                     "config), fix a stratified test split, and write the dosages of the "
                     "selected SNPs' effect alleles (int8, -1 missing) to a chunked, "
                     "compressed Zarr (format 2) store with VCF Zarr names. From a BGEN (or a "
@@ -337,7 +337,7 @@ def _add_store(sub):
                    help="fraction of labeled samples in the fixed test split (default 0.2)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the test split (default 0)")
     p.add_argument("--covariates", metavar="JSON_OR_FILE",
-                   help='covariates to store beside the dosages (see cmix.covariates), e.g. '
+                   help='covariates to store beside the dosages (see cmix.genotypes.covariates), e.g. '
                         '\'{"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}\'; '
                         "samples missing one are left out")
     p.add_argument("--sample-qc", help="UK Biobank sample QC table (PCs, genotyping array)")
@@ -349,11 +349,11 @@ def _add_store(sub):
 
 def _load_trait_config(text: str, trait: str) -> dict:
     """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
-    checked by :func:`cmix.phenotypes.check_trait_config`."""
+    checked by :func:`cmix.genotypes.phenotypes.check_trait_config`."""
     import json
 
     from .io import CmixError, input_file
-    from .phenotypes import check_trait_config
+    from .genotypes.phenotypes import check_trait_config
 
     source = "--trait-config"
     if not text.lstrip().startswith(("{", "[")):
@@ -376,7 +376,7 @@ def _load_covariates(text: str | None) -> dict | None:
     """The --covariates JSON (text starting with ``{``, else a file name), checked."""
     import json
 
-    from .covariates import check_spec
+    from .genotypes.covariates import check_spec
     from .io import CmixError, input_file
 
     if text is None:
@@ -395,7 +395,7 @@ def _load_covariates(text: str | None) -> dict | None:
 
 def _run_store(args):
     from .io import log
-    from .store import build_store
+    from .genotypes.store import build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
     summary = build_store(args.out, snps=args.snps, pheno=args.pheno,
@@ -423,7 +423,7 @@ def _add_verify(sub):
 
 def _run_verify(args):
     from .io import log
-    from .store import verify_store
+    from .genotypes.store import verify_store
 
     for path in args.store:
         checked = verify_store(path, decode=True)
@@ -456,8 +456,8 @@ def _add_samples(sub):
 
 
 def _run_samples(args):
-    from .plink import bfile_prefix
-    from .samples import run_samples
+    from .genotypes.plink import bfile_prefix
+    from .genotypes.samples import run_samples
 
     prefix = bfile_prefix(args.fam)
     from pathlib import Path
@@ -524,7 +524,7 @@ def _run_qc(args):
         # offer BLAS inside jitted code, which cmix qc never uses. In a `cmix qc`
         # process (not when main() is called from Python) tell numba there is no BLAS.
         sys.modules["scipy.linalg.cython_blas"] = None
-    from .qc import run_qc_cli
+    from .genotypes.qc import run_qc_cli
 
     geno_args = _genotype_kwargs(args)
     run_qc_cli(geno_args.get("bfile"), args.out, keep=args.keep, remove=args.remove,
@@ -606,7 +606,7 @@ def _add_unrelated(sub):
 
 def _run_unrelated(args):
     from .io import CmixError
-    from .relatedness import unrelated_from_genotypes, unrelated_from_table
+    from .genotypes.relatedness import unrelated_from_genotypes, unrelated_from_table
 
     if args.threads:
         import torch
@@ -672,7 +672,7 @@ def _add_pca(sub):
 
 
 def _run_pca(args):
-    from .pca import HIGH_LD_REGIONS, PruneSettings, run_pca
+    from .genotypes.pca import HIGH_LD_REGIONS, PruneSettings, run_pca
 
     prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
     regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)

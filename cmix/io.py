@@ -17,7 +17,10 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class CmixError(Exception):

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from . import plink
+from .genotypes import plink
 from .io import CmixError, atomic_path, check_writable_dir, log, progress
 
 # GRCh37 autosome lengths in Mb (rounded); 1 cM per Mb is assumed for crossovers.
@@ -922,7 +922,6 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
     n_total = len(male)
     table, liabilities, truth = {}, {}, {}
     ref = np.asarray(reference, dtype=bool)
-    red = None
     for name, spec in TRAITS.items():
         h2_large = sum(lc["var"] for lc in spec["large_loci"])
         poly = genetic[name]
@@ -1069,12 +1068,12 @@ def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
     """Ancestry principal components of every sample, the way UK Biobank computed them.
 
     Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx`` with
-    :func:`cmix.pca.fit_and_project` (genotypes standardised by the fit samples' allele
+    :func:`cmix.genotypes.pca.fit_and_project` (genotypes standardised by the fit samples' allele
     frequencies, missing calls at the mean), every other sample projected onto the same
     SNP loadings. Returns float64 (n_samples, n_pcs): PC scores (Z v, the eigenvector
     times sqrt(m lambda)), zero columns beyond the available rank.
     """
-    from .pca import fit_and_project
+    from .genotypes.pca import fit_and_project
 
     bf = plink.open_bfile(bed_prefix)
     out = np.zeros((bf.n_samples, n_pcs))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cmix.store import write_store
+from cmix.genotypes.store import write_store
 
 
 def simulate_labels(n_samples: int, n_snps: int, n_classes: int = 2, n_causal: int = 20,
@@ -30,7 +30,7 @@ def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: 
                      encoding: str = "hard calls"):
     """A complete store of ``dosage`` (n, m) / ``label`` (n,) with a stratified random
     test split of ``test_fraction``. encoding "fractional": dosage holds the uint8 codes
-    of :func:`cmix.store.quantise_dosage`."""
+    of :func:`cmix.genotypes.store.quantise_dosage`."""
     rng = np.random.default_rng(seed + 99)
     n, m = dosage.shape
     split = np.zeros(n, dtype=np.int8)

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from cmix import baselines, harness
-from cmix.methods import METHODS
+from cmix.learn import baselines
+from cmix.learn import harness
+from cmix.learn.methods import METHODS
 from cmix.cli import main
-from cmix.store import write_store
+from cmix.genotypes.store import write_store
 
 
 def run_method(method, *args, **kw):
@@ -184,7 +185,7 @@ def test_vime_corruption_against_direct_computation():
 
 
 def test_vime_losses_against_direct_computation():
-    from cmix.nn import SnpEmbedding
+    from cmix.learn.nn import SnpEmbedding
 
     rng = np.random.default_rng(1)
     b, m = 6, 5
@@ -220,7 +221,7 @@ def test_vime_losses_against_direct_computation():
 
 
 def test_manifold_mixup_step_against_direct_computation():
-    from cmix.nn import Predictor
+    from cmix.learn.nn import Predictor
 
     torch.manual_seed(0)
     pred = Predictor(6, 3, hidden=8).eval()

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import harness
+from cmix.learn import harness
 from cmix.cli import main
-from cmix.store import open_store
+from cmix.genotypes.store import open_store
 
 MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
 SPEC = {"fields": [21022, 31], "pcs": 4, "pcs_from": "sample_qc"}
@@ -141,7 +141,7 @@ def test_covariates_baseline_and_every_method_use_them(sex_linked_store, tmp_pat
     cov = harness.train_run(sex_linked_store, 600, 1, tmp_path / "cov", method="covariates",
                             device="cpu")
     root = open_store(sex_linked_store)
-    from cmix.data import make_splits
+    from cmix.learn.data import make_splits
 
     splits = make_splits(root, 600, 1)
     sex = root["sample_covariate"][:, 1:2]

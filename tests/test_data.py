@@ -1,11 +1,12 @@
-"""Splits and loaders of cmix.data on small simulated stores."""
+"""Splits and loaders of cmix.learn.data on small simulated stores."""
 
 import numpy as np
 import pytest
 
-from cmix.data import RowLoader, epoch_order, load_rows, make_splits
+from cmix.learn.data import RowLoader, epoch_order, make_splits
+from cmix.genotypes.store import load_rows
 from cmix.io import CmixError
-from cmix.store import open_store
+from cmix.genotypes.store import open_store
 from store_helpers import simulate_labels, write_test_store
 
 

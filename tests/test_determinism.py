@@ -16,10 +16,10 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from cmix import harness
-from cmix.labelprop import propagate
-from cmix.losses import draw_mixup, fixed_order_mean, mix_rows, reconstruction_loss
-from cmix.nn import BatchNorm1d, Predictor, SnpEmbedding
+from cmix.learn import harness
+from cmix.learn.labelprop import propagate
+from cmix.learn.losses import draw_mixup, fixed_order_mean, mix_rows, reconstruction_loss
+from cmix.learn.nn import BatchNorm1d, Predictor, SnpEmbedding
 from store_helpers import simulate_labels, write_test_store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cmix.labelprop import knn_graph, label_propagation, propagate
+from cmix.learn.labelprop import knn_graph, label_propagation, propagate
 
 
 def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_prior=False):

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from train_learning import DIGITS_CONFIG, SEEDS, digits_store  # noqa: E402
 
-from cmix.harness import train_run  # noqa: E402
+from cmix.learn.harness import train_run  # noqa: E402
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from cmix.losses import (contrastive_targets, draw_mixup, mix_partners, mix_rows,
+from cmix.learn.losses import (contrastive_targets, draw_mixup, mix_partners, mix_rows,
                          mixup_cross_entropy, reconstruction_loss, soft_cross_entropy,
                          supcon_loss)
-from cmix.nn import SnpEmbedding, categorical_width
+from cmix.learn.nn import SnpEmbedding, categorical_width
 
 
 def supcon_double_loop(z, labels, weights, tau):

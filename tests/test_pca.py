@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy.linalg import subspace_angles
 
-from cmix import plink
+from cmix.genotypes import plink
 from cmix.cli import main
 from cmix.io import CmixError
-from cmix.pca import HIGH_LD_REGIONS, PruneSettings, ld_prune, read_regions, run_pca
+from cmix.genotypes.pca import HIGH_LD_REGIONS, PruneSettings, ld_prune, read_regions, run_pca
 from conftest import requires_plink2
 
 pytestmark = requires_plink2

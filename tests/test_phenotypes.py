@@ -1,11 +1,11 @@
-"""cmix.phenotypes: trait columns, UKB codings, binarising on the training split only,
+"""cmix.genotypes.phenotypes: trait columns, UKB codings, binarising on the training split only,
 and the stratified test split. References: direct computations written in the tests."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import phenotypes as ph
+from cmix.genotypes import phenotypes as ph
 from cmix.io import CmixError
 
 HAIR = {"field": 1747, "kind": "categorical",

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from bed_reader import open_bed
 
-from cmix import plink
+from cmix.genotypes import plink
 from cmix.io import CmixError
 from conftest import requires_plink2
 

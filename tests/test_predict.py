@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from cmix import harness, plink
+from cmix.learn import harness
+from cmix.genotypes import plink
 from cmix.cli import main
-from cmix.store import open_store
+from cmix.genotypes.store import open_store
 
 MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
 SPEC = {"fields": [21022, 31], "pcs": 3, "pcs_from": "sample_qc"}

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy.special import gammaln, logsumexp
 
-from cmix import plink, qc
+from cmix.genotypes import plink
+from cmix.genotypes import qc
 from cmix.cli import main
 from cmix.io import CmixError
 

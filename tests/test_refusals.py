@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cmix import store as st
+from cmix.genotypes import store as st
 from cmix.cli import main
-from cmix.data import load_rows
+from cmix.genotypes.store import load_rows
 from cmix.io import CmixError, atomic_path, folder_lock
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -230,7 +230,7 @@ def test_bad_config_values(two_stores, tmp_path, capsys, text, key, want):
 
 
 def test_yaml_exponent_without_dot_is_a_number(two_stores, tmp_path):
-    from cmix.config import read_config_file, resolve_config
+    from cmix.learn.config import read_config_file, resolve_config
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("lr: 1e-3\n")

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import plink, relatedness
+from cmix.genotypes import plink
+from cmix.genotypes import relatedness
 from cmix.cli import main
 from cmix.simulate import king_robust_pair
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from cmix.samples import SQC_FIELDS
+from cmix.genotypes.samples import SQC_FIELDS
 
 REPO = Path(__file__).resolve().parent.parent
 RESOURCES = REPO / "resources"

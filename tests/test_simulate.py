@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pandas as pd
-import pytest
 from bed_reader import open_bed
 
 from cmix.simulate import format_p, simulate_cohort

@@ -1,4 +1,4 @@
-"""cmix.store.build_store and `cmix store` on a simulated cohort.
+"""cmix.genotypes.store.build_store and `cmix store` on a simulated cohort.
 
 References: bed-reader and `plink2 --export A --export-allele` on the same .bed (every
 sample and SNP), the phenotype file's UKB codings mapped here, plain zarr reading, and
@@ -9,14 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import plink
-from cmix import store as st
+from cmix.genotypes import plink
+from cmix.genotypes import store as st
 from cmix.cli import main
 from cmix.io import CmixError
 
@@ -83,7 +82,7 @@ def test_dosages_equal_plink2_export_a(built, tmp_path):
     if shutil.which("plink2") is None:
         pytest.skip("plink2 not installed")
     root = _read(built["out"])
-    table, bf = built["table"], built["bf"]
+    table = built["table"]
     ids = root["sample_id"][:]
     (tmp_path / "keep").write_text("".join(f"{i}\t{i}\n" for i in ids))
     table[["variant_id"]].to_csv(tmp_path / "extract", index=False, header=False)

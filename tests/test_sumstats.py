@@ -1,4 +1,4 @@
-"""cmix.sumstats and `cmix select`: harmonising, ranking, clumping.
+"""cmix.genotypes.sumstats and `cmix select`: harmonising, ranking, clumping.
 
 References: an independent harmonisation written here row by row with exact decimal
 p-values (Python's Decimal), plink1.9 --clump on the same inputs, the .bim itself.
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import plink
-from cmix import sumstats as S
+from cmix.genotypes import plink
+from cmix.genotypes import sumstats as S
 from cmix.cli import main
 from cmix.io import CmixError
 

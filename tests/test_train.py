@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-import cmix.train as train_mod
-from cmix import harness
+import cmix.learn.train as train_mod
+from cmix.learn import harness
 from cmix.cli import main
-from cmix.config import DEFAULTS
-from cmix.methods import METHODS
+from cmix.learn.config import DEFAULTS
+from cmix.learn.methods import METHODS
 from cmix.io import CmixError
 from store_helpers import simulate_labels, write_test_store
 
@@ -57,7 +57,7 @@ def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
 @pytest.fixture
 def made_models(monkeypatch):
     """Every ContrastiveMixup the trainer builds during the test, in order."""
-    import cmix.nn as nn_mod
+    import cmix.learn.nn as nn_mod
     made = []
 
     class Spy(nn_mod.ContrastiveMixup):
@@ -96,7 +96,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
 
 
 def test_pseudo_labels_change_the_predictor_loss():
-    from cmix.nn import Predictor
+    from cmix.learn.nn import Predictor
     cfg = dict(DEFAULTS, pred_batch_size=1000, predictor_mixup=True)
     g = torch.Generator().manual_seed(0)
     z = torch.randn(40, 8, generator=g)
@@ -138,7 +138,7 @@ def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_model
 
 def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     """Each method's switches change what runs, not only a metadata field."""
-    import cmix.losses as losses_mod
+    import cmix.learn.losses as losses_mod
     calls = {}
 
     def spy(module, name):

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix import bgen as bgen_mod
+from cmix.genotypes import bgen as bgen_mod
 from cmix.cli import main
-from cmix.data import load_rows
-from cmix.plink import open_bfile
+from cmix.genotypes.store import load_rows
+from cmix.genotypes.plink import open_bfile
 from cmix.simulate import simulate_cohort
-from cmix.store import open_store
+from cmix.genotypes.store import open_store
 from conftest import requires_plink2
 
 pytestmark = [requires_plink2, pytest.mark.plink2]

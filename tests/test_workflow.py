@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cmix.phenotypes import TRAIT_KEYS
+from cmix.genotypes.phenotypes import TRAIT_KEYS
 from cmix.simulate import simulate_cohort
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,9 +150,9 @@ def test_schema_knows_the_trait_keys_cmix_knows():
 
 def test_schema_knows_the_methods_and_train_keys_cmix_knows():
     """The schema's method enum is the registry, and its train.config keys and types are
-    cmix.config's, so a wrong key stops snakemake before any job."""
-    from cmix.config import CHOICES, DEFAULTS, NULLABLE
-    from cmix.methods import METHODS
+    cmix.learn.config's, so a wrong key stops snakemake before any job."""
+    from cmix.learn.config import CHOICES, DEFAULTS, NULLABLE
+    from cmix.learn.methods import METHODS
 
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     props = schema["properties"]
@@ -197,9 +197,8 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     for m in metrics:
         assert 0 <= yaml.safe_load(m.read_text())["test"]["accuracy"] <= 1
     for report_table in ("report/results.tsv", "report/summary.tsv"):
-        if (REPO / "cmix/report.py").exists():
-            table = (out / report_table).read_text().splitlines()
-            assert len(table) >= 1 + 2 * 2 if "results" in report_table else len(table) >= 2
+        table = (out / report_table).read_text().splitlines()
+        assert len(table) >= 1 + 2 * 2 if "results" in report_table else len(table) >= 2
     # snakemake --report bundles cmix's report
     res = snakemake(*args, "--report", str(tmp_path / "snakemake_report.html"))
     assert res.returncode == 0 and (tmp_path / "snakemake_report.html").stat().st_size > 10_000
@@ -281,8 +280,8 @@ def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
     from test_ukb_inputs import plink2, write_dosage_vcf
 
     from cmix.cli import main
-    from cmix.plink import open_bfile
-    from cmix.store import open_store
+    from cmix.genotypes.plink import open_bfile
+    from cmix.genotypes.store import open_store
 
     _, cfg = ukb_standin
     c = Path(cfg["inputs"]["sample_qc"]).parent
@@ -405,7 +404,7 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     assert (work / "preempted").exists()                 # the kill did happen
     out = work / "results/packed"
     assert len(list(out.glob("runs/*/*/*/*/metrics.json"))) == 4
-    log = (out / f"logs/train/hair_colour/cmix/budget60/seed1.log").read_text()
+    log = (out / "logs/train/hair_colour/cmix/budget60/seed1.log").read_text()
     assert "resuming from" in log
     sbatch = (work / "slurm/sbatch.log").read_text().splitlines()
     train_jobs = [line for line in sbatch if "--comment rule_train" in line]

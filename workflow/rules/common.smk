@@ -11,7 +11,7 @@ TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
-# covariates stored beside the dosages (cmix.covariates); PCs from the sample QC
+# covariates stored beside the dosages (cmix.genotypes.covariates); PCs from the sample QC
 COVARIATES = config.get("covariates") or {}
 RUNS_PER_JOB = int(config["train"].get("runs_per_job", 1))
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
@@ -109,7 +109,7 @@ def check_config():
         n_samples = sum(1 for line in open(fam_file()) if not line.startswith("#"))
     else:
         n_samples = config["simulate"]["n_samples"]
-    from cmix.config import resolve_config
+    from cmix.learn.config import resolve_config
 
     try:
         resolve_config(config.get("train", {}).get("config", {}), where="train.config")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, input_file
+from ..io import CmixError, input_file
 from .plink import BIM_COLUMNS, FAM_COLUMNS
 
 BGI_SQL = """
@@ -105,7 +105,7 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     Reads only the variant headers (the genotype blocks are skipped by their stated
     length). Written to a temporary name and renamed. Returns the .bgi path.
     """
-    from .io import atomic_path
+    from ..io import atomic_path
 
     bgen = input_file(bgen, "BGEN file")
     out = Path(out) if out is not None else bgen.with_name(bgen.name + ".bgi")
@@ -314,12 +314,12 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
 
 def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
-    as one source over the union of their variants (a :class:`cmix.genotypes.ChromSet`).
+    as one source over the union of their variants (a :class:`cmix.genotypes.sources.ChromSet`).
 
     fam: path of the target .fam (default: the first .sample's samples). positions:
     {chromosome: positions} to list only those variants (see :func:`open_bgen`).
     """
-    from .genotypes import ChromSet, chrom_range, expand, is_pattern
+    from .sources import ChromSet, chrom_range, expand, is_pattern
     from .plink import read_fam
 
     target = read_fam(fam) if fam is not None else None
@@ -377,7 +377,7 @@ def info_scores(bim: pd.DataFrame, mfi, chroms=None) -> np.ndarray:
     """INFO of each variant of ``bim`` (a BGEN source's table): float64, NaN where the
     mfi file(s) do not list it. mfi: a path or a ``{chrom}`` pattern; variants are
     matched by rsid, position and alleles."""
-    from .genotypes import expand, is_pattern
+    from .sources import expand, is_pattern
 
     tables = [read_mfi(p) for _, p in (expand(mfi, chroms) if is_pattern(mfi) else [(None, mfi)])]
     table = pd.concat(tables, ignore_index=True)

@@ -116,7 +116,7 @@ class BatchNorm1d(nn.BatchNorm1d):
         return y
 
 
-def _mlp(dims: list[int], batchnorm: bool, last_act: bool = True) -> list[nn.Module]:
+def mlp_layers(dims: list[int], batchnorm: bool, last_act: bool = True) -> list[nn.Module]:
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
         layers.append(nn.Linear(a, b))
@@ -137,7 +137,7 @@ class Encoder(nn.Module):
     def __init__(self, in_dim: int, hidden: int, n_layers: int = 1, batchnorm: bool = False):
         super().__init__()
         dims = [in_dim] + [hidden] * n_layers
-        self.blocks = nn.ModuleList(nn.Sequential(*_mlp([a, b], batchnorm))
+        self.blocks = nn.ModuleList(nn.Sequential(*mlp_layers([a, b], batchnorm))
                                     for a, b in zip(dims[:-1], dims[1:]))
         self.n_layers = n_layers
         self.out_dim = hidden
@@ -164,7 +164,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.encoding = encoding
         self.n_snps = n_snps
-        body = _mlp([hidden] * n_layers, batchnorm) if n_layers > 1 else []
+        body = mlp_layers([hidden] * n_layers, batchnorm) if n_layers > 1 else []
         self.body = nn.Sequential(*body)
         n_out = n_snps * SnpEmbedding.N_LEVELS if encoding == "categorical" else n_snps
         self.head = nn.Linear(hidden, n_out)
@@ -182,7 +182,7 @@ class ProjectionHead(nn.Module):
     def __init__(self, hidden: int, d_proj: int = 128, n_layers: int = 2):
         super().__init__()
         dims = [hidden] * n_layers + [d_proj]
-        self.net = nn.Sequential(*_mlp(dims, batchnorm=False, last_act=False))
+        self.net = nn.Sequential(*mlp_layers(dims, batchnorm=False, last_act=False))
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.net(z), dim=1)
@@ -199,7 +199,7 @@ class Predictor(nn.Module):
 
     def __init__(self, in_dim: int, n_classes: int, hidden: int = 100, n_covariates: int = 0):
         super().__init__()
-        self.net = nn.Sequential(*_mlp([in_dim, hidden, hidden], batchnorm=True),
+        self.net = nn.Sequential(*mlp_layers([in_dim, hidden, hidden], batchnorm=True),
                                  nn.Linear(hidden, n_classes))
         self.n_covariates = n_covariates
         self.skip = nn.Linear(n_covariates, n_classes) if n_covariates else None

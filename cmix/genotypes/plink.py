@@ -12,13 +12,14 @@ Shapes: ``genotypes`` arrays are (n_variants, n_samples), variant-major like the
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, input_file
+from ..io import CmixError, input_file
 
 BED_MAGIC = b"\x6c\x1b\x01"
 FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
@@ -57,7 +58,7 @@ def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.Dat
     return df
 
 
-def _first_duplicate_lines(values: pd.Series) -> tuple[int, int] | None:
+def first_duplicate_lines(values: pd.Series) -> tuple[int, int] | None:
     dup = values.duplicated(keep=False).to_numpy()
     if not dup.any():
         return None
@@ -73,7 +74,7 @@ def read_fam(path: str | os.PathLike) -> pd.DataFrame:
     """
     path = Path(path)
     fam = _read_table(path, FAM_COLUMNS, ".fam")
-    dup = _first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
+    dup = first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
     if dup:
         raise CmixError(f"{path}: duplicate sample ID on lines {dup[0]} and {dup[1]}; "
                         "every FID/IID pair must be unique")
@@ -98,7 +99,7 @@ def read_bim(path: str | os.PathLike) -> pd.DataFrame:
                                 f"expected {kind}, found {bim[col].iloc[line - 1]!r}")
         raise CmixError(f"{path}: cannot read columns 3-4 (cM, position) as numbers "
                         f"({err})") from None
-    dup = _first_duplicate_lines(bim["variant_id"])
+    dup = first_duplicate_lines(bim["variant_id"])
     if dup:
         raise CmixError(f"{path}: duplicate variant ID {bim['variant_id'].iloc[dup[0] - 1]!r} "
                         f"on lines {dup[0]} and {dup[1]}; variant IDs must be unique")
@@ -151,9 +152,54 @@ class Bfile:
     def packed_blocks(self, block: int):
         """Yield (start, stop, flat uint8 .bed bytes of variants start..stop-1), reading
         one block ahead."""
-        from .qc import _read_blocks
-
         yield from _read_blocks(self.bed_path, self.n_variants, self.bytes_per_variant, block)
+
+
+def _read_blocks(bed_path: Path, n_variants: int, bpv: int, block: int):
+    """Yield (start, stop, uint8 buffer) over variant blocks, reading one block ahead."""
+    if n_variants == 0:
+        return
+    bufs = [np.empty(block * bpv, np.uint8), np.empty(block * bpv, np.uint8)]
+    fd = os.open(bed_path, os.O_RDONLY)
+    try:
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        except (AttributeError, OSError):
+            pass
+        ranges = [(s, min(s + block, n_variants)) for s in range(0, n_variants, block)]
+
+        def read(i, j):
+            s, e = ranges[i]
+            view = memoryview(bufs[j])[: (e - s) * bpv]
+            offset = 3 + s * bpv
+            got = 0
+            while got < len(view):
+                n = os.preadv(fd, [view[got:]], offset + got)
+                if n <= 0:
+                    raise CmixError(f"{bed_path}: file ended early (truncated while reading)")
+                got += n
+
+        result: dict = {}
+
+        def read_into(i, j):
+            try:
+                read(i, j)
+            except BaseException as err:  # re-raised in the consumer
+                result[i] = err
+
+        read(0, 0)
+        for i, (s, e) in enumerate(ranges):
+            thread = None
+            if i + 1 < len(ranges):
+                thread = threading.Thread(target=read_into, args=(i + 1, (i + 1) % 2))
+                thread.start()
+            yield s, e, bufs[i % 2]
+            if thread is not None:
+                thread.join()
+                if (i + 1) in result:
+                    raise result[i + 1]
+    finally:
+        os.close(fd)
 
 
 def bfile_prefix(path: str | os.PathLike) -> Path:

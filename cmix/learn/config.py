@@ -2,7 +2,7 @@
 
 A config is one flat mapping of keys (a YAML/JSON file, or a dict in Python). Every key
 belongs to one section; each method reads the sections the registry gives it
-(:mod:`cmix.methods`), so the same file serves every method of a grid, and a method's run
+(:mod:`cmix.learn.methods`), so the same file serves every method of a grid, and a method's run
 key covers only the keys it reads (changing ``vime_k`` reruns no cmix job). Every key
 is checked for every method: an unknown key, or a value of the wrong type or range,
 stops any method, naming the key.
@@ -17,11 +17,10 @@ takes dicts.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError
+from ..io import CmixError
 
 SECTIONS: dict[str, dict] = {
     "model": {
@@ -127,7 +126,7 @@ MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patien
 def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file raises CmixError. For the CLI only."""
-    from .io import input_file
+    from ..io import input_file
 
     path = input_file(path, "trainer config")
     text = path.read_text()

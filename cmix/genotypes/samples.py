@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_outputs, data_line_numbers, input_file, read_id_set
+from ..io import CmixError, atomic_outputs, data_line_numbers, input_file, read_id_set
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -152,7 +152,7 @@ def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,
 def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
                 headerless: bool | None = None, ancestry: bool = True) -> pd.DataFrame:
     """Read inputs, filter, write ``O.keep`` (#FID IID) and ``O.filters.tsv`` together."""
-    from .io import log
+    from ..io import log
     from .pgen import read_psam
     from .plink import write_sample_ids
 

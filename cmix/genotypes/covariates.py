@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, input_file
+from ..io import CmixError, input_file
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)

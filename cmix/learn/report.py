@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .methods import METHODS, method_rank
-from .io import CmixError, atomic_outputs, check_writable_dir, log
+from ..io import CmixError, atomic_outputs, check_writable_dir, log
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
@@ -48,51 +48,31 @@ RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_acc
 
 
 # ------------------------------------------------------------------ collect
-def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
-    """Every metrics.json under ``runs_dir`` as one row each, sorted; also the parsed
-    metrics. Raises CmixError for no metrics, unreadable files, duplicate cells, and
-    different test splits (test_split_sha256) within one trait."""
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        raise CmixError(f"{runs_dir}: runs folder not found")
-    files = sorted(runs_dir.rglob("metrics.json"))
-    if not files:
-        raise CmixError(f"{runs_dir}: no metrics.json found under this folder (run "
-                        "`cmix train ... --out DIR` first)")
-    rows, parsed, seen = [], [], {}
-    for f in files:
-        rel = str(f.parent.relative_to(runs_dir))
-        try:
-            m = json.loads(f.read_text())
-            test = m["test"]
-            auroc = test.get("auroc", test.get("macro_auroc"))
-            pl = m.get("pseudo_labels") or {}
-            row = {"trait": str(m["trait"]), "method": str(m["method"]),
-                   "budget": int(m["budget"]), "seed": int(m["seed"]),
-                   "accuracy": float(test["accuracy"]),
-                   "balanced_accuracy": float(test["balanced_accuracy"]),
-                   "auroc": np.nan if auroc is None else float(auroc),
-                   "n_classes": len(m["class_names"]), "n_snps": m.get("n_snps"),
-                   **{k: int(m[k]) for k in ("n_labeled", "n_train_labeled", "n_validation",
-                                             "n_unlabeled", "n_test")},
-                   "test_majority_rate": m.get("test_majority_rate"),
-                   "pseudo_label_accuracy": pl.get("accuracy"),
-                   "pseudo_label_coverage": pl.get("coverage"),
-                   "wall_seconds": round(float(sum((m.get("wall_seconds") or {}).values())), 3),
-                   "device": m.get("device"), "store": m.get("store"),
-                   "test_split_sha256": str(m["test_split_sha256"]),
-                   "store_sha256": m.get("store_sha256"), "run_dir": rel}
-        except (ValueError, KeyError, TypeError) as err:
-            raise CmixError(f"{f}: not a cmix metrics.json ({type(err).__name__}: {err})") \
-                from None
-        cell = (row["trait"], row["method"], row["budget"], row["seed"])
-        if cell in seen:
-            raise CmixError(f"{f}: trait {cell[0]}, method {cell[1]}, budget {cell[2]}, seed "
-                            f"{cell[3]} is also in {seen[cell]}; keep one run per cell")
-        seen[cell] = f
-        rows.append(row)
-        parsed.append(m)
-    df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+def _result_row(m: dict, run_dir: str) -> dict:
+    """One results.tsv row (RESULT_COLUMNS) from a parsed metrics.json."""
+    test = m["test"]
+    auroc = test.get("auroc", test.get("macro_auroc"))
+    pl = m.get("pseudo_labels") or {}
+    return {"trait": str(m["trait"]), "method": str(m["method"]),
+            "budget": int(m["budget"]), "seed": int(m["seed"]),
+            "accuracy": float(test["accuracy"]),
+            "balanced_accuracy": float(test["balanced_accuracy"]),
+            "auroc": np.nan if auroc is None else float(auroc),
+            "n_classes": len(m["class_names"]), "n_snps": m.get("n_snps"),
+            **{k: int(m[k]) for k in ("n_labeled", "n_train_labeled", "n_validation",
+                                      "n_unlabeled", "n_test")},
+            "test_majority_rate": m.get("test_majority_rate"),
+            "pseudo_label_accuracy": pl.get("accuracy"),
+            "pseudo_label_coverage": pl.get("coverage"),
+            "wall_seconds": round(float(sum((m.get("wall_seconds") or {}).values())), 3),
+            "device": m.get("device"), "store": m.get("store"),
+            "test_split_sha256": str(m["test_split_sha256"]),
+            "store_sha256": m.get("store_sha256"), "run_dir": run_dir}
+
+
+def _check_comparable(df: pd.DataFrame, runs_dir) -> None:
+    """Raise CmixError when the runs of one trait were trained on different store contents
+    (store_sha256) or tested on different test splits (test_split_sha256)."""
     for trait, g in df.groupby("trait"):
         stores = g["store_sha256"].dropna().unique()
         if len(stores) > 1:
@@ -109,6 +89,36 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
                 f"trait {trait}: the runs under {runs_dir} used {len(hashes)} different test "
                 f"splits (test_split_sha256 {', '.join(h[:12] + f' in {n} runs' for h, n in counts.items())}); "
                 "results of different stores cannot be compared, report them separately")
+
+
+def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
+    """Every metrics.json under ``runs_dir`` as one row each, sorted; also the parsed
+    metrics. Raises CmixError for no metrics, unreadable files, duplicate cells, and
+    different test splits (test_split_sha256) within one trait."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise CmixError(f"{runs_dir}: runs folder not found")
+    files = sorted(runs_dir.rglob("metrics.json"))
+    if not files:
+        raise CmixError(f"{runs_dir}: no metrics.json found under this folder (run "
+                        "`cmix train ... --out DIR` first)")
+    rows, parsed, seen = [], [], {}
+    for f in files:
+        try:
+            m = json.loads(f.read_text())
+            row = _result_row(m, str(f.parent.relative_to(runs_dir)))
+        except (ValueError, KeyError, TypeError) as err:
+            raise CmixError(f"{f}: not a cmix metrics.json ({type(err).__name__}: {err})") \
+                from None
+        cell = (row["trait"], row["method"], row["budget"], row["seed"])
+        if cell in seen:
+            raise CmixError(f"{f}: trait {cell[0]}, method {cell[1]}, budget {cell[2]}, seed "
+                            f"{cell[3]} is also in {seen[cell]}; keep one run per cell")
+        seen[cell] = f
+        rows.append(row)
+        parsed.append(m)
+    df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    _check_comparable(df, runs_dir)
     df["_order"] = df["method"].map(method_rank)
     df = df.sort_values(["trait", "_order", "method", "budget", "seed"]).drop(columns="_order")
     return df.reset_index(drop=True), parsed
@@ -270,7 +280,7 @@ def plot_by_trait(summary: pd.DataFrame, key: str, label: str, path, methods=Non
         _panel(ax, s[s["trait"] == trait], key, label, styles,
                majority=(majority or {}).get(trait))
         ax.set_title(trait)
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
@@ -361,27 +371,9 @@ def restrict_to_grid(results: pd.DataFrame, parsed: list[dict], grid: dict
     return results.iloc[keep].reset_index(drop=True), [parsed[i] for i in keep]
 
 
-def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
-    """Collect ``runs_dir`` and write the report files into ``out_dir``; returns counts.
-
-    grid: {"traits", "methods", "budgets", "seeds"} the runs were asked for (runs
-    outside it are left out, cells of it without a run are listed as missing); None
-    infers it from the runs (:func:`infer_grid`)."""
-    import matplotlib
-    matplotlib.use("Agg")
-
-    results, parsed = collect_results(runs_dir)
-    if grid is not None:
-        grid = {"traits": [str(t) for t in grid["traits"]],
-                "methods": [str(m) for m in grid["methods"]],
-                "budgets": [int(b) for b in grid["budgets"]],
-                "seeds": [int(s) for s in grid["seeds"]]}
-        results, parsed = restrict_to_grid(results, parsed, grid)
-        if results.empty:
-            raise CmixError(f"{runs_dir}: none of the runs found is in the requested grid")
-    summary, missing = summarise(results, grid)
-    out_dir = check_writable_dir(out_dir)
-    traits = list(dict.fromkeys(results["trait"]))
+def _figures(results: pd.DataFrame, summary: pd.DataFrame, traits: list[str]) -> dict:
+    """{file name: PNG bytes}: one figure per trait, accuracy by trait, and pseudo-label
+    accuracy where any run has pseudo-labels."""
     safe = {t: re.sub(r"[^A-Za-z0-9_.-]+", "_", t) for t in traits}
     pngs: dict[str, bytes] = {}
 
@@ -406,7 +398,13 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
                 "Pseudo-label accuracy (on the unlabeled rows they cover)", majority=majority)
     if pl is not None:
         pngs["pseudo_label_accuracy.png"] = pl
+    return pngs
 
+
+def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.DataFrame,
+               missing: pd.DataFrame, pngs: dict, traits: list[str]) -> str:
+    """report.html: the grid status, the data, the figures (inline), the summary, missing
+    runs, wall time per method and the configs."""
     devices = ", ".join(sorted(set(map(str, results["device"].dropna()))))
     versions = parsed[0].get("versions", {})
     n_cells = len(summary)
@@ -431,7 +429,7 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     figs = "".join(f"<h3>{html.escape(name)}</h3>"
                    + (f"<p>{html.escape(captions[name])}</p>" if name in captions else "")
                    + _img(png, name) for name, png in pngs.items())
-    page = f"""<!DOCTYPE html>
+    return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>cmix evaluation report</title>
 <style>body{{font-family:sans-serif;max-width:1500px;margin:2em auto;}}
 table{{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em 0}}
@@ -453,6 +451,31 @@ for multi-class traits. Devices: {html.escape(devices)}. Versions: {html.escape(
 <h2>Configs (per method; the trainer's keys plus baseline keys)</h2>{_config_table(parsed)}
 </body></html>
 """
+
+
+def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
+    """Collect ``runs_dir`` and write the report files into ``out_dir``; returns counts.
+
+    grid: {"traits", "methods", "budgets", "seeds"} the runs were asked for (runs
+    outside it are left out, cells of it without a run are listed as missing); None
+    infers it from the runs (:func:`infer_grid`)."""
+    import matplotlib
+    matplotlib.use("Agg")
+
+    results, parsed = collect_results(runs_dir)
+    if grid is not None:
+        grid = {"traits": [str(t) for t in grid["traits"]],
+                "methods": [str(m) for m in grid["methods"]],
+                "budgets": [int(b) for b in grid["budgets"]],
+                "seeds": [int(s) for s in grid["seeds"]]}
+        results, parsed = restrict_to_grid(results, parsed, grid)
+        if results.empty:
+            raise CmixError(f"{runs_dir}: none of the runs found is in the requested grid")
+    summary, missing = summarise(results, grid)
+    out_dir = check_writable_dir(out_dir)
+    traits = list(dict.fromkeys(results["trait"]))
+    pngs = _figures(results, summary, traits)
+    page = _html_page(runs_dir, results, parsed, summary, missing, pngs, traits)
     names = ["results.tsv", "summary.tsv", "missing.tsv", "report.html", *pngs]
     with atomic_outputs(*[out_dir / n for n in names]) as tmps:
         tmp = dict(zip(names, tmps))

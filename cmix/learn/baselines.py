@@ -1,6 +1,6 @@
 """Baselines of the evaluation grid, selectable by ``cmix train --method``.
 
-Every method runs in the harness (:mod:`cmix.harness`): the same splits, standardisation
+Every method runs in the harness (:mod:`cmix.learn.harness`): the same splits, standardisation
 (moments of the training split), resumable checkpoint, early-stopping loop and
 ``metrics.json`` layout as the trainer. Test rows are read only to evaluate the final
 model: never for fitting, column statistics, early stopping or hyper-parameter choice.
@@ -30,22 +30,20 @@ Methods (:data:`BASELINES`):
   lambda ~ Beta(mixup_alpha, mixup_alpha).
 
 ``mlp`` and the cmix ablations (``cmix_selfsl``, ``cmix_selfsl_pl``, ``cmix_random_mix``)
-are config presets of the trainer (:data:`cmix.train.METHODS`).
+are config presets of the trainer (:data:`cmix.learn.train.METHODS`).
 
-Config: the sections of :mod:`cmix.config` each method reads (:mod:`cmix.methods`).
+Config: the sections of :mod:`cmix.learn.config` each method reads (:mod:`cmix.learn.methods`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 from . import harness
-from .io import CmixError
+from ..io import CmixError
 
 
 def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -138,7 +136,7 @@ def _full_proba(model, x, n_classes):
 
 def polygenic_score(root, rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """float64 (len(rows),): sum_j dosage_j * variant_beta_j, missing calls -> mean_j."""
-    from .data import load_rows
+    from ..genotypes.store import load_rows
 
     beta = np.asarray(root["variant_beta"][:], dtype=np.float64)
     x = load_rows(root, rows).astype(np.float64)
@@ -327,17 +325,30 @@ def vime_consistency_loss(logits_k):
 
 
 def run_vime(ctx, state) -> dict:
-    """VIME self- and semi-supervised learning (Yoon et al. 2020)."""
+    """VIME self- and semi-supervised learning (Yoon et al. 2020): self-supervised
+    pre-training of the encoder, then a predictor on the frozen encoder with VIME's
+    consistency loss on the unlabeled rows."""
+    model = vime_pretrain(ctx, state)
+    train, val = _frozen_latent(ctx, model)
+    head, validation = harness.fit_head(
+        ctx, state, lambda: _latent_head(ctx, train[0].shape[1], ctx.seed + 2),
+        vime_semi_epoch(ctx, model), train, val)
+    return harness.finish(ctx, state, _test_proba_latent(ctx, model, head), validation)
+
+
+def vime_pretrain(ctx, state):
+    """VIME's self-supervised stage (resumable per epoch): corrupt each training row
+    (mask probability vime_p_m, masked values drawn from the column's marginal), then
+    estimate the mask and reconstruct the row from the encoding. Returns the model."""
     import torch
-    import torch.nn.functional as F
 
-    from .nn import _mlp
+    from .nn import mlp_layers
 
-    s, cfg, dev = ctx.splits, ctx.cfg, ctx.dev
+    cfg, dev = ctx.cfg, ctx.dev
     model = _cmix_model(ctx)
     torch.manual_seed(ctx.seed + 5)
     dims = [model.encoder.out_dim] * cfg["proj_layers"] + [ctx.n_snps]
-    mask_est = torch.nn.Sequential(*_mlp(dims, batchnorm=False, last_act=False)).to(dev)
+    mask_est = torch.nn.Sequential(*mlp_layers(dims, batchnorm=False, last_act=False)).to(dev)
     params = list(model.embed.parameters()) + list(model.encoder.parameters()) \
         + list(model.decoder.parameters()) + list(mask_est.parameters())
     opt = torch.optim.Adam(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
@@ -365,9 +376,17 @@ def run_vime(ctx, state) -> dict:
     harness.run_epochs(ctx, state, "pretrain", cfg["epochs"],
                        {"model": model, "mask_estimator": mask_est, "opt": opt}, self_epoch,
                        "vime self-supervised")
+    return model
 
-    # semi-supervised predictor on the frozen encoder
-    train, val = _frozen_latent(ctx, model)
+
+def vime_semi_epoch(ctx, model):
+    """The epoch function (for :func:`harness.fit_head`) of VIME's semi-supervised
+    predictor: cross-entropy on the labeled latents plus vime_beta x the variance of the
+    logits over vime_k corruptions of each unlabeled row."""
+    import torch
+    import torch.nn.functional as F
+
+    s, cfg, dev = ctx.splits, ctx.cfg, ctx.dev
     u_loader = _train_loader(ctx, s.unlabeled)
     bs, k = cfg["pred_batch_size"], cfg["vime_k"]
 
@@ -401,10 +420,7 @@ def run_vime(ctx, state) -> dict:
             tot += float(loss.detach())
         return tot
 
-    head, validation = harness.fit_head(
-        ctx, state, lambda: _latent_head(ctx, train[0].shape[1], ctx.seed + 2), semi_epoch,
-        train, val)
-    return harness.finish(ctx, state, _test_proba_latent(ctx, model, head), validation)
+    return semi_epoch
 
 
 # ------------------------------------------------------------------ manifold mixup

@@ -54,7 +54,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, input_file
+from ..io import CmixError, input_file
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10

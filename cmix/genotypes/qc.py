@@ -31,8 +31,6 @@ Genotype counts use .bim column 5 (A1; plink2's ALT) and column 6 (A2; plink2's 
 
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +38,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from .io import CmixError
+from ..io import CmixError
 
 # plink2's constants (plink2_stats.cc): the probability scale of the observed table and
 # the relative tolerance below which two tables count as equally likely.
@@ -55,7 +53,7 @@ AUTOSOME_CODES = {str(c) for c in range(1, 23)} | {f"chr{c}" for c in range(1, 2
 
 
 @intrinsic
-def _popcount(typingctx, x):
+def popcount(typingctx, x):
     sig = types.uint64(types.uint64)
 
     def codegen(context, builder, signature, args):
@@ -237,14 +235,14 @@ def _count_block(block, n_rows, bpv, mask_f, mask_nf, nf_words, mask_keep, row_o
                 lo = x & _M55
                 hi = (x >> _ONE) & _M55
                 m = mask_f[w]
-                nlo += _popcount(lo & m)
-                nhi += _popcount(hi & m)
-                n11 += _popcount(lo & hi & m)
+                nlo += popcount(lo & m)
+                nhi += popcount(hi & m)
+                n11 += popcount(lo & hi & m)
             miss_nf = np.uint64(0)
             for k in range(nf_words.shape[0]):
                 w = nf_words[k]
                 x = buf[w]
-                miss_nf += _popcount(x & ~(x >> _ONE) & _M55 & mask_nf[w])
+                miss_nf += popcount(x & ~(x >> _ONE) & _M55 & mask_nf[w])
             counts[v, 0] = n11
             counts[v, 1] = nhi - n11
             counts[v, 2] = nlo - n11
@@ -292,66 +290,19 @@ class Counts:
     sample_missing: np.ndarray | None = None  # int64 (n_samples_in_fam,), --mind only
 
 
-def _read_blocks(bed_path: Path, n_variants: int, bpv: int, block: int):
-    """Yield (start, stop, uint8 buffer) over variant blocks, reading one block ahead."""
-    if n_variants == 0:
-        return
-    bufs = [np.empty(block * bpv, np.uint8), np.empty(block * bpv, np.uint8)]
-    fd = os.open(bed_path, os.O_RDONLY)
-    try:
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        except (AttributeError, OSError):
-            pass
-        ranges = [(s, min(s + block, n_variants)) for s in range(0, n_variants, block)]
-
-        def read(i, j):
-            s, e = ranges[i]
-            view = memoryview(bufs[j])[: (e - s) * bpv]
-            offset = 3 + s * bpv
-            got = 0
-            while got < len(view):
-                n = os.preadv(fd, [view[got:]], offset + got)
-                if n <= 0:
-                    raise CmixError(f"{bed_path}: file ended early (truncated while reading)")
-                got += n
-
-        result: dict = {}
-
-        def read_into(i, j):
-            try:
-                read(i, j)
-            except BaseException as err:  # re-raised in the consumer
-                result[i] = err
-
-        read(0, 0)
-        for i, (s, e) in enumerate(ranges):
-            thread = None
-            if i + 1 < len(ranges):
-                thread = threading.Thread(target=read_into, args=(i + 1, (i + 1) % 2))
-                thread.start()
-            yield s, e, bufs[i % 2]
-            if thread is not None:
-                thread.join()
-                if (i + 1) in result:
-                    raise result[i + 1]
-    finally:
-        os.close(fd)
-
-
 def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
                     variant_ok=None, threads: int | None = None, block_bytes: int = 32 << 20,
                     show_progress: bool = True) -> Counts:
     """Count genotypes per variant over the kept samples in one streaming pass.
 
-    bf: an opened :class:`cmix.plink.Bfile`. sample_idx: int indices into the .fam of
+    bf: an opened :class:`cmix.genotypes.plink.Bfile`. sample_idx: int indices into the .fam of
     the kept samples (None = all). Founders (no parents in the .fam) give the genotype
     counts; all kept samples give ``missing``. ``sample_missing=True`` also counts
     each sample's missing calls (for --mind) over the variants where ``variant_ok``
     (bool (n_variants,), None = all) is True. Peak memory: two blocks of
     ``block_bytes`` plus the per-variant arrays.
     """
-    from .io import progress
+    from ..io import progress
 
     n, m = bf.n_samples, bf.n_variants
     keep = np.zeros(n, bool)
@@ -362,7 +313,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
     mask_keep = _word_mask(keep)
     nf_words = np.flatnonzero(mask_nf).astype(np.int64)
     bpv = bf.bytes_per_variant
-    n_threads = _set_threads(threads)
+    n_threads = set_numba_threads(threads)
     block = max(1, min(m, block_bytes // max(bpv, 1)))
     counts = np.zeros((m, 4), np.int64)
     row_ok = (np.ones(m, np.uint8) if variant_ok is None
@@ -385,7 +336,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
                   sample_missing=smiss.sum(axis=0) if sample_missing else None)
 
 
-def _set_threads(threads: int | None) -> int:
+def set_numba_threads(threads: int | None) -> int:
     import numba
 
     if threads is None:
@@ -494,7 +445,7 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
     """
     import pandas as pd
 
-    from .io import log
+    from ..io import log
 
     bim = bf.bim
     selected = np.ones(bf.n_variants, bool)
@@ -593,7 +544,7 @@ def _write_tsv(table, path, chunk: int = 20_000) -> None:
 def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
     all or none. Returns the paths written."""
-    from .io import atomic_outputs
+    from ..io import atomic_outputs
     from .plink import write_sample_ids
 
     out_prefix = Path(out_prefix)
@@ -623,11 +574,11 @@ def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
     ignores them too); a --keep file matching no sample is an error. ``bfile``/``pfile``
-    may be ``{chrom}`` patterns (:func:`cmix.genotypes.open_genotypes`, shared ``fam``);
+    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_genotypes`, shared ``fam``);
     with ``chroms`` only those chromosomes' files are opened.
     """
-    from .genotypes import is_pattern, open_genotypes
-    from .io import log
+    from .sources import is_pattern, open_genotypes
+    from ..io import log
     from .plink import match_samples, read_sample_ids
 
     bf = open_genotypes(bfile, pfile=pfile, fam=fam,

@@ -1,7 +1,7 @@
 """Apply finished runs to new people: class probabilities from a PLINK file set.
 
 A run's checkpoint holds what prediction needs (``parts["predict"]``, written by
-:func:`cmix.harness.finish`): the store's variants and their effect alleles, the
+:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles, the
 standardisation moments of the dosages and covariates, the full config and the fitted
 model parts. :func:`predict` rebuilds the model of each run, reads the same variants from
 the new file set (matched by ID, else by chrom:pos with the same two alleles; swapped
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, atomic_path, log
+from ..io import CmixError, atomic_path, log
 
 
 def load_run(run_dir) -> dict:
@@ -69,7 +69,7 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
 
 def _dosages(bf, row, flip, sample_idx) -> np.ndarray:
     """int8 (n_samples, n_variants) effect-allele dosages; -1 missing or absent."""
-    from .plink import read_genotypes
+    from ..genotypes.plink import read_genotypes
 
     out = np.full((len(sample_idx), len(row)), -1, np.int8)
     have = np.flatnonzero(row >= 0)
@@ -138,7 +138,7 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None,
             min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
     runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs)."""
-    from .plink import open_bfile
+    from ..genotypes.plink import open_bfile
 
     runs = [load_run(d) for d in run_dirs]
     first = runs[0]["parts"]["predict"]
@@ -188,7 +188,7 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None,
 
 def _training_overlap(info: dict, iids: np.ndarray) -> int:
     """How many of ``iids`` were training-split rows of the run's store."""
-    from .store import open_store, store_fingerprint
+    from ..genotypes.store import open_store, store_fingerprint
 
     path = Path(info["store_path"])
     if not path.exists():
@@ -211,8 +211,8 @@ def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
     if pheno is None and sample_qc is None and eigenvec is None:
         raise CmixError(f"the run was trained with covariates ({', '.join(names)}); supply "
                         "them with --pheno / --sample-qc / --eigenvec")
-    from .covariates import covariate_matrix
-    from .phenotypes import read_phenotypes
+    from ..genotypes.covariates import covariate_matrix
+    from ..genotypes.phenotypes import read_phenotypes
 
     got, values = covariate_matrix(info["cov_spec"], fam, np.arange(len(fam)),
                                    pheno=read_phenotypes(pheno) if pheno else None,

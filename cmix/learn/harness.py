@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
+from ..io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
 
 METRICS_FILE = "metrics.json"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -61,13 +61,13 @@ class RunContext:
     labeled, validation and unlabeled rows; missing calls left out), the one
     standardisation of every method."""
 
-    method: object                  # cmix.methods.Method
+    method: object                  # cmix.learn.methods.Method
     cfg: dict
     budget: int
     seed: int
     store_path: Path
     root: object
-    splits: object                  # cmix.data.Splits
+    splits: object                  # cmix.learn.data.Splits
     dev: object                     # torch.device
     out_dir: Path
     store_sha256: str
@@ -115,7 +115,7 @@ class RunContext:
         """int8 dosages (len(rows), n_snps) of store rows (sorted), on the device."""
         import torch
 
-        from .data import load_rows
+        from ..genotypes.store import load_rows
 
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 
@@ -163,12 +163,12 @@ def deterministic_algorithms(device):
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
               config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
-    the metrics. config: keys of :mod:`cmix.config` (every method takes the same dict;
+    the metrics. config: keys of :mod:`cmix.learn.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
     deterministic kernels (:func:`deterministic_algorithms`)."""
     from .config import resolve_config
-    from .io import folder_lock
+    from ..io import folder_lock
     from .methods import get_method
 
     m = get_method(method)
@@ -183,7 +183,7 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
 
 def open_store_checked(store_path):
     """Open a store and check its files against its checksums (logged with the time)."""
-    from . import store as store_mod
+    from ..genotypes import store as store_mod
 
     root = store_mod.open_store(store_path)
     t0 = time.perf_counter()
@@ -196,20 +196,12 @@ def open_store_checked(store_path):
 def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, device,
              resume: bool) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
-    the same run, or None when the run is finished (metrics.json of the same run).
-
-    The run key covers the trait, budget, seed, method, the config sections the method
-    reads, the test split and the store's content. A checkpoint of another run is
-    discarded (logged) when metrics.json is absent, as after Snakemake removes a job's
-    outputs to rerun it; beside a metrics.json, or with ``resume``, it is an error.
-    ``resume`` without a checkpoint is an error.
-    """
-    import torch
-
-    from . import store as store_mod
-    from .config import sections_config
-    from .data import column_moments, make_splits
-    from .io import resolve_device
+    the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
+    the same run)."""
+    from ..genotypes import store as store_mod
+    from ..genotypes.store import column_moments
+    from ..io import resolve_device
+    from .data import make_splits
 
     dev = resolve_device(device)
     root = open_store_checked(store_path)
@@ -218,33 +210,8 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
     splits = make_splits(root, budget, seed, cfg["val_fraction"], store_path.name)
     out_dir = check_writable_dir(out_dir)
     store_sha256 = store_mod.store_fingerprint(root)
-    run_key = hashlib.sha256(json.dumps(
-        {"trait": str(root.attrs["trait"]), "budget": int(budget), "seed": int(seed),
-         "method": method.name, "config": sections_config(cfg, method.sections),
-         "test": splits.test_hash, "store": store_sha256},
-        sort_keys=True, default=str).encode()).hexdigest()
-    metrics_path, ckpt_path = out_dir / METRICS_FILE, out_dir / CHECKPOINT_FILE
-    state = None
-    if ckpt_path.exists():
-        try:
-            saved = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-            state = RunState(**saved)
-        except Exception as err:
-            raise CmixError(f"{ckpt_path}: unreadable checkpoint ({type(err).__name__}: "
-                            f"{err}); delete it to start over") from None
-        if state.run_key != run_key:
-            if resume or metrics_path.exists():
-                raise CmixError(f"{out_dir}: holds a {'finished ' * metrics_path.exists()}"
-                                "run with another store content, budget, seed, method or "
-                                "config; use another --out, or delete its metrics.json to "
-                                "replace it")
-            log(f"{out_dir}: the checkpoint there is of another run (store content, budget, "
-                "seed, method or config changed); starting this run afresh")
-            for name in (CHECKPOINT_FILE, LOG_FILE):
-                (out_dir / name).unlink(missing_ok=True)
-            state = None
-    elif resume:
-        raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
+    run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store_sha256)
+    state = saved_state(out_dir, run_key, resume)
     train_split = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
     mean, sd = column_moments(root, train_split)
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
@@ -252,7 +219,7 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
                      out_dir=out_dir, store_sha256=store_sha256, run_key=run_key,
                      mean=mean, sd=sd, cov=None)
     ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, train_split, cfg)
-    if state is not None and state.stage == "done" and metrics_path.exists():
+    if state is not None and state.stage == "done" and (out_dir / METRICS_FILE).exists():
         log(f"{out_dir}: run already complete")
         return ctx, None
     if state is None:
@@ -264,6 +231,52 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
         f"labeled + {c['n_validation']} validation, {c['n_unlabeled']} unlabeled, "
         f"{c['n_test']} test, {ctx.n_snps} SNPs, {splits.n_classes} classes, device {dev}")
     return ctx, state
+
+
+def run_key_of(root, method, budget: int, seed: int, cfg: dict, test_hash: str,
+               store_sha256: str) -> str:
+    """sha256 hex of what makes a run: the trait, budget, seed, method, the config
+    sections the method reads, the test split and the store's content."""
+    from .config import sections_config
+
+    return hashlib.sha256(json.dumps(
+        {"trait": str(root.attrs["trait"]), "budget": int(budget), "seed": int(seed),
+         "method": method.name, "config": sections_config(cfg, method.sections),
+         "test": test_hash, "store": store_sha256},
+        sort_keys=True, default=str).encode()).hexdigest()
+
+
+def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:
+    """The checkpoint in ``out_dir`` when it is of run ``run_key``, else None.
+
+    A checkpoint of another run is discarded (logged) when metrics.json is absent, as
+    after Snakemake removes a job's outputs to rerun it; beside a metrics.json, or with
+    ``resume``, it is an error. ``resume`` without a checkpoint is an error.
+    """
+    import torch
+
+    metrics_path, ckpt_path = out_dir / METRICS_FILE, out_dir / CHECKPOINT_FILE
+    if not ckpt_path.exists():
+        if resume:
+            raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
+        return None
+    try:
+        state = RunState(**torch.load(ckpt_path, map_location="cpu", weights_only=False))
+    except Exception as err:
+        raise CmixError(f"{ckpt_path}: unreadable checkpoint ({type(err).__name__}: "
+                        f"{err}); delete it to start over") from None
+    if state.run_key == run_key:
+        return state
+    if resume or metrics_path.exists():
+        raise CmixError(f"{out_dir}: holds a {'finished ' * metrics_path.exists()}"
+                        "run with another store content, budget, seed, method or "
+                        "config; use another --out, or delete its metrics.json to "
+                        "replace it")
+    log(f"{out_dir}: the checkpoint there is of another run (store content, budget, "
+        "seed, method or config changed); starting this run afresh")
+    for name in (CHECKPOINT_FILE, LOG_FILE):
+        (out_dir / name).unlink(missing_ok=True)
+    return None
 
 
 def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
@@ -392,8 +405,6 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     State: stage "predictor" then "refit", parts "predictor" and "refit".
     Returns (head, validation summary dict).
     """
-    import torch
-
     cfg = ctx.cfg
     x_val, y_val = val
     has_val = len(y_val) > 0
@@ -441,6 +452,16 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     summary["refit_epochs"] = n_refit
     if not n_refit:
         return head, summary
+    return refit_head(ctx, state, new_head, epoch_fn, train, val, n_refit), summary
+
+
+def refit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val,
+               n_refit: int):
+    """A fresh head trained for ``n_refit`` epochs on the training plus validation rows
+    (arguments as :func:`fit_head`); resumable at every epoch (stage and part "refit")."""
+    import torch
+
+    x_val, y_val = val
     x_tr, t_tr, w_tr = train
     eye = torch.eye(t_tr.shape[1], device=t_tr.device, dtype=t_tr.dtype)
     all_train = (torch.cat([x_tr, x_val]),
@@ -463,7 +484,7 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
         state.parts["refit"] = {"head": cpu_state(head.state_dict()),
                                 "opt": cpu_state(opt.state_dict())}
         ctx.save(state)
-    return head, summary
+    return head
 
 
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
@@ -495,7 +516,7 @@ def versions() -> dict:
     import torch
     import zarr
 
-    from . import __version__
+    from .. import __version__
 
     return {"cmix": __version__, "torch": torch.__version__, "numpy": np.__version__,
             "scipy": scipy.__version__, "sklearn": sklearn.__version__,
@@ -504,7 +525,7 @@ def versions() -> dict:
 
 
 def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
-    """What :mod:`cmix.predict` needs to apply the run to new people (no sample IDs): the
+    """What :mod:`cmix.learn.predict` needs to apply the run to new people (no sample IDs): the
     method family and full config, the store's variants and effect alleles, the
     standardisation moments, the covariate spec, and the test probabilities (test rows
     in store order) to check a prediction against."""

@@ -38,8 +38,8 @@ import pandas as pd
 from numba import njit
 
 from . import plink
-from .io import CmixError, log
-from .qc import K_SMALL_EPSILON, _popcount, founder_flags
+from ..io import CmixError, log
+from .qc import K_SMALL_EPSILON, popcount, founder_flags
 from .relatedness import autosomal
 
 #: long-range LD regions shipped with cmix (GRCh37; see the file's header)
@@ -219,18 +219,18 @@ def _r2_exceeds(hom, r2h, a, b, nm_a, sum_a, ssq_a, nm_b, sum_b, ssq_b, n, thres
         ra = r2h[a, w]
         rb = r2h[b, w]
         hh = ha & hb
-        both += _popcount(hh)
-        neg += _popcount(hh & (ra ^ rb))
+        both += popcount(hh)
+        neg += popcount(hh & (ra ^ rb))
         if not full:
             nma = ha | ra
             nmb = hb | rb
-            n_joint += _popcount(nma & nmb)
+            n_joint += popcount(nma & nmb)
             x = nmb & ha
-            q_a += _popcount(x)
-            p_a += _popcount(x & ra)
+            q_a += popcount(x)
+            p_a += popcount(x & ra)
             y = nma & hb
-            q_b += _popcount(y)
-            p_b += _popcount(y & rb)
+            q_b += popcount(y)
+            p_b += popcount(y & rb)
     dot = np.int64(both) - 2 * np.int64(neg)
     if full:
         nj = np.int64(n)
@@ -713,7 +713,7 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
     """
     from threadpoolctl import threadpool_limits
 
-    from .qc import _set_threads, count_genotypes
+    from .qc import set_numba_threads, count_genotypes
 
     variant_idx = np.asarray(variant_idx, np.int64)
     fit_idx = np.asarray(fit_idx, np.int64)
@@ -730,7 +730,7 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
     x = standardized_dask(bf, variant_idx, fit_idx, lut, np.float32, block_bytes)
     x_all = standardized_dask(bf, variant_idx, np.concatenate([fit_idx, other_idx]), lut,
                               np.float64, block_bytes)
-    n_threads = _set_threads(threads)
+    n_threads = set_numba_threads(threads)
     with threadpool_limits(1):
         u, eigenvalues, n_passes = randomized_pca(x, n_pcs, seed=seed, threads=n_threads)
         scale = np.sqrt(eigenvalues * len(variant_idx))
@@ -782,7 +782,7 @@ def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
     OUT.prune.in / OUT.prune.out. REF is .bim column 6 and ALT column 5, as plink2 reads
     a .bim. Numbers are written with 9 significant digits, in row chunks.
     """
-    from .io import atomic_outputs
+    from ..io import atomic_outputs
 
     prefix = Path(out_prefix)
     names = ["eigenvec", "eigenval", "eigenvec.allele", "acount"]
@@ -854,7 +854,7 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
     drop (None = none). prune: --indep-pairwise settings (None = no pruning).
     threads: numba and BLAS threads (None = all cores).
     """
-    from .qc import _set_threads
+    from .qc import set_numba_threads
 
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
@@ -878,7 +878,7 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
         candidate &= ~in_regions(bim, read_regions(regions))
         steps["outside long-range LD regions"] = int(candidate.sum())
     variant_idx = np.flatnonzero(candidate)
-    n_threads = _set_threads(threads)
+    n_threads = set_numba_threads(threads)
     prune_ids = None
     if prune is not None and len(variant_idx):
         kept = ld_prune(bf, variant_idx, fit_idx, prune, threads=n_threads)
@@ -908,7 +908,7 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
 
 
 def _read_variant_ids(path) -> set[str]:
-    from .io import read_id_set
+    from ..io import read_id_set
 
     ids = read_id_set(path, "--extract variant list")
     if not ids:

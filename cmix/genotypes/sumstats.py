@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import (CmixError, atomic_outputs, data_line_numbers, input_file, open_maybe_gzip,
+from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, open_maybe_gzip,
                  read_id_set)
 
 #: Field -> header names tried in order (case-insensitive). The first is BOLT-LMM's.
@@ -253,7 +253,7 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
               keep_ambiguous: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Match summary statistics to the .bim and orient them to its A1 allele.
 
-    sumstats: from :func:`read_sumstats`. bim: :func:`cmix.plink.read_bim` table.
+    sumstats: from :func:`read_sumstats`. bim: :func:`cmix.genotypes.plink.read_bim` table.
     extract: QC-passed variant IDs (None = all). Returns (table, steps): the table has
     the :data:`OUTPUT_COLUMNS` (one row per .bim variant, unsorted) plus ``line``;
     steps has columns step, n_removed, n_remaining.
@@ -435,7 +435,7 @@ def clump(ranked: pd.DataFrame, bf, sample_idx=None, *, r2: float = 0.5, kb: flo
     is not already in a clump, and r2 > ``r2``. Stops after ``max_index`` index SNPs.
     Returns int64 positions into ``ranked`` of the index SNPs, best first.
     """
-    from .io import progress
+    from ..io import progress
 
     p2 = p1 if p2 is None else p2
     log_p1, log_p2 = np.log10(p1) if p1 > 0 else -np.inf, np.log10(p2) if p2 > 0 else -np.inf

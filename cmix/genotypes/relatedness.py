@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from . import plink
-from .io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
+from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
                  read_id_list, resolve_device)
 
 #: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
@@ -566,7 +566,7 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
 
         fam = read_psam(fam_path)       # a .fam, or a PLINK 2 .psam
     elif bfile is not None:
-        from .genotypes import open_genotypes
+        from .sources import open_genotypes
 
         fam = open_genotypes(bfile).fam
     elif keep is not None:
@@ -622,7 +622,7 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
     the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
     a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``)."""
-    from .genotypes import open_genotypes
+    from .sources import open_genotypes
 
     cutoff = check_cutoff(cutoff)
     bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)

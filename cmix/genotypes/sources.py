@@ -1,7 +1,7 @@
 """One way in to genotypes however they are shipped: a .bed trio, a .pgen trio, or one
 of either per chromosome (a path pattern with ``{chrom}``) sharing one sample file.
 
-Every source has the same interface as :class:`cmix.plink.Bfile`: ``fam`` and ``bim``
+Every source has the same interface as :class:`cmix.genotypes.plink.Bfile`: ``fam`` and ``bim``
 tables (.fam/.bim columns; a .pvar's ALT is ``a1``, the counted allele), ``n_samples``,
 ``n_variants``, ``bytes_per_variant``, ``read(variant_idx, sample_idx)`` -> int8 A1
 counts (n_variants, n_samples) with -1 missing, ``packed_rows(variant_idx)`` and
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError
+from ..io import CmixError
 
 CHROM_FIELD = "{chrom}"
 AUTOSOMES = tuple(str(c) for c in range(1, 23))

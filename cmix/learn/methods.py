@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .io import CmixError
+from ..io import CmixError
 
 NEURAL = ("model", "predictor", "data", "covariates")
 CMIX_SECTIONS = NEURAL + ("pretrain", "contrastive", "pseudo_labels", "switches")
@@ -18,7 +18,7 @@ CMIX_SECTIONS = NEURAL + ("pretrain", "contrastive", "pseudo_labels", "switches"
 @dataclass(frozen=True)
 class Method:
     """name: the ``--method`` value; family: the code that runs it (:data:`RUNNERS`);
-    sections: the config sections it reads (:data:`cmix.config.SECTIONS`); switches:
+    sections: the config sections it reads (:data:`cmix.learn.config.SECTIONS`); switches:
     fixed settings of the trainer's ablation ladder; summary: one line for help and docs."""
 
     name: str
@@ -36,11 +36,11 @@ class Method:
 
 
 #: family -> "module:function" running it (imported when a run starts)
-RUNNERS = {"trainer": "cmix.train:run_trainer", "prs": "cmix.baselines:run_prs",
-           "covariates": "cmix.baselines:run_covariates",
-           "logreg": "cmix.baselines:run_logreg", "ae": "cmix.baselines:run_ae",
-           "vime": "cmix.baselines:run_vime",
-           "manifold_mixup": "cmix.baselines:run_manifold_mixup"}
+RUNNERS = {"trainer": "cmix.learn.train:run_trainer", "prs": "cmix.learn.baselines:run_prs",
+           "covariates": "cmix.learn.baselines:run_covariates",
+           "logreg": "cmix.learn.baselines:run_logreg", "ae": "cmix.learn.baselines:run_ae",
+           "vime": "cmix.learn.baselines:run_vime",
+           "manifold_mixup": "cmix.learn.baselines:run_manifold_mixup"}
 
 
 _ALL = [

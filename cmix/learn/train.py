@@ -6,16 +6,16 @@ reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every``
 weighted by their certainty, early stopping on the labeled validation rows, best
 checkpoint reloaded) -> test metrics.
 
-The run folder, checkpoint and resume come from :mod:`cmix.harness`. Randomness: the
+The run folder, checkpoint and resume come from :mod:`cmix.learn.harness`. Randomness: the
 model initialisation comes from ``seed``; every epoch draws its batches, layers, lambdas
 and partners from generators seeded by (seed, stage, epoch), so a resumed run repeats
 exactly what an uninterrupted one does (bit-for-bit on CPU). Runs use torch's
-deterministic kernels (:func:`cmix.harness.deterministic_algorithms`), and the reductions
+deterministic kernels (:func:`cmix.learn.harness.deterministic_algorithms`), and the reductions
 that torch or the BLAS split among threads (batch norm statistics, loss averages, label
 propagation's dot products) are summed in an order that does not depend on the thread
 count; README says what is and is not the same across thread counts.
 
-Methods (:mod:`cmix.methods`): ``cmix`` (the full method), ``mlp`` (supervised predictor
+Methods (:mod:`cmix.learn.methods`): ``cmix`` (the full method), ``mlp`` (supervised predictor
 on the embedded inputs, same labels, no pre-training) and the ablations, all one code
 path with switches (``pretrain``, ``pseudo_labels``, ``predictor_mixup``, ``mix``).
 """
@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from . import harness
-from .io import CmixError, log
+from ..io import CmixError, log
 
 
 # ------------------------------------------------------------------ small helpers
@@ -53,15 +53,45 @@ def embed_rows(model, loader, device, batch_size: int | None = None):
 
 
 # ------------------------------------------------------------------ pre-training
+def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, device):
+    """The pre-training loss of one batch: (total, contrastive, reconstruction) tensors.
+
+    x: (B, M) dosages; labels: (B,) int64 class or -1 (no label); weights: (B,) certainty.
+    Partners and lambda ~ U(0, alpha) come from :func:`cmix.learn.losses.draw_mixup`
+    (within the class with cfg["mix"] == "within_class"); rows are mixed in the hidden
+    layer t, drawn uniformly from 0..n_layers of the encoder. The weighted supervised
+    contrastive loss (temperature tau) runs over the labeled rows and the mixed rows
+    with their soft class targets (:func:`cmix.learn.losses.contrastive_targets`); the
+    reconstruction loss is of every row. total = contrastive + beta * reconstruction.
+    """
+    import torch
+
+    from .losses import (contrastive_targets, draw_mixup, mix_rows, reconstruction_loss,
+                         supcon_loss)
+
+    t = int(torch.randint(0, model.encoder.n_layers + 1, (1,), generator=gen))
+    partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class")
+    with _amp(device):
+        h = model.encoder.forward_to(model.embed(x), t)
+        mixed, _ = mix_rows(h, partner, lam)
+        z = model.encoder.forward_from(h, t)
+        recon = reconstruction_loss(model.decoder(z), x, model.embed)
+        orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
+        if len(orig):
+            zm = model.encoder.forward_from(mixed, t) if len(mrows) else z[:0]
+            p = model.proj(torch.cat([z[orig], zm]))
+            con = supcon_loss(p, q, w, cfg["tau"])
+        else:
+            con = recon * 0.0
+        return con + cfg["beta"] * recon, con, recon
+
+
 def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch, device,
                    n_classes):
     """One pre-training epoch. x_lab: int8 (n_L, M) labeled rows on device; y_lab: (n_L,)
     int64; pseudo: None or (label (n_U,), weight (n_U,)) tensors over the unlabeled loader's
     positions (-1 = no pseudo-label). Returns mean losses."""
     import torch
-
-    from .losses import (contrastive_targets, draw_mixup, mix_rows, reconstruction_loss,
-                         supcon_loss)
 
     gen, rng = harness.gen(seed, 1, epoch)
     model.train()
@@ -70,7 +100,6 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     lab_ptr = 0
     sums = {"loss": 0.0, "contrastive": 0.0, "reconstruction": 0.0}
     n_steps = 0
-    T = model.encoder.n_layers
     if len(u_loader):
         batches = u_loader.batches(seed_seq=[seed & 0xFFFFFFFF, 2, epoch], drop_last=False)
     else:
@@ -98,21 +127,8 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
             x = torch.cat([xl, xu])
             labels, weights = torch.cat([yl, yu]), torch.cat([wl, wu])
         labels = torch.where(weights > 0, labels, torch.full_like(labels, -1))
-        t = int(torch.randint(0, T + 1, (1,), generator=gen))
-        partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class")
-        with _amp(device):
-            h = model.encoder.forward_to(model.embed(x), t)
-            mixed, _ = mix_rows(h, partner, lam)
-            z = model.encoder.forward_from(h, t)
-            recon = reconstruction_loss(model.decoder(z), x, model.embed)
-            orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
-            if len(orig):
-                zm = model.encoder.forward_from(mixed, t) if len(mrows) else z[:0]
-                p = model.proj(torch.cat([z[orig], zm]))
-                con = supcon_loss(p, q, w, cfg["tau"])
-            else:
-                con = recon * 0.0
-            loss = con + cfg["beta"] * recon
+        loss, con, recon = contrastive_mixup_loss(model, x, labels, weights, cfg, gen,
+                                                  n_classes, device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -338,7 +354,7 @@ def trainer_inputs(ctx, model):
 def predictor_stage(ctx, state, model, inputs_of, su_pos):
     """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
     (latent mixup per the config), early-stopped and refitted by
-    :func:`cmix.harness.fit_head`."""
+    :func:`cmix.learn.harness.fit_head`."""
     import torch
 
     from .harness import fit_head

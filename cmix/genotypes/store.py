@@ -17,7 +17,7 @@ sample_id            (samples,)            str    .fam IID
 sample_label         (samples,)            int16  class index into attrs["class_names"]
 sample_phenotype     (samples,)            f8     raw phenotype value (code or measurement)
 sample_split         (samples,)            int8   0 = training split, 1 = test split
-sample_covariate     (samples, covariates) f8     covariates (cmix.covariates), no missing
+sample_covariate     (samples, covariates) f8     covariates (cmix.genotypes.covariates), no missing
 covariate_name       (covariates,)         str    their names (age column, PC1, ...)
 variant_id           (variants,)           str    .bim/.pvar ID (BGEN: rsid)
 contig_id            (contigs,)            str    chromosome names
@@ -42,7 +42,7 @@ array file: chunks and .zarray metadata), ``complete`` (True, written last). Sto
 ``counts`` (samples and SNPs at each step, no IDs), and ``dosage_encoding`` ({"kind":
 "hard calls" or "fractional", "dtype", "scale", "valid", "missing", "fill", "source":
 which files and precision the dosages came from}; a store without it holds hard calls).
-:func:`cmix.data.load_rows` decodes a fractional store to float32 expected copies.
+:func:`load_rows` decodes a fractional store to float32 expected copies.
 
 A store is written under a temporary name and renamed when complete, so a store that
 exists is whole; :func:`open_store` refuses one without ``complete``. An absent
@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CmixError, atomic_path, file_sha256
+from ..io import CmixError, atomic_path, file_sha256
 
 STORE_VERSION = 2
 DOSAGE_FILL = -128       # what an absent call_dosage chunk reads as; never a valid dosage
@@ -227,7 +227,6 @@ def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) ->
         raise CmixError(f"{path}: damaged store: {'; '.join(bad[:3])}{more}; rebuild it with "
                         "`cmix store --force`")
     if decode:
-        from .data import load_rows
 
         call = root["call_dosage"]
         step = int(call.chunks[0])
@@ -311,7 +310,7 @@ def bed_fingerprint(path: str | os.PathLike) -> dict:
 def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
     """Lazy dosages of the effect allele: dask int8 (n_samples, n_variants), -1 missing.
 
-    bf: an opened genotype source (:func:`cmix.genotypes.open_genotypes`); variant_idx:
+    bf: an opened genotype source (:func:`cmix.genotypes.sources.open_genotypes`); variant_idx:
     .bim rows (n_variants,); sample_idx: .fam rows (n_samples,), in output order;
     count_a2: bool (n_variants,), True where the effect allele is the .bim A2 (dosage =
     2 - A1 count). The packed bytes of the selected variants are read once (n_variants
@@ -375,7 +374,7 @@ def _is_fractional_source(src) -> bool:
 def _input_checksums(src, extra_files) -> dict:
     """{file name: sha256} of the small inputs, {file name: bed_fingerprint} of genotype
     files (.bed, .pgen, .bgen: size, mtime and the first and last MiB)."""
-    from .genotypes import ChromSet, sample_file_of
+    from .sources import ChromSet, sample_file_of
 
     checksums = {Path(f).name: file_sha256(f) for f in extra_files if f is not None}
     for part in (src.parts if isinstance(src, ChromSet) else [src]):
@@ -397,11 +396,11 @@ def _input_checksums(src, extra_files) -> dict:
 
 def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
                 positions=None):
-    """Open the genotypes of a step: .bed/.pgen (:func:`cmix.genotypes.open_genotypes`)
-    or BGEN (:func:`cmix.bgen.open_bgen_set`, which needs the ``sample`` file; with
+    """Open the genotypes of a step: .bed/.pgen (:func:`cmix.genotypes.sources.open_genotypes`)
+    or BGEN (:func:`cmix.genotypes.bgen.open_bgen_set`, which needs the ``sample`` file; with
     ``positions`` {chrom: positions} it lists only the variants there)."""
     if bgen is None:
-        from .genotypes import open_genotypes
+        from .sources import open_genotypes
 
         return open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
     if bfile is not None or pfile is not None:
@@ -427,9 +426,9 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     .pgen holding dosages, gives a fractional store (:data:`DOSAGE_ENCODINGS`), each SNP
     read from its own chromosome's file (BGEN through the .bgi: only the selected SNPs
     are decoded). snps: path of the selected-SNP table
-    (:func:`cmix.sumstats.write_selection`); pheno: phenotype table path; keep: plink
+    (:func:`cmix.genotypes.sumstats.write_selection`); pheno: phenotype table path; keep: plink
     sample list (e.g. unrelated.id) or None for every .fam sample; trait_config: see
-    :mod:`cmix.phenotypes`. The samples are the kept samples with a label, in .fam
+    :mod:`cmix.genotypes.phenotypes`. The samples are the kept samples with a label, in .fam
     order; the dosage counts each SNP's ``effect_allele`` (the .bim A1 count, or 2 minus
     it where the effect allele is the .bim A2). An existing ``out`` is an error unless
     ``force``. Checksums in attrs["input_checksums"]: sha256 of the SNP table and the
@@ -440,7 +439,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     import pandas as pd
 
     from . import phenotypes as ph
-    from .io import log
+    from ..io import log
     from .plink import match_samples, read_sample_ids
     from .sumstats import read_selection
 
@@ -532,7 +531,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                else np.full(n_variants, np.nan))
     sample_files = []
     if sample is not None:
-        from .genotypes import expand, is_pattern
+        from .sources import expand, is_pattern
 
         sample_files = ([p for _, p in expand(sample, getattr(bf, "chroms", None))]
                         if is_pattern(sample) else [sample])
@@ -571,3 +570,91 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                 covariate_name=cov_names, attrs=attrs, sample_chunk=chunk, encoding=encoding)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
 
+
+# Reading a store
+
+def dosage_dask(root):
+    """The store's call_dosage as a dask array with one dask chunk per Zarr chunk."""
+    import dask.array as da
+
+    return da.from_zarr(root["call_dosage"])
+
+
+def store_name(root) -> str:
+    """The folder name of an open store, for messages."""
+    where = getattr(root.store, "root", None)
+    return Path(str(where)).name if where is not None else "store"
+
+
+def decode_rows(x: np.ndarray, enc: dict, rows: np.ndarray, name: str, chunk_rows: int):
+    """Check raw call_dosage values against the store's encoding and decode them.
+
+    x: raw (len(rows), n_variants) values; enc: :func:`dosage_encoding`.
+    Hard calls come back as int8 (-1 missing); fractional codes as float32 expected
+    copies (code / scale), -1.0 where missing. A value outside the encoding (as an
+    absent chunk's fill) raises CmixError naming the store rows of the first one.
+    """
+    lo, hi = enc["valid"]
+    bad = ((x < lo) | (x > hi)) & (x != enc["missing"])
+    if bad.any():
+        bad_row, bad_col = np.argwhere(bad)[0]
+        chunk = int(rows[bad_row]) // chunk_rows
+        raise CmixError(f"{name}: call_dosage chunk {chunk}.0 (store row {rows[bad_row]}, "
+                        f"variant {bad_col}) holds {int(x[bad_row, bad_col])}, outside "
+                        f"{lo}..{hi} ({enc['kind']}, missing {enc['missing']}): the chunk is "
+                        "missing or damaged; rebuild the store")
+    if enc["kind"] == "hard calls":
+        return np.asarray(x, dtype=np.int8)
+    out = x.astype(np.float32) / np.float32(enc["scale"])
+    out[x == enc["missing"]] = -1.0
+    return out
+
+
+def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
+    """Dosages of ``rows`` (sorted indices): (len(rows), n_variants), read with dask in
+    parallel, one task per Zarr chunk touched. int8 (-1 missing) for a hard-call store,
+    float32 expected copies (-1.0 missing) for a fractional one (:func:`decode_rows`).
+
+    Raises CmixError when a chunk cannot be read or decoded (a store damaged or removed
+    while in use) or holds a value outside the store's encoding (an absent chunk reads
+    as its fill value, never a valid one), naming the store rows of the first bad value.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    enc = dosage_encoding(root)
+    if len(rows) == 0:
+        dtype = np.int8 if enc["kind"] == "hard calls" else np.float32
+        return np.zeros((0, root["call_dosage"].shape[1]), dtype=dtype)
+    name = name or store_name(root)
+    try:
+        x = np.asarray(dosage_dask(root)[rows].compute())
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise CmixError(f"{name}: cannot read call_dosage rows {rows[0]}-{rows[-1]} "
+                        f"({type(err).__name__}: {err}); was the store changed or removed "
+                        "while in use? Check it with `cmix verify`") from None
+    return decode_rows(x, enc, rows, name, int(root["call_dosage"].chunks[0]))
+
+
+def column_moments(root, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (float32, n_variants) of each column's dosage (expected
+    copies for a fractional store) over ``rows``, missing calls left out; for the dosage encoding (training rows only)."""
+    import dask.array as da
+
+    enc = dosage_encoding(root)
+    x = dosage_dask(root)[np.asarray(rows, dtype=np.int64)]
+    xf = da.where(x == enc["missing"], np.nan, x.astype(np.float32) / np.float32(enc["scale"]))
+    valid = da.where(x == enc["missing"], enc["valid"][0], x)
+    try:
+        mean, sd, lo, hi = da.compute(da.nanmean(xf, axis=0), da.nanstd(xf, axis=0),
+                                      valid.min(), valid.max())
+    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        raise CmixError(f"{store_name(root)}: cannot read call_dosage ({type(err).__name__}: "
+                        f"{err}); was the store changed or removed while in use? Check it "
+                        "with `cmix verify`") from None
+    if lo < enc["valid"][0] or hi > enc["valid"][1]:
+        raise CmixError(f"{store_name(root)}: call_dosage holds values {int(lo)}..{int(hi)}, "
+                        f"outside {enc['valid'][0]}..{enc['valid'][1]} ({enc['kind']}): a chunk "
+                        "is missing or damaged; rebuild the store")
+    mean = np.nan_to_num(np.asarray(mean, dtype=np.float32))
+    sd = np.asarray(sd, dtype=np.float32)
+    sd = np.where(np.isfinite(sd) & (sd > 1e-6), sd, 1.0).astype(np.float32)
+    return mean, sd

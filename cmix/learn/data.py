@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .io import CmixError
+from ..io import CmixError
+from ..genotypes.store import load_rows
 
 
 @dataclass
@@ -125,71 +126,6 @@ def make_splits(root, budget: int, seed: int, val_fraction: float = 0.2,
     test_hash = hashlib.sha256("\n".join(ids).encode()).hexdigest()
     return Splits(train_labeled=train_labeled, validation=validation, unlabeled=unlabeled,
                   test=test, label=label, class_names=class_names, test_hash=test_hash)
-
-
-def dosage_dask(root):
-    """The store's call_dosage as a dask array with one dask chunk per Zarr chunk."""
-    import dask.array as da
-
-    return da.from_zarr(root["call_dosage"])
-
-
-def store_name(root) -> str:
-    """The folder name of an open store, for messages."""
-    from pathlib import Path
-
-    where = getattr(root.store, "root", None)
-    return Path(str(where)).name if where is not None else "store"
-
-
-def decode_rows(x: np.ndarray, enc: dict, rows: np.ndarray, name: str, chunk_rows: int):
-    """Check raw call_dosage values against the store's encoding and decode them.
-
-    x: raw (len(rows), n_variants) values; enc: :func:`cmix.store.dosage_encoding`.
-    Hard calls come back as int8 (-1 missing); fractional codes as float32 expected
-    copies (code / scale), -1.0 where missing. A value outside the encoding (as an
-    absent chunk's fill) raises CmixError naming the store rows of the first one.
-    """
-    lo, hi = enc["valid"]
-    bad = ((x < lo) | (x > hi)) & (x != enc["missing"])
-    if bad.any():
-        bad_row, bad_col = np.argwhere(bad)[0]
-        chunk = int(rows[bad_row]) // chunk_rows
-        raise CmixError(f"{name}: call_dosage chunk {chunk}.0 (store row {rows[bad_row]}, "
-                        f"variant {bad_col}) holds {int(x[bad_row, bad_col])}, outside "
-                        f"{lo}..{hi} ({enc['kind']}, missing {enc['missing']}): the chunk is "
-                        "missing or damaged; rebuild the store")
-    if enc["kind"] == "hard calls":
-        return np.asarray(x, dtype=np.int8)
-    out = x.astype(np.float32) / np.float32(enc["scale"])
-    out[x == enc["missing"]] = -1.0
-    return out
-
-
-def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
-    """Dosages of ``rows`` (sorted indices): (len(rows), n_variants), read with dask in
-    parallel, one task per Zarr chunk touched. int8 (-1 missing) for a hard-call store,
-    float32 expected copies (-1.0 missing) for a fractional one (:func:`decode_rows`).
-
-    Raises CmixError when a chunk cannot be read or decoded (a store damaged or removed
-    while in use) or holds a value outside the store's encoding (an absent chunk reads
-    as its fill value, never a valid one), naming the store rows of the first bad value.
-    """
-    from .store import dosage_encoding
-
-    rows = np.asarray(rows, dtype=np.int64)
-    enc = dosage_encoding(root)
-    if len(rows) == 0:
-        dtype = np.int8 if enc["kind"] == "hard calls" else np.float32
-        return np.zeros((0, root["call_dosage"].shape[1]), dtype=dtype)
-    name = name or store_name(root)
-    try:
-        x = np.asarray(dosage_dask(root)[rows].compute())
-    except (OSError, RuntimeError, ValueError, KeyError) as err:
-        raise CmixError(f"{name}: cannot read call_dosage rows {rows[0]}-{rows[-1]} "
-                        f"({type(err).__name__}: {err}); was the store changed or removed "
-                        "while in use? Check it with `cmix verify`") from None
-    return decode_rows(x, enc, rows, name, int(root["call_dosage"].chunks[0]))
 
 
 def epoch_order(rows: np.ndarray, chunk_rows: int, seed_seq, buffer_chunks: int = 8,
@@ -341,31 +277,3 @@ def choose_mode(n_rows: int, n_variants: int, mode: str = "auto",
     if mode != "auto":
         raise CmixError(f"loader must be auto, memory or stream, not {mode!r}")
     return "memory" if n_rows * n_variants <= memory_limit_bytes else "stream"
-
-
-def column_moments(root, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation (float32, n_variants) of each column's dosage (expected
-    copies for a fractional store) over ``rows``, missing calls left out; for the dosage encoding (training rows only)."""
-    import dask.array as da
-
-    from .store import dosage_encoding
-
-    enc = dosage_encoding(root)
-    x = dosage_dask(root)[np.asarray(rows, dtype=np.int64)]
-    xf = da.where(x == enc["missing"], np.nan, x.astype(np.float32) / np.float32(enc["scale"]))
-    valid = da.where(x == enc["missing"], enc["valid"][0], x)
-    try:
-        mean, sd, lo, hi = da.compute(da.nanmean(xf, axis=0), da.nanstd(xf, axis=0),
-                                      valid.min(), valid.max())
-    except (OSError, RuntimeError, ValueError, KeyError) as err:
-        raise CmixError(f"{store_name(root)}: cannot read call_dosage ({type(err).__name__}: "
-                        f"{err}); was the store changed or removed while in use? Check it "
-                        "with `cmix verify`") from None
-    if lo < enc["valid"][0] or hi > enc["valid"][1]:
-        raise CmixError(f"{store_name(root)}: call_dosage holds values {int(lo)}..{int(hi)}, "
-                        f"outside {enc['valid'][0]}..{enc['valid'][1]} ({enc['kind']}): a chunk "
-                        "is missing or damaged; rebuild the store")
-    mean = np.nan_to_num(np.asarray(mean, dtype=np.float32))
-    sd = np.asarray(sd, dtype=np.float32)
-    sd = np.where(np.isfinite(sd) & (sd > 1e-6), sd, 1.0).astype(np.float32)
-    return mean, sd

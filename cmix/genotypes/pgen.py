@@ -3,8 +3,8 @@
 pgenlib is the plink2 authors' own reader. Genotypes come out as the .bed reader's do:
 int8 counts of the ALT allele (the .bim column-5 allele A1 that plink2 writes for ALT),
 -1 for a missing call; dosages as float32 ALT counts, NaN for missing. The .pvar and
-.psam become .bim- and .fam-like tables (columns of :data:`cmix.plink.BIM_COLUMNS` and
-:data:`cmix.plink.FAM_COLUMNS`), so every step handles a .pgen as it handles a .bed.
+.psam become .bim- and .fam-like tables (columns of :data:`cmix.genotypes.plink.BIM_COLUMNS` and
+:data:`cmix.genotypes.plink.FAM_COLUMNS`), so every step handles a .pgen as it handles a .bed.
 
 Only biallelic variants are read: a .pvar with a comma in ALT is refused with the line.
 Shapes: genotype arrays are (n_variants, n_samples), variant-major like the file.
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import CmixError, input_file
-from .plink import BIM_COLUMNS, FAM_COLUMNS, _first_duplicate_lines, encode
+from ..io import CmixError, input_file
+from .plink import BIM_COLUMNS, FAM_COLUMNS, first_duplicate_lines, encode
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -81,7 +81,7 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
                             "cm": cm.to_numpy(np.float64), "pos": pos.to_numpy(np.int64),
                             "a1": raw["ALT"], "a2": raw["REF"]})[BIM_COLUMNS]
         multi = bim["a1"].str.contains(",")
-        dup = _first_duplicate_lines(bim["variant_id"])
+        dup = first_duplicate_lines(bim["variant_id"])
         if dup:
             raise CmixError(f"{path}: duplicate variant ID "
                             f"{bim['variant_id'].iloc[dup[0] - 1]!r} on lines "
@@ -127,7 +127,7 @@ def read_psam(path: str | os.PathLike) -> pd.DataFrame:
         "sex": raw["SEX"].replace({"NA": "0"}) if "SEX" in raw else "0",
         "phenotype": "-9",
     })[FAM_COLUMNS].astype(str)
-    dup = _first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
+    dup = first_duplicate_lines(fam["fid"] + "\t" + fam["iid"])
     if dup:
         raise CmixError(f"{path}: duplicate sample ID on lines {dup[0] + 1} and {dup[1] + 1}; "
                         "every FID/IID pair must be unique")

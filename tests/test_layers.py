@@ -1,0 +1,65 @@
+"""The package layers: cmix.genotypes never reaches cmix.learn, and no module imports
+another module's private names."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "cmix"
+
+
+def _imports(path: Path):
+    """(absolute module imported, names imported) for every import in a cmix module."""
+    package = ["cmix", *path.relative_to(PKG).parent.parts]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, []
+
+
+def _targets(module: str, names: list[str]) -> list[str]:
+    """The modules an import statement reaches (``from cmix import learn`` reaches cmix.learn)."""
+    return [module] + [f"{module}.{n}" for n in names]
+
+
+def test_genotypes_never_imports_learn_cli_or_simulate():
+    bad = []
+    for path in sorted((PKG / "genotypes").glob("*.py")):
+        for module, names in _imports(path):
+            for target in _targets(module, names):
+                if target.startswith(("cmix.learn", "cmix.cli", "cmix.simulate")):
+                    bad.append(f"{path.name}: {target}")
+    assert not bad, bad
+
+
+def test_learn_never_imports_cli_or_simulate():
+    bad = [f"{p.name}: {t}" for p in sorted((PKG / "learn").glob("*.py"))
+           for m, n in _imports(p) for t in _targets(m, n)
+           if t.startswith(("cmix.cli", "cmix.simulate"))]
+    assert not bad, bad
+
+
+def test_no_private_names_cross_modules():
+    bad = [f"{p.relative_to(PKG)}: {m}.{name}" for p in sorted(PKG.rglob("*.py"))
+           for m, names in _imports(p) if m.startswith("cmix")
+           for name in names if name.startswith("_") and name != "__version__"]
+    assert not bad, bad
+
+
+def test_importing_every_genotype_step_loads_nothing_of_learn_or_torch():
+    modules = [f"cmix.genotypes.{p.stem}" for p in sorted((PKG / "genotypes").glob("*.py"))
+               if p.stem != "__init__"]
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cmix.learn') or m == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=PKG.parent, check=True).stdout.strip()
+    assert out == "[]", out
