@@ -43,7 +43,7 @@ from .qc import K_SMALL_EPSILON, popcount, founder_flags
 from .relatedness import autosomal
 
 #: long-range LD regions shipped with cmix (GRCh37; see the file's header)
-HIGH_LD_REGIONS = Path(__file__).resolve().parent.parent / "resources" / "high_ld_regions_grch37.tsv"
+HIGH_LD_REGIONS = Path(__file__).resolve().parents[2] / "resources" / "high_ld_regions_grch37.tsv"
 
 
 # ---------------------------------------------------------------- long-range LD regions
