@@ -144,7 +144,13 @@ def _add_predict(sub):
     p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix of the new people")
     p.add_argument("--pheno", help="phenotype table with the covariate fields (if the run used them)")
     p.add_argument("--sample-qc", help="sample QC table with the PCs / array (if the run used them)")
-    p.add_argument("--eigenvec", help="cmix pca .eigenvec with the new people projected")
+    pcs = p.add_mutually_exclusive_group()
+    pcs.add_argument("--eigenvec", help="a .eigenvec with the new people's PCs (if the run used "
+                     "pcs_from: eigenvec)")
+    pcs.add_argument("--pca", metavar="PREFIX",
+                     help="the cmix pca output prefix the run's PCs came from: the new people "
+                          "are projected onto its axes with its saved allele weights and "
+                          "frequencies (PREFIX.eigenvec.allele, .acount, .eigenval)")
     p.add_argument("--min-shared", type=_fraction, default=0.8,
                    help="least share of the run's variants the file set must have (default 0.8)")
     p.add_argument("--allow-overlap", action="store_true",
@@ -157,7 +163,7 @@ def _run_predict(args):
     from .learn.predict import predict
 
     predict(args.run, args.bfile, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
-            eigenvec=args.eigenvec, min_shared=args.min_shared,
+            eigenvec=args.eigenvec, pca=args.pca, min_shared=args.min_shared,
             allow_overlap=args.allow_overlap)
 
 

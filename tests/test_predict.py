@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -139,3 +141,109 @@ def test_predict_refusals(cohort, trained, tmp_path, capsys, case, message):
         assert main(["predict", "--run", str(runs["logreg"]), "--bfile", str(bfile), *extra,
                      "--allow-overlap", "--out", str(out)]) == 0
         assert len(pd.read_csv(out, sep="\t")) == 50
+
+
+# ------------------------------------------------------------ PCs of new people from a saved PCA
+@pytest.fixture(scope="module")
+def pca_trained(cohort, trained, tmp_path_factory):
+    """cmix pca fitted on 70% of the cohort (everyone else projected), a store whose PCs
+    come from its .eigenvec, and a logreg run on it."""
+    d = tmp_path_factory.mktemp("predict_pca")
+    _, store, _ = trained
+    bf = plink.open_bfile(cohort / "genotypes")
+    rng = np.random.default_rng(4)
+    fit = np.sort(rng.choice(bf.n_samples, int(0.7 * bf.n_samples), replace=False))
+    plink.write_sample_ids(d / "fit.id", bf.fam, fit)
+    plink.write_sample_ids(d / "all.id", bf.fam, np.arange(bf.n_samples))
+    assert main(["pca", "--bfile", str(cohort / "genotypes"), "--keep", str(d / "fit.id"),
+                 "--project", str(d / "all.id"), "--indep-pairwise", "200", "20", "0.2",
+                 "--pcs", "4", "--threads", "2", "--out", str(d / "pcs")]) == 0
+    spec = {"fields": [21022, 31], "pcs": 4, "pcs_from": "eigenvec"}
+    pca_store = d / "mpv_pcs.zarr"
+    assert main(["store", "--bfile", str(cohort / "genotypes"), "--snps",
+                 str(store.parent / "mpv.snps.tsv"), "--pheno", str(cohort / "phenotypes.tsv"),
+                 "--trait", "mpv", "--trait-config", json.dumps(MPV), "--covariates",
+                 json.dumps(spec), "--eigenvec", str(d / "pcs.eigenvec"),
+                 "--out", str(pca_store)]) == 0
+    run = d / "runs" / "logreg"
+    harness.train_run(pca_store, 300, 1, run, method="logreg", config=FAST, device="cpu")
+    fitted = set(bf.fam["iid"].astype(str).iloc[fit])
+    held = np.array([i for i in store_test_ids(pca_store) if i not in fitted])
+    return d, pca_store, run, held
+
+
+def test_new_people_projected_as_the_pca_projected_them(cohort, pca_pcs_file):
+    """PCs of people outside the fit, projected from a separate file set (a third of the
+    alleles swapped) with the saved weights, equal the PCs cmix pca gave them, and
+    plink2 --score's on the same file set."""
+    from cmix.genotypes.pca import project_new_people, read_pca_model
+
+    d, bfile, held = pca_pcs_file
+    model = read_pca_model(d / "pcs")
+    scores, counts = project_new_people(plink.open_bfile(bfile), model)
+    assert counts["n_shared"] == counts["n_variants"] and counts["n_flipped"] > 0
+    want = pd.read_csv(d / "pcs.eigenvec", sep="\t", dtype={"IID": str}).set_index("IID")
+    want = want.loc[held, [f"PC{k}" for k in range(1, 5)]].to_numpy()
+    assert np.abs(want).max() > 0.02
+    np.testing.assert_allclose(scores, want, rtol=0, atol=1e-6)
+    if shutil.which("plink2"):
+        subprocess.run(["plink2", "--bfile", str(bfile), "--read-freq", str(d / "pcs.acount"),
+                        "--score", str(d / "pcs.eigenvec.allele"), "2", "5", "header-read",
+                        "no-mean-imputation", "variance-standardize", "cols=+scoresums",
+                        "--score-col-nums", "6-9", "--out", str(d / "p2score")],
+                       check=True, capture_output=True)
+        score = pd.read_csv(d / "p2score.sscore", sep="\t")
+        sums = score[[f"PC{k}_SUM" for k in range(1, 5)]].to_numpy()
+        np.testing.assert_allclose(scores, sums / (counts["n_variants"]
+                                                   * np.sqrt(model["eigenvalues"])),
+                                   rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def pca_pcs_file(cohort, pca_trained, tmp_path_factory):
+    d, _, _, held = pca_trained
+    assert len(held) >= 50
+    out = tmp_path_factory.mktemp("new_people") / "held"
+    return d, subset_bfile(cohort, held, out, swap_every=3), held
+
+
+def test_predict_projects_pcs_with_the_saved_pca(cohort, pca_trained, pca_pcs_file, tmp_path):
+    """predict --pca (PCs projected from the new file set) gives the probabilities of
+    predict --eigenvec (the PCs cmix pca wrote for the same people)."""
+    d, _, run, held = pca_trained
+    _, bfile, _ = pca_pcs_file
+    outs = {}
+    for flag, value in (("--pca", d / "pcs"), ("--eigenvec", d / "pcs.eigenvec")):
+        outs[flag] = tmp_path / f"{flag[2:]}.tsv"
+        assert main(["predict", "--run", str(run), "--bfile", str(bfile), "--pheno",
+                     str(cohort / "phenotypes.tsv"), flag, str(value),
+                     "--out", str(outs[flag])]) == 0
+    a, b = (pd.read_csv(outs[f], sep="\t", dtype={"IID": str}) for f in ("--pca", "--eigenvec"))
+    assert list(a["IID"]) == list(held)
+    np.testing.assert_allclose(a[["prob_low", "prob_high"]], b[["prob_low", "prob_high"]],
+                               rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "cmix pca output (eigenval)"),
+    ("too_few", "the projected PCs would shrink towards 0"),
+])
+def test_predict_pca_refusals(cohort, pca_trained, tmp_path, capsys, case, message):
+    d, pca_store, run, held = pca_trained
+    prefix = d / "pcs"
+    if case == "missing":
+        for s in ("eigenvec.allele", "acount"):
+            (tmp_path / f"pcs.{s}").write_bytes((d / f"pcs.{s}").read_bytes())
+        prefix = tmp_path / "pcs"
+        bfile = subset_bfile(cohort, held, tmp_path / "b")
+    else:
+        ids = pd.read_csv(d / "pcs.eigenvec.allele", sep="\t")["ID"].unique()
+        in_store = {str(v) for v in open_store(pca_store)["variant_id"][:]}
+        ids = [i for i in ids if i not in in_store]          # the run's own SNPs stay
+        bfile = subset_bfile(cohort, held, tmp_path / "b", drop_variants=ids[: len(ids) // 2])
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", str(run), "--bfile", str(bfile), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--pca", str(prefix), "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert message in err
+    assert not out.exists()

@@ -139,9 +139,13 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
 
 
 def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
-    """(names, columns aligned to the .fam) of the first n_pcs PCs of a .eigenvec."""
-    path = input_file(path, "PCA .eigenvec")
-    table = pd.read_csv(path, sep=r"\s+", dtype=str, engine="python")
+    """(names, columns aligned to the .fam) of the first n_pcs PCs of a .eigenvec, or of
+    a table with its columns (IID, PC1..) computed in memory."""
+    if isinstance(path, pd.DataFrame):
+        table, path = path.astype(str), "the projected PCs"
+    else:
+        path = input_file(path, "PCA .eigenvec")
+        table = pd.read_csv(path, sep=r"\s+", dtype=str, engine="python")
     id_col = "IID" if "IID" in table.columns else ("#IID" if "#IID" in table.columns else None)
     if id_col is None:
         raise CmixError(f"{path}: no IID or #IID column (expected plink2's .eigenvec layout)")

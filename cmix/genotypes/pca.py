@@ -834,6 +834,92 @@ def _write_table(path, header: str | None, n_rows: int, rows, chunk: int = 20_00
             fh.write("".join("\t".join(r) + "\n" for r in zip(*cols)))
 
 
+# ---------------------------------------------------------------- projecting new people
+def read_pca_model(prefix) -> dict:
+    """What projecting new people needs, from ``cmix pca``'s outputs at ``prefix``:
+    OUT.eigenvec.allele (the ALT weights), OUT.acount (the fitted founders' ALT
+    frequency) and OUT.eigenval. Returns {"variant_id", "ref", "alt" (m,) str arrays,
+    "w_alt" float64 (m, k), "p_alt" float64 (m,), "eigenvalues" float64 (k,)}.
+    Raises CmixError when a file is missing or the three disagree."""
+    from ..io import input_file
+
+    prefix = Path(prefix)
+    paths = {s: input_file(prefix.with_name(f"{prefix.name}.{s}"), f"cmix pca output ({s})")
+             for s in ("eigenvec.allele", "acount", "eigenval")}
+    weights = pd.read_csv(paths["eigenvec.allele"], sep="\t", dtype={"ID": str, "REF": str,
+                                                                     "ALT": str, "A1": str})
+    pcs = [c for c in weights.columns if c.startswith("PC")]
+    if not {"ID", "REF", "ALT", "A1"} <= set(weights.columns) or not pcs:
+        raise CmixError(f"{paths['eigenvec.allele']}: expected the columns #CHROM ID REF ALT "
+                        "A1 PC1.. (cmix pca / plink2 --pca allele-wts)")
+    alt = weights[weights["A1"] == weights["ALT"]].reset_index(drop=True)
+    counts = pd.read_csv(paths["acount"], sep="\t", dtype={"ID": str})
+    if len(alt) != len(weights) // 2 or counts["ID"].tolist() != alt["ID"].tolist():
+        raise CmixError(f"{paths['acount']}: its variants are not those of "
+                        f"{paths['eigenvec.allele']} (one ALT line per variant, same order)")
+    eigenvalues = np.loadtxt(paths["eigenval"], ndmin=1)
+    if len(eigenvalues) < len(pcs):
+        raise CmixError(f"{paths['eigenval']}: {len(eigenvalues)} eigenvalues for "
+                        f"{len(pcs)} PCs")
+    obs = counts["OBS_CT"].to_numpy(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_alt = np.where(obs > 0, counts["ALT_CTS"].to_numpy(float) / obs, np.nan)
+    return {"variant_id": alt["ID"].to_numpy(str), "ref": alt["REF"].to_numpy(str),
+            "alt": alt["ALT"].to_numpy(str), "w_alt": alt[pcs].to_numpy(np.float64),
+            "p_alt": p_alt, "eigenvalues": eigenvalues[: len(pcs)], "pcs": pcs}
+
+
+def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 0.8,
+                       block: int = 4096) -> tuple[np.ndarray, dict]:
+    """PC scores of new people on a saved PCA's axes (:func:`read_pca_model`).
+
+    bf: an opened .bed file set (any samples, any variant order); sample_idx: its
+    samples to score (None = all). Variants are matched by ID; a variant whose ALT is
+    the file's A2 is flipped; one with other alleles is an error. Each call becomes
+    z = (g_ALT - 2p) / sqrt(2p(1-p)) with the fitted p, missing calls and absent
+    variants z = 0 (the mean), and PC_k = 2 sum_j z_j w_ALT,jk / (m sqrt(eigenvalue_k)),
+    m = the number of variants of the fit: the scale of the fitted samples' PCs, and
+    what ``plink2 --score ... variance-standardize no-mean-imputation`` gives after the
+    same division. Returns (scores float64 (n, k), counts {"n_variants", "n_shared",
+    "n_flipped"}); CmixError when fewer than ``min_shared`` of the variants are found.
+    """
+    sample_idx = np.arange(bf.n_samples) if sample_idx is None else np.asarray(sample_idx)
+    ids = model["variant_id"]
+    row = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(ids)
+    found = row >= 0
+    a1 = np.where(found, bf.bim["a1"].to_numpy(str)[np.maximum(row, 0)], "")
+    a2 = np.where(found, bf.bim["a2"].to_numpy(str)[np.maximum(row, 0)], "")
+    same = (a1 == model["alt"]) & (a2 == model["ref"])
+    flip = (a1 == model["ref"]) & (a2 == model["alt"])
+    bad = found & ~(same | flip)
+    where = f"{bf.prefix}.bim"
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{where}: variant {ids[i]} has alleles {a1[i]}/{a2[i]}, the PCA's "
+                        f"ALT/REF are {model['alt'][i]}/{model['ref'][i]} ({int(bad.sum())} "
+                        "such variants): another allele coding or strand")
+    m = len(ids)
+    n_shared = int(found.sum())
+    if n_shared < min_shared * m:
+        raise CmixError(f"{where}: shares {n_shared} of the PCA's {m} variants (fewer than "
+                        f"{min_shared:.0%}); the projected PCs would shrink towards 0")
+    p = model["p_alt"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.sqrt(2 * p * (1 - p))
+        usable = found & np.isfinite(sd) & (sd > 0)
+    have = np.flatnonzero(usable)
+    scores = np.zeros((len(sample_idx), model["w_alt"].shape[1]))
+    for s in range(0, len(have), block):         # fixed order: the same sum every run
+        j = have[s:s + block]
+        a1_count = plink.read_genotypes(bf, row[j], sample_idx).astype(np.float64)
+        g = np.where(flip[j, None], 2 - a1_count, a1_count)                  # ALT counts
+        z = (g - 2 * p[j, None]) / sd[j, None]
+        z[a1_count < 0] = 0.0                                                # missing
+        scores += z.T @ model["w_alt"][j]
+    scores *= 2 / (m * np.sqrt(model["eigenvalues"]))
+    return scores, {"n_variants": m, "n_shared": n_shared, "n_flipped": int((flip & found).sum())}
+
+
 # ---------------------------------------------------------------- the `cmix pca` step
 def _sample_rows(bf, path, what: str) -> np.ndarray:
     idx, n_unknown = plink.match_samples(plink.read_sample_ids(path), bf.fam, path)

@@ -134,10 +134,15 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     return predict_proba(head, inputs)
 
 
-def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None,
+def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, pca=None,
             min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
-    runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs)."""
+    runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs).
+
+    The covariates come from ``pheno`` (fields), ``sample_qc`` (PCs, array) and, for a
+    run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs) or
+    ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
+    axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
     from ..genotypes.plink import open_bfile
 
     runs = [load_run(d) for d in run_dirs]
@@ -162,6 +167,8 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None,
             raise CmixError(f"{bf.prefix}.fam: {overlap} people were training rows of the run "
                             "(their probabilities would be optimistic); leave them out, or "
                             "pass --allow-overlap")
+    if pca is not None:
+        eigenvec = _projected_pcs(bf, pca, min_shared)
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
     sample_idx = np.flatnonzero(keep)
@@ -203,6 +210,21 @@ def _training_overlap(info: dict, iids: np.ndarray) -> int:
     return int(np.isin(iids, train).sum())
 
 
+def _projected_pcs(bf, pca_prefix, min_shared: float) -> pd.DataFrame:
+    """The people of ``bf`` projected onto a saved PCA: a table IID, PC1.. (.eigenvec's
+    columns) for the covariates."""
+    from ..genotypes.pca import project_new_people, read_pca_model
+
+    model = read_pca_model(pca_prefix)
+    scores, counts = project_new_people(bf, model, min_shared=min_shared)
+    log(f"predict: PCs projected onto {pca_prefix}'s axes: {counts['n_shared']} of its "
+        f"{counts['n_variants']} variants shared ({counts['n_flipped']} with swapped alleles), "
+        f"{counts['n_variants'] - counts['n_shared']} absent and taken at their mean")
+    table = pd.DataFrame(scores, columns=model["pcs"])
+    table.insert(0, "IID", bf.fam["iid"].astype(str).to_numpy())
+    return table
+
+
 def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
     """Raw covariates (n_fam, K) of the new people in the run's order, or (n, 0)."""
     names = list(info["cov_names"])
@@ -210,7 +232,7 @@ def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
         return np.zeros((len(fam), 0))
     if pheno is None and sample_qc is None and eigenvec is None:
         raise CmixError(f"the run was trained with covariates ({', '.join(names)}); supply "
-                        "them with --pheno / --sample-qc / --eigenvec")
+                        "them with --pheno / --sample-qc / --eigenvec or --pca")
     from ..genotypes.covariates import covariate_matrix
     from ..genotypes.phenotypes import read_phenotypes
 
