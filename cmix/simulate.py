@@ -20,7 +20,7 @@
   families of four. As in UK Biobank, every .fam row is a founder (parents "0").
 - ``kinship.dat``: the UKB ``ukb_rel.dat`` layout (ID1 ID2 HetHet IBS0 Kinship), KING-robust
   over all SNPs for pairs of relatives with kinship > 0.0442.
-- ``sample_qc.tsv`` (named ukb_sqc_v2 columns: QC flags, in.white.British.ancestry.subset
+- ``sample_qc.tsv`` (named ukb_sqc_v2 columns: array, batch, QC flags, in.white.British.ancestry.subset
   from the ancestry, used.in.pca.calculation, PC1..PC10 fitted on unrelated samples and
   LD-thinned common SNPs, everyone projected) and ``withdrawn.txt`` (one eid a line).
 - ``phenotypes.tsv``: eid, the four traits of the paper with UKB codings (f.30100.0.0
@@ -1093,16 +1093,29 @@ def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
 def write_sample_qc(rng, path: Path, eids: np.ndarray, het_missing: np.ndarray,
                     white_british_population: np.ndarray, pca_fit: np.ndarray,
                     pcs: np.ndarray) -> None:
-    """UKB sample-QC flags and PCs as a tidy table (ukb_sqc_v2 column names).
+    """UKB sample-QC flags, array, batch and PCs as a tidy table (ukb_sqc_v2 column names).
 
     het_missing, white_british_population, pca_fit: bool (n,); pcs: (n, k). The white
     British flag is 1 for members of a white-British population except a random
     WHITE_BRITISH_DROPOUT share (outside the genetic cluster); 0 for everyone else.
+    genotyping.array is UKBL (UK BiLEVE) for a random 10% (UK Biobank: 50k of 488k),
+    else UKBB; Batch is UKBiLEVEAX_b1.. or Batch_b001.. by array, about 500 people a
+    batch, at random (no effect on genotypes or traits). Array and batch come from a
+    generator spawned from ``rng``, so the draws of ``rng`` are as without them.
     """
     n = len(eids)
     white = white_british_population & (rng.random(n) >= WHITE_BRITISH_DROPOUT)
+    side = rng.spawn(1)[0]
+    bileve = side.random(n) < 0.10
+    batch = np.empty(n, dtype=object)
+    for is_l, name in ((True, "UKBiLEVEAX_b{}"), (False, "Batch_b{:03d}")):
+        rows = np.flatnonzero(bileve == is_l)
+        n_batches = max(1, round(len(rows) / 500))
+        batch[rows] = [name.format(k + 1) for k in side.integers(0, n_batches, len(rows))]
     table = pd.DataFrame({
         "eid": eids,
+        "genotyping.array": np.where(bileve, "UKBL", "UKBB"),
+        "Batch": batch,
         "het.missing.outliers": het_missing.astype(int),
         "putative.sex.chromosome.aneuploidy": (rng.random(n) < 0.001).astype(int),
         "excess.relatives": (rng.random(n) < 0.0005).astype(int),

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from cmix.learn import harness
 from cmix.cli import main
@@ -171,3 +172,78 @@ def test_covariates_method_needs_covariates(tmp_path, capsys):
     assert code == 1
     assert "the covariates method needs a store with covariates" in capsys.readouterr().err
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+# ------------------------------------------------------------------ genotyping array and batch
+def _headerless_from_tidy(cohort, path):
+    """The tidy sample QC rewritten as ukb_sqc_v2.txt: no header, .fam order, 68 columns,
+    array in column 3, batch in 4, PC1..PC10 in 26..35 (the rest filler)."""
+    fam = pd.read_csv(cohort / "genotypes.fam", sep=r"\s+", header=None, dtype=str)
+    sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str).set_index("eid").loc[fam[1]]
+    table = pd.DataFrame({c: ["0"] * len(fam) for c in range(1, 69)})
+    table[3] = sqc["genotyping.array"].to_numpy()
+    table[4] = sqc["Batch"].to_numpy()
+    for k in range(10):
+        table[26 + k] = sqc[f"PC{k + 1}"].to_numpy()
+    table.to_csv(path, sep=" ", header=False, index=False)
+    return path
+
+
+@pytest.mark.parametrize("layout", ["tidy", "headerless"])
+def test_array_and_batch_covariates(cohort, selected, tmp_path, layout):
+    """The array is UKBL = 1; the batch becomes one 0/1 column per batch but the most
+    common, checked against pandas' own dummy coding of the source table; the store
+    records the levels, reference first."""
+    d, snps = selected
+    sqc_path = (cohort / "sample_qc.tsv" if layout == "tidy"
+                else _headerless_from_tidy(cohort, tmp_path / "ukb_sqc_v2.txt"))
+    out = tmp_path / "b.zarr"
+    spec = {"fields": [31], "pcs": 2, "array": True, "batch": True}
+    assert main(store_args(cohort, snps, out, spec=spec, sqc=sqc_path)) == 0
+    root = open_store(out)
+    names = [str(n) for n in root["covariate_name"][:]]
+    cov = root["sample_covariate"][:]
+    ids = [str(i) for i in root["sample_id"][:]]
+    sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str).set_index("eid").loc[ids]
+    assert names[:4] == ["f.31.0.0", "PC1", "PC2", "genotyping_array_UKBL"]
+    np.testing.assert_array_equal(cov[:, 3], (sqc["genotyping.array"] == "UKBL").to_numpy(float))
+    reference = sqc["Batch"].value_counts().sort_index(kind="stable").idxmax()
+    dummies = pd.get_dummies(sqc["Batch"], dtype=float).drop(columns=reference)
+    assert names[4:] == [f"batch_{b}" for b in dummies.columns]
+    np.testing.assert_array_equal(cov[:, 4:], dummies.to_numpy())
+    assert len(dummies.columns) >= 3
+    levels = root.attrs["covariates"]["spec"]["batch_levels"]
+    assert levels == [reference, *dummies.columns]
+
+
+def test_unknown_batch_is_refused_in_predict(cohort, selected, tmp_path, capsys):
+    """A run trained with batch covariates codes new people's batches with the training
+    levels; a batch training never saw is an error naming it."""
+    from cmix.genotypes import plink
+
+    d, snps = selected
+    store = tmp_path / "b.zarr"
+    assert main(store_args(cohort, snps, store, spec={"fields": [31], "batch": True})) == 0
+    run = tmp_path / "run"
+    harness.train_run(store, 300, 1, run, method="covariates", config=FAST, device="cpu")
+    root = open_store(store)
+    test_ids = np.array([str(v) for v in root["sample_id"][:]])[
+        np.asarray(root["sample_split"][:]) == 1]
+    bf = plink.open_bfile(cohort / "genotypes")
+    rows = pd.Index(bf.fam["iid"].astype(str)).get_indexer(test_ids)
+    plink.write_bfile(tmp_path / "new", plink.read_genotypes(bf, None, rows),
+                      bf.fam.iloc[rows].reset_index(drop=True), bf.bim)
+    out = tmp_path / "p.tsv"
+    args = ["predict", "--run", str(run), "--bfile", str(tmp_path / "new"), "--pheno",
+            str(cohort / "phenotypes.tsv"), "--out", str(out)]
+    assert main(args + ["--sample-qc", str(cohort / "sample_qc.tsv")]) == 0
+    want = torch.load(run / "checkpoint.pt", weights_only=False)["parts"]["predict"]["test_prob"]
+    np.testing.assert_allclose(pd.read_csv(out, sep="\t").iloc[:, 2:].to_numpy(), want, atol=1e-6)
+    sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str)
+    sqc.loc[sqc["eid"] == test_ids[3], "Batch"] = "Batch_b999"
+    sqc.to_csv(tmp_path / "sqc.tsv", sep="\t", index=False)
+    out.unlink()
+    assert main(args + ["--sample-qc", str(tmp_path / "sqc.tsv")]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert "batch 'Batch_b999'" in err and "not among the training samples' batches" in err
+    assert not out.exists()

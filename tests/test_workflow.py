@@ -44,7 +44,6 @@ def ukb_standin(tmp_path_factory):
         "sumstats": {t: str(c / f"sumstats/{t}.txt.gz") for t in cfg["traits"]},
     }
     cfg["variant_qc"]["chromosomes"] = [1, 2, 3, 4, 5]   # the stand-in's autosomes
-    cfg["covariates"].pop("array")          # the simulated sample QC has no genotyping array
     cfg["budgets"] = [50, 100]
     cfg["seeds"] = [1, 2]
     path = d / "ukb.yaml"

@@ -9,8 +9,15 @@ Spec (a dict: the workflow's ``covariates:`` section, ``cmix store --covariates 
      "pcs_from": "sample_qc",    # ... of the UK Biobank sample QC (PC1-PC40: columns
                                  # 26-65 of ukb_sqc_v2.txt, or PC1.. columns of a tidy
                                  # table), or "eigenvec" (a cmix pca / plink2 .eigenvec)
-     "array": true}              # genotyping array (sample QC column 3 or
+     "array": true,              # genotyping array (sample QC column 3 or
                                  # genotyping.array: UKBB = 0, UKBL = 1)
+     "batch": true}              # genotyping batch (sample QC column 4 or Batch): one
+                                 # 0/1 column per batch but the reference one
+
+The batch levels are those of the stored samples, the most common one the reference
+(ties: the first in sort order); the store records them as ``batch_levels`` (reference
+first), and a spec that gives ``batch_levels`` uses those, so predictions for new people
+code batches as training did. A batch outside the levels is an error.
 
 Missing values follow one rule: a sample missing any requested covariate is left out
 of the store (the count is in the store's attributes), never given a made-up value. A
@@ -24,9 +31,10 @@ import pandas as pd
 
 from ..io import CmixError, input_file
 
-SPEC_KEYS = {"fields", "pcs", "pcs_from", "array"}
+SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
 UKB_SQC_ARRAY_COLUMN = 3        # genotyping.array: UKBB (Axiom) / UKBL (BiLEVE)
+UKB_SQC_BATCH_COLUMN = 4        # Batch: Batch_b001.., UKBiLEVEAX_b1..
 ARRAY_CODES = {"UKBB": 0.0, "UKBL": 1.0}
 
 
@@ -40,14 +48,23 @@ def check_spec(spec: dict, where="covariates") -> dict:
     if unknown:
         raise CmixError(f"{where}: unknown key(s) {unknown}; known: {sorted(SPEC_KEYS)}")
     out = {"fields": list(spec.get("fields", [])), "pcs": spec.get("pcs", 0),
-           "pcs_from": spec.get("pcs_from", "sample_qc"), "array": spec.get("array", False)}
+           "pcs_from": spec.get("pcs_from", "sample_qc"), "array": spec.get("array", False),
+           "batch": spec.get("batch", False)}
+    if "batch_levels" in spec:
+        levels = spec["batch_levels"]
+        if not (isinstance(levels, list) and len(levels) >= 1
+                and all(isinstance(v, str) for v in levels) and len(set(levels)) == len(levels)):
+            raise CmixError(f"{where}: batch_levels = {levels!r}, expected a list of distinct "
+                            "batch names, the reference first")
+        out["batch_levels"] = list(levels)
     if not isinstance(out["pcs"], int) or isinstance(out["pcs"], bool) or out["pcs"] < 0:
         raise CmixError(f"{where}: pcs = {out['pcs']!r}, expected an integer >= 0")
     if out["pcs_from"] not in ("sample_qc", "eigenvec"):
         raise CmixError(f"{where}: pcs_from = {out['pcs_from']!r}, expected sample_qc or "
                         "eigenvec")
-    if not isinstance(out["array"], bool):
-        raise CmixError(f"{where}: array = {out['array']!r}, expected true or false")
+    for key in ("array", "batch"):
+        if not isinstance(out[key], bool):
+            raise CmixError(f"{where}: {key} = {out[key]!r}, expected true or false")
     for f in out["fields"]:
         if not (isinstance(f, int) and not isinstance(f, bool)) and not (
                 isinstance(f, dict) and set(f) == {"column"}):
@@ -85,8 +102,9 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     return names, cols
 
 
-def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
-    """(names, columns aligned to the .fam) of PCs / array from a sample QC table."""
+def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bool = False):
+    """(names, columns aligned to the .fam) of PCs / array from a sample QC table, and
+    the batch of each .fam sample (str, "" = missing; None unless ``batch``)."""
     path = input_file(path, "sample QC table")
     with open(path) as fh:
         first = fh.readline()
@@ -100,6 +118,7 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
                    if UKB_SQC_PC1_COLUMN - 1 + k < raw.shape[1]]
         table = raw
         array_col = raw.columns[UKB_SQC_ARRAY_COLUMN - 1] if array else None
+        batch_col = raw.columns[UKB_SQC_BATCH_COLUMN - 1] if batch else None
         line_of = (lambda i: i + 1)
         available = max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0)
         pc_names = [f"PC{k + 1}" for k in range(len(pc_cols))]
@@ -118,6 +137,9 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
         array_col = "genotyping.array" if array else None
         if array and array_col not in table.columns:
             raise CmixError(f"{path}: no genotyping.array column (covariates: array)")
+        batch_col = "Batch" if batch else None
+        if batch and batch_col not in table.columns:
+            raise CmixError(f"{path}: no Batch column (covariates: batch)")
         line_of = (lambda i: f"(row of sample {i + 1} in .fam order)")
     if n_pcs > available:
         raise CmixError(f"{path}: {n_pcs} PCs asked for, the table has {available}")
@@ -135,7 +157,38 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool):
                             f"expected {' or '.join(ARRAY_CODES)}")
         names.append("genotyping_array_UKBL")
         cols.append(value.to_numpy(float))
-    return names, cols
+    batches = None
+    if batch:
+        batches = table[batch_col].astype(str).str.strip()
+        batches = batches.where(~batches.isin(["", "NA", "nan", "NaN"]), "").to_numpy(str)
+    return names, cols, batches
+
+
+def _batch_columns(batches: np.ndarray, levels: list[str] | None, where):
+    """(names, columns, levels) of batch indicators for ``batches`` (str (n,), "" =
+    missing: NaN in every column). levels: the reference first, then one 0/1 column
+    each; None = the batches present, the most common the reference."""
+    present = batches[batches != ""]
+    if levels is None:
+        if len(present) == 0:
+            raise CmixError(f"{where}: the batch is missing for every sample")
+        values, counts = np.unique(present, return_counts=True)
+        ref = values[np.argmax(counts)]                 # np.unique sorts: ties -> first
+        levels = [str(ref)] + [str(v) for v in values if v != ref]
+    unknown = sorted(set(present.tolist()) - set(levels))
+    if unknown:
+        n = int(np.isin(batches, unknown).sum())
+        raise CmixError(f"{where}: batch {unknown[0]!r} ({len(unknown)} unknown batch(es), "
+                        f"{n} samples) is not among the training samples' batches "
+                        f"({len(levels)} levels); their effect cannot be known")
+    missing = batches == ""
+    names, cols = [], []
+    for level in levels[1:]:
+        col = (batches == level).astype(float)
+        col[missing] = np.nan
+        names.append(f"batch_{level}")
+        cols.append(col)
+    return names, cols, levels
 
 
 def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
@@ -164,10 +217,12 @@ def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
 
 
 def covariate_matrix(spec: dict, fam: pd.DataFrame, sample_idx: np.ndarray, *, pheno=None,
-                     pheno_path=None, sample_qc=None, eigenvec=None) -> tuple[list, np.ndarray]:
-    """(names, values float64 (len(sample_idx), n_covariates), NaN = missing) of the
-    samples ``fam.iloc[sample_idx]``. Raises CmixError when a source the spec needs is
-    not given, or when every sample misses a covariate."""
+                     pheno_path=None, sample_qc=None,
+                     eigenvec=None) -> tuple[list, np.ndarray, dict]:
+    """(names, values float64 (len(sample_idx), n_covariates), NaN = missing, the spec
+    with its defaults and, with ``batch``, its ``batch_levels``) of the samples
+    ``fam.iloc[sample_idx]``. Raises CmixError when a source the spec needs is not
+    given, or when every sample misses a covariate."""
     spec = check_spec(spec)
     iids = fam["iid"].astype(str).to_numpy()[sample_idx]
     names, cols = [], []
@@ -177,7 +232,7 @@ def covariate_matrix(spec: dict, fam: pd.DataFrame, sample_idx: np.ndarray, *, p
         n, c = _field_covariates(spec, iids, pheno, pheno_path)
         names += n
         cols += c
-    if spec["pcs"] or spec["array"]:
+    if spec["pcs"] or spec["array"] or spec["batch"]:
         if spec["pcs_from"] == "eigenvec" and spec["pcs"]:
             if eigenvec is None:
                 raise CmixError("covariates: pcs_from eigenvec needs --eigenvec (cmix pca's "
@@ -185,18 +240,24 @@ def covariate_matrix(spec: dict, fam: pd.DataFrame, sample_idx: np.ndarray, *, p
             n, c = _eigenvec(eigenvec, fam, spec["pcs"])
             names += n
             cols += [x[sample_idx] for x in c]
-        need_sqc = spec["array"] or (spec["pcs"] and spec["pcs_from"] == "sample_qc")
+        need_sqc = spec["array"] or spec["batch"] or (spec["pcs"]
+                                                      and spec["pcs_from"] == "sample_qc")
         if need_sqc:
             if sample_qc is None:
-                raise CmixError("covariates: PCs or the array from the sample QC need "
-                                "--sample-qc")
-            n, c = _sample_qc_table(sample_qc, fam,
-                                    spec["pcs"] if spec["pcs_from"] == "sample_qc" else 0,
-                                    spec["array"])
+                raise CmixError("covariates: PCs, the array or the batch from the sample QC "
+                                "need --sample-qc")
+            n, c, batches = _sample_qc_table(
+                sample_qc, fam, spec["pcs"] if spec["pcs_from"] == "sample_qc" else 0,
+                spec["array"], spec["batch"])
             names += n
             cols += [x[sample_idx] for x in c]
+            if spec["batch"]:
+                n, c, spec["batch_levels"] = _batch_columns(
+                    batches[sample_idx], spec.get("batch_levels"), sample_qc)
+                names += n
+                cols += c
     values = np.column_stack(cols) if cols else np.zeros((len(sample_idx), 0))
     for j, name in enumerate(names):
         if len(values) and np.isnan(values[:, j]).all():
             raise CmixError(f"covariates: {name} is missing for every sample")
-    return names, values
+    return names, values, spec

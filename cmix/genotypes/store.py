@@ -494,9 +494,9 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     if covariates:
         from .covariates import covariate_matrix
 
-        cov_names, cov = covariate_matrix(covariates, bf.fam, sample_idx, pheno=pheno_table,
-                                          pheno_path=pheno, sample_qc=sample_qc,
-                                          eigenvec=eigenvec)
+        cov_names, cov, covariates = covariate_matrix(
+            covariates, bf.fam, sample_idx, pheno=pheno_table, pheno_path=pheno,
+            sample_qc=sample_qc, eigenvec=eigenvec)
         complete = ~np.isnan(cov).any(axis=1)
         n_missing_cov = int((~complete).sum())
         sample_idx, cov = sample_idx[complete], cov[complete]

@@ -236,7 +236,7 @@ def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
     from ..genotypes.covariates import covariate_matrix
     from ..genotypes.phenotypes import read_phenotypes
 
-    got, values = covariate_matrix(info["cov_spec"], fam, np.arange(len(fam)),
+    got, values, _ = covariate_matrix(info["cov_spec"], fam, np.arange(len(fam)),
                                    pheno=read_phenotypes(pheno) if pheno else None,
                                    pheno_path=pheno, sample_qc=sample_qc, eigenvec=eigenvec)
     if got != names:
