@@ -124,7 +124,7 @@ def _headerless_sqc(cohort, path):
 
 @pytest.mark.parametrize("case, problem", [
     ("empty", "the file (or its first line) is empty"),
-    ("extra_field", "line 5: expected 16 columns as in the header, found 17"),
+    ("extra_field", "line 5: expected 18 columns as in the header, found 19"),
     ("headerless_extra_field", "line 3: expected 24 columns, found 25"),
     ("folder", "is a folder, expected a file (sample QC table)"),
 ])
