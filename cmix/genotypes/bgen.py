@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, input_file
-from .plink import BIM_COLUMNS, FAM_COLUMNS
+from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables
 
 BGI_SQL = """
 CREATE TABLE Variant (
@@ -199,7 +199,7 @@ def match_sample_file(fam: pd.DataFrame, sample: pd.DataFrame, path) -> np.ndarr
 
 
 @dataclass
-class BgenFile:
+class BgenFile(Tables):
     """One indexed .bgen with its .sample, matched to a target sample table.
 
     fam: the target samples (.fam columns); sample_row: int64 (len(fam),), each one's
@@ -218,13 +218,6 @@ class BgenFile:
     def prefix(self) -> Path:
         return self.path
 
-    @property
-    def n_samples(self) -> int:
-        return len(self.fam)
-
-    @property
-    def n_variants(self) -> int:
-        return len(self.bim)
 
     def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
         """Expected allele-2 counts: float32 (n_selected_variants, n_selected_samples),

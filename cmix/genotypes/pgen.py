@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, input_file
-from .plink import BIM_COLUMNS, FAM_COLUMNS, first_duplicate_lines, encode
+from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, encode, first_duplicate_lines
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -141,7 +141,7 @@ def pfile_prefix(path: str | os.PathLike) -> Path:
 
 
 @dataclass
-class Pfile:
+class Pfile(Tables):
     """An opened, validated .pgen/.pvar/.psam trio (tables in memory, genotypes lazy).
 
     ``fam``/``bim`` hold the .psam/.pvar as .fam/.bim columns. ``psam`` may be a shared
@@ -156,17 +156,6 @@ class Pfile:
     def pgen_path(self) -> Path:
         return self.prefix.with_name(self.prefix.name + ".pgen")
 
-    @property
-    def n_samples(self) -> int:
-        return len(self.fam)
-
-    @property
-    def n_variants(self) -> int:
-        return len(self.bim)
-
-    @property
-    def bytes_per_variant(self) -> int:
-        return (self.n_samples + 3) // 4
 
     def reader(self, sample_idx=None):
         """A pgenlib.PgenReader over the sorted ``sample_idx`` (None = all samples)."""

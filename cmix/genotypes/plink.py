@@ -106,17 +106,10 @@ def read_bim(path: str | os.PathLike) -> pd.DataFrame:
     return bim
 
 
-@dataclass
-class Bfile:
-    """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory."""
-
-    prefix: Path
-    fam: pd.DataFrame
-    bim: pd.DataFrame
-
-    @property
-    def bed_path(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".bed")
+class Tables:
+    """What every genotype source derives from its ``fam`` and ``bim`` tables: sample and
+    variant counts, and the bytes of one variant's 2-bit calls (plink's packing). The
+    subclass holds ``fam`` and ``bim`` (columns FAM_COLUMNS and BIM_COLUMNS)."""
 
     @property
     def n_samples(self) -> int:
@@ -129,6 +122,20 @@ class Bfile:
     @property
     def bytes_per_variant(self) -> int:
         return (self.n_samples + 3) // 4
+
+
+@dataclass
+class Bfile(Tables):
+    """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory."""
+
+    prefix: Path
+    fam: pd.DataFrame
+    bim: pd.DataFrame
+
+    @property
+    def bed_path(self) -> Path:
+        return self.prefix.with_name(self.prefix.name + ".bed")
+
 
     def packed(self) -> np.ndarray:
         """The packed genotype bytes, memory-mapped: uint8 (n_variants, bytes_per_variant)."""

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError
+from .plink import Tables
 
 CHROM_FIELD = "{chrom}"
 AUTOSOMES = tuple(str(c) for c in range(1, 23))
@@ -38,7 +39,7 @@ def chrom_range(chroms) -> str:
 
 
 @dataclass
-class ChromSet:
+class ChromSet(Tables):
     """Per-chromosome genotype files (Bfile or Pfile objects) sharing one sample table.
 
     ``parts``: the opened files in chromosome order; ``offsets``: int64 (n_parts + 1),
@@ -52,17 +53,6 @@ class ChromSet:
     offsets: np.ndarray
     chroms: list = None   # the chromosome of each part
 
-    @property
-    def n_samples(self) -> int:
-        return len(self.fam)
-
-    @property
-    def n_variants(self) -> int:
-        return len(self.bim)
-
-    @property
-    def bytes_per_variant(self) -> int:
-        return (self.n_samples + 3) // 4
 
     def _split(self, variant_idx):
         """Yield (part, local indices, output positions) for the variants in each file."""
