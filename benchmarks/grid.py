@@ -143,7 +143,7 @@ def main(argv=None):
             print(f"[{i}/{len(jobs)}] {method} budget {budget} seed {seed}: {sec:.1f} s "
                   f"(elapsed {time.perf_counter() - t1:.0f} s)", flush=True)
     grid_wall = time.perf_counter() - t1
-    from cmix.learn.report import write_report
+    from cmix.report import write_report
 
     write_report(out / "runs", out / "report")
     print(f"\ngrid wall time {grid_wall:.0f} s for {len(jobs)} runs with {args.jobs} workers")

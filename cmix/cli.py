@@ -191,7 +191,7 @@ def _add_report(sub):
 
 def _run_report(args):
     from .io import CmixError
-    from .learn.report import write_report
+    from .report import write_report
 
     parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
     given = [k for k, v in parts.items() if v is not None]

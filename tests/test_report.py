@@ -10,7 +10,7 @@ import pytest
 
 from cmix.cli import main
 from cmix.io import CmixError
-from cmix.learn.report import write_report
+from cmix.report import write_report
 
 SEEDS = [123, 127, 131]
 BUDGETS = [100, 300, 1000]

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .methods import METHODS, method_rank
-from ..io import CmixError, atomic_outputs, check_writable_dir, log
+from .learn.methods import METHODS, method_rank
+from .io import CmixError, atomic_outputs, check_writable_dir, log
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
