@@ -227,11 +227,16 @@ def test_predict_projects_pcs_with_the_saved_pca(cohort, pca_trained, pca_pcs_fi
 @pytest.mark.parametrize("case, message", [
     ("missing", "cmix pca output (eigenval)"),
     ("too_few", "the projected PCs would shrink towards 0"),
+    ("run_without_eigenvec_pcs", "the run's PCs do not come from a .eigenvec"),
 ])
-def test_predict_pca_refusals(cohort, pca_trained, tmp_path, capsys, case, message):
+def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, case, message):
     d, pca_store, run, held = pca_trained
     prefix = d / "pcs"
-    if case == "missing":
+    if case == "run_without_eigenvec_pcs":          # trained on the sample QC's PCs
+        run = trained[2]["logreg"]
+        held = store_test_ids(trained[1])
+        bfile = subset_bfile(cohort, held, tmp_path / "b")
+    elif case == "missing":
         for s in ("eigenvec.allele", "acount"):
             (tmp_path / f"pcs.{s}").write_bytes((d / f"pcs.{s}").read_bytes())
         prefix = tmp_path / "pcs"

@@ -167,6 +167,11 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
             raise CmixError(f"{bf.prefix}.fam: {overlap} people were training rows of the run "
                             "(their probabilities would be optimistic); leave them out, or "
                             "pass --allow-overlap")
+    spec = first.get("cov_spec") or {}
+    if (pca or eigenvec) and not (spec.get("pcs") and spec.get("pcs_from") == "eigenvec"):
+        raise CmixError(f"{runs[0]['dir']}: --pca / --eigenvec given, but the run's PCs do not "
+                        "come from a .eigenvec (covariates pcs_from: "
+                        f"{spec.get('pcs_from', '-')}, pcs: {spec.get('pcs', 0)}); leave them out")
     if pca is not None:
         eigenvec = _projected_pcs(bf, pca, min_shared)
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
