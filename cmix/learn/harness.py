@@ -296,9 +296,10 @@ def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
 
 def start_covariate_term(ctx: RunContext, predictor) -> None:
     """Set a predictor's linear covariate term to a logistic regression of the labels on
-    the covariates (the training labeled rows, L2 with C = 1, lbfgs): the network starts
-    from the covariates-only model and learns what the genotypes add, as a fixed-effects
-    offset. No-op without covariates."""
+    the covariates (the training labeled rows, L2 with C = 1, lbfgs), and its network's
+    last layer to zero: the head starts as exactly the covariates-only model and learns
+    what the genotypes add, as a fixed-effects offset. :func:`fit_head` keeps that start
+    as a candidate, so early stopping can return it. No-op without covariates."""
     import torch
 
     if predictor.skip is None:
@@ -322,6 +323,8 @@ def start_covariate_term(ctx: RunContext, predictor) -> None:
     with torch.no_grad():
         predictor.skip.weight.copy_(torch.from_numpy(w))
         predictor.skip.bias.copy_(torch.from_numpy(b))
+        predictor.net[-1].weight.zero_()
+        predictor.net[-1].bias.zero_()
 
 
 def gen(seed: int, *keys: int):
@@ -400,8 +403,10 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
     train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
     numpy ints), possibly empty. Stops after cfg["pred_patience"] epochs without a
-    better validation log-loss and reloads the best state; with cfg["pred_refit"] a
-    fresh head is trained on train + validation rows for the best epoch count.
+    better validation log-loss and reloads the best state; with covariates the untrained
+    head (the covariates-only model, :func:`start_covariate_term`) competes as epoch 0.
+    With cfg["pred_refit"] a fresh head is trained on train + validation rows for the
+    best epoch count (none when epoch 0 wins).
     State: stage "predictor" then "refit", parts "predictor" and "refit".
     Returns (head, validation summary dict).
     """
@@ -412,6 +417,9 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     pred = state.parts.get("predictor")
     if pred is None:
         pred = {"best": None, "best_loss": float("inf"), "best_epoch": 0, "bad": 0}
+        if has_val and ctx.n_cov:       # the start is the covariates-only model: a candidate
+            start_loss = log_loss(predict_proba(head, x_val), y_val)
+            pred.update(best=cpu_state(head.state_dict()), best_loss=start_loss)
     else:
         head.load_state_dict(pred["head"])
         opt.load_state_dict(pred["opt"])
