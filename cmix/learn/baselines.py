@@ -38,7 +38,6 @@ Config: the sections of :mod:`cmix.learn.config` each method reads (:mod:`cmix.l
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
@@ -53,31 +52,6 @@ def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.n
     return z
 
 
-def _log_loss_cv(n_labeled_per_class: np.ndarray, folds: int) -> int:
-    return int(max(2, min(folds, n_labeled_per_class.min())))
-
-
-def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
-                  seed: int):
-    """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
-    stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
-    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
-    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-    from sklearn.model_selection import StratifiedKFold
-
-    folds = _log_loss_cv(np.bincount(y, minlength=n_classes), folds)
-    cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
-                              cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
-                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
-    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
-        warnings.simplefilter("ignore", FutureWarning)
-        cv.fit(x, y)
-    best_c = float(np.atleast_1d(cv.C_)[0])
-    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
-    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
-    return model, best_c, folds, float(-scores.max())
-
-
 # ------------------------------------------------------------------ logreg / prs
 def run_logreg(ctx, state) -> dict:
     """L2 logistic regression on the standardised dosages (and covariates), C by
@@ -90,7 +64,7 @@ def run_logreg(ctx, state) -> dict:
 
 
 def _cv_logreg_run(ctx, state, features) -> dict:
-    """Fit :func:`fit_logreg_cv` on features(labeled rows) (n, d float64), checkpoint the
+    """Fit :func:`harness.fit_logreg_cv` on features(labeled rows) (n, d float64), checkpoint the
     fitted model (a rerun skips the fit), evaluate on features(test rows)."""
     s, cfg = ctx.splits, ctx.cfg
     fitted = state.parts.get("fitted")
@@ -98,7 +72,7 @@ def _cv_logreg_run(ctx, state, features) -> dict:
         t = time.perf_counter()
         x = features(s.labeled)
         t = state.add_time("load", t)
-        model, best_c, folds, cv_loss = fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
+        model, best_c, folds, cv_loss = harness.fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
                                                       cfg["logreg_folds"], cfg["logreg_n_c"],
                                                       ctx.seed)
         state.add_time("fit", t)

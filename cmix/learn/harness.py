@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -294,9 +295,35 @@ def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
     return ((cov - mu) / sd).astype(np.float32), mu, sd
 
 
+def _log_loss_cv(n_labeled_per_class: np.ndarray, folds: int) -> int:
+    return int(max(2, min(folds, n_labeled_per_class.min())))
+
+
+def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
+                  seed: int):
+    """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
+    stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
+    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = _log_loss_cv(np.bincount(y, minlength=n_classes), folds)
+    cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
+                              cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
+                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
+    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
+        warnings.simplefilter("ignore", FutureWarning)
+        cv.fit(x, y)
+    best_c = float(np.atleast_1d(cv.C_)[0])
+    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
+    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
+    return model, best_c, folds, float(-scores.max())
+
+
 def start_covariate_term(ctx: RunContext, predictor) -> None:
-    """Set a predictor's linear covariate term to a logistic regression of the labels on
-    the covariates (the training labeled rows, L2 with C = 1, lbfgs), and its network's
+    """Set a predictor's linear covariate term to the covariates baseline's model fitted
+    on the training labeled rows (:func:`fit_logreg_cv`: L2, C by cross-validation),
+    and its network's
     last layer to zero: the head starts as exactly the covariates-only model and learns
     what the genotypes add, as a fixed-effects offset. :func:`fit_head` keeps that start
     as a candidate, so early stopping can return it. No-op without covariates."""
@@ -305,15 +332,14 @@ def start_covariate_term(ctx: RunContext, predictor) -> None:
     if predictor.skip is None:
         return
     if ctx.cov_start is None:
-        from sklearn.linear_model import LogisticRegression
-
-        s = ctx.splits
+        s, cfg = ctx.splits, ctx.cfg
         rows = s.train_labeled
         y = s.label[rows]
         c = s.n_classes
         w, b = np.zeros((c, ctx.n_cov)), np.zeros(c)
         if len(np.unique(y)) > 1:
-            lr = LogisticRegression(C=1.0, max_iter=2000).fit(ctx.cov[rows].astype(np.float64), y)
+            lr = fit_logreg_cv(ctx.cov[rows].astype(np.float64), y, c, cfg["logreg_folds"],
+                               cfg["logreg_n_c"], ctx.seed)[0]
             if len(lr.classes_) == 2:
                 w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
             else:

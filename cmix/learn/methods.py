@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from ..io import CmixError
 
-NEURAL = ("model", "predictor", "data", "covariates")
+# the networks read "logreg" too: its C grid and folds fit their covariates-only start
+NEURAL = ("model", "predictor", "data", "covariates", "logreg")
 CMIX_SECTIONS = NEURAL + ("pretrain", "contrastive", "pseudo_labels", "switches")
 
 
