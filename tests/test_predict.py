@@ -228,6 +228,7 @@ def test_predict_projects_pcs_with_the_saved_pca(cohort, pca_trained, pca_pcs_fi
     ("missing", "cmix pca output (eigenval)"),
     ("too_few", "the projected PCs would shrink towards 0"),
     ("run_without_eigenvec_pcs", "the run's PCs do not come from a .eigenvec"),
+    ("recoded", "the PCA (ALT/REF) has"),
 ])
 def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, case, message):
     d, pca_store, run, held = pca_trained
@@ -245,7 +246,15 @@ def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, ca
         ids = pd.read_csv(d / "pcs.eigenvec.allele", sep="\t")["ID"].unique()
         in_store = {str(v) for v in open_store(pca_store)["variant_id"][:]}
         ids = [i for i in ids if i not in in_store]          # the run's own SNPs stay
-        bfile = subset_bfile(cohort, held, tmp_path / "b", drop_variants=ids[: len(ids) // 2])
+        if case == "recoded":                # a PCA variant, not the run's, whose recoded
+            bim = plink.open_bfile(cohort / "genotypes").bim.set_index("variant_id")
+            new = {i: {"T" if bim.at[i, "a1"] != "T" else "G",     # alleles are not a swap
+                       "C" if bim.at[i, "a2"] != "C" else "A"} for i in ids}
+            ids = [i for i in ids if new[i] != {bim.at[i, "a1"], bim.at[i, "a2"]}]
+            bfile = subset_bfile(cohort, held, tmp_path / "b", recode=ids[0])
+        else:
+            bfile = subset_bfile(cohort, held, tmp_path / "b",
+                                 drop_variants=ids[: len(ids) // 2])
     out = tmp_path / "p.tsv"
     assert main(["predict", "--run", str(run), "--bfile", str(bfile), "--pheno",
                  str(cohort / "phenotypes.tsv"), "--pca", str(prefix), "--out", str(out)]) == 1

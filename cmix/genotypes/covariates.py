@@ -195,7 +195,7 @@ def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
     """(names, columns aligned to the .fam) of the first n_pcs PCs of a .eigenvec, or of
     a table with its columns (IID, PC1..) computed in memory."""
     if isinstance(path, pd.DataFrame):
-        table, path = path.astype(str), "the projected PCs"
+        table, path = path, "the projected PCs"
     else:
         path = input_file(path, "PCA .eigenvec")
         table = pd.read_csv(path, sep=r"\s+", dtype=str, engine="python")

@@ -887,17 +887,9 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
     ids = model["variant_id"]
     row = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(ids)
     found = row >= 0
-    a1 = np.where(found, bf.bim["a1"].to_numpy(str)[np.maximum(row, 0)], "")
-    a2 = np.where(found, bf.bim["a2"].to_numpy(str)[np.maximum(row, 0)], "")
-    same = (a1 == model["alt"]) & (a2 == model["ref"])
-    flip = (a1 == model["ref"]) & (a2 == model["alt"])
-    bad = found & ~(same | flip)
     where = f"{bf.prefix}.bim"
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise CmixError(f"{where}: variant {ids[i]} has alleles {a1[i]}/{a2[i]}, the PCA's "
-                        f"ALT/REF are {model['alt'][i]}/{model['ref'][i]} ({int(bad.sum())} "
-                        "such variants): another allele coding or strand")
+    flip = plink.allele_flips(bf.bim, row, ids, model["alt"], model["ref"], where,
+                              "the PCA (ALT/REF)")
     m = len(ids)
     n_shared = int(found.sum())
     if n_shared < min_shared * m:
@@ -917,7 +909,7 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
         z[a1_count < 0] = 0.0                                                # missing
         scores += z.T @ model["w_alt"][j]
     scores *= 2 / (m * np.sqrt(model["eigenvalues"]))
-    return scores, {"n_variants": m, "n_shared": n_shared, "n_flipped": int((flip & found).sum())}
+    return scores, {"n_variants": m, "n_shared": n_shared, "n_flipped": int(flip.sum())}
 
 
 # ---------------------------------------------------------------- the `cmix pca` step

@@ -477,6 +477,32 @@ def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["fid", "iid"], dtype=str)
 
 
+def allele_flips(bim: pd.DataFrame, row: np.ndarray, ids, effect, other, where,
+                 whose: str) -> np.ndarray:
+    """Orient variants found in ``bim`` to a reference's alleles.
+
+    row: int (m,) the .bim row of each reference variant, -1 when absent; ids, effect,
+    other: (m,) the reference's variant IDs and its two alleles. Returns flip: bool (m,),
+    True where the .bim's A1 is ``other`` and A2 ``effect`` (an A1 count c becomes the
+    effect-allele count 2 - c); False for variants that are absent or in the reference's
+    orientation. A found variant whose two alleles are not the reference's is a CmixError
+    naming it, the count of such variants and ``whose`` alleles they should have been.
+    """
+    found = row >= 0
+    take = np.maximum(row, 0)
+    a1 = np.where(found, bim["a1"].to_numpy(str)[take], "")
+    a2 = np.where(found, bim["a2"].to_numpy(str)[take], "")
+    effect, other = np.asarray(effect, dtype=str), np.asarray(other, dtype=str)
+    same, swapped = (a1 == effect) & (a2 == other), (a1 == other) & (a2 == effect)
+    bad = found & ~(same | swapped)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{where}: variant {ids[i]} has alleles {a1[i]}/{a2[i]}, {whose} has "
+                        f"{effect[i]}/{other[i]} ({int(bad.sum())} such variants): another "
+                        "allele coding or strand; harmonise the file set first")
+    return swapped & found
+
+
 def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.ndarray, int]:
     """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``.
 

@@ -44,8 +44,10 @@ def load_run(run_dir) -> dict:
 
 def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
-    file's A2). Matched by ID, else by chrom:pos with the same two alleles. A variant
-    found whose alleles are not the store's two alleles is an error."""
+    file's A2). Matched by ID, else by chrom:pos; a variant found whose alleles are not
+    the store's two alleles is an error (:func:`cmix.genotypes.plink.allele_flips`)."""
+    from ..genotypes.plink import allele_flips
+
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
     by_pos = pd.Index(bim["chrom"].astype(str) + ":" + bim["pos"].astype(str))
@@ -54,17 +56,8 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
     alt = by_pos.get_indexer(key) if by_pos.is_unique else np.full(len(key), -1)
     row = np.where(pos >= 0, pos, alt)
     other, effect = np.asarray(info["allele"], dtype=str).T
-    a1 = np.where(row >= 0, bim["a1"].to_numpy(str)[np.maximum(row, 0)], "")
-    a2 = np.where(row >= 0, bim["a2"].to_numpy(str)[np.maximum(row, 0)], "")
-    same, swapped = (a1 == effect) & (a2 == other), (a1 == other) & (a2 == effect)
-    bad = (row >= 0) & ~(same | swapped)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise CmixError(f"{where}: variant {info['variant_id'][i]} has alleles {a1[i]}/{a2[i]}, "
-                        f"the run's store has {effect[i]}/{other[i]} ({int(bad.sum())} such "
-                        "variants): another allele coding or strand; harmonise the file set "
-                        "first")
-    return row, swapped & (row >= 0)
+    flip = allele_flips(bim, row, info["variant_id"], effect, other, where, "the run's store")
+    return row, flip
 
 
 def _dosages(bf, row, flip, sample_idx) -> np.ndarray:
