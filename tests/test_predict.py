@@ -229,6 +229,10 @@ def test_predict_projects_pcs_with_the_saved_pca(cohort, pca_trained, pca_pcs_fi
     ("too_few", "the projected PCs would shrink towards 0"),
     ("run_without_eigenvec_pcs", "the run's PCs do not come from a .eigenvec"),
     ("recoded", "the PCA (ALT/REF) has"),
+    ("weight_not_a_number", "pcs.eigenvec.allele, line 4, column PC2: 'x' is not a finite number"),
+    ("no_obs_ct", "pcs.acount: no OBS_CT column"),
+    ("empty_acount", "pcs.acount: not a tab-separated table"),
+    ("negative_eigenvalue", "pcs.eigenval: expected 4 positive eigenvalues"),
 ])
 def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, case, message):
     d, pca_store, run, held = pca_trained
@@ -240,6 +244,26 @@ def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, ca
     elif case == "missing":
         for s in ("eigenvec.allele", "acount"):
             (tmp_path / f"pcs.{s}").write_bytes((d / f"pcs.{s}").read_bytes())
+        prefix = tmp_path / "pcs"
+        bfile = subset_bfile(cohort, held, tmp_path / "b")
+    elif case in ("weight_not_a_number", "no_obs_ct", "empty_acount", "negative_eigenvalue"):
+        files = {s: (d / f"pcs.{s}").read_text() for s in ("eigenvec.allele", "acount",
+                                                             "eigenval")}
+        if case == "weight_not_a_number":
+            lines = files["eigenvec.allele"].splitlines()
+            fields = lines[3].split("\t")
+            fields[6] = "x"                                  # PC2 of the third data line
+            lines[3] = "\t".join(fields)
+            files["eigenvec.allele"] = "\n".join(lines) + "\n"
+        elif case == "no_obs_ct":
+            files["acount"] = files["acount"].replace("OBS_CT", "N", 1)
+        elif case == "empty_acount":
+            files["acount"] = ""
+        else:
+            files["eigenval"] = files["eigenval"].replace(
+                files["eigenval"].splitlines()[1], "-0.5", 1)
+        for s, text in files.items():
+            (tmp_path / f"pcs.{s}").write_text(text)
         prefix = tmp_path / "pcs"
         bfile = subset_bfile(cohort, held, tmp_path / "b")
     else:

@@ -835,37 +835,70 @@ def _write_table(path, header: str | None, n_rows: int, rows, chunk: int = 20_00
 
 
 # ---------------------------------------------------------------- projecting new people
+def _read_output_table(path, required: list[str]) -> pd.DataFrame:
+    """A tab-separated output of cmix pca / plink2 as text, with its ``required`` columns
+    read as text; CmixError for an empty or ragged file or a column absent."""
+    try:
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise CmixError(f"{path}: not a tab-separated table ({type(err).__name__}: "
+                        f"{str(err).strip()})") from None
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise CmixError(f"{path}: no {', '.join(missing)} column (expected the columns "
+                        f"{' '.join(required)}, as cmix pca writes them)")
+    return table
+
+
+def _finite(table: pd.DataFrame, column: str, path) -> np.ndarray:
+    """float64 values of a column; CmixError naming the line of the first one that is not
+    a finite number."""
+    values = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, line {i + 2}, column {column}: {table[column].iloc[i]!r} "
+                        "is not a finite number")
+    return values
+
+
 def read_pca_model(prefix) -> dict:
     """What projecting new people needs, from ``cmix pca``'s outputs at ``prefix``:
     OUT.eigenvec.allele (the ALT weights), OUT.acount (the fitted founders' ALT
     frequency) and OUT.eigenval. Returns {"variant_id", "ref", "alt" (m,) str arrays,
-    "w_alt" float64 (m, k), "p_alt" float64 (m,), "eigenvalues" float64 (k,)}.
-    Raises CmixError when a file is missing or the three disagree."""
+    "w_alt" float64 (m, k), "p_alt" float64 (m,), "eigenvalues" float64 (k,), "pcs"
+    the PC column names}. Raises CmixError when a file is missing, malformed (a column
+    absent, a value not a number) or the three disagree."""
     from ..io import input_file
 
     prefix = Path(prefix)
     paths = {s: input_file(prefix.with_name(f"{prefix.name}.{s}"), f"cmix pca output ({s})")
              for s in ("eigenvec.allele", "acount", "eigenval")}
-    weights = pd.read_csv(paths["eigenvec.allele"], sep="\t", dtype={"ID": str, "REF": str,
-                                                                     "ALT": str, "A1": str})
+    weights = _read_output_table(paths["eigenvec.allele"], ["ID", "REF", "ALT", "A1"])
     pcs = [c for c in weights.columns if c.startswith("PC")]
-    if not {"ID", "REF", "ALT", "A1"} <= set(weights.columns) or not pcs:
-        raise CmixError(f"{paths['eigenvec.allele']}: expected the columns #CHROM ID REF ALT "
-                        "A1 PC1.. (cmix pca / plink2 --pca allele-wts)")
-    alt = weights[weights["A1"] == weights["ALT"]].reset_index(drop=True)
-    counts = pd.read_csv(paths["acount"], sep="\t", dtype={"ID": str})
-    if len(alt) != len(weights) // 2 or counts["ID"].tolist() != alt["ID"].tolist():
+    if not pcs:
+        raise CmixError(f"{paths['eigenvec.allele']}: no PC1.. columns (expected cmix pca / "
+                        "plink2 --pca allele-wts weights)")
+    w_all = np.column_stack([_finite(weights, c, paths["eigenvec.allele"]) for c in pcs])
+    is_alt = (weights["A1"] == weights["ALT"]).to_numpy()
+    alt = weights[is_alt].reset_index(drop=True)
+    counts = _read_output_table(paths["acount"], ["ID", "ALT_CTS", "OBS_CT"])
+    if is_alt.sum() != len(weights) // 2 or counts["ID"].tolist() != alt["ID"].tolist():
         raise CmixError(f"{paths['acount']}: its variants are not those of "
                         f"{paths['eigenvec.allele']} (one ALT line per variant, same order)")
-    eigenvalues = np.loadtxt(paths["eigenval"], ndmin=1)
-    if len(eigenvalues) < len(pcs):
-        raise CmixError(f"{paths['eigenval']}: {len(eigenvalues)} eigenvalues for "
-                        f"{len(pcs)} PCs")
-    obs = counts["OBS_CT"].to_numpy(float)
+    try:
+        eigenvalues = np.loadtxt(paths["eigenval"], ndmin=1)
+    except ValueError as err:
+        raise CmixError(f"{paths['eigenval']}: expected one eigenvalue a line ({err})") from None
+    if len(eigenvalues) < len(pcs) or not (eigenvalues[: len(pcs)] > 0).all():
+        raise CmixError(f"{paths['eigenval']}: expected {len(pcs)} positive eigenvalues, "
+                        f"found {eigenvalues[: len(pcs)].tolist()}")
+    obs = _finite(counts, "OBS_CT", paths["acount"])
+    alt_count = _finite(counts, "ALT_CTS", paths["acount"])
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_alt = np.where(obs > 0, counts["ALT_CTS"].to_numpy(float) / obs, np.nan)
+        p_alt = np.where(obs > 0, alt_count / obs, np.nan)
     return {"variant_id": alt["ID"].to_numpy(str), "ref": alt["REF"].to_numpy(str),
-            "alt": alt["ALT"].to_numpy(str), "w_alt": alt[pcs].to_numpy(np.float64),
+            "alt": alt["ALT"].to_numpy(str), "w_alt": w_all[is_alt],
             "p_alt": p_alt, "eigenvalues": eigenvalues[: len(pcs)], "pcs": pcs}
 
 

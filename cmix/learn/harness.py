@@ -322,11 +322,11 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
 
 def start_covariate_term(ctx: RunContext, predictor) -> None:
     """Set a predictor's linear covariate term to the covariates baseline's model fitted
-    on the training labeled rows (:func:`fit_logreg_cv`: L2, C by cross-validation),
-    and its network's
-    last layer to zero: the head starts as exactly the covariates-only model and learns
-    what the genotypes add, as a fixed-effects offset. :func:`fit_head` keeps that start
-    as a candidate, so early stopping can return it. No-op without covariates."""
+    on the training labeled rows (:func:`fit_logreg_cv`: L2, C by cross-validation), and
+    its network's last layer to zero: the head starts as exactly the covariates-only
+    model and learns what the genotypes add, as a fixed-effects offset. :func:`fit_head`
+    keeps that start as a candidate, so early stopping can return it. The fit is made
+    once per run (``ctx.cov_start``). No-op without covariates."""
     import torch
 
     if predictor.skip is None:
