@@ -247,3 +247,27 @@ def test_unknown_batch_is_refused_in_predict(cohort, selected, tmp_path, capsys)
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
     assert "batch 'Batch_b999'" in err and "not among the training samples' batches" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no_batch_column", "no Batch column (covariates: batch)"),
+    ("headerless_too_narrow", "3 columns, but the genotyping batch is column 4"),
+])
+def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message):
+    d, snps = selected
+    if case == "no_batch_column":
+        sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str).drop(columns="Batch")
+        path = tmp_path / "sqc.tsv"
+        sqc.to_csv(path, sep="\t", index=False)
+    else:
+        full = _headerless_from_tidy(cohort, tmp_path / "full.txt")
+        path = tmp_path / "ukb_sqc_v2.txt"
+        path.write_text("".join(" ".join(line.split()[:3]) + "\n"
+                                for line in full.read_text().splitlines()))
+    out = tmp_path / "b.zarr"
+    assert main(store_args(cohort, snps, out, spec={"fields": [31], "batch": True},
+                           sqc=path)) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert message in err
+    assert not out.exists()
+

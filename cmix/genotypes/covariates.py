@@ -117,6 +117,11 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         pc_cols = [raw.columns[UKB_SQC_PC1_COLUMN - 1 + k] for k in range(n_pcs)
                    if UKB_SQC_PC1_COLUMN - 1 + k < raw.shape[1]]
         table = raw
+        need = max(UKB_SQC_ARRAY_COLUMN * array, UKB_SQC_BATCH_COLUMN * batch)
+        if raw.shape[1] < need:
+            raise CmixError(f"{path}: {raw.shape[1]} columns, but the genotyping "
+                            f"{'batch' if batch else 'array'} is column {need} of a "
+                            "headerless ukb_sqc_v2 table")
         array_col = raw.columns[UKB_SQC_ARRAY_COLUMN - 1] if array else None
         batch_col = raw.columns[UKB_SQC_BATCH_COLUMN - 1] if batch else None
         line_of = (lambda i: i + 1)
