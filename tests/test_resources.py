@@ -2,6 +2,7 @@
 
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -48,7 +49,7 @@ def fetch(tmp_path, manifest_lines, target):
     manifest = tmp_path / "manifest.tsv"
     manifest.write_text("# test manifest\nfile\turl\tsha256\n" + "".join(manifest_lines))
     return subprocess.run(
-        ["snakemake", f"resources/sumstats/{target}", "--cores", "1",
+        [sys.executable, "-m", "snakemake", f"resources/sumstats/{target}", "--cores", "1",
          "--directory", str(tmp_path), "--configfile", str(REPO / "config/config.yaml"),
          "--config", f"fetch_manifest={manifest}"],
         cwd=REPO, capture_output=True, text=True)

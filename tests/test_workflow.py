@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,13 @@ from cmix.simulate import simulate_cohort
 REPO = Path(__file__).resolve().parent.parent
 
 
+# snakemake of the environment under test, whatever else PATH holds (a pyenv shim named
+# snakemake, for one, puts its own interpreter's bin folder, and its cmix, ahead on PATH)
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
 def snakemake(*args, cwd=REPO):
-    return subprocess.run(["snakemake", *args], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
 
 
 def test_lint_and_format_are_clean():
@@ -239,7 +245,7 @@ def test_killed_training_job_resumes_from_its_checkpoint(tmp_path):
                train={"device": "cpu", "config": dict(FAST_TRAIN, epochs=60)})
     path = tmp_path / "kill.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    args = ["snakemake", "--cores", "2", "--configfile", str(path), "--directory", str(tmp_path)]
+    args = [*SNAKEMAKE, "--cores", "2", "--configfile", str(path), "--directory", str(tmp_path)]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     run = tmp_path / "results/kill/runs/mean_platelet_volume/cmix/budget60/seed1"
@@ -394,7 +400,7 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
                FAKE_SLURM_DIR=str(work / "slurm"), PREEMPT_FLAG=str(work / "preempted"),
                PREEMPT_RUN=run)
     res = subprocess.run(
-        ["snakemake", "--profile", "profiles/slurm", "--configfile", str(path),
+        [*SNAKEMAKE, "--profile", "profiles/slurm", "--configfile", str(path),
          "--directory", str(work), "--set-threads", "train=1",
          "--slurm-init-seconds-before-status-checks", "1",
          "--seconds-between-status-checks", "1"],
