@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from cmix.learn.baselines import standardised_dosage
+from cmix.learn.data import standardised_dosage
 from cmix.learn.harness import fit_logreg_cv
 from cmix.learn.config import DEFAULTS
 from cmix.learn.data import make_splits

@@ -80,12 +80,16 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
         enc_params = {id(p) for p in enc.parameters()}
         assert all(not p.requires_grad for p in enc.parameters())
         assert not any(id(p) in enc_params for g in opt.param_groups for p in g["params"])
-        seen["n_rows"], seen["weights"] = len(targets), weights.cpu().numpy()
+        seen.setdefault("n_rows", len(targets))         # the first (early-stopped) fit
+        seen.setdefault("weights", weights.cpu().numpy())
         before = {k: v.clone() for k, v in enc.state_dict().items()}
         loss = real_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device)
         assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
         return loss
     monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
+    # a head that never beats the pseudo-labels on held-out rows: they are used
+    import cmix.learn.labelprop as lp_mod
+    monkeypatch.setattr(lp_mod, "out_of_fold_head_accuracy", lambda *a, **k: 0.0)
     m = harness.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
     assert real_model is None and len(made) == 1
     # the predictor trained on the labeled rows plus the pseudo-labeled rows, weighted by w
@@ -150,8 +154,11 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
             return out
         monkeypatch.setattr(module, name, wrapper)
     spy(train_mod, "pretrain_epoch")
-    spy(train_mod, "run_label_propagation")
+    spy(train_mod, "pseudo_label_step")
     spy(train_mod, "predictor_epoch")
+    # pseudo-labels that beat the head on held-out rows, so that they reach the predictor
+    import cmix.learn.labelprop as lp_mod
+    monkeypatch.setattr(lp_mod, "out_of_fold_head_accuracy", lambda *a, **k: 0.0)
     spy(losses_mod, "mixup_cross_entropy")
     spy(losses_mod, "contrastive_targets")
     seen = {}
@@ -164,7 +171,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
         q_soft = any(bool(((out[2] > 0) & (out[2] < 1)).any())
                      for _, _, out in calls.get("contrastive_targets", []))
         seen[method] = {"pretrain": "pretrain_epoch" in calls,
-                        "lp": "run_label_propagation" in calls,
+                        "lp": "pseudo_label_step" in calls,
                         "pred_mixup": "mixup_cross_entropy" in calls,
                         "extra_rows": n_pred_rows > m["n_train_labeled"],
                         "soft_positives": q_soft}

@@ -42,47 +42,51 @@ import time
 import numpy as np
 
 from . import harness
+from .data import project_pcs, standardised_dosage, standardised_pcs
 from ..io import CmixError
-
-
-def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """float64 (n, M): (dosage - mean) / sd, missing (-1) -> 0 (the mean)."""
-    z = (x.astype(np.float64) - mean) / sd
-    z[x < 0] = 0.0
-    return z
 
 
 # ------------------------------------------------------------------ logreg / prs
 def run_logreg(ctx, state) -> dict:
-    """L2 logistic regression on the standardised dosages (and covariates), C by
-    stratified k-fold CV (log-loss) within the labeled rows."""
-    def features(rows):
-        x = standardised_dosage(ctx.rows(rows).cpu().numpy(), ctx.mean, ctx.sd)
-        return _with_cov(ctx, x, rows)
-
-    return _cv_logreg_run(ctx, state, features)
+    """L2 logistic regression on the standardised dosages, C by stratified k-fold CV
+    (log-loss) within the labeled rows; covariates unpenalised (:mod:`cmix.learn.linear`)."""
+    return _cv_logreg_run(ctx, state, lambda rows: standardised_dosage(
+        ctx.rows(rows).cpu().numpy(), ctx.mean, ctx.sd))
 
 
-def _cv_logreg_run(ctx, state, features) -> dict:
-    """Fit :func:`harness.fit_logreg_cv` on features(labeled rows) (n, d float64), checkpoint the
-    fitted model (a rerun skips the fit), evaluate on features(test rows)."""
+def _cv_logreg_run(ctx, state, features, covariates: bool = True) -> dict:
+    """Fit L2 logistic regression on features(labeled rows) (n, d float64), with the
+    run's covariates beside them unpenalised when ``covariates`` and the run has some
+    (:func:`cmix.learn.linear.fit_with_unpenalised_covariates`), else on the features
+    alone (:func:`harness.fit_logreg_cv`); checkpoint the fitted model (a rerun skips the
+    fit), evaluate on features(test rows)."""
+    from .linear import fit_with_unpenalised_covariates
+
     s, cfg = ctx.splits, ctx.cfg
+    with_cov = covariates and ctx.n_cov > 0
     fitted = state.parts.get("fitted")
     if fitted is None:
         t = time.perf_counter()
         x = features(s.labeled)
         t = state.add_time("load", t)
-        model, best_c, folds, cv_loss = harness.fit_logreg_cv(x, s.label[s.labeled], s.n_classes,
-                                                      cfg["logreg_folds"], cfg["logreg_n_c"],
-                                                      ctx.seed)
+        args = (s.label[s.labeled], s.n_classes, cfg["logreg_folds"], cfg["logreg_n_c"],
+                ctx.seed)
+        if with_cov:
+            model, best_c, folds, cv_loss = fit_with_unpenalised_covariates(
+                x, ctx.cov[s.labeled].astype(np.float64), *args)
+        else:
+            model, best_c, folds, cv_loss = harness.fit_logreg_cv(x, *args)
         state.add_time("fit", t)
         fitted = state.parts["fitted"] = {
             "model": model,
             "validation": {"C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
+                           "covariates": "unpenalised offset" if with_cov else "none",
                            "fit_rows": "labeled (train_labeled + validation)"}}
         state.stage = "fitted"
         ctx.save(state)
-    prob = _full_proba(fitted["model"], features(s.test), s.n_classes)
+    x_test = features(s.test)
+    prob = _full_proba(fitted["model"], _with_cov(ctx, x_test, s.test) if with_cov else x_test,
+                       s.n_classes)
     return harness.finish(ctx, state, prob, fitted["validation"])
 
 
@@ -98,7 +102,8 @@ def run_covariates(ctx, state) -> dict:
         raise CmixError(f"{ctx.store_path}: the covariates method needs a store with "
                         "covariates (cmix store --covariates) and the config key "
                         "covariates: true")
-    return _cv_logreg_run(ctx, state, lambda rows: ctx.cov[rows].astype(np.float64))
+    return _cv_logreg_run(ctx, state, lambda rows: ctx.cov[rows].astype(np.float64),
+                          covariates=False)
 
 
 def _full_proba(model, x, n_classes):
@@ -151,6 +156,115 @@ def run_prs(ctx, state) -> dict:
     return harness.finish(ctx, state, prob, fitted["validation"])
 
 
+# ------------------------------------------------------------------ pca_logreg / label_spreading / gbdt
+def training_pcs(ctx, state):
+    """rows -> (len(rows), p) PCs of the standardised dosages, the axes fitted on the
+    training split's rows (labeled, validation and unlabeled: genotypes only, no label;
+    at most ``semi_max_rows`` of them, drawn with the run's seed); p = ``semi_pcs``. The
+    fit is made once, on first use, and kept in state.parts["pca"] (the checkpoint, and
+    what ``cmix predict`` projects new people with)."""
+    from .harness import gen
+
+    def pcs_of(rows):
+        if "pca" not in state.parts:
+            train = ctx.train_rows
+            if len(train) > ctx.cfg["semi_max_rows"]:
+                _, rng = gen(ctx.seed, 6)
+                train = np.sort(rng.choice(train, ctx.cfg["semi_max_rows"], replace=False))
+            state.parts["pca"] = standardised_pcs(ctx.rows(train).cpu().numpy(), ctx.mean,
+                                                  ctx.sd, ctx.cfg["semi_pcs"], ctx.seed)[1]
+        return project_pcs(state.parts["pca"], ctx.rows(rows).cpu().numpy(), ctx.mean, ctx.sd)
+    return pcs_of
+
+
+def run_pca_logreg(ctx, state) -> dict:
+    """PCA of the training split's genotypes (labeled and unlabeled rows alike), then L2
+    logistic regression on the labeled rows' PCs (covariates unpenalised), C by
+    stratified k-fold CV (log-loss): the semi-supervised linear model a geneticist fits
+    first."""
+    pcs_of = training_pcs(ctx, state)
+    return _cv_logreg_run(ctx, state, pcs_of)
+
+
+def run_label_spreading(ctx, state) -> dict:
+    """scikit-learn's LabelSpreading (kNN kernel, ``spreading_k`` neighbours, clamping
+    ``spreading_alpha``) on the training split's PCs (:func:`training_pcs`): the labeled
+    rows seed, the unlabeled rows (at most ``semi_max_rows``) are nodes; test rows get
+    the spread labels of their nearest nodes. Covariates are not used."""
+    from sklearn.semi_supervised import LabelSpreading
+    from threadpoolctl import threadpool_limits
+
+    s, cfg = ctx.splits, ctx.cfg
+    pcs_of = training_pcs(ctx, state)
+    fitted = state.parts.get("fitted")
+    if fitted is None:
+        t = time.perf_counter()
+        unl = s.unlabeled
+        if len(unl) > cfg["semi_max_rows"]:
+            _, rng = harness.gen(ctx.seed, 7)
+            unl = np.sort(rng.choice(unl, cfg["semi_max_rows"], replace=False))
+        x = np.vstack([pcs_of(s.labeled), pcs_of(unl)])
+        y = np.concatenate([s.label[s.labeled], np.full(len(unl), -1)])
+        t = state.add_time("load", t)
+        with threadpool_limits(limits=1):
+            model = LabelSpreading(kernel="knn", n_neighbors=cfg["spreading_k"],
+                                   alpha=cfg["spreading_alpha"], max_iter=1000).fit(x, y)
+        state.add_time("fit", t)
+        fitted = state.parts["fitted"] = {
+            "model": model, "validation": {"fit_rows": "labeled seeds + unlabeled nodes",
+                                           "n_nodes": int(len(y))}}
+        state.stage = "fitted"
+        ctx.save(state)
+    with threadpool_limits(limits=1):
+        prob = _full_proba(fitted["model"], pcs_of(s.test), s.n_classes)
+    return harness.finish(ctx, state, prob, fitted["validation"])
+
+
+def gbdt_features(x: np.ndarray) -> np.ndarray:
+    """float64 (n, M) dosages for the trees, missing calls (-1) as NaN (the trees' own
+    missing-value branch)."""
+    x = x.astype(np.float64)
+    x[x < 0] = np.nan
+    return x
+
+
+def run_gbdt(ctx, state) -> dict:
+    """Gradient-boosted trees (scikit-learn's HistGradientBoostingClassifier) on the
+    labeled rows' dosages (and covariates): the paper's CatBoost row. The number of
+    trees is early-stopped on an internal 20% of the labeled rows (log-loss); learning
+    rate ``gbdt_lr``, at most ``gbdt_max_iter`` trees of ``gbdt_max_leaf_nodes`` leaves,
+    L2 ``gbdt_l2``. One OpenMP thread, so the sums do not depend on the thread count."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
+
+    s, cfg = ctx.splits, ctx.cfg
+
+    def features(rows):
+        return _with_cov(ctx, gbdt_features(ctx.rows(rows).cpu().numpy()), rows)
+
+    fitted = state.parts.get("fitted")
+    if fitted is None:
+        t = time.perf_counter()
+        x, y = features(s.labeled), s.label[s.labeled]
+        t = state.add_time("load", t)
+        model = HistGradientBoostingClassifier(
+            learning_rate=cfg["gbdt_lr"], max_iter=cfg["gbdt_max_iter"],
+            max_leaf_nodes=cfg["gbdt_max_leaf_nodes"], l2_regularization=cfg["gbdt_l2"],
+            early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
+            scoring="loss", random_state=int(ctx.seed) & 0x7FFFFFFF)
+        with threadpool_limits(limits=1):
+            model.fit(x, y)
+        state.add_time("fit", t)
+        fitted = state.parts["fitted"] = {
+            "model": model, "validation": {"n_trees": int(model.n_iter_),
+                                           "fit_rows": "labeled (train_labeled + validation)"}}
+        state.stage = "fitted"
+        ctx.save(state)
+    with threadpool_limits(limits=1):
+        prob = _full_proba(fitted["model"], features(s.test), s.n_classes)
+    return harness.finish(ctx, state, prob, fitted["validation"])
+
+
 # ------------------------------------------------------------------ neural baselines
 def _cmix_model(ctx):
     """The cmix model (embedding + encoder + decoder) seeded by the run's seed."""
@@ -189,7 +303,8 @@ def _latent_head(ctx, in_dim, stage_seed):
 
     torch.manual_seed(stage_seed)
     head = Head(torch.nn.Identity(), Predictor(in_dim, ctx.splits.n_classes,
-                                               ctx.cfg["pred_hidden"], ctx.n_cov).to(ctx.dev))
+                                               ctx.cfg["pred_hidden"], ctx.n_cov,
+                                               ctx.cfg["pred_dropout"]).to(ctx.dev))
     harness.start_covariate_term(ctx, head.predictor)
     opt = torch.optim.Adam(head.parameters(), lr=ctx.cfg["pred_lr"],
                            weight_decay=ctx.cfg["pred_weight_decay"])
@@ -437,7 +552,7 @@ def run_manifold_mixup(ctx, state) -> dict:
             features = WithCovariates(features, ctx.n_snps, ctx.n_cov)
         torch.manual_seed(ctx.seed + 2)
         h = Head(features, Predictor(features.out_dim, s.n_classes, cfg["pred_hidden"],
-                                     ctx.n_cov).to(dev))
+                                     ctx.n_cov, cfg["pred_dropout"]).to(dev))
         harness.start_covariate_term(ctx, h.predictor)
         return h, torch.optim.Adam(h.parameters(), lr=cfg["pred_lr"],
                                    weight_decay=cfg["pred_weight_decay"])

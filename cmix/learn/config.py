@@ -35,6 +35,8 @@ SECTIONS: dict[str, dict] = {
         "epochs": 20,
         "batch_size": 256,          # unlabeled rows per step
         "labeled_batch_size": 128,  # labeled rows per step (drawn from D_L each step)
+        "labeled_passes": 2.0,      # at most this many views of each labeled row an
+                                    # epoch (fewer labeled rows per step); 0 = no cap
         "lr": 1e-3,
         "weight_decay": 0.0,
     },
@@ -48,7 +50,9 @@ SECTIONS: dict[str, dict] = {
     "pseudo_labels": {
         "warmup_epochs": 5,         # K
         "lp_every": 5,              # f
-        "lp_k": 3,                  # kNN neighbours (paper: 3)
+        "lp_k": 3,                  # kNN neighbours (paper: 3); 10 is tried beside it
+        "lp_pcs": 20,               # PCs of the inputs: a second space for the graph (0 = latent only)
+        "lp_folds": 5,              # folds of the labeled rows judging the pseudo-labels
         "lp_alpha": 0.99,           # converged solve; 0.999 oversmooths (RESULTS.md)
         "lp_rtol": 1e-6,
         "lp_maxiter": 500,          # CG iterations (stops earlier at lp_rtol)
@@ -67,6 +71,7 @@ SECTIONS: dict[str, dict] = {
         "pred_patience": 10,
         "pred_lr": 1e-3,
         "pred_weight_decay": 0.0,
+        "pred_dropout": 0.0,        # dropout after each hidden layer of every head
         "pred_batch_size": 128,
         "pred_refit": True,         # then retrain on all labeled rows for the best epoch count
     },
@@ -84,6 +89,18 @@ SECTIONS: dict[str, dict] = {
     "logreg": {
         "logreg_n_c": 10,           # C grid: logspace(-4, 2, logreg_n_c)
         "logreg_folds": 5,
+    },
+    "semi_linear": {                # pca_logreg and label_spreading
+        "semi_pcs": 20,             # PCs of the training split's genotypes
+        "semi_max_rows": 20000,     # rows the PCA and the spreading graph are fitted on
+        "spreading_k": 10,          # kNN neighbours of label spreading
+        "spreading_alpha": 0.2,     # clamping: share of a node's label taken from neighbours
+    },
+    "gbdt": {
+        "gbdt_lr": 0.1,
+        "gbdt_max_iter": 300,       # trees, early-stopped on 20% of the labeled rows
+        "gbdt_max_leaf_nodes": 15,
+        "gbdt_l2": 1.0,
     },
     "vime": {
         "vime_p_m": 0.3,            # mask probability
@@ -114,13 +131,17 @@ RANGES: dict = {
     "pred_lr": (0.0, None, False, None), "lp_rtol": (0.0, None, False, None),
     "weight_decay": (0.0, None, True, None), "pred_weight_decay": (0.0, None, True, None),
     "beta": (0.0, None, True, None), "gamma": (0.0, None, True, None),
+    "labeled_passes": (0.0, None, True, None), "pred_dropout": (0.0, 1.0, True, False),
+    "spreading_alpha": (0.0, 1.0, False, False), "gbdt_lr": (0.0, None, False, None),
+    "gbdt_l2": (0.0, None, True, None),
     "vime_alpha": (0.0, None, True, None), "vime_beta": (0.0, None, True, None),
     "mixup_alpha": (0.0, None, True, None),
 }
 CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", "random"),
                  "loader": ("auto", "memory", "stream")}
 MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patience": 0,
-                 "logreg_folds": 2}
+                 "logreg_folds": 2, "lp_pcs": 0, "lp_folds": 2,
+                 "gbdt_max_leaf_nodes": 2}
 
 
 def read_config_file(path) -> dict:

@@ -277,3 +277,37 @@ def choose_mode(n_rows: int, n_variants: int, mode: str = "auto",
     if mode != "auto":
         raise CmixError(f"loader must be auto, memory or stream, not {mode!r}")
     return "memory" if n_rows * n_variants <= memory_limit_bytes else "stream"
+
+
+def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """float64 (n, M): (dosage - mean) / sd, missing (-1) -> 0 (the mean)."""
+    z = (x.astype(np.float64) - mean) / sd
+    z[x < 0] = 0.0
+    return z
+
+
+def standardised_pcs(x_fit: np.ndarray, mean: np.ndarray, sd: np.ndarray, n_pcs: int,
+                     seed: int):
+    """Principal components of standardised dosages (:func:`standardised_dosage`).
+
+    x_fit: int8 (n, M) rows to fit on (no labels are used). Returns (scores (n, p) float64
+    of those rows, the fitted scikit-learn PCA) with p = min(n_pcs, n - 1, M); other rows
+    are projected on the same axes by :func:`project_pcs`. Randomized SVD seeded by
+    ``seed``, on one BLAS thread so that the axes do not depend on the thread count.
+    """
+    from sklearn.decomposition import PCA
+    from threadpoolctl import threadpool_limits
+
+    z = standardised_dosage(x_fit, mean, sd)
+    p = max(1, min(n_pcs, len(z) - 1, z.shape[1]))
+    with threadpool_limits(limits=1, user_api="blas"):
+        pca = PCA(p, svd_solver="randomized", random_state=int(seed) & 0x7FFFFFFF).fit(z)
+        return pca.transform(z), pca
+
+
+def project_pcs(pca, x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """(m, p) scores of int8 rows x (m, M) on the axes of :func:`standardised_pcs`."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return pca.transform(standardised_dosage(x, mean, sd))

@@ -295,7 +295,8 @@ def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
     return ((cov - mu) / sd).astype(np.float32), mu, sd
 
 
-def _log_loss_cv(n_labeled_per_class: np.ndarray, folds: int) -> int:
+def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
+    """The number of CV folds: ``folds``, fewer if a class has fewer rows (at least 2)."""
     return int(max(2, min(folds, n_labeled_per_class.min())))
 
 
@@ -307,7 +308,7 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
 
-    folds = _log_loss_cv(np.bincount(y, minlength=n_classes), folds)
+    folds = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
                               cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
                               scoring="neg_log_loss", max_iter=2000, n_jobs=1)

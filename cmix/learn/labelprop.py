@@ -28,33 +28,49 @@ class PropagationResult:
     missing_classes: list = field(default_factory=list)
 
 
-def knn_graph(z, k: int = 3, block: int = 4096, power: float = 3.0) -> sp.csr_matrix:
-    """Symmetric kNN affinity W = G + G^T (N, N) sparse, zero diagonal.
-
-    z: (N, d) torch tensor or array (rows are L2-normalised here). g_ij = max(cos_ij, 0)^power
-    for j among the k nearest other rows of i (by cosine similarity).
-    """
+def knn_neighbours(z, k: int, block: int = 4096):
+    """The k nearest other rows of each row of z (N, d) by cosine similarity:
+    (index (N, k) int64, similarity (N, k) float64), most similar first."""
     import torch
 
     z = torch.as_tensor(z)
     z = torch.nn.functional.normalize(z.float(), dim=1)
     n = len(z)
     k = min(k, n - 1)
-    rows, cols, vals = [], [], []
+    idx_out, sim_out = [], []
     for s in range(0, n, block):
         sims = z[s:s + block] @ z.T                       # (b, N), one block at a time
         idx = torch.arange(s, min(s + block, n), device=z.device)
         sims[torch.arange(len(idx), device=z.device), idx] = float("-inf")
         v, j = torch.topk(sims, k, dim=1)
-        rows.append(idx.repeat_interleave(k).cpu().numpy())
-        cols.append(j.flatten().cpu().numpy())
-        vals.append(v.flatten().clamp_min(0).pow(power).cpu().numpy().astype(np.float64))
-    g = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(n, n))
+        idx_out.append(j.cpu().numpy())
+        sim_out.append(v.cpu().numpy().astype(np.float64))
+    return np.concatenate(idx_out), np.concatenate(sim_out)
+
+
+def graph_from_neighbours(index: np.ndarray, sim: np.ndarray, k: int,
+                          power: float = 3.0) -> sp.csr_matrix:
+    """W = G + G^T (N, N) sparse, zero diagonal, from the first k columns of
+    :func:`knn_neighbours`' output: g_ij = max(cos_ij, 0)^power for j among i's k nearest."""
+    n = len(index)
+    k = min(k, index.shape[1])
+    rows = np.repeat(np.arange(n), k)
+    vals = np.clip(sim[:, :k], 0, None).ravel() ** power
+    g = sp.csr_matrix((vals, (rows, index[:, :k].ravel())), shape=(n, n))
     w = (g + g.T).tocsr()
     w.setdiag(0)
     w.eliminate_zeros()
     return w
+
+
+def knn_graph(z, k: int = 3, block: int = 4096, power: float = 3.0) -> sp.csr_matrix:
+    """Symmetric kNN affinity W = G + G^T (N, N) sparse, zero diagonal.
+
+    z: (N, d) torch tensor or array (rows are L2-normalised here). g_ij = max(cos_ij, 0)^power
+    for j among the k nearest other rows of i (by cosine similarity).
+    """
+    index, sim = knn_neighbours(z, k, block)
+    return graph_from_neighbours(index, sim, k, power)
 
 
 def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
@@ -78,7 +94,10 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     argmax of p times each class's share of the labeled rows (Bayes' rule with the labeled
     class frequencies as the prior): the prior may move the argmax on an imbalanced trait,
     where the equal-prior argmax hands rows of an uninformative graph to a rare class, but
-    it never adds certainty. Labeled rows keep their true label with weight 1.
+    it never adds certainty. Labeled rows keep their true label with weight 1. The
+    entropy is normalised by the log of the number of classes that have a labeled row
+    (only those can receive mass), so a class without labeled rows does not make every
+    row look more certain than it is.
 
     The solves run with numpy's BLAS on one thread: OpenBLAS splits the dot products of
     vectors longer than 10,000 among its threads, so the scores (and the pseudo-labels'
@@ -116,7 +135,8 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     prob[reached] = scores[reached] / total[reached, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         ent = -np.where(prob > 0, prob * np.log(prob), 0.0).sum(1)
-    weight = np.where(reached, 1.0 - ent / np.log(n_classes), 0.0) if n_classes > 1 \
+    n_seeded = n_classes - len(missing)          # classes that can receive mass
+    weight = np.where(reached, 1.0 - ent / np.log(n_seeded), 0.0) if n_seeded > 1 \
         else reached.astype(float)
     decide = prob
     if class_prior:
@@ -137,3 +157,145 @@ def label_propagation(z, labeled_pos, labeled_y, n_classes: int, k: int = 3,
     w = knn_graph(z, k=k, block=block)
     return propagate(w, labeled_pos, labeled_y, n_classes, alpha=alpha, rtol=rtol,
                      maxiter=maxiter, class_prior=class_prior)
+
+
+# ------------------------------------------------------------------ judging pseudo-labels
+def stratified_folds(y: np.ndarray, n_folds: int, rng) -> np.ndarray:
+    """Fold index (n,) in 0..n_folds-1 for labels y (n,): each class dealt round the folds
+    from a random start, in a random order (``rng``: a numpy Generator)."""
+    fold = np.empty(len(y), dtype=np.int64)
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        rng.shuffle(rows)
+        fold[rows] = (np.arange(len(rows)) + rng.integers(n_folds)) % n_folds
+    return fold
+
+
+def out_of_fold_propagation(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
+                            n_classes: int, fold: np.ndarray, **kw):
+    """Pseudo-labels of the labeled rows themselves, each from a propagation in which its
+    fold was unseeded (the other folds seed it; the unlabeled rows are nodes as always).
+
+    w: (N, N) affinity; labeled_pos, labeled_y, fold: (n_L,). kw: :func:`propagate`'s.
+    Returns (label (n_L,) int64, -1 where no class reached the row; certainty (n_L,))."""
+    label = np.full(len(labeled_pos), -1, dtype=np.int64)
+    certainty = np.zeros(len(labeled_pos))
+    for f in np.unique(fold):
+        held = fold == f
+        res = propagate(w, labeled_pos[~held], labeled_y[~held], n_classes, **kw)
+        label[held] = res.pseudo_label[labeled_pos[held]]
+        certainty[held] = res.weight[labeled_pos[held]]
+    return label, certainty
+
+
+def out_of_fold_head_accuracy(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
+                              cs=(0.01, 0.1, 1.0, 10.0)) -> float:
+    """The supervised head's held-out accuracy on the same features: L2 logistic
+    regression on x (n, d) (standardised on each training fold), trained on the other
+    folds and scored on each fold; the best accuracy over the C grid ``cs``. Taking the
+    best C favours the head, so a comparison against it is conservative."""
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.asarray(x, dtype=np.float64)
+    best = 0.0
+    for c in cs:
+        pred = np.full(len(y), -1)
+        for f in np.unique(fold):
+            held = fold == f
+            if len(np.unique(y[~held])) < 2:
+                pred[held] = y[~held][0] if (~held).any() else -1
+                continue
+            mu, sd = x[~held].mean(0), x[~held].std(0) + 1e-9
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lr = LogisticRegression(C=c, max_iter=1000).fit((x[~held] - mu) / sd, y[~held])
+            pred[held] = lr.predict((x[held] - mu) / sd)
+        best = max(best, float(np.mean(pred == y)))
+    return best
+
+
+def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
+                       certainty: np.ndarray, floor: float) -> np.ndarray:
+    """Weights (n,) for pseudo-labels of certainty (n,): the estimated probability that a
+    pseudo-label of that certainty is right (isotonic regression of ``correct_held``
+    (n_L,) bool on ``certainty_held`` (n_L,), from held-out labeled rows), rescaled so
+    that ``floor`` (the supervised head's own held-out accuracy) maps to 0 and 1 to 1:
+    a pseudo-label no more likely to be right than the head's prediction carries no
+    weight."""
+    from sklearn.isotonic import IsotonicRegression
+
+    if floor >= 1.0 or len(certainty_held) < 2:
+        return np.zeros(len(certainty))
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
+    iso.fit(certainty_held, correct_held.astype(np.float64))
+    p_right = iso.predict(certainty)
+    return np.clip((p_right - floor) / (1.0 - floor), 0.0, 1.0)
+
+
+@dataclass
+class JudgedPseudoLabels:
+    """Pseudo-labels whose weights say how far held-out labeled rows trust them.
+
+    label: (N,) int64 over the nodes (labeled rows first, true labels), -1 where no
+    class reached a row; weight: (N,) 1 for labeled rows, the calibrated weight
+    (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
+    certainty: (N,) the propagation's own 1 - H(p)/log C; space, k: the chosen graph;
+    heldout: candidate name -> held-out accuracy of its pseudo-labels on the labeled rows;
+    head_accuracy: the supervised head's held-out accuracy on the same rows; used: the
+    chosen graph's pseudo-labels beat the head."""
+
+    label: np.ndarray
+    weight: np.ndarray
+    certainty: np.ndarray
+    space: str
+    k: int
+    heldout: dict
+    head_accuracy: float
+    used: bool
+    missing_classes: list = field(default_factory=list)
+
+    @property
+    def heldout_accuracy(self) -> float:
+        return self.heldout[f"{self.space} k{self.k}"]
+
+
+def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray,
+                             n_classes: int, head_features: np.ndarray, fold: np.ndarray,
+                             ks=(3, 10), block: int = 4096, **kw) -> JudgedPseudoLabels:
+    """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
+    held-out labeled rows; no row outside the nodes is looked at.
+
+    spaces: name -> (N, d) node features (rows 0..n_labeled-1 are the labeled rows, with
+    classes labeled_y); for each space and each k in ``ks`` the kNN graph's pseudo-labels
+    of the labeled rows themselves are made out of fold (:func:`out_of_fold_propagation`,
+    folds ``fold`` (n_L,)). The candidate with the best held-out accuracy is chosen
+    (ties: the first, in the order given). Its pseudo-labels are used only if that
+    accuracy beats the supervised head's on the same rows and folds
+    (:func:`out_of_fold_head_accuracy` on ``head_features`` (n_L, h)); then each
+    unlabeled row's weight is the calibrated probability that its pseudo-label is right,
+    above the head's accuracy (:func:`calibrated_weights`). kw: :func:`propagate`'s."""
+    pos = np.arange(n_labeled)
+    best = None
+    heldout = {}
+    for name, z in spaces.items():
+        index, sim = knn_neighbours(z, max(ks), block)
+        for k in ks:
+            w = graph_from_neighbours(index, sim, k)
+            lab, cert = out_of_fold_propagation(w, pos, labeled_y, n_classes, fold, **kw)
+            acc = float(np.mean(lab == labeled_y)) if n_labeled else 0.0
+            heldout[f"{name} k{k}"] = acc
+            if best is None or acc > best[0]:
+                best = (acc, name, k, w, lab, cert)
+    acc, name, k, w, lab, cert = best
+    head_acc = out_of_fold_head_accuracy(head_features, labeled_y, fold)
+    res = propagate(w, pos, labeled_y, n_classes, **kw)
+    used = acc > head_acc
+    weight = np.zeros(len(res.weight))
+    if used:
+        weight = calibrated_weights(cert, lab == labeled_y, res.weight, head_acc)
+    weight[pos] = 1.0
+    return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
+                              space=name, k=int(k), heldout=heldout, head_accuracy=head_acc,
+                              used=bool(used), missing_classes=res.missing_classes)

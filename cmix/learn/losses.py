@@ -93,42 +93,55 @@ def contrastive_targets(labels: torch.Tensor, weights: torch.Tensor, partner: to
     return orig, mixed, q, w
 
 
+def _draw_others(w: torch.Tensor, generator) -> torch.Tensor:
+    """For each of m rows, another row drawn with probability proportional to ``w`` (m,)
+    over the other rows: (m,) local index, -1 where every other row has weight 0."""
+    m = len(w)
+    p = w.double().expand(m, m).clone()
+    p.fill_diagonal_(0.0)
+    ok = p.sum(1) > 0
+    out = torch.full((m,), -1, dtype=torch.long)
+    if bool(ok.any()):
+        out[ok] = torch.multinomial(p[ok], 1, generator=generator).flatten()
+    return out
+
+
 def mix_partners(labels: torch.Tensor, generator: torch.Generator | None = None,
-                 within_class: bool = True) -> torch.Tensor:
+                 within_class: bool = True, weights: torch.Tensor | None = None) -> torch.Tensor:
     """A mixing partner for each row of a batch: (N,) int64 row index, -1 = not mixed.
 
-    within_class: a uniformly drawn OTHER row with the same label; rows whose class has
-    no other row in the batch, and rows with label < 0 (no label), get -1.
-    Otherwise (random mixing, an ablation): any other (pseudo-)labeled row of the batch.
+    within_class: another row with the same label, drawn with probability proportional
+    to its certainty weight (uniformly when ``weights`` is None); rows whose class has no
+    other row of positive weight in the batch, and rows with label < 0 (no label), get
+    -1. A mixed row weighs w_i * w_partner in the contrastive loss, so a uniform draw
+    would pair most labeled rows with near-zero-certainty pseudo-labeled rows and their
+    mixed views would vanish from the loss; drawing in proportion to certainty keeps
+    them. Otherwise (random mixing, an ablation): any other (pseudo-)labeled row of the
+    batch, in proportion to its weight.
     """
     n = len(labels)
     device = labels.device
     partner = torch.full((n,), -1, dtype=torch.long)
     lab = labels.cpu()
-    if not within_class:
-        rows = torch.nonzero(lab >= 0).flatten()
-        m = len(rows)
-        if m >= 2:
-            off = torch.randint(1, m, (m,), generator=generator)
-            partner[rows] = rows[(torch.arange(m) + off) % m]
-        return partner.to(device)
-    for c in torch.unique(lab):
-        if c < 0:
+    w = torch.ones(n, dtype=torch.float64) if weights is None else weights.detach().cpu().double()
+    groups = [lab >= 0] if not within_class else \
+        [lab == c for c in torch.unique(lab) if c >= 0]
+    for members in groups:
+        rows = torch.nonzero(members).flatten()
+        if len(rows) < 2:
             continue
-        rows = torch.nonzero(lab == c).flatten()
-        m = len(rows)
-        if m < 2:
-            continue
-        off = torch.randint(1, m, (m,), generator=generator)
-        partner[rows] = rows[(torch.arange(m) + off) % m]
+        local = _draw_others(w[rows], generator)
+        drawn = local >= 0
+        partner[rows[drawn]] = rows[local[drawn]]
     return partner.to(device)
 
 
 def draw_mixup(labels: torch.Tensor, alpha: float, generator: torch.Generator | None = None,
-               within_class: bool = True):
-    """Partners (:func:`mix_partners`) and lambda ~ Uniform(0, alpha) per row, (N,) each."""
+               within_class: bool = True, weights: torch.Tensor | None = None):
+    """Partners (:func:`mix_partners`, in proportion to ``weights``) and lambda ~
+    Uniform(0, alpha) per row, (N,) each."""
     lam = torch.rand(len(labels), generator=generator) * alpha
-    partner = mix_partners(labels, generator, within_class)
+    partner = mix_partners(labels, generator, within_class, weights)
     return partner, lam.to(labels.device)
 
 

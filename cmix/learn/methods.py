@@ -41,7 +41,10 @@ RUNNERS = {"trainer": "cmix.learn.train:run_trainer", "prs": "cmix.learn.baselin
            "covariates": "cmix.learn.baselines:run_covariates",
            "logreg": "cmix.learn.baselines:run_logreg", "ae": "cmix.learn.baselines:run_ae",
            "vime": "cmix.learn.baselines:run_vime",
-           "manifold_mixup": "cmix.learn.baselines:run_manifold_mixup"}
+           "manifold_mixup": "cmix.learn.baselines:run_manifold_mixup",
+           "pca_logreg": "cmix.learn.baselines:run_pca_logreg",
+           "label_spreading": "cmix.learn.baselines:run_label_spreading",
+           "gbdt": "cmix.learn.baselines:run_gbdt"}
 
 
 _ALL = [
@@ -52,6 +55,13 @@ _ALL = [
            "polygenic score from the store's betas + one-feature logistic regression"),
     Method("logreg", "logreg", ("data", "covariates", "logreg"),
            "L2 logistic regression on standardised dosages, C by cross-validation"),
+    Method("pca_logreg", "pca_logreg", ("data", "covariates", "logreg", "semi_linear"),
+           "PCA of all training rows' genotypes (labeled and unlabeled), then L2 logistic "
+           "regression on the labeled rows' PCs, C by cross-validation"),
+    Method("label_spreading", "label_spreading", ("data", "semi_linear"),
+           "label spreading (kNN graph) on the PCs of all training rows' genotypes"),
+    Method("gbdt", "gbdt", ("data", "covariates", "gbdt"),
+           "gradient-boosted trees on the labeled rows (scikit-learn's histogram GBDT)"),
     Method("mlp", "trainer", NEURAL, "supervised predictor on the embedded SNPs",
            {"pretrain": False, "pseudo_labels": False, "predictor_mixup": False}),
     Method("manifold_mixup", "manifold_mixup", NEURAL + ("manifold_mixup",),

@@ -189,7 +189,8 @@ class ProjectionHead(nn.Module):
 
 
 class Predictor(nn.Module):
-    """(FC-BN-ReLU) x 2 with hidden width 100, then a linear layer to the class logits.
+    """(FC-BN-ReLU) x 2 with hidden width 100 (dropout after each ReLU when ``dropout`` >
+    0), then a linear layer to the class logits.
 
     With ``n_covariates`` = K > 0 the last K input columns are covariates, and a linear
     term of them is added to the logits: covariates enter as fixed effects (as in a
@@ -197,10 +198,14 @@ class Predictor(nn.Module):
     lost among many genotype features.
     """
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int = 100, n_covariates: int = 0):
+    def __init__(self, in_dim: int, n_classes: int, hidden: int = 100, n_covariates: int = 0,
+                 dropout: float = 0.0):
         super().__init__()
-        self.net = nn.Sequential(*mlp_layers([in_dim, hidden, hidden], batchnorm=True),
-                                 nn.Linear(hidden, n_classes))
+        layers = mlp_layers([in_dim, hidden, hidden], batchnorm=True)
+        if dropout > 0:           # after each ReLU; none at 0, so the layout stays as it was
+            layers = [m for layer in layers for m in
+                      ([layer, nn.Dropout(dropout)] if isinstance(layer, nn.ReLU) else [layer])]
+        self.net = nn.Sequential(*layers, nn.Linear(hidden, n_classes))
         self.n_covariates = n_covariates
         self.skip = nn.Linear(n_covariates, n_classes) if n_covariates else None
 

@@ -77,7 +77,8 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     covariates cov (n, K)."""
     import torch
 
-    from .baselines import standardised_dosage
+    from .baselines import gbdt_features
+    from .data import project_pcs, standardised_dosage
     from .harness import predict_proba
     from .nn import ContrastiveMixup, Predictor, SnpEmbedding, WithCovariates
     from .train import Head
@@ -86,10 +87,16 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     cfg, family = info["cfg"], info["family"]
     n_classes, n_cov = len(info["class_names"]), cov.shape[1]
     mean, sd = np.asarray(info["mean"]), np.asarray(info["sd"])
-    if family in ("logreg", "prs", "covariates"):
+    if family in ("logreg", "prs", "covariates", "pca_logreg", "label_spreading", "gbdt"):
         model = parts["fitted"]["model"]
         if family == "logreg":
             feats = standardised_dosage(x, mean, sd)
+        elif family in ("pca_logreg", "label_spreading"):
+            feats = project_pcs(parts["pca"], x, mean, sd)
+            if family == "label_spreading":      # genotype PCs only
+                cov = np.zeros((len(x), 0))
+        elif family == "gbdt":
+            feats = gbdt_features(x)
         elif family == "prs":
             d = x.astype(np.float64)
             miss = d < 0
@@ -122,7 +129,8 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
         in_dim = features.out_dim
     if n_cov:
         inputs = torch.cat([inputs.float(), torch.from_numpy(cov.astype(np.float32))], 1)
-    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov))
+    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
+                                    cfg.get("pred_dropout", 0.0)))
     head.load_state_dict(final)
     return predict_proba(head, inputs)
 

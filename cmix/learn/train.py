@@ -57,8 +57,9 @@ def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, devic
     """The pre-training loss of one batch: (total, contrastive, reconstruction) tensors.
 
     x: (B, M) dosages; labels: (B,) int64 class or -1 (no label); weights: (B,) certainty.
-    Partners and lambda ~ U(0, alpha) come from :func:`cmix.learn.losses.draw_mixup`
-    (within the class with cfg["mix"] == "within_class"); rows are mixed in the hidden
+    Partners (drawn in proportion to certainty) and lambda ~ U(0, alpha) come from
+    :func:`cmix.learn.losses.draw_mixup` (within the class with cfg["mix"] ==
+    "within_class"); rows are mixed in the hidden
     layer t, drawn uniformly from 0..n_layers of the encoder. The weighted supervised
     contrastive loss (temperature tau) runs over the labeled rows and the mixed rows
     with their soft class targets (:func:`cmix.learn.losses.contrastive_targets`); the
@@ -70,15 +71,17 @@ def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, devic
                          supcon_loss)
 
     t = int(torch.randint(0, model.encoder.n_layers + 1, (1,), generator=gen))
-    partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class")
+    partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class", weights)
     with _amp(device):
         h = model.encoder.forward_to(model.embed(x), t)
         mixed, _ = mix_rows(h, partner, lam)
-        z = model.encoder.forward_from(h, t)
+        # originals and mixed rows finish the encoder as ONE batch: with batch norm, the
+        # statistics are of that batch and the running statistics move once per step
+        out = model.encoder.forward_from(torch.cat([h, mixed]), t)
+        z, zm = out[:len(h)], out[len(h):]
         recon = reconstruction_loss(model.decoder(z), x, model.embed)
         orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
         if len(orig):
-            zm = model.encoder.forward_from(mixed, t) if len(mrows) else z[:0]
             p = model.proj(torch.cat([z[orig], zm]))
             con = supcon_loss(p, q, w, cfg["tau"])
         else:
@@ -104,8 +107,8 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
         batches = u_loader.batches(seed_seq=[seed & 0xFFFFFFFF, 2, epoch], drop_last=False)
     else:
         batches = ((None, None) for _ in range(max(1, -(-n_l // cfg["labeled_batch_size"]))))
+    take = labeled_rows_per_step(n_l, -(-len(u_loader) // cfg["batch_size"]), n_classes, cfg)
     for pos, xu in batches:
-        take = min(cfg["labeled_batch_size"], n_l)
         if lab_ptr + take > n_l:
             lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
             lab_ptr = 0
@@ -139,23 +142,28 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     return {k: v / max(n_steps, 1) for k, v in sums.items()}
 
 
-def run_label_propagation(model, x_lab, y_lab, su_loader, n_classes, cfg, device):
-    """Pseudo-labels for the S_U rows: returns (PropagationResult over [D_L; S_U], n_L)."""
-    import torch
+def labeled_rows_per_step(n_labeled: int, n_steps: int, n_classes: int, cfg) -> int:
+    """Labeled rows in each pre-training step: labeled_batch_size, but at most what
+    shows each labeled row ``labeled_passes`` times an epoch over ``n_steps`` steps (and
+    at least 2 per class, so the contrastive term has positives). Drawing the whole
+    labeled set at every step of a pass over the unlabeled rows shows each labeled row
+    hundreds of times an epoch and lets the encoder memorise D_L. 0 = no cap."""
+    take = min(cfg["labeled_batch_size"], n_labeled)
+    if cfg["labeled_passes"] > 0 and n_steps > 0:
+        cap = int(np.ceil(cfg["labeled_passes"] * n_labeled / n_steps))
+        take = min(take, max(cap, 2 * n_classes))
+    return max(1, min(take, n_labeled))
 
-    from .labelprop import label_propagation
+
+def node_latent(model, x_lab, su_loader, device) -> np.ndarray:
+    """Latent rows (n_L + n_SU, H) float32 of the labeled rows then the S_U rows."""
+    import torch
 
     model.eval()
     with torch.no_grad(), _amp(device):
         z_l = torch.cat([model.encode(x_lab[s:s + 4096]).float()
                          for s in range(0, len(x_lab), 4096)])
-    z_u = embed_rows(model, su_loader, device)
-    z = torch.cat([z_l, z_u])
-    res = label_propagation(z, np.arange(len(x_lab)), y_lab.cpu().numpy(), n_classes,
-                            k=cfg["lp_k"], alpha=cfg["lp_alpha"], rtol=cfg["lp_rtol"],
-                            maxiter=cfg["lp_maxiter"], block=cfg["lp_block"],
-                            class_prior=cfg["lp_class_prior"])
-    return res
+    return torch.cat([z_l, embed_rows(model, su_loader, device)]).cpu().numpy()
 
 
 # ------------------------------------------------------------------ predictor
@@ -259,10 +267,11 @@ def run_trainer(ctx, state) -> dict:
     check_frozen(model, frozen)
     prob = predict_proba(head, inputs_of(ctx.splits.test))
     lp = state.parts.get("lp_info") or []
+    keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
+            "heldout_accuracy", "head_accuracy", "mean_weight")
     return finish(ctx, state, prob, validation, pseudo_labels=(
-        {"accuracy": lp[-1]["accuracy"], "coverage": lp[-1]["coverage"],
-         "n_rows": lp[-1]["n_rows"], "missing_classes": lp[-1]["missing_classes"],
-         "epochs": [i["epoch"] for i in lp]} if lp else None))
+        {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
+        if lp else None))
 
 
 def pseudo_label_rows(ctx) -> np.ndarray:
@@ -309,7 +318,10 @@ def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
             (done >= cfg["warmup_epochs"] and (done - cfg["warmup_epochs"]) % cfg["lp_every"] == 0)
             or done == cfg["epochs"])
         if due:
-            info = pseudo_label_step(ctx, state, model, x_lab, y_lab, loaders["su"], su_pos, done)
+            if "pcs" not in loaders:
+                loaders["pcs"] = input_pcs(ctx, x_lab, su_pos)
+            info = pseudo_label_step(ctx, state, model, x_lab, y_lab, loaders["su"], su_pos,
+                                     done, loaders["pcs"])
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
         return rec
@@ -318,24 +330,62 @@ def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
                "pre-training")
 
 
-def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch) -> dict:
-    """Label propagation on the current embedding; stores the pseudo-labels and their
-    certainty weights in state.parts["pseudo"] and a summary in parts["lp_info"]."""
-    s = ctx.splits
+def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch,
+                      input_pcs=None) -> dict:
+    """Label propagation judged on held-out labeled rows
+    (:func:`cmix.learn.labelprop.judged_label_propagation`): the graph is built in the
+    current latent or in ``input_pcs`` ((n_L + n_SU, p) PCs of the inputs, or None), with
+    k from {lp_k, 10}, whichever gives the labeled rows the most accurate pseudo-labels
+    when their fold is unseeded; the pseudo-labels carry weight only where they are
+    estimated to be right more often than the supervised head on the latent is. Stores
+    the pseudo-labels and weights of the S_U rows in state.parts["pseudo"] and a summary
+    in parts["lp_info"]. Only training labeled rows are used: validation rows are not
+    nodes."""
+    from .labelprop import judged_label_propagation, stratified_folds
+
+    s, cfg = ctx.splits, ctx.cfg
     t0 = time.perf_counter()
-    res = run_label_propagation(model, x_lab, y_lab, su_loader, s.n_classes, ctx.cfg, ctx.dev)
     n_l = len(x_lab)
-    state.parts["pseudo"] = {"label": res.pseudo_label[n_l:],
+    y_l = y_lab.cpu().numpy()
+    z = node_latent(model, x_lab, su_loader, ctx.dev)
+    spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
+    _, rng = harness.gen(ctx.seed, 5)
+    fold = stratified_folds(y_l, cfg["lp_folds"], rng)
+    res = judged_label_propagation(
+        spaces, n_l, y_l, s.n_classes, z[:n_l], fold, ks=tuple(sorted({cfg["lp_k"], 10})),
+        block=cfg["lp_block"], alpha=cfg["lp_alpha"], rtol=cfg["lp_rtol"],
+        maxiter=cfg["lp_maxiter"], class_prior=cfg["lp_class_prior"])
+    state.parts["pseudo"] = {"label": res.label[n_l:],
                              "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(state.parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
+                graph=f"{res.space} k{res.k}", heldout_accuracy=res.heldout_accuracy,
+                head_accuracy=res.head_accuracy, used=res.used,
+                heldout={k: round(v, 4) for k, v in res.heldout.items()},
+                mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
+    log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, held-out accuracy "
+        f"{res.heldout_accuracy:.3f} vs the head's {res.head_accuracy:.3f}: "
+        + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
+           "not used (weight 0)"))
     if res.missing_classes:
         log(f"label propagation: no labeled row of class(es) {info['missing_classes']}; "
             "they get no pseudo-labels")
     state.parts.setdefault("lp_info", []).append(info)
     state.add_time("label_propagation", t0)
     return info
+
+
+def input_pcs(ctx, x_lab, su_pos) -> np.ndarray | None:
+    """(n_L + n_SU, p) principal components of the standardised dosages of the labeled
+    rows then the S_U rows (fitted on those rows; p = lp_pcs), or None when lp_pcs is 0."""
+    from .data import standardised_pcs
+
+    n_pcs = ctx.cfg["lp_pcs"]
+    if not n_pcs:
+        return None
+    x = np.concatenate([x_lab.cpu().numpy(), ctx.rows(ctx.splits.unlabeled[su_pos]).cpu().numpy()])
+    return standardised_pcs(x, ctx.mean, ctx.sd, n_pcs, ctx.seed)[0]
 
 
 def trainer_inputs(ctx, model):
@@ -353,8 +403,9 @@ def trainer_inputs(ctx, model):
 
 def predictor_stage(ctx, state, model, inputs_of, su_pos):
     """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
-    (latent mixup per the config), early-stopped and refitted by
-    :func:`cmix.learn.harness.fit_head`."""
+    (latent mixup per the config, and only when some pseudo-label carries weight: with
+    none, the predictor is trained exactly as cmix_selfsl's), early-stopped and refitted
+    by :func:`cmix.learn.harness.fit_head`."""
     import torch
 
     from .harness import fit_head
@@ -365,11 +416,15 @@ def predictor_stage(ctx, state, model, inputs_of, su_pos):
     rows, ys, ws = [s.train_labeled], [s.label[s.train_labeled]], \
         [np.ones(len(s.train_labeled), np.float32)]
     pseudo = state.parts.get("pseudo")
+    keep = np.zeros(0, dtype=bool)
     if cfg["pseudo_labels"] and pseudo is not None:
         keep = (pseudo["label"] >= 0) & (pseudo["weight"] > 0)
         rows.append(s.unlabeled[su_pos][keep])
         ys.append(pseudo["label"][keep])
         ws.append(pseudo["weight"][keep])
+    if cfg["predictor_mixup"] and not keep.any():
+        # no pseudo-label earned weight: the predictor is trained as cmix_selfsl's is
+        cfg = {**cfg, "predictor_mixup": False}
     rows = np.concatenate(rows)
     order = np.argsort(rows, kind="stable")
     inputs = inputs_of(rows[order])[torch.from_numpy(np.argsort(order)).to(dev)]
@@ -388,7 +443,7 @@ def predictor_stage(ctx, state, model, inputs_of, su_pos):
             in_dim = features.out_dim
         torch.manual_seed(ctx.seed + 2)
         head = Head(features, Predictor(in_dim, s.n_classes, cfg["pred_hidden"],
-                                        ctx.n_cov).to(dev))
+                                        ctx.n_cov, cfg["pred_dropout"]).to(dev))
         harness.start_covariate_term(ctx, head.predictor)
         return head, torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
                                       weight_decay=cfg["pred_weight_decay"])
