@@ -168,26 +168,47 @@ def simulate_trees(model_id: str, samples: dict[str, int], n_pieces: int, piece_
 
 def _individual_nodes(ts) -> tuple[np.ndarray, np.ndarray]:
     """(n_individuals, 2) sample node ids of each sampled diploid and its population id."""
-    nodes = np.array([ind.nodes for ind in ts.individuals()], dtype=np.int64)
+    nodes = np.asarray(ts.individuals_nodes, dtype=np.int64)
     return nodes, ts.tables.nodes.population[nodes[:, 0]]
 
 
-def select_sites(rng, ts, n_keep: int, maf_floor: float):
-    """Biallelic sites with MAF > ``maf_floor`` over all sample haplotypes, ``n_keep`` of
-    them at random (in position order). Returns (site ids (n_keep,), number eligible)."""
+def select_sites(rng, ts, n_keep: int, maf_floor: float) -> np.ndarray | None:
+    """``n_keep`` sites drawn uniformly at random among the biallelic ones (one mutation)
+    with MAF > ``maf_floor`` over all sample haplotypes, in position order; None if fewer.
+
+    Candidates are visited in a random order and the first ``n_keep`` eligible ones kept
+    (a uniform random subset of the eligible sites); their derived-allele counts are the
+    number of samples under the mutation's node in the tree at the site, computed in
+    batches sorted by position so the tree only moves forward.
+    """
     n = ts.num_samples
-    site_of_mut = ts.tables.mutations.site
-    n_mut = np.bincount(site_of_mut, minlength=ts.num_sites)
-    count = np.full(ts.num_sites, -1, dtype=np.int64)
-    for tree in ts.trees():
-        for site in tree.sites():
-            if n_mut[site.id] == 1 and site.mutations[0].derived_state != site.ancestral_state:
-                count[site.id] = tree.num_samples(site.mutations[0].node)
-    maf = np.minimum(count, n - count) / n
-    eligible = np.flatnonzero((count >= 0) & (maf > maf_floor))
-    if len(eligible) < n_keep:
-        return None, len(eligible)
-    return np.sort(rng.choice(eligible, size=n_keep, replace=False)), len(eligible)
+    sites = ts.tables.sites
+    muts = ts.tables.mutations
+    n_mut = np.bincount(muts.site, minlength=ts.num_sites)
+    single = np.flatnonzero(n_mut == 1)
+    mut_of_site = np.full(ts.num_sites, -1)
+    mut_of_site[muts.site] = np.arange(ts.num_mutations)
+    order = single[rng.permutation(len(single))]
+    positions = sites.position
+    mut_node = muts.node
+    chosen, start, batch = [], 0, max(4 * n_keep, 256)
+    tree = ts.first()
+    while len(chosen) < n_keep and start < len(order):
+        cand = order[start:start + batch]
+        start += len(cand)
+        count = np.empty(len(cand), dtype=np.int64)
+        by_pos = np.argsort(cand)
+        tree = ts.first()
+        for j in by_pos:
+            site = cand[j]
+            tree.seek(positions[site])
+            count[j] = tree.num_samples(mut_node[mut_of_site[site]])
+        maf = np.minimum(count, n - count) / n
+        chosen.extend(cand[maf > maf_floor][: n_keep - len(chosen)])
+        batch *= 2
+    if len(chosen) < n_keep:
+        return None
+    return np.sort(np.array(chosen, dtype=np.int64))
 
 
 def _meiosis(rng, hap_a, hap_b, pos, piece, piece_bounds, rates):
@@ -266,11 +287,11 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
     ind_nodes, ind_pop = _individual_nodes(trees[0][1])
     pop_id = {p.metadata["name"]: p.id for p in trees[0][1].populations()}
     for k, ((chrom, ts, rate), n_keep) in enumerate(zip(trees, per_piece)):
-        sites, n_eligible = select_sites(rng_var, ts, int(n_keep), maf_floor)
+        sites = select_sites(rng_var, ts, int(n_keep), maf_floor)
         if sites is None:
-            raise CmixError(f"chromosome {chrom} piece: {n_eligible} biallelic sites with MAF > "
-                            f"{maf_floor}, fewer than the {n_keep} needed; raise --piece-mb or "
-                            f"--n-chrom, or lower --n-variants")
+            raise CmixError(f"chromosome {chrom} piece: fewer than the {n_keep} biallelic sites "
+                            f"with MAF > {maf_floor} needed; raise --piece-mb or --n-chrom, or "
+                            f"lower --n-variants")
         nodes_k, pop_k = _individual_nodes(ts)
         if not (np.array_equal(nodes_k, ind_nodes) and np.array_equal(pop_k, ind_pop)):
             raise RuntimeError("msprime sampled individuals differently across pieces")
@@ -289,7 +310,7 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         pieces_truth.append({"chrom": chrom, "left_bp": PIECE_START_BP,
                              "right_bp": PIECE_START_BP + int(round(piece_mb * 1e6)),
                              "recombination_rate": rate, "mutation_rate": mdl.mutation_rate,
-                             "n_sites": int(ts.num_sites), "n_eligible": int(n_eligible),
+                             "n_sites": int(ts.num_sites),
                              "n_kept": int(n_keep), "msprime_seed_from": [seed, 0xC0A1, k]})
     hap = np.concatenate(haps)                       # (n_variants, 2 x n_individuals)
     variants = pd.concat(piece_rows, ignore_index=True)
@@ -440,7 +461,9 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
     for k, t in enumerate(sim.TRAITS):
         table = sim.sumstats_table(rng_out, variants, beta[:, k], se[:, k], freq)
         with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
-            with gzip.GzipFile(tmp_path, "wb", mtime=0) as gz:
+            # no file name or time in the gzip header: same seed, same bytes
+            with open(tmp_path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
+                                                           mtime=0) as gz:
                 gz.write(table.to_csv(sep="\t", index=False).encode())
     with atomic_path(out / "phenotypes.tsv") as tmp_path:
         pheno.to_csv(tmp_path, sep="\t", index=False)
