@@ -230,7 +230,7 @@ def test_ld_decays_with_distance_as_in_the_haplotypes(ooa, trees):
 @requires_plink2
 def test_relatives_made_on_coalescent_haplotypes(ooa):
     """plink2 --make-king-table kinship of the planted pairs: duplicates ~0.5, first-degree
-    pairs 0.25 on average (parent-offspring exactly, full siblings on average), more
+    pairs 0.25 +- 0.05 on average (parent-offspring exactly, full siblings on average), more
     distant pairs lower; pairs stay within a population. With only two 2 Mb pieces (a few
     cM) a sibling or cousin pair shares all or nothing of each piece, so single pairs
     beyond parent-offspring are not held to KING's bands."""
@@ -245,7 +245,9 @@ def test_relatives_made_on_coalescent_haplotypes(ooa):
         assert pop[a] == pop[b]
         by_degree.setdefault(d, []).append(kin.get(frozenset((a, b)), 0.0))
     mean = {d: float(np.mean(v)) for d, v in by_degree.items()}
-    assert min(by_degree[0]) > 0.45 and 0.177 < mean[1] < 0.354, mean
+    # first degree: 2/3 parent-offspring (0.25 exactly), 1/3 full siblings (0.25 on
+    # average; per pair 0, 0.25 or 0.5 on each piece): the mean's sd is ~0.015
+    assert min(by_degree[0]) > 0.45 and 0.2 < mean[1] < 0.3, mean
     assert np.mean(by_degree[2] + by_degree[3]) < mean[1] - 0.05, mean
     # founders are distinct sampled diploids: no unplanted pair at duplicate level. (Over
     # 4 Mb, ~20% of unrelated pairs exceed 0.0442 and ~0.2% exceed 0.177, max ~0.24, in the
@@ -268,5 +270,6 @@ def test_american_admixture_admixed_between_sources(tmp_path):
     p = {k: np.nanmean(g[pop == k], axis=0) / 2 for k in ("AFR", "EUR", "ADMIX")}
     f = {(a, b): hudson(p[a], p[b], 300, 300) for a, b in
          (("AFR", "EUR"), ("ADMIX", "EUR"), ("ADMIX", "AFR"))}
+    assert f[("AFR", "EUR")] > 0.05, f
     assert f[("ADMIX", "EUR")] < 0.6 * f[("AFR", "EUR")], f
     assert f[("ADMIX", "AFR")] < 0.9 * f[("AFR", "EUR")], f
