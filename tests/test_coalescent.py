@@ -144,6 +144,13 @@ def test_bad_arguments_one_message(tmp_path, args, message):
     assert not (tmp_path / "o" / "genotypes.bed").exists()
 
 
+def test_model_options_need_coalescent(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "cmix.cli", "simulate", "--populations", "YRI:10",
+                          "--n-variants", "100", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "need --haplotypes coalescent" in res.stderr, res.stderr
+
+
 def test_population_counts_and_shares():
     names = ["YRI", "CEU", "CHB"]
     assert parse_population_counts("YRI:5,CHB:7", 100, names) == {"YRI": 5, "CHB": 7}
