@@ -257,6 +257,10 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         raise CmixError("--n-samples and --n-variants must be positive")
     if not 0 <= maf_floor < 0.5:
         raise CmixError(f"--maf-floor must be in [0, 0.5), got {maf_floor}")
+    if not 0.01 <= piece_mb <= 20:
+        raise CmixError(f"--piece-mb must be between 0.01 and 20, got {piece_mb}")
+    if n_chrom is not None and not 1 <= n_chrom <= 22:
+        raise CmixError(f"--n-chrom (contig pieces) must be between 1 and 22, got {n_chrom}")
     mdl = get_model(model)
     names = model_populations(mdl)
     counts = parse_population_counts(populations, n_samples, names)
