@@ -192,7 +192,6 @@ def select_sites(rng, ts, n_keep: int, maf_floor: float) -> np.ndarray | None:
     positions = sites.position
     mut_node = muts.node
     chosen, start, batch = [], 0, max(4 * n_keep, 256)
-    tree = ts.first()
     while len(chosen) < n_keep and start < len(order):
         cand = order[start:start + batch]
         start += len(cand)
