@@ -73,15 +73,46 @@ def _add_simulate(sub):
                         "the README)")
     p.add_argument("--fast", action="store_true",
                    help="genotypes only, no LD, relatives or traits: for large benchmark cohorts")
+    co = p.add_argument_group("coalescent haplotypes (needs msprime and stdpopsim: pip install 'cmix[sim]')")
+    co.add_argument("--haplotypes", choices=["balding-nichols", "coalescent"],
+                    default="balding-nichols",
+                    help="haplotype source: 'balding-nichols' (default; --ancestry) or "
+                         "'coalescent' (a stdpopsim HomSap demographic model, msprime)")
+    co.add_argument("--model", default=None,
+                    help="stdpopsim HomSap demographic model id (default OutOfAfrica_3G09; "
+                         "e.g. AmericanAdmixture_4B18)")
+    co.add_argument("--populations", default=None, metavar="POP:N,...",
+                    help="cohort size per model population: counts (YRI:500,CEU:2000,CHB:500; "
+                         "they replace --n-samples) or shares of --n-samples (YRI:0.2,CEU:0.8); "
+                         "default: --n-samples shared equally")
+    co.add_argument("--piece-mb", type=float, default=2.0,
+                    help="length of each contig piece in Mb (one piece per chromosome, "
+                         "--n-chrom pieces; default 2)")
+    co.add_argument("--maf-floor", type=float, default=0.01,
+                    help="SNPs are drawn among biallelic sites with MAF above this (default 0.01)")
     p.set_defaults(func=_run_simulate)
 
 
 def _run_simulate(args):
+    from .io import CmixError
     from .simulate import simulate_cohort, simulate_genotypes_fast
 
     if args.fast:
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
+    elif args.haplotypes == "coalescent":
+        from .coalescent import simulate_coalescent_cohort
+
+        if args.ancestry != "default":
+            raise CmixError("--ancestry is for --haplotypes balding-nichols; with coalescent "
+                            "haplotypes the model (--model, --populations) sets the ancestry")
+        simulate_coalescent_cohort(args.out, model=args.model or "OutOfAfrica_3G09",
+                                   populations=args.populations, n_samples=args.n_samples, n_variants=args.n_variants,
+                                   n_chrom=args.n_chrom, piece_mb=args.piece_mb,
+                                   n_discovery=args.n_discovery, maf_floor=args.maf_floor,
+                                   seed=args.seed)
     else:
+        if args.model is not None or args.populations is not None:
+            raise CmixError("--model and --populations need --haplotypes coalescent")
         ancestry = args.ancestry
         ancestry = None if ancestry == "none" else ancestry
         simulate_cohort(args.out, n_samples=args.n_samples, n_variants=args.n_variants,

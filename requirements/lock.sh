@@ -9,7 +9,7 @@
 # and the lock holds everything else. Install:
 #   pip install torch==2.13.0 [--index-url https://download.pytorch.org/whl/cpu]
 #   pip install --require-hashes -r requirements/lock.txt
-#   pip install --no-deps -e ".[test]"
+#   pip install --no-deps -e ".[test,sim]"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python - <<'PY'
@@ -18,7 +18,7 @@ if sys.version_info[:2] != (3, 11):
     sys.exit(f"requirements/lock.sh: run with Python 3.11 (the locked interpreter), not {sys.version.split()[0]}")
 PY
 printf 'torch==2.13.0\n' > requirements/torch.in
-pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra test \
+pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --extra test --extra sim \
     --unsafe-package torch --no-emit-index-url --no-emit-find-links \
     --output-file requirements/lock.txt pyproject.toml requirements/torch.in
 rm requirements/torch.in

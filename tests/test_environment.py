@@ -21,7 +21,8 @@ def lock_pins():
 def test_lock_pins_every_dependency_with_hashes_but_torch():
     pins = lock_pins()
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + extras["test"] + extras["sim"]
     names = {norm(re.split(r"[<>=!~ \[;]", req)[0]) for req in wanted}
     assert names - {"torch"} <= set(pins), names - set(pins)
     assert "torch" not in pins               # installed first, per machine (CPU / CUDA)

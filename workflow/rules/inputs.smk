@@ -20,6 +20,7 @@ if SIMULATED:
             n_samples=config["simulate"]["n_samples"],
             n_variants=config["simulate"]["n_variants"],
             seed=config["simulate"]["seed"],
+            extra=shlex.split(config["simulate"].get("extra", "")),
         shell:
             "cmix simulate --out {params.out:q} --n-samples {params.n_samples:q} "
-            "--n-variants {params.n_variants:q} --seed {params.seed:q} 2> {log:q}"
+            "--n-variants {params.n_variants:q} --seed {params.seed:q} {params.extra:q} 2> {log:q}"

@@ -1,0 +1,527 @@
+"""Coalescent cohorts: haplotypes from a published human demographic model (msprime +
+stdpopsim), with the rest of :mod:`cmix.simulate` on top.
+
+:func:`simulate_coalescent_cohort` writes the same files as
+:func:`cmix.simulate.simulate_cohort` (``genotypes.bed/.bim/.fam``, ``kinship.dat``,
+``sample_qc.tsv``, ``withdrawn.txt``, ``phenotypes.tsv``, ``sumstats/``, ``truth.json``),
+but the haplotypes are sampled from a stdpopsim HomSap demographic model (e.g.
+``OutOfAfrica_3G09``: YRI, CEU, CHB; ``AmericanAdmixture_4B18``: AFR, EUR, ASIA, ADMIX),
+so allele frequencies, population differentiation, LD and admixture come from the
+model's history rather than from Balding-Nichols draws:
+
+- One msprime simulation per contig piece: ``piece_mb`` Mb of chromosome c (c = 1, 2, ...)
+  starting at 20 Mb, with the chromosome's mean recombination rate (uniform: genetic maps
+  are a download) and the model's mutation rate. Pieces on different chromosomes are
+  independent, as chromosomes are.
+- Sites: biallelic (one mutation), minor allele frequency above ``maf_floor`` among all
+  sampled haplotypes; ``n_variants`` of them drawn at random, evenly over the pieces.
+  A1 is the derived allele, A2 the ancestral one; .bim cM = bp x rate x 100.
+- Each model population gets its own pedigree (:func:`cmix.simulate.simulate_pedigree`):
+  founders are the sampled diploids (consecutive haplotype pairs, as msprime makes
+  individuals), so relatives always share a population; children inherit by meiosis
+  with Poisson crossovers at the piece's recombination rate. The discovery cohort behind
+  the summary statistics is further sampled diploids of the same simulation, in the
+  cohort's population proportions (never the cohort's own people).
+- Planted Hardy-Weinberg failures, missing calls, traits (large loci on SNPs whose
+  first-population frequency is nearest the published one; polygenic background on
+  first-population MAF >= 1% SNPs; the first population is the trait reference), sample QC
+  with PCs, kinship and withdrawals as in :mod:`cmix.simulate`. ``f.21000.0.0`` is the
+  population's code: its 1-based index in the model's population list.
+
+msprime and stdpopsim are imported only here, on use (``pip install cmix[sim]``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from . import simulate as sim
+from .genotypes import plink
+from .io import CmixError, atomic_path, check_writable_dir, log
+
+PIECE_START_BP = 20_000_000      # every piece starts 20 Mb into its chromosome
+WHITE_BRITISH_IDS = {"CEU", "GBR", "EUR"}   # model populations flagged white British in the QC table
+
+
+def _stdpopsim():
+    try:
+        import stdpopsim
+    except ImportError:
+        raise CmixError("--haplotypes coalescent needs msprime and stdpopsim: "
+                        "pip install 'cmix[sim]'") from None
+    return stdpopsim
+
+
+def get_model(model_id: str):
+    """The stdpopsim HomSap demographic model ``model_id``; CmixError listing the ids if unknown."""
+    species = _stdpopsim().get_species("HomSap")
+    ids = [m.id for m in species.demographic_models]
+    if model_id not in ids:
+        raise CmixError(f"--model {model_id!r}: not a HomSap demographic model of stdpopsim "
+                        f"(one of {', '.join(ids)})")
+    return species.get_demographic_model(model_id)
+
+
+def model_populations(model) -> list[str]:
+    """Names of the model's populations that can be sampled at time 0, in model order."""
+    return [p.name for p in model.populations
+            if getattr(p, "allow_samples", True) and getattr(p, "default_sampling_time", 0) in (0, None)]
+
+
+def parse_population_counts(spec, n_samples: int, names: list[str]) -> dict[str, int]:
+    """Cohort size per model population, in the order given.
+
+    spec: None (``n_samples`` shared equally over ``names``), a dict, or text
+    ``"YRI:500,CEU:2000"`` (counts; their sum is the cohort size) or ``"YRI:0.2,CEU:0.8"``
+    (shares of ``n_samples``, normalised, rounded by largest remainder). Every name must
+    be one of ``names``; CmixError otherwise.
+    """
+    if spec is None:
+        items = [(n, 1.0) for n in names]
+        shares = True
+    else:
+        if isinstance(spec, str):
+            items = []
+            for part in spec.split(","):
+                name, sep, value = part.strip().partition(":")
+                try:
+                    v = float(value) if sep else float("nan")
+                except ValueError:
+                    v = float("nan")
+                if not math.isfinite(v) or v <= 0:
+                    raise CmixError(f"--populations: {part.strip()!r}: expected NAME:COUNT or "
+                                    f"NAME:SHARE with a positive number")
+                items.append((name.strip(), v))
+        else:
+            items = [(str(k), float(v)) for k, v in dict(spec).items()]
+        shares = not all(v == int(v) and v >= 1 for _, v in items)
+    seen = set()
+    for name, v in items:
+        if name not in names:
+            raise CmixError(f"--populations: {name!r} is not a population of the model "
+                            f"(one of {', '.join(names)})")
+        if name in seen:
+            raise CmixError(f"--populations: {name!r} is given twice")
+        if not (math.isfinite(v) and v > 0):
+            raise CmixError(f"--populations: {name}: expected a positive count or share, got {v}")
+        seen.add(name)
+    if not shares:
+        return {n: int(v) for n, v in items}
+    w = np.array([v for _, v in items], dtype=float)
+    exact = n_samples * w / w.sum()
+    counts = np.floor(exact).astype(int)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: n_samples - counts.sum()]] += 1
+    if (counts < 1).any():
+        raise CmixError(f"--populations: --n-samples {n_samples} leaves a population empty")
+    return {n: int(c) for (n, _), c in zip(items, counts)}
+
+
+def _split(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """``total`` split over the keys in proportion to ``weights`` (largest remainder)."""
+    w = np.array(list(weights.values()), dtype=float)
+    exact = total * w / w.sum()
+    counts = np.floor(exact).astype(int)
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return {k: int(c) for k, c in zip(weights, counts)}
+
+
+def _msprime_seed(ss: np.random.SeedSequence) -> int:
+    return int(ss.generate_state(1)[0] % (2**31 - 2)) + 1
+
+
+def simulate_trees(model_id: str, samples: dict[str, int], n_pieces: int, piece_mb: float,
+                   seed: int) -> list[tuple[int, object, float]]:
+    """One tree sequence per contig piece: [(chromosome, tskit.TreeSequence, recombination
+    rate per bp per generation)]. samples: diploids per model population. Piece c covers
+    chromosome c from :data:`PIECE_START_BP` for ``piece_mb`` Mb; same arguments, same trees.
+    """
+    stdpopsim = _stdpopsim()
+    model = get_model(model_id)
+    species = stdpopsim.get_species("HomSap")
+    engine = stdpopsim.get_engine("msprime")
+    if not 1 <= n_pieces <= 22:
+        raise CmixError(f"--n-chrom (contig pieces) must be between 1 and 22, got {n_pieces}")
+    if not 0.01 <= piece_mb <= 20:
+        raise CmixError(f"--piece-mb must be between 0.01 and 20, got {piece_mb}")
+    seeds = np.random.SeedSequence([seed, 0xC0A1]).spawn(n_pieces)
+    out = []
+    for c in range(n_pieces):
+        left = PIECE_START_BP
+        right = left + int(round(piece_mb * 1e6))
+        contig = species.get_contig(f"chr{c + 1}", left=left, right=right,
+                                    mutation_rate=model.mutation_rate)
+        with warnings.catch_warnings():
+            # stdpopsim warns that a contig without a genetic map uses the mean rate: intended
+            warnings.simplefilter("ignore", UserWarning)
+            ts = engine.simulate(model, contig, dict(samples), seed=_msprime_seed(seeds[c]))
+        out.append((c + 1, ts, float(contig.recombination_map.mean_rate)))
+    return out
+
+
+def _individual_nodes(ts) -> tuple[np.ndarray, np.ndarray]:
+    """(n_individuals, 2) sample node ids of each sampled diploid and its population id."""
+    nodes = np.asarray(ts.individuals_nodes, dtype=np.int64)
+    return nodes, ts.tables.nodes.population[nodes[:, 0]]
+
+
+def select_sites(rng, ts, n_keep: int, maf_floor: float) -> np.ndarray | None:
+    """``n_keep`` sites drawn uniformly at random among the biallelic ones (one mutation)
+    with MAF > ``maf_floor`` over all sample haplotypes, in position order; None if fewer.
+
+    Candidates are visited in a random order and the first ``n_keep`` eligible ones kept
+    (a uniform random subset of the eligible sites); their derived-allele counts are the
+    number of samples under the mutation's node in the tree at the site, computed in
+    batches sorted by position so the tree only moves forward.
+    """
+    n = ts.num_samples
+    sites = ts.tables.sites
+    muts = ts.tables.mutations
+    n_mut = np.bincount(muts.site, minlength=ts.num_sites)
+    single = np.flatnonzero(n_mut == 1)
+    mut_of_site = np.full(ts.num_sites, -1)
+    mut_of_site[muts.site] = np.arange(ts.num_mutations)
+    order = single[rng.permutation(len(single))]
+    positions = sites.position
+    mut_node = muts.node
+    chosen, start, batch = [], 0, max(4 * n_keep, 256)
+    while len(chosen) < n_keep and start < len(order):
+        cand = order[start:start + batch]
+        start += len(cand)
+        count = np.empty(len(cand), dtype=np.int64)
+        by_pos = np.argsort(cand)
+        tree = ts.first()
+        for j in by_pos:
+            site = cand[j]
+            tree.seek(positions[site])
+            count[j] = tree.num_samples(mut_node[mut_of_site[site]])
+        maf = np.minimum(count, n - count) / n
+        chosen.extend(cand[maf > maf_floor][: n_keep - len(chosen)])
+        batch *= 2
+    if len(chosen) < n_keep:
+        return None
+    return np.sort(np.array(chosen, dtype=np.int64))
+
+
+def _meiosis(rng, hap_a, hap_b, pos, piece, piece_bounds, rates):
+    """One transmitted haplotype (n_sites,) from a parent's two (n_sites,) bool arrays:
+    per piece, the first haplotype at its start is a coin flip, crossovers are Poisson
+    (piece length x rate, in Morgans) at uniform positions."""
+    switch = np.zeros(len(pos), dtype=bool)
+    for k, (left, right) in enumerate(piece_bounds):
+        sl = piece == k
+        pts = np.sort(rng.uniform(left, right, size=rng.poisson((right - left) * rates[k])))
+        switch[sl] = (np.searchsorted(pts, pos[sl]) + (rng.random() < 0.5)) % 2 == 1
+    return np.where(switch, hap_b, hap_a)
+
+
+def _greedy_ld_thin(hap: np.ndarray, ok: np.ndarray, piece: np.ndarray,
+                    max_r2: float = 0.1) -> np.ndarray:
+    """Walk along each piece keeping an ``ok`` SNP when its haplotype r2 with the last kept
+    SNP is <= ``max_r2``. hap: bool (n_sites, n_haplotypes). Returns kept site indices."""
+    keep, last = [], None
+    for i in np.flatnonzero(ok):
+        if last is not None and piece[last] == piece[i]:
+            x, y = hap[last].astype(np.float64), hap[i].astype(np.float64)
+            r = np.corrcoef(x, y)[0, 1]
+            if not (r * r <= max_r2):
+                continue
+        keep.append(i)
+        last = i
+    return np.array(keep, dtype=int)
+
+
+def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populations=None,
+                               n_samples: int = 2000, n_variants: int = 5000,
+                               n_chrom: int | None = None, piece_mb: float = 2.0,
+                               n_discovery: int | None = None, maf_floor: float = 0.01,
+                               seed: int = 1) -> dict:
+    """Write a cohort whose haplotypes come from stdpopsim HomSap ``model`` (module doc).
+
+    populations: cohort size per model population (see :func:`parse_population_counts`:
+    None shares ``n_samples`` equally; "YRI:500,CEU:2000" counts; "YRI:0.2,CEU:0.8"
+    shares). n_chrom: contig pieces, one per chromosome (default clip(n_variants // 500,
+    2, 22)), each ``piece_mb`` Mb. n_discovery: discovery cohort size (default the cohort
+    size), in the cohort's population proportions. Returns the truth dictionary written to
+    ``truth.json``. Memory: the (n_variants x haplotypes) matrices are held in memory.
+    """
+    if n_samples < 1 or n_variants < 1:
+        raise CmixError("--n-samples and --n-variants must be positive")
+    if not 0 <= maf_floor < 0.5:
+        raise CmixError(f"--maf-floor must be in [0, 0.5), got {maf_floor}")
+    if not 0.01 <= piece_mb <= 20:
+        raise CmixError(f"--piece-mb must be between 0.01 and 20, got {piece_mb}")
+    if n_chrom is not None and not 1 <= n_chrom <= 22:
+        raise CmixError(f"--n-chrom (contig pieces) must be between 1 and 22, got {n_chrom}")
+    mdl = get_model(model)
+    names = model_populations(mdl)
+    counts = parse_population_counts(populations, n_samples, names)
+    n_samples = sum(counts.values())
+    n_pieces = n_chrom or int(np.clip(n_variants // 500, 2, 22))
+    n_discovery = n_samples if n_discovery is None else n_discovery
+    disc_counts = _split(n_discovery, counts)
+    out = check_writable_dir(out_dir)
+    ss = np.random.SeedSequence(seed)
+    rng_var, rng_ped, rng_hap, rng_miss, rng_trait, rng_out, rng_cov = (
+        np.random.default_rng(s) for s in ss.spawn(7))
+
+    # pedigrees, one per population; founders are sampled diploids
+    peds, n_founders = {}, {}
+    for name, n in counts.items():
+        peds[name] = sim.simulate_pedigree(n)
+        f, _, d, _ = peds[name].arrays()
+        n_founders[name] = int(((f < 0) & (d < 0)).sum())
+    samples = {name: n_founders[name] + disc_counts[name] for name in counts}
+    log(f"coalescent cohort: {model}, {n_samples} samples ({counts}) + discovery {n_discovery}, "
+        f"{n_variants} SNPs on {n_pieces} pieces of {piece_mb:g} Mb")
+    trees = simulate_trees(model, samples, n_pieces, piece_mb, seed)
+
+    # sites: per piece an equal share of n_variants, genotypes of every sample haplotype
+    per_piece = np.full(n_pieces, n_variants // n_pieces)
+    per_piece[: n_variants % n_pieces] += 1
+    haps, piece_rows, pieces_truth = [], [], []
+    ind_nodes, ind_pop = _individual_nodes(trees[0][1])
+    pop_id = {p.metadata["name"]: p.id for p in trees[0][1].populations()}
+    for k, ((chrom, ts, rate), n_keep) in enumerate(zip(trees, per_piece)):
+        sites = select_sites(rng_var, ts, int(n_keep), maf_floor)
+        if sites is None:
+            raise CmixError(f"chromosome {chrom} piece: fewer than the {n_keep} biallelic sites "
+                            f"with MAF > {maf_floor} needed; raise --piece-mb or --n-chrom, or "
+                            f"lower --n-variants")
+        nodes_k, pop_k = _individual_nodes(ts)
+        if not (np.array_equal(nodes_k, ind_nodes) and np.array_equal(pop_k, ind_pop)):
+            raise RuntimeError("msprime sampled individuals differently across pieces")
+        drop = np.setdiff1d(np.arange(ts.num_sites), sites)
+        sub = ts.delete_sites(drop)
+        g = sub.genotype_matrix()                    # (n_keep, n_sample_nodes), derived = 1
+        col = np.full(ts.num_nodes, -1)
+        col[sub.samples()] = np.arange(sub.num_samples)
+        haps.append(g[:, col[ind_nodes.ravel()]].astype(bool))   # columns: ind0 h0, ind0 h1, ...
+        site_tab = sub.tables.sites
+        anc = [s.ancestral_state for s in sub.sites()]
+        der = [s.mutations[0].derived_state for s in sub.sites()]
+        pos = site_tab.position.astype(np.int64)
+        piece_rows.append(pd.DataFrame({"chrom": str(chrom), "pos": pos + 1, "a1": der, "a2": anc,
+                                        "cm": (pos + 1) * rate * 100, "piece": k}))
+        pieces_truth.append({"chrom": chrom, "left_bp": PIECE_START_BP,
+                             "right_bp": PIECE_START_BP + int(round(piece_mb * 1e6)),
+                             "recombination_rate": rate, "mutation_rate": mdl.mutation_rate,
+                             "n_sites": int(ts.num_sites),
+                             "n_kept": int(n_keep), "msprime_seed_from": [seed, 0xC0A1, k]})
+    hap = np.concatenate(haps)                       # (n_variants, 2 x n_individuals)
+    variants = pd.concat(piece_rows, ignore_index=True)
+    rs = rng_var.permutation(max(10 * n_variants, 1000))[:n_variants] + 10_000
+    variants.insert(1, "variant_id", [f"rs{r}" for r in rs])
+    pos_all, piece_all = variants.pos.to_numpy(), variants.piece.to_numpy()
+    bounds = [(PIECE_START_BP, PIECE_START_BP + piece_mb * 1e6)] * n_pieces
+    rates = [t[2] for t in trees]
+
+    # individuals: per population, founders first (pedigree order), then discovery
+    h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
+    first = list(counts)[0]
+    founder_cols, disc_cols = {}, {}
+    for name in counts:
+        members = np.flatnonzero(ind_pop == pop_id[name])
+        founder_cols[name] = members[: n_founders[name]]
+        disc_cols[name] = members[n_founders[name]: n_founders[name] + disc_counts[name]]
+    all_founders = np.concatenate(list(founder_cols.values()))
+    p_ref = hap[:, np.r_[2 * founder_cols[first], 2 * founder_cols[first] + 1]].mean(axis=1)
+    p_pool = np.c_[h0_all[:, all_founders], h1_all[:, all_founders]].mean(axis=1)
+    maf_ref = np.minimum(p_ref, 1 - p_ref)
+
+    # planted HWE failures on founders and discovery people: copy haplotype 0 onto 1 with
+    # probability F (strong 0.3, borderline ~ p = 1e-7), as in cmix.simulate
+    common = np.flatnonzero(np.minimum(p_pool, 1 - p_pool) >= 0.1)
+    n_hwe = min(len(common), max(4, n_variants // 500))
+    hwe_idx = np.sort(rng_var.choice(common, size=n_hwe, replace=False))
+    f_borderline = math.sqrt(28.4 / max(len(all_founders), 1))
+    for j, f in zip(hwe_idx, np.where(np.arange(n_hwe) % 2 == 0, 0.3, f_borderline)):
+        copy = rng_hap.random(h0_all.shape[1]) < f
+        h1_all[j, copy] = h0_all[j, copy]
+
+    # pedigree haplotypes -> cohort dosages (fam order: all populations, permuted)
+    cohort_dos, cohort_pop, pairs_local = [], [], []
+    for name in counts:
+        father, mother, dup_of, in_cohort = peds[name].arrays()
+        n_ped = len(father)
+        ph0 = np.zeros((n_ped, n_variants), dtype=bool)
+        ph1 = np.zeros((n_ped, n_variants), dtype=bool)
+        is_founder = (father < 0) & (dup_of < 0)
+        fc = founder_cols[name]
+        ph0[is_founder], ph1[is_founder] = h0_all[:, fc].T, h1_all[:, fc].T
+        for i in range(n_ped):
+            if dup_of[i] >= 0:
+                ph0[i], ph1[i] = ph0[dup_of[i]], ph1[dup_of[i]]
+            elif father[i] >= 0:
+                for parent, target in ((father[i], ph0), (mother[i], ph1)):
+                    target[i] = _meiosis(rng_ped, ph0[parent], ph1[parent], pos_all, piece_all,
+                                         bounds, rates)
+        members = np.flatnonzero(in_cohort)
+        row = np.full(n_ped, -1)
+        row[members] = np.arange(len(members)) + sum(len(d) for d in cohort_pop)
+        pairs_local += [(int(row[i]), int(row[j]), d) for i, j, d in peds[name].pairs]
+        cohort_dos.append(ph0[members].astype(np.int8) + ph1[members].astype(np.int8))
+        cohort_pop.append(np.full(len(members), name, dtype=object))
+    dos = np.concatenate(cohort_dos).T                   # (n_variants, n_samples), pop-grouped
+    pop_of = np.concatenate(cohort_pop)
+    order = rng_ped.permutation(n_samples)               # fam row r is pop-grouped row order[r]
+    dos, pop_of = dos[:, order], pop_of[order]
+    fam_row = np.empty(n_samples, dtype=int)
+    fam_row[order] = np.arange(n_samples)
+    pairs = [(int(fam_row[a]), int(fam_row[b]), d) for a, b, d in pairs_local]
+    disc = np.concatenate(list(disc_cols.values()))
+    disc_dos = (h0_all[:, disc].astype(np.int8) + h1_all[:, disc].astype(np.int8))
+    disc_pop = np.concatenate([np.full(len(disc_cols[n]), n, dtype=object) for n in counts])
+
+    eids = rng_ped.permutation(np.sort(rng_ped.choice(np.arange(1_000_000, 6_000_000),
+                                                      size=n_samples + 50, replace=False)))
+    fam_eid, spare_eids = eids[:n_samples].astype(str), eids[n_samples:]
+    fam = pd.DataFrame({"fid": fam_eid, "iid": fam_eid, "father": "0", "mother": "0",
+                        "sex": rng_ped.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
+
+    # missing calls: sporadic plus a few bad samples and SNPs, as in cmix.simulate
+    sample_miss = rng_miss.exponential(0.003, size=n_samples)
+    bad = rng_miss.choice(n_samples, size=max(1, n_samples // 500), replace=False)
+    sample_miss[bad] = rng_miss.uniform(0.05, 0.2, size=len(bad))
+    variant_miss = rng_miss.exponential(0.003, size=n_variants)
+    bad_v = rng_miss.choice(n_variants, size=max(1, n_variants // 100), replace=False)
+    variant_miss[bad_v] = rng_miss.uniform(0.05, 0.3, size=len(bad_v))
+    miss_p = 1 - np.outer(1 - variant_miss, 1 - sample_miss)
+    called = dos.copy()
+    called[rng_miss.random(dos.shape, dtype=np.float32) < miss_p] = -1
+    bed_path = out / "genotypes"
+    with plink.BedWriter(bed_path, fam, variants[plink.BIM_COLUMNS]) as writer:
+        writer.write(called)
+
+    # traits: large loci on SNPs whose first-population A1 frequency is nearest the
+    # published one; polygenic background on first-population MAF >= 1% SNPs
+    taken = np.zeros(n_variants, dtype=bool)
+    taken[hwe_idx] = True
+
+    def nearest(freq):
+        free = np.flatnonzero(~taken & (maf_ref >= 0.01))
+        if not len(free):
+            raise CmixError(f"--n-variants {n_variants} is too small to place the traits' loci")
+        i = free[np.argmin(np.abs(p_ref[free] - freq) + 1e-9 * rng_trait.random(len(free)))]
+        taken[i] = True
+        return int(i)
+
+    loci = {t: [nearest(lc["a1_freq"]) for lc in spec["large_loci"]] for t, spec in sim.TRAITS.items()}
+    loci["_red"] = [nearest(a["a1_freq"]) for a in sim.RED_HAIR["alleles"]]
+    eligible = np.flatnonzero((maf_ref >= 0.01) & ~taken)
+    components = {}
+    for name, spec in sim.TRAITS.items():
+        k = min(spec["n_causal"], len(eligible))
+        idx = np.sort(rng_trait.choice(eligible, size=k, replace=False))
+        p = p_ref[idx]
+        components[name] = (idx, rng_trait.normal(size=k) / np.sqrt(2 * p * (1 - p)))
+        lidx = np.array(loci[name], dtype=int)
+        lbeta = np.array([lc["sign"] * math.sqrt(lc["var"] / (2 * p_ref[i] * (1 - p_ref[i])))
+                          for lc, i in zip(spec["large_loci"], lidx)])
+        components[name + "/large"] = (lidx, lbeta)
+    components["_red"] = (np.array(loci["_red"]), np.ones(len(loci["_red"])))
+    genetic = {c: np.r_[b @ dos[idx], b @ disc_dos[idx]] if len(idx) else
+               np.zeros(n_samples + n_discovery) for c, (idx, b) in components.items()}
+    male = np.r_[(fam.sex == "1").to_numpy(), rng_cov.random(n_discovery) < 0.5]
+    age = np.floor(sim.AGE_RANGE[0] + (sim.AGE_RANGE[1] - sim.AGE_RANGE[0])
+                   * rng_cov.beta(1.3, 1.0, size=n_samples + n_discovery)).astype(int)
+    reference = np.r_[pop_of == first, disc_pop == first]
+    pheno, liabilities, trait_truth = sim.simulate_phenotypes(
+        rng_trait, genetic, components, n_samples, male, age, reference,
+        np.zeros(n_samples + n_discovery))
+    code = {name: names.index(name) + 1 for name in counts}
+    pheno.insert(0, "eid", fam_eid)
+    pheno["f.31.0.0"] = male[:n_samples].astype(int)
+    pheno["f.21022.0.0"] = age[:n_samples]
+    pheno["f.21000.0.0"] = [code[p] for p in pop_of]
+    vid = variants.variant_id.to_numpy()
+    truth_causal = {}
+    for t in sim.TRAITS:
+        idx, beta = components[t]
+        lidx, lbeta = components[t + "/large"]
+        all_idx = np.r_[lidx, idx]
+        all_beta = np.r_[lbeta, beta * trait_truth[t]["polygenic_scale"]]
+        o = np.argsort(all_idx, kind="stable")
+        truth_causal[t] = {"variant_ids": vid[all_idx[o]].tolist(), "betas_a1": all_beta[o].tolist()}
+        trait_truth[t]["large_loci"] = [
+            {**lc, "variant_id": vid[i], "beta_a1": float(b), "a1_freq_first_population": float(p_ref[i])}
+            for lc, i, b in zip(sim.TRAITS[t]["large_loci"], lidx, lbeta)]
+    trait_truth["hair_colour"]["red_hair"] = {
+        **sim.RED_HAIR, "variant_ids": vid[loci["_red"]].tolist(),
+        "a1_freq_first_population": p_ref[loci["_red"]].tolist()}
+
+    # summary statistics from the discovery cohort
+    disc_y = np.column_stack([liabilities[t][n_samples:] for t in sim.TRAITS])
+    beta, se, freq = sim.discovery_regression(plink.encode(disc_dos), n_discovery, disc_y)
+    (out / "sumstats").mkdir(exist_ok=True)
+    for k, t in enumerate(sim.TRAITS):
+        table = sim.sumstats_table(rng_out, variants, beta[:, k], se[:, k], freq)
+        with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
+            # no file name or time in the gzip header: same seed, same bytes
+            with open(tmp_path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
+                                                           mtime=0) as gz:
+                gz.write(table.to_csv(sep="\t", index=False).encode())
+    with atomic_path(out / "phenotypes.tsv") as tmp_path:
+        pheno.to_csv(tmp_path, sep="\t", index=False)
+
+    # sample QC with PCs (pooled MAF >= 5%, haplotype r2 <= 0.1 greedy thinning), kinship
+    het_missing = (rng_out.random(n_samples) < 0.002) | (sample_miss > 0.04)
+    pca_fit = ~het_missing
+    pca_fit[[b for _, b, _ in pairs]] = False
+    ok = np.minimum(p_pool, 1 - p_pool) >= 0.05
+    ok[np.r_[hwe_idx, bad_v, np.flatnonzero(taken)]] = False
+    pca_snps = _greedy_ld_thin(np.c_[h0_all[:, all_founders], h1_all[:, all_founders]], ok,
+                               piece_all)
+    if len(pca_snps) > 2000:
+        pca_snps = pca_snps[np.linspace(0, len(pca_snps) - 1, 2000).astype(int)]
+    pcs = sim.ukb_pcs(bed_path, pca_snps, np.flatnonzero(pca_fit))
+    white = np.array([p in WHITE_BRITISH_IDS for p in pop_of])
+    sim.write_sample_qc(rng_out, out / "sample_qc.tsv", fam_eid, het_missing, white, pca_fit, pcs)
+    withdrawn = list(rng_out.choice(fam_eid, size=max(2, n_samples // 1000), replace=False))
+    withdrawn.append(str(spare_eids[0]))
+    with atomic_path(out / "withdrawn.txt") as tmp_path:
+        tmp_path.write_text("".join(f"{e}\n" for e in withdrawn))
+    sim.write_kinship_table(out / "kinship.dat", bed_path, fam_eid, pairs)
+
+    pop_truth = []
+    for p in mdl.populations:
+        if p.name in counts:
+            pop_truth.append({"name": p.name, "code": code[p.name], "description": p.description,
+                              "n_cohort": counts[p.name], "n_discovery": disc_counts[p.name],
+                              "white_british": p.name in WHITE_BRITISH_IDS})
+    pop_truth.sort(key=lambda d: list(counts).index(d["name"]))
+    truth = {
+        "seed": seed, "haplotypes": "coalescent", "n_samples": n_samples,
+        "n_variants": n_variants, "n_chrom": n_pieces, "n_discovery": n_discovery,
+        "model": {"id": mdl.id, "description": mdl.description,
+                  "citations": [str(c) for c in mdl.citations],
+                  "mutation_rate": mdl.mutation_rate, "engine": "msprime (stdpopsim)",
+                  "populations_in_model": names},
+        "populations": pop_truth,
+        "classes": {p["name"]: [p["code"]] for p in pop_truth},
+        "msprime_samples": samples,
+        "pieces": pieces_truth, "piece_mb": piece_mb, "maf_floor": maf_floor,
+        "reference_population": first,
+        "samples": {"eid": fam_eid.tolist(), "population": pop_of.tolist()},
+        "traits": trait_truth, "causal": truth_causal,
+        "related_pairs": [[fam_eid[a], fam_eid[b], d] for a, b, d in pairs],
+        "hwe_planted": {"strong": vid[hwe_idx[0::2]].tolist(),
+                        "borderline": vid[hwe_idx[1::2]].tolist()},
+        "high_missing_samples": fam_eid[bad].tolist(),
+        "high_missing_variants": vid[np.sort(bad_v)].tolist(),
+        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
+                "method": "fit on used.in.pca.calculation samples; SNPs with pooled MAF >= 5% "
+                          "thinned to haplotype r2 <= 0.1 with the last kept SNP (at most "
+                          "2,000, evenly spaced); every sample projected"},
+    }
+    with atomic_path(out / "truth.json") as tmp_path:
+        tmp_path.write_text(json.dumps(truth, indent=1))
+    log(f"wrote {out} ({len(pairs)} related pairs, {len(counts)} populations of {model})")
+    return truth
