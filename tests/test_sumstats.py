@@ -8,6 +8,7 @@ import gzip
 import shutil
 import subprocess
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -606,3 +607,54 @@ def test_plink2_other_allele_from_ref_alt(tmp_path):
                                                     ".01"]])
     with pytest.raises(CmixError, match="line 2, column OR: expected a finite odds ratio > 0"):
         S.read_sumstats(zero)
+
+
+def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
+    """A per-trait `inputs.sumstats_columns` mapping in the workflow config reads a header
+    of no known layout (odds ratios and -log10 p under other names): the rule's selection
+    equals `cmix select` on the same GWAS in BOLT-LMM layout, and its log names the
+    columns used."""
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parent.parent
+    c = glm / "c"
+    trait = "mean_platelet_volume"
+    bolt = pd.read_csv(c / f"sumstats/{trait}.txt.gz", sep="\t", dtype=str)
+    odd = pd.DataFrame({"marker": bolt.SNP, "chr_name": bolt.CHR, "bp37": bolt.BP,
+                        "tested": bolt.ALLELE1, "nontested": bolt.ALLELE0,
+                        "OddsR": np.exp(bolt.BETA.astype(float)).map(lambda v: f"{v:.12g}"),
+                        "mlp": bolt.P_BOLT_LMM.map(_neg_log10)})
+    odd.to_csv(tmp_path / "odd.tsv", sep="\t", index=False)
+    cfg = yaml.safe_load((repo / "config/ukb.yaml").read_text())
+    cfg["run_name"] = "cols"
+    cfg["traits"] = [trait]
+    cfg["budgets"], cfg["seeds"] = [50], [1]
+    cfg["variant_qc"].update(chromosomes=[1, 2, 3, 4, 5], split_by_chrom=False)
+    cfg["inputs"] = {
+        "bfile": str(c / "genotypes"), "sample_qc": str(c / "sample_qc.tsv"),
+        "withdrawn": str(c / "withdrawn.txt"), "kinship": str(c / "kinship.dat"),
+        "phenotypes": str(c / "phenotypes.tsv"), "sumstats": {trait: str(tmp_path / "odd.tsv")},
+        "sumstats_columns": {trait: {"id": "marker", "chrom": "chr_name", "pos": "bp37",
+                                     "effect_allele": "tested", "other_allele": "nontested",
+                                     "or": "OddsR", "log10p": "mlp"}}}
+    path = tmp_path / "cols.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    target = f"results/cols/traits/{trait}.snps.tsv"
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile",
+                          str(path), "--directory", str(tmp_path), target], cwd=repo,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    log = (tmp_path / f"results/cols/logs/select_snps/{trait}.log").read_text()
+    assert ("generic column names: id=marker, chrom=chr_name, pos=bp37, "
+            "effect_allele=tested, other_allele=nontested, beta=ln(OddsR), p=10^-mlp") in log
+    top = cfg["selection"]["top"]
+    assert main(["select", "--sumstats", str(c / f"sumstats/{trait}.txt.gz"), "--bfile",
+                 str(c / "genotypes"), "--extract",
+                 str(tmp_path / "results/cols/qc/variants.snplist"), "--top", str(top),
+                 "--out", str(tmp_path / "bolt.snps.tsv")]) == 0
+    got = pd.read_csv(tmp_path / target, sep="\t")
+    want = pd.read_csv(tmp_path / "bolt.snps.tsv", sep="\t")
+    assert len(got) > 100 and list(got.variant_id) == list(want.variant_id)
+    np.testing.assert_allclose(got.beta, want.beta, rtol=1e-9, atol=1e-10)  # 12-digit ORs
