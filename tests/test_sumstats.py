@@ -350,9 +350,10 @@ def relayout(src, layout, out, rng):
         elif layout == "regenie":
             rows.append([r.CHR, r.BP, r.SNP, oa, ea, "0.3", "0.99", 400, "ADD", beta, "0.01",
                          "4", _neg_log10(p), "NA"])
-        elif layout == "ssf_or":
-            odds = "NA" if beta == "NA" else f"{np.exp(float(beta)):.15g}"
-            rows.append([r.CHR, r.BP, ea, oa, odds, "0.01", "0.3", _neg_log10(p), r.SNP])
+        elif layout == "ssf_or":          # GWAS-SSF writes missing values as #NA
+            odds = "#NA" if beta == "NA" else f"{np.exp(float(beta)):.15g}"
+            rows.append([r.CHR, r.BP, ea, oa, odds, "0.01", "0.3",
+                         _neg_log10(p).replace("NA", "#NA"), r.SNP])
         elif layout == "ssf_beta":
             rows.append([r.CHR, r.BP, ea, oa, beta, "0.01", "0.3", p, f"{r.CHR}_{r.BP}", r.SNP])
         elif layout == "saige":           # BETA is for Allele2

@@ -65,7 +65,7 @@ from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
 
 OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
                   "log10_p", "p", "bim_index"]
-_MISSING_TEXT = {"", "NA", "NAN", "NONE", ".", "NULL"}
+_MISSING_TEXT = {"", "NA", "#NA", "NAN", "NONE", ".", "NULL"}   # #NA: GWAS-SSF
 _NUMBER = re.compile(r"^\s*\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?\s*$")
 _CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25, "MT": 26,
                 "M": 26}
