@@ -422,11 +422,13 @@ def test_log10p_ranks_without_underflow(tmp_path):
                   sep=" ")
     got = S.read_sumstats(path)
     assert list(got.log10_p[:3]) == [-10, -300, -400] and np.isnan(got.log10_p[3])
-    assert list(got.p[:3]) == ["1e-10", "1e-300", "1e-400"]
+    assert list(S._p_text(got.log10_p[:3])) == ["1e-10", "1e-300", "1e-400"]
     bim = pd.DataFrame({"chrom": ["1"] * 4, "variant_id": ["rs1", "rs2", "rs3", "rs4"],
                         "cm": 0.0, "pos": [100, 200, 300, 400], "a1": "G", "a2": "A"})
     table, _ = S.harmonise(got, bim)
-    assert list(S.rank(table).variant_id) == ["rs3", "rs2", "rs1"]
+    top = S.select_top(table, 3)
+    assert list(top.variant_id) == ["rs3", "rs2", "rs1"]
+    assert list(top.p) == ["1e-400", "1e-300", "1e-10"]
     bad = _write(tmp_path / "b.txt", ["ID", "CHROM", "GENPOS", "ALLELE0", "ALLELE1", "BETA",
                                       "LOG10P"], [["rs1", 1, 100, "A", "G", .1, "-2"]])
     with pytest.raises(CmixError, match="line 2, column LOG10P: -log10 p '-2' is below 0"):
@@ -659,3 +661,6 @@ def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
     want = pd.read_csv(tmp_path / "bolt.snps.tsv", sep="\t")
     assert len(got) > 100 and list(got.variant_id) == list(want.variant_id)
     np.testing.assert_allclose(got.beta, want.beta, rtol=1e-9, atol=1e-10)  # 12-digit ORs
+    np.testing.assert_allclose(got.log10_p, want.log10_p, rtol=1e-9)
+    np.testing.assert_allclose([float(Decimal(p).log10()) for p in got.p], want.log10_p,
+                               rtol=1e-5)                  # p text written from -log10 p

@@ -374,7 +374,9 @@ def _numbers(text: pd.Series, path, column, lines, what: str) -> np.ndarray:
 
 def _p_text(log10_p: np.ndarray) -> np.ndarray:
     """p-value text from log10 p (object (n,)): 6 significant digits, mantissa and
-    exponent written apart below 1e-300 so nothing underflows; "0" for -inf, "NA" NaN."""
+    exponent written apart below 1e-300 so nothing underflows; "0" for -inf, "NA" NaN.
+    A Python loop: used on the selected rows only."""
+    log10_p = np.asarray(log10_p, dtype=float)
     out = np.full(len(log10_p), "NA", dtype=object)
     out[log10_p == -np.inf] = "0"
     for i in np.flatnonzero(np.isfinite(log10_p)):
@@ -388,6 +390,17 @@ def _p_text(log10_p: np.ndarray) -> np.ndarray:
                 mantissa, exponent = mantissa / 10, exponent + 1
             out[i] = f"{mantissa:g}e{exponent}"
     return out
+
+
+def _with_p_text(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the p text of rows read from a -log10 p column (p = "") made from
+    their log10_p (:func:`_p_text`)."""
+    empty = (table["p"] == "").to_numpy()
+    if not empty.any():
+        return table
+    table = table.copy()
+    table.loc[empty, "p"] = _p_text(table["log10_p"].to_numpy()[empty])
+    return table
 
 
 def _plink2_other_allele(a1, ref, alt, path, columns, lines) -> np.ndarray:
@@ -415,7 +428,8 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     Columns: id, chrom (str, no "chr" prefix; "" when the file has none), pos (int64,
     -1 when none), effect_allele, other_allele (upper-case str), beta (float64, NaN
     missing; ln OR where the file gives odds ratios), log10_p (float64), p (the p-value
-    text, or made from -log10 p), line (1-based line number in the file). The layout
+    text; "" where read from -log10 p: :func:`select_top` and the output write it from
+    log10_p), line (1-based line number in the file). The layout
     name and the columns are in ``.attrs["layout"]`` and ``.attrs["columns"]``.
 
     A row whose field count is not the header's, a beta or odds ratio that is not a
@@ -511,7 +525,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
             raise CmixError(f"{path}, line {lines[i]}, column {col}: -log10 p "
                             f"{raw[col].iloc[i].strip()!r} is below 0 (p above 1)")
         out["log10_p"] = np.minimum(-neg, 0.0)
-        out["p"] = _p_text(out["log10_p"].to_numpy())
+        out["p"] = ""      # made from log10_p for the selected rows only (_with_p_text)
     out["line"] = lines
     out.attrs["layout"], out.attrs["columns"] = layout, dict(columns)
     return out
@@ -766,7 +780,7 @@ def clump(ranked: pd.DataFrame, bf, sample_idx=None, *, r2: float = 0.5, kb: flo
 # ------------------------------------------------------------------------ selection
 def select_top(table: pd.DataFrame, top: int) -> pd.DataFrame:
     """The ``top`` best-ranked rows of a harmonised table (:func:`rank` order)."""
-    return rank(table).head(top).reset_index(drop=True)
+    return _with_p_text(rank(table).head(top).reset_index(drop=True))
 
 
 def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[Path, Path]:
@@ -776,7 +790,7 @@ def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[
     """
     path = Path(path)
     steps_path = path.with_name(path.name + ".steps.tsv")
-    out = selected[OUTPUT_COLUMNS].copy()
+    out = _with_p_text(selected[OUTPUT_COLUMNS]).copy()
     out["beta"] = out["beta"].map(lambda x: f"{x:.10g}")
     out["log10_p"] = out["log10_p"].map(lambda x: f"{x:.10g}")
     with atomic_outputs(path, steps_path) as (tmp, tmp_steps):
@@ -891,6 +905,6 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
                            f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",
                            len(ranked) - len(rows), len(rows)))
         ranked = ranked.iloc[rows].reset_index(drop=True)
-    selected = ranked.head(top).reset_index(drop=True)
+    selected = _with_p_text(ranked.head(top).reset_index(drop=True))
     steps_rows.append((f"top {top} by p", len(ranked) - len(selected), len(selected)))
     return selected, pd.DataFrame(steps_rows, columns=["step", "n_removed", "n_remaining"])
