@@ -593,21 +593,23 @@ def test_plink2_logistic_and_regenie_select_as_bolt(glm, tmp_path):
 
 def test_plink2_other_allele_from_ref_alt(tmp_path):
     """Without OMITTED/AX the other allele is whichever of REF/ALT is not A1; an A1 that
-    is neither is one error naming the line."""
-    h = ["#CHROM", "POS", "ID", "REF", "ALT", "A1", "OBS_CT", "OR", "LOG(OR)_SE", "P"]
+    is neither is one error naming the line; a row with an ERRCODE has no beta."""
+    h = ["#CHROM", "POS", "ID", "REF", "ALT", "A1", "OBS_CT", "OR", "LOG(OR)_SE", "P",
+         "ERRCODE"]
     path = _write(tmp_path / "x.glm.logistic", h,
-                  [[1, 10, "rs1", "A", "G", "G", 9, "2", ".1", ".01"],
-                   [1, 20, "rs2", "A", "G", "A", 9, "0.5", ".1", ".01"],
-                   [1, 30, "rs3", "A", "G,T", "T", 9, "1", ".1", ".5"]])
+                  [[1, 10, "rs1", "A", "G", "G", 9, "2", ".1", ".01", "."],
+                   [1, 20, "rs2", "A", "G", "A", 9, "0.5", ".1", ".01", "."],
+                   [1, 30, "rs3", "A", "G,T", "T", 9, "1", ".1", ".5", "."],
+                   [1, 40, "rs4", "A", "G", "G", 9, "3", ".1", ".5", "FIRTH_CONVERGE_FAIL"]])
     got = S.read_sumstats(path)
-    assert list(got.other_allele) == ["A", "G", "A"]
-    np.testing.assert_allclose(got.beta, [np.log(2), np.log(0.5), 0])
+    assert list(got.other_allele) == ["A", "G", "A", "A"]
+    np.testing.assert_allclose(got.beta, [np.log(2), np.log(0.5), 0, np.nan])
     bad = _write(tmp_path / "y.glm.logistic", h, [[1, 10, "rs1", "A", "G", "C", 9, "2", ".1",
-                                                   ".01"]])
+                                                   ".01", "."]])
     with pytest.raises(CmixError, match="line 2, column A1: A1 allele 'C' is neither REF"):
         S.read_sumstats(bad)
     zero = _write(tmp_path / "z.glm.logistic", h, [[1, 10, "rs1", "A", "G", "G", 9, "0", ".1",
-                                                    ".01"]])
+                                                    ".01", "."]])
     with pytest.raises(CmixError, match="line 2, column OR: expected a finite odds ratio > 0"):
         S.read_sumstats(zero)
 

@@ -362,14 +362,16 @@ def _read_header(path) -> tuple[list[str], str]:
 def _numbers(text: pd.Series, path, column, lines, what: str) -> np.ndarray:
     """float64 (n,) of number text, NaN for missing text (NA, ., empty); other text raises
     :class:`CmixError` naming the line and column."""
-    text = text.str.strip()
-    values = pd.to_numeric(text, errors="coerce")
-    bad = values.isna() & ~text.str.upper().isin(_MISSING_TEXT)
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise CmixError(f"{path}, line {lines[i]}, column {column}: expected {what}, found "
-                        f"{text.iloc[i]!r}")
-    return values.to_numpy(dtype=float, copy=True)
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float, copy=True)
+    nan = np.flatnonzero(np.isnan(values))     # text only where it is not a number
+    if len(nan):
+        rest = text.iloc[nan].str.strip()
+        bad = np.flatnonzero(~rest.str.upper().isin(_MISSING_TEXT).to_numpy())
+        if len(bad):
+            i = nan[bad[0]]
+            raise CmixError(f"{path}, line {lines[i]}, column {column}: expected {what}, "
+                            f"found {rest.iloc[bad[0]]!r}")
+    return values
 
 
 def _p_text(log10_p: np.ndarray) -> np.ndarray:
@@ -457,8 +459,11 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
                         "lines; cannot parse it as a table")
     note = ""
     if "test" in columns:
-        test = raw[columns["test"]].str.strip()
+        test = raw[columns["test"]]
         add = (test == "ADD").to_numpy()
+        if not add.all():      # tab-separated fields may carry spaces
+            test = test.str.strip()
+            add = (test == "ADD").to_numpy()
         if not add.any() and len(raw):
             raise CmixError(f"{path}: no row with {columns['test']} = ADD (the additive "
                             f"test); tests found: {', '.join(sorted(set(test))[:5])}")
@@ -509,7 +514,9 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
         raise CmixError(f"{path}, line {lines[i]}, column {col}: expected {what}, found "
                         f"{raw[col].iloc[i].strip()!r}")
     if "errcode" in columns:
-        failed = ~raw[columns["errcode"]].str.strip().isin([".", ""]).to_numpy()
+        errcode = raw[columns["errcode"]]
+        failed = ~errcode.isin([".", ""]).to_numpy()
+        failed[failed] = ~errcode[failed].str.strip().isin([".", ""]).to_numpy()
         beta[failed] = np.nan
     out["beta"] = beta
 
