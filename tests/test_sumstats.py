@@ -279,7 +279,8 @@ def test_cli_select_writes_table_and_steps(ld_cohort, tmp_path):
     assert len(pd.read_csv(out2, sep="\t")) == 15
 
 
-@pytest.mark.parametrize("case", ["missing_column", "text_p", "no_overlap", "exists_ok"])
+@pytest.mark.parametrize("case", ["missing_column", "text_p", "no_overlap", "ambiguous",
+                                  "exists_ok"])
 def test_cli_select_bad_inputs(ld_cohort, tmp_path, capsys, case):
     prefix, ss, snplist, _ = ld_cohort
     raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False)
@@ -291,6 +292,10 @@ def test_cli_select_bad_inputs(ld_cohort, tmp_path, capsys, case):
         raw.loc[4, "P_BOLT_LMM"] = "significant"
         raw.to_csv(bad, sep="\t", index=False)
         expect = "line 6, column P_BOLT_LMM: expected a p-value"
+    elif case == "ambiguous":         # no known layout, two p-value columns
+        raw = raw.rename(columns={"SNP": "rsid", "P_BOLT_LMM_INF": "P", "P_BOLT_LMM": "PVAL"})
+        raw.to_csv(bad, sep="\t", index=False)
+        expect = "ambiguous header: columns 'P' and 'PVAL' could both be the p column"
     elif case == "no_overlap":
         raw["SNP"] = "x" + raw["SNP"]
         raw["BP"] = "1"
