@@ -671,3 +671,11 @@ def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
     np.testing.assert_allclose(got.log10_p, want.log10_p, rtol=1e-9)
     np.testing.assert_allclose([float(Decimal(p).log10()) for p in got.p], want.log10_p,
                                rtol=1e-5)                  # p text written from -log10 p
+
+
+def test_a_used_column_named_twice_is_refused(tmp_path):
+    header = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "SE", "SE", "BETA", "P_BOLT_LMM"]
+    assert S.resolve_columns(header, None, "f")[1]["beta"] == "BETA"     # unused: fine
+    header[5:7] = ["BETA", "SE"]
+    with pytest.raises(CmixError, match="names the column 'BETA' \\(beta\\) twice"):
+        S.resolve_columns(header, None, "f")

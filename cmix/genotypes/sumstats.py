@@ -253,10 +253,11 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
         raise CmixError(f"column map: unknown field(s) {sorted(unknown)}; fields are "
                         f"{', '.join(FIELDS)}")
     upper: dict[str, str] = {}
+    twice = set()
     for h in header:
         if h.upper() in upper:
-            raise CmixError(f"{path}: the header names the column {h!r} twice")
-        upper[h.upper()] = h
+            twice.add(h.upper())
+        upper.setdefault(h.upper(), h)
     have = lambda name: name.upper() in upper          # noqa: E731
     named = lambda f: f in override or _ALTERNATIVE.get(f) in override   # noqa: E731
 
@@ -325,6 +326,9 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
     if "other_allele" in chosen:
         chosen.pop("ref", None)
         chosen.pop("alt", None)
+    for fld, col in chosen.items():
+        if col.upper() in twice:
+            raise CmixError(f"{path}: the header names the column {col!r} ({fld}) twice")
     return name, chosen
 
 
