@@ -578,8 +578,9 @@ def test_plink2_logistic_and_regenie_select_as_bolt(glm, tmp_path):
     # independent: plink2's ADD rows by exact p, ties by position, strand-ambiguous SNPs
     # (A/T, C/G) left out as harmonise leaves them out
     ambiguous = orr.REF.map(COMPLEMENT) == orr.ALT
-    ok = orr[(orr.P != "NA") & ~ambiguous].assign(p=lambda t: t.P.map(Decimal), chrom=lambda t: t["#CHROM"]
-                                   .astype(int), pos=lambda t: t.POS.astype(int))
+    ok = orr[(orr.P != "NA") & ~ambiguous]
+    ok = ok.assign(p=ok.P.map(Decimal), chrom=ok["#CHROM"].astype(int),
+                   pos=ok.POS.astype(int))
     want = ok.sort_values(["p", "chrom", "pos"], kind="stable").ID.head(top).tolist()
     for name in ("plink2", "regenie", "bolt"):
         assert list(sel[name].variant_id) == want, name
