@@ -651,6 +651,13 @@ def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
                                      "effect_allele": "tested", "other_allele": "nontested",
                                      "or": "OddsR", "log10p": "mlp"}}}
     path = tmp_path / "cols.yaml"
+    # a field name the schema does not know stops the run before any job
+    bad = {**cfg, "inputs": {**cfg["inputs"], "sumstats_columns": {trait: {"pvalue": "mlp"}}}}
+    path.write_text(yaml.safe_dump(bad))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1",
+                          "--configfile", str(path), "--directory", str(tmp_path)], cwd=repo,
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "'pvalue' was unexpected" in res.stdout + res.stderr
     path.write_text(yaml.safe_dump(cfg))
     target = f"results/cols/traits/{trait}.snps.tsv"
     res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile",
