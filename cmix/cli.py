@@ -293,7 +293,7 @@ def _add_select(sub):
         "select",
         help="harmonise GWAS summary statistics to the .bim and keep the top-k QC-passed SNPs",
         description="Read summary statistics (plain or gzipped, tab or whitespace separated, "
-                    "UKB BOLT-LMM columns by default), match them to the .bim by ID or "
+                    "layout recognised from the header), match them to the .bim by ID or "
                     "chrom:pos+alleles, orient beta to the .bim A1 (flipped where alleles are "
                     "swapped), drop strand-ambiguous and non-QC-passed SNPs, rank by p "
                     "(ties by chromosome, position) and keep the top k, optionally after "
@@ -308,12 +308,15 @@ def _add_select(sub):
     p.add_argument("--mfi", help="UK Biobank imputation mfi file, or a {chrom} pattern "
                                  "(ukb_mfi_chr{chrom}_v3.txt), giving INFO for --min-info")
     p.add_argument("--top", type=_positive_int, default=1000, help="SNPs to keep (default 1000)")
-    for field, default in (("id", "SNP"), ("chrom", "CHR"), ("pos", "BP"),
-                           ("effect", "ALLELE1"), ("other", "ALLELE0"), ("beta", "BETA"),
-                           ("p", "P_BOLT_LMM")):
-        p.add_argument(f"--col-{field}", metavar="NAME",
-                       help=f"column name of the {field} field (default: {default} or a "
-                            "common alias)")
+    for field, what in (("id", "variant ID"), ("chrom", "chromosome"), ("pos", "position"),
+                        ("effect", "effect allele"), ("other", "other allele"),
+                        ("beta", "effect size"), ("or", "odds ratio (read as beta = ln OR)"),
+                        ("p", "p-value"), ("log10p", "-log10 p-value")):
+        names = [f"--col-{field}"] + ([f"--col-{field}-allele"] if field in ("effect", "other")
+                                      else [])
+        p.add_argument(*names, metavar="NAME",
+                       help=f"column of the {what} (default: as the header's layout has "
+                            "it: plink2 --glm, regenie, GWAS-SSF, SAIGE, METAL, BOLT-LMM)")
     p.add_argument("--keep-ambiguous", action="store_true",
                    help="keep strand-ambiguous A/T and C/G SNPs (dropped by default)")
     p.add_argument("--clump", action="store_true", help="LD-clump before taking the top k")
@@ -336,7 +339,8 @@ def _run_select(args):
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
                                     ("other_allele", args.col_other), ("beta", args.col_beta),
-                                    ("p", args.col_p)) if v}
+                                    ("or", args.col_or), ("p", args.col_p),
+                                    ("log10p", args.col_log10p)) if v}
     clump = None
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,

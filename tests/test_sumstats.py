@@ -8,6 +8,7 @@ import gzip
 import shutil
 import subprocess
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -278,7 +279,8 @@ def test_cli_select_writes_table_and_steps(ld_cohort, tmp_path):
     assert len(pd.read_csv(out2, sep="\t")) == 15
 
 
-@pytest.mark.parametrize("case", ["missing_column", "text_p", "no_overlap", "exists_ok"])
+@pytest.mark.parametrize("case", ["missing_column", "text_p", "no_overlap", "ambiguous",
+                                  "exists_ok"])
 def test_cli_select_bad_inputs(ld_cohort, tmp_path, capsys, case):
     prefix, ss, snplist, _ = ld_cohort
     raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False)
@@ -290,6 +292,10 @@ def test_cli_select_bad_inputs(ld_cohort, tmp_path, capsys, case):
         raw.loc[4, "P_BOLT_LMM"] = "significant"
         raw.to_csv(bad, sep="\t", index=False)
         expect = "line 6, column P_BOLT_LMM: expected a p-value"
+    elif case == "ambiguous":         # no known layout, two p-value columns
+        raw = raw.rename(columns={"SNP": "rsid", "P_BOLT_LMM_INF": "P", "P_BOLT_LMM": "PVAL"})
+        raw.to_csv(bad, sep="\t", index=False)
+        expect = "ambiguous header: columns 'P' and 'PVAL' could both be the p column"
     elif case == "no_overlap":
         raw["SNP"] = "x" + raw["SNP"]
         raw["BP"] = "1"
@@ -309,3 +315,375 @@ def test_cli_select_bad_inputs(ld_cohort, tmp_path, capsys, case):
     assert expect in err and "Traceback" not in err
     assert not out.exists() and not (tmp_path / "o.tsv.steps.tsv").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bad.txt"]
+
+
+# ------------------------------------------------------------- the field's GWAS layouts
+requires_plink2 = pytest.mark.skipif(shutil.which("plink2") is None,
+                                     reason="plink2 not installed")
+
+
+def _neg_log10(p_text: str) -> str:
+    """-log10 of a p-value text, exactly (Decimal), 15 digits: "inf" for p = 0."""
+    if p_text.upper() == "NA":
+        return "NA"
+    p = Decimal(p_text)
+    return "inf" if p == 0 else format(-p.log10(), ".15g")
+
+
+def _write(path, header, rows, sep="\t"):
+    with open(path, "w") as fh:
+        fh.write(sep.join(header) + "\n")
+        for r in rows:
+            fh.write(sep.join(str(x) for x in r) + "\n")
+    return path
+
+
+def relayout(src, layout, out, rng):
+    """Rewrite a BOLT-LMM file (columns SNP CHR BP ALLELE1 ALLELE0 ... BETA ... P_BOLT_LMM)
+    in another tool's documented layout, same numbers: -log10 p and odds ratios computed
+    exactly from the text, alleles of some rows given the other way round."""
+    ss = pd.read_csv(src, sep="\t", dtype=str, keep_default_na=False)
+    rows = []
+    for r in ss.itertuples(index=False):
+        ea, oa, beta, p = r.ALLELE1, r.ALLELE0, r.BETA, r.P_BOLT_LMM
+        if layout == "plink2":            # REF/ALT either way round, A1 the effect allele
+            ref, alt = (oa, ea) if rng.random() < 0.5 else (ea, oa)
+            rows.append([r.CHR, r.BP, r.SNP, ref, alt, ea, "ADD", 400, beta, "0.01",
+                         _neg_log10(p), "."])
+            rows.append([r.CHR, r.BP, r.SNP, ref, alt, ea, "age", 400, "9.9", "0.01",
+                         "300", "."])     # covariate rows: must be left out
+        elif layout == "regenie":
+            rows.append([r.CHR, r.BP, r.SNP, oa, ea, "0.3", "0.99", 400, "ADD", beta, "0.01",
+                         "4", _neg_log10(p), "NA"])
+        elif layout == "ssf_or":          # GWAS-SSF writes missing values as #NA
+            odds = "#NA" if beta == "NA" else f"{np.exp(float(beta)):.15g}"
+            rows.append([r.CHR, r.BP, ea, oa, odds, "0.01", "0.3",
+                         _neg_log10(p).replace("NA", "#NA"), r.SNP])
+        elif layout == "ssf_beta":
+            rows.append([r.CHR, r.BP, ea, oa, beta, "0.01", "0.3", p, f"{r.CHR}_{r.BP}", r.SNP])
+        elif layout == "saige":           # BETA is for Allele2
+            rows.append([r.CHR, r.BP, r.SNP, oa, ea, 100, "0.3", 0, beta, "0.01", "1.0",
+                         "1.0", p, p, "TRUE"])
+        elif layout == "metal":           # lower-case alleles, no positions
+            if r.SNP.startswith("rs"):
+                rows.append([r.SNP, ea.lower(), oa.lower(), beta, "0.01", p, "++"])
+    header = {
+        "plink2": ["#CHROM", "POS", "ID", "REF", "ALT", "A1", "TEST", "OBS_CT", "BETA", "SE",
+                   "LOG10_P", "ERRCODE"],
+        "regenie": ["CHROM", "GENPOS", "ID", "ALLELE0", "ALLELE1", "A1FREQ", "INFO", "N",
+                    "TEST", "BETA", "SE", "CHISQ", "LOG10P", "EXTRA"],
+        "ssf_or": ["chromosome", "base_pair_location", "effect_allele", "other_allele",
+                   "odds_ratio", "standard_error", "effect_allele_frequency",
+                   "neg_log_10_p_value", "rsid"],
+        "ssf_beta": ["chromosome", "base_pair_location", "effect_allele", "other_allele",
+                     "beta", "standard_error", "effect_allele_frequency", "p_value",
+                     "variant_id", "rsid"],
+        "saige": ["CHR", "POS", "MarkerID", "Allele1", "Allele2", "AC_Allele2", "AF_Allele2",
+                  "MissingRate", "BETA", "SE", "Tstat", "var", "p.value", "p.value.NA",
+                  "Is.SPA"],
+        "metal": ["MarkerName", "Allele1", "Allele2", "Effect", "StdErr", "P-value",
+                  "Direction"],
+    }[layout]
+    return _write(out, header, rows, sep=" " if layout == "regenie" else "\t")
+
+
+@pytest.mark.parametrize("layout, name", [
+    ("plink2", "plink2 --glm"), ("regenie", "regenie"), ("ssf_or", "GWAS-SSF"),
+    ("ssf_beta", "GWAS-SSF"), ("saige", "SAIGE"), ("metal", "METAL")])
+def test_each_layout_selects_as_the_independent_reference(ld_cohort, tmp_path, layout, name):
+    """Hand-written files in each tool's documented layout, built from the BOLT-LMM test
+    file: recognised by header alone, and the same SNPs and oriented betas as the
+    independent row-by-row harmonisation of the BOLT file (exact p-values)."""
+    prefix, ss, snplist, _ = ld_cohort
+    bf = plink.open_bfile(prefix)
+    qc = set(snplist.read_text().split())
+    src = tmp_path / "bolt.txt"
+    raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False)
+    if layout == "metal":              # matched by ID only: the rows that have an rsID
+        raw = raw[raw.SNP.str.startswith("rs")]
+    raw.to_csv(src, sep="\t", index=False)
+    ref = reference_harmonise(src, bf.bim, qc)
+    path = relayout(src, layout, tmp_path / f"{layout}.txt", np.random.default_rng(5))
+    got = S.read_sumstats(path)
+    assert got.attrs["layout"] == name
+    table, _ = S.harmonise(got, bf.bim, qc)
+    sel = S.select_top(table, len(ref) + 5)
+    assert list(sel.variant_id) == list(ref.variant_id)
+    np.testing.assert_allclose(sel.beta, ref.beta, rtol=1e-9, atol=1e-12)
+    # the smallest p-values (0, 1.2e-400, 3e-401) rank first, in order, with no underflow
+    assert list(sel.log10_p[:3]) == pytest.approx([-np.inf, float(Decimal("3e-401").log10()),
+                                                   float(Decimal("1.2e-400").log10())])
+
+
+def test_log10p_ranks_without_underflow(tmp_path):
+    """regenie LOG10P 400 (p = 1e-400) ranks above LOG10P 300, and both above 1e-10."""
+    path = _write(tmp_path / "r.regenie",
+                  ["CHROM", "GENPOS", "ID", "ALLELE0", "ALLELE1", "A1FREQ", "INFO", "N",
+                   "TEST", "BETA", "SE", "CHISQ", "LOG10P", "EXTRA"],
+                  [[1, 100, "rs1", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, 10, "NA"],
+                   [1, 200, "rs2", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, 300, "NA"],
+                   [1, 300, "rs3", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, 400, "NA"],
+                   [1, 400, "rs4", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, "NA", "TEST_FAIL"]],
+                  sep=" ")
+    got = S.read_sumstats(path)
+    assert list(got.log10_p[:3]) == [-10, -300, -400] and np.isnan(got.log10_p[3])
+    assert list(S._p_text(got.log10_p[:3])) == ["1e-10", "1e-300", "1e-400"]
+    bim = pd.DataFrame({"chrom": ["1"] * 4, "variant_id": ["rs1", "rs2", "rs3", "rs4"],
+                        "cm": 0.0, "pos": [100, 200, 300, 400], "a1": "G", "a2": "A"})
+    table, _ = S.harmonise(got, bim)
+    top = S.select_top(table, 3)
+    assert list(top.variant_id) == ["rs3", "rs2", "rs1"]
+    assert list(top.p) == ["1e-400", "1e-300", "1e-10"]
+    bad = _write(tmp_path / "b.txt", ["ID", "CHROM", "GENPOS", "ALLELE0", "ALLELE1", "BETA",
+                                      "LOG10P"], [["rs1", 1, 100, "A", "G", .1, "-2"]])
+    with pytest.raises(CmixError, match="line 2, column LOG10P: -log10 p '-2' is below 0"):
+        S.read_sumstats(bad)
+
+
+@pytest.mark.parametrize("header, named", [
+    (["SNP", "CHR", "BP", "A1", "A2", "BETA", "P", "PVAL"], ("'P'", "'PVAL'")),
+    (["SNP", "CHR", "BP", "A1", "EA", "A2", "BETA", "P"], ("'A1'", "'EA'")),
+    (["SNP", "CHR", "BP", "A1", "A2", "BETA", "OR", "P"], ("'BETA'", "'OR'")),
+    (["SNP", "CHR", "BP", "A1", "A2", "BETA", "P", "LOG10P"], ("'P'", "'LOG10P'")),
+    (["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "BETA", "P_BOLT_LMM", "CHROM", "GENPOS",
+      "ID"], ("BOLT-LMM", "regenie")),
+])
+def test_ambiguous_header_is_one_error_naming_both(tmp_path, capsys, header, named):
+    path = _write(tmp_path / "amb.txt", header, [["x"] * len(header)])
+    with pytest.raises(CmixError, match="ambiguous header") as err:
+        S.read_sumstats(path)
+    assert all(n in str(err.value) for n in named), err.value
+    # naming the column resolves it
+    field = {"'P'": "p", "'A1'": "effect_allele", "'BETA'": "beta"}.get(named[0])
+    if field:
+        _, cols = S.resolve_columns(header, {field: named[0].strip("'")}, path)
+        assert cols[field] == named[0].strip("'")
+
+
+def test_byte_order_mark_and_detection_log(ld_cohort, tmp_path, capsys):
+    """A UTF-8 BOM before a BOLT-LMM header (plain and gzipped) changes nothing; the log
+    names the layout and the columns used."""
+    prefix, ss, snplist, _ = ld_cohort
+    text = gzip.open(ss, "rt").read()
+    plain = tmp_path / "bom.txt"
+    plain.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    gz = tmp_path / "bom.txt.gz"
+    with gzip.open(gz, "wb") as fh:
+        fh.write(b"\xef\xbb\xbf" + text.encode())
+    want = S.read_sumstats(ss)
+    for path in (plain, gz):
+        got = S.read_sumstats(path)
+        assert got.attrs["layout"] == "BOLT-LMM"
+        pd.testing.assert_frame_equal(got, want)
+        assert main(["select", "--sumstats", str(path), "--bfile", str(prefix), "--extract",
+                     str(snplist), "--top", "10", "--out", str(tmp_path / "o.tsv")]) == 0
+        err = capsys.readouterr().err
+        assert ("BOLT-LMM layout: id=SNP, chrom=CHR, pos=BP, effect_allele=ALLELE1, "
+                "other_allele=ALLELE0, beta=BETA, p=P_BOLT_LMM") in err
+
+
+# ------------------------------------------- plink2 --glm on a simulated cohort
+@pytest.fixture(scope="module")
+def glm(tmp_path_factory):
+    """plink2 --glm with age and sex as covariates (one TEST row per covariate) on a
+    simulated cohort: linear on mean platelet volume, logistic on ever-smoked; the
+    logistic run twice, odds ratios with p (the default) and betas with -log10 p."""
+    from cmix.simulate import simulate_cohort
+
+    if shutil.which("plink2") is None:
+        pytest.skip("plink2 not installed")
+    d = tmp_path_factory.mktemp("glm")
+    simulate_cohort(d / "c", n_samples=400, n_variants=1000, n_discovery=500, seed=3)
+    ph = pd.read_csv(d / "c/phenotypes.tsv", sep="\t")
+    ids = {"#FID": ph.eid, "IID": ph.eid}
+    pd.DataFrame({**ids, "mpv": ph["f.30100.0.0"],
+                  "smoked": np.where(ph["f.20116.0.0"].isna(), np.nan,
+                                     (ph["f.20116.0.0"] > 0) + 1.0)}).to_csv(
+        d / "pheno.txt", sep="\t", index=False, na_rep="NA")
+    pd.DataFrame({**ids, "age": ph["f.21022.0.0"], "sex": ph["f.31.0.0"]}).to_csv(
+        d / "covar.txt", sep="\t", index=False, na_rep="NA")
+    base = ["plink2", "--bfile", str(d / "c/genotypes"), "--pheno", str(d / "pheno.txt"),
+            "--covar", str(d / "covar.txt"), "--threads", "1"]
+    subprocess.run(base + ["--glm", "--out", str(d / "g")], check=True, capture_output=True)
+    subprocess.run(base + ["--pheno-name", "smoked", "--glm", "log10", "cols=+beta",
+                           "--out", str(d / "b")], check=True, capture_output=True)
+    return d
+
+
+def _add_rows(path):
+    raw = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    return raw[raw.TEST == "ADD"].reset_index(drop=True)
+
+
+def test_plink2_linear_beta_is_the_a1_effect(glm):
+    """The linear output's betas, oriented to the .bim A1, equal an independent least
+    squares fit (numpy) of the phenotype on A1 count + age + sex per SNP: the ADD row is
+    read, not a covariate's."""
+    bf = plink.open_bfile(glm / "c/genotypes")
+    got = S.read_sumstats(glm / "g.mpv.glm.linear")
+    assert got.attrs["layout"] == "plink2 --glm" and len(got) == bf.n_variants
+    table, _ = S.harmonise(got, bf.bim)
+    pheno = pd.read_csv(glm / "pheno.txt", sep="\t").set_index("IID")
+    covar = pd.read_csv(glm / "covar.txt", sep="\t").set_index("IID")
+    iid = bf.fam.iid.astype(int).to_numpy()
+    y = pheno.loc[iid, "mpv"].to_numpy()
+    x_cov = covar.loc[iid, ["age", "sex"]].to_numpy(dtype=float)
+    rows = S.select_top(table, 20)
+    g = plink.read_genotypes(bf, rows.bim_index.to_numpy())
+    for k, r in enumerate(rows.itertuples()):
+        ok = (g[k] >= 0) & np.isfinite(y) & np.isfinite(x_cov).all(1)
+        x = np.column_stack([np.ones(ok.sum()), g[k][ok], x_cov[ok]])
+        coef = np.linalg.lstsq(x, y[ok], rcond=None)[0]
+        assert r.beta == pytest.approx(coef[1], rel=1e-4, abs=1e-6), r.variant_id
+
+
+def test_plink2_logistic_and_regenie_select_as_bolt(glm, tmp_path):
+    """One GWAS (plink2 --glm logistic with covariates) in three layouts: plink2's own
+    output (odds ratios, P; A1 is REF on some rows), a regenie file and a BOLT-LMM file
+    re-laid out from the same run's numbers (plink2's BETA, -log10 of its P), alleles
+    swapped on different rows. All three select the same SNPs, in the order of an
+    independent sort of plink2's p-values, with the same betas oriented to the .bim A1
+    (up to ln OR and plink2's 6 printed digits)."""
+    bf = plink.open_bfile(glm / "c/genotypes")
+    orr = _add_rows(glm / "g.smoked.glm.logistic.hybrid")
+    beta = _add_rows(glm / "b.smoked.glm.logistic.hybrid")
+    assert list(orr.ID) == list(beta.ID)
+    rng = np.random.default_rng(11)
+    bolt_rows, regenie_rows = [], []
+    for o, b in zip(orr.itertuples(index=False), beta.itertuples(index=False)):
+        ea, oa, bt = b.A1, (b.REF if b.A1 == b.ALT else b.ALT), b.BETA
+        neg = "NA" if bt == "NA" else str(-float(bt))
+        swap = rng.random() < 0.4
+        bolt_rows.append([b.ID, b._0, b.POS, oa, ea, "0.3", "0.99", neg, "0.1", o.P, o.P]
+                         if swap else
+                         [b.ID, b._0, b.POS, ea, oa, "0.3", "0.99", bt, "0.1", o.P, o.P])
+        swap = rng.random() < 0.4
+        log10p = "NA" if o.P == "NA" else _neg_log10(o.P)
+        regenie_rows.append([b._0, b.POS, b.ID] + ([ea, oa, "0.7"] if swap else [oa, ea, "0.3"])
+                            + [1, 400, "ADD", neg if swap else bt, 0.1, 1, log10p, "NA"])
+    bolt = _write(tmp_path / "bolt.txt", ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ",
+                                          "INFO", "BETA", "SE", "P_BOLT_LMM_INF",
+                                          "P_BOLT_LMM"], bolt_rows)
+    regenie = _write(tmp_path / "r.regenie", ["CHROM", "GENPOS", "ID", "ALLELE0", "ALLELE1",
+                                              "A1FREQ", "INFO", "N", "TEST", "BETA", "SE",
+                                              "CHISQ", "LOG10P", "EXTRA"], regenie_rows, " ")
+    top = 60
+    sel = {}
+    for name, path in (("plink2", glm / "g.smoked.glm.logistic.hybrid"), ("regenie", regenie),
+                       ("bolt", bolt)):
+        got = S.read_sumstats(path)
+        sel[name] = S.select_top(S.harmonise(got, bf.bim)[0], top)
+    assert S.read_sumstats(regenie).attrs["layout"] == "regenie"
+    assert S.read_sumstats(bolt).attrs["layout"] == "BOLT-LMM"
+    # independent: plink2's ADD rows by exact p, ties by position, strand-ambiguous SNPs
+    # (A/T, C/G) left out as harmonise leaves them out
+    ambiguous = orr.REF.map(COMPLEMENT) == orr.ALT
+    ok = orr[(orr.P != "NA") & ~ambiguous]
+    ok = ok.assign(p=ok.P.map(Decimal), chrom=ok["#CHROM"].astype(int),
+                   pos=ok.POS.astype(int))
+    want = ok.sort_values(["p", "chrom", "pos"], kind="stable").ID.head(top).tolist()
+    for name in ("plink2", "regenie", "bolt"):
+        assert list(sel[name].variant_id) == want, name
+    # plink2's A1 is REF on some rows (here 172) and ALT on others: the oriented beta is
+    # its BETA where A1 is the .bim A1 (column 5), minus it where A1 is the .bim A2
+    assert (beta.A1 == beta.REF).sum() > 20
+    by_id = beta.set_index("ID").loc[want]
+    a1 = bf.bim.set_index("variant_id").loc[want, "a1"].to_numpy()
+    sign = np.where(by_id.A1.to_numpy() == a1, 1.0, -1.0)
+    assert (sign < 0).any()
+    np.testing.assert_allclose(sel["bolt"].beta, sign * by_id.BETA.astype(float))
+    for name in ("plink2", "regenie"):
+        np.testing.assert_allclose(sel[name].beta, sel["bolt"].beta, rtol=1e-4, atol=1e-5)
+    assert np.abs(sel["bolt"].beta).min() > 1e-3      # not all zero: the check bites
+
+
+def test_plink2_other_allele_from_ref_alt(tmp_path):
+    """Without OMITTED/AX the other allele is whichever of REF/ALT is not A1; an A1 that
+    is neither is one error naming the line; a row with an ERRCODE has no beta."""
+    h = ["#CHROM", "POS", "ID", "REF", "ALT", "A1", "OBS_CT", "OR", "LOG(OR)_SE", "P",
+         "ERRCODE"]
+    path = _write(tmp_path / "x.glm.logistic", h,
+                  [[1, 10, "rs1", "A", "G", "G", 9, "2", ".1", ".01", "."],
+                   [1, 20, "rs2", "A", "G", "A", 9, "0.5", ".1", ".01", "."],
+                   [1, 30, "rs3", "A", "G,T", "T", 9, "1", ".1", ".5", "."],
+                   [1, 40, "rs4", "A", "G", "G", 9, "3", ".1", ".5", "FIRTH_CONVERGE_FAIL"]])
+    got = S.read_sumstats(path)
+    assert list(got.other_allele) == ["A", "G", "A", "A"]
+    np.testing.assert_allclose(got.beta, [np.log(2), np.log(0.5), 0, np.nan])
+    bad = _write(tmp_path / "y.glm.logistic", h, [[1, 10, "rs1", "A", "G", "C", 9, "2", ".1",
+                                                   ".01", "."]])
+    with pytest.raises(CmixError, match="line 2, column A1: A1 allele 'C' is neither REF"):
+        S.read_sumstats(bad)
+    zero = _write(tmp_path / "z.glm.logistic", h, [[1, 10, "rs1", "A", "G", "G", 9, "0", ".1",
+                                                    ".01", "."]])
+    with pytest.raises(CmixError, match="line 2, column OR: expected a finite odds ratio > 0"):
+        S.read_sumstats(zero)
+
+
+def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
+    """A per-trait `inputs.sumstats_columns` mapping in the workflow config reads a header
+    of no known layout (odds ratios and -log10 p under other names): the rule's selection
+    equals `cmix select` on the same GWAS in BOLT-LMM layout, and its log names the
+    columns used."""
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parent.parent
+    c = glm / "c"
+    trait = "mean_platelet_volume"
+    bolt = pd.read_csv(c / f"sumstats/{trait}.txt.gz", sep="\t", dtype=str)
+    odd = pd.DataFrame({"marker": bolt.SNP, "chr_name": bolt.CHR, "bp37": bolt.BP,
+                        "tested": bolt.ALLELE1, "nontested": bolt.ALLELE0,
+                        "OddsR": np.exp(bolt.BETA.astype(float)).map(lambda v: f"{v:.12g}"),
+                        "mlp": bolt.P_BOLT_LMM.map(_neg_log10)})
+    odd.to_csv(tmp_path / "odd.tsv", sep="\t", index=False)
+    cfg = yaml.safe_load((repo / "config/ukb.yaml").read_text())
+    cfg["run_name"] = "cols"
+    cfg["traits"] = [trait]
+    cfg["budgets"], cfg["seeds"] = [50], [1]
+    cfg["variant_qc"].update(chromosomes=[1, 2, 3, 4, 5], split_by_chrom=False)
+    cfg["inputs"] = {
+        "bfile": str(c / "genotypes"), "sample_qc": str(c / "sample_qc.tsv"),
+        "withdrawn": str(c / "withdrawn.txt"), "kinship": str(c / "kinship.dat"),
+        "phenotypes": str(c / "phenotypes.tsv"), "sumstats": {trait: str(tmp_path / "odd.tsv")},
+        "sumstats_columns": {trait: {"id": "marker", "chrom": "chr_name", "pos": "bp37",
+                                     "effect_allele": "tested", "other_allele": "nontested",
+                                     "or": "OddsR", "log10p": "mlp"}}}
+    path = tmp_path / "cols.yaml"
+    # a field name the schema does not know stops the run before any job
+    bad = {**cfg, "inputs": {**cfg["inputs"], "sumstats_columns": {trait: {"pvalue": "mlp"}}}}
+    path.write_text(yaml.safe_dump(bad))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1",
+                          "--configfile", str(path), "--directory", str(tmp_path)], cwd=repo,
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "'pvalue' was unexpected" in res.stdout + res.stderr
+    path.write_text(yaml.safe_dump(cfg))
+    target = f"results/cols/traits/{trait}.snps.tsv"
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile",
+                          str(path), "--directory", str(tmp_path), target], cwd=repo,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    log = (tmp_path / f"results/cols/logs/select_snps/{trait}.log").read_text()
+    assert ("generic column names: id=marker, chrom=chr_name, pos=bp37, "
+            "effect_allele=tested, other_allele=nontested, beta=ln(OddsR), p=10^-mlp") in log
+    top = cfg["selection"]["top"]
+    assert main(["select", "--sumstats", str(c / f"sumstats/{trait}.txt.gz"), "--bfile",
+                 str(c / "genotypes"), "--extract",
+                 str(tmp_path / "results/cols/qc/variants.snplist"), "--top", str(top),
+                 "--out", str(tmp_path / "bolt.snps.tsv")]) == 0
+    got = pd.read_csv(tmp_path / target, sep="\t")
+    want = pd.read_csv(tmp_path / "bolt.snps.tsv", sep="\t")
+    assert len(got) > 100 and list(got.variant_id) == list(want.variant_id)
+    np.testing.assert_allclose(got.beta, want.beta, rtol=1e-9, atol=1e-10)  # 12-digit ORs
+    np.testing.assert_allclose(got.log10_p, want.log10_p, rtol=1e-9)
+    np.testing.assert_allclose([float(Decimal(p).log10()) for p in got.p], want.log10_p,
+                               rtol=1e-5)                  # p text written from -log10 p
+
+
+def test_a_used_column_named_twice_is_refused(tmp_path):
+    header = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "SE", "SE", "BETA", "P_BOLT_LMM"]
+    assert S.resolve_columns(header, None, "f")[1]["beta"] == "BETA"     # unused: fine
+    header[5:7] = ["BETA", "SE"]
+    with pytest.raises(CmixError, match="names the column 'BETA' \\(beta\\) twice"):
+        S.resolve_columns(header, None, "f")

@@ -1,15 +1,21 @@
 """GWAS summary statistics: read, harmonise to the .bim, rank by p, clump, select top-k.
 
-Reading
-    Plain or gzipped text, tab- or whitespace-separated, columns found by header name.
-    :data:`DEFAULT_COLUMNS` lists the names tried for each field (the UKB BOLT-LMM
-    release, ``SNP CHR BP ALLELE1 ALLELE0 ... BETA SE P_BOLT_LMM_INF P_BOLT_LMM``, needs no
-    options); a column map ``{"id": "rsid", "p": "pval", ...}`` overrides them.
+Reading (:func:`read_sumstats`)
+    Plain or gzipped text, tab- or whitespace-separated (a UTF-8 byte-order mark is
+    ignored). The layout is recognised from the header alone (:data:`LAYOUTS`): plink2
+    ``--glm`` (linear, logistic, logistic.hybrid; an odds ratio is read as beta = ln OR,
+    the other allele is OMITTED/AX or whichever of REF/ALT is not A1, only TEST = ADD
+    rows), regenie, the GWAS Catalog's GWAS-SSF, SAIGE (Allele2 is the effect allele),
+    METAL and BOLT-LMM; any other header is read by common names
+    (:data:`GENERIC_COLUMNS`), where two candidate columns for one field are an error
+    naming both. A column map ``{"id": "rsid", "p": "pval", ...}`` (fields
+    :data:`FIELDS`) overrides the choice. The layout and the columns used are logged.
     Every row must have the header's number of fields (a row with a field too many or
     too few is an error: its columns would shift), and a beta must be a finite number
     or missing text (``NA``, ``nan``, empty). p-values are parsed as log10 from their
     text (mantissa and exponent split apart), so ``1.2E-400`` is log10 p = -399.92 and
-    ``0`` is -inf: no value underflows.
+    ``0`` is -inf; -log10 p columns (regenie's LOG10P, plink2's LOG10_P, GWAS-SSF's
+    neg_log_10_p_value) are read as numbers: no value underflows.
 
 Harmonising (:func:`harmonise`), counts kept at each step:
     1. rows with a missing beta or p ("NA", empty) are dropped;
@@ -48,31 +54,127 @@ import csv
 import os
 import re
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, open_maybe_gzip,
-                 read_id_set)
+from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
+                 open_maybe_gzip, read_id_set)
 
-#: Field -> header names tried in order (case-insensitive). The first is BOLT-LMM's.
-DEFAULT_COLUMNS = {
-    "id": ["SNP", "ID", "RSID", "VARIANT_ID", "MARKERNAME", "SNPID"],
-    "chrom": ["CHR", "CHROM", "#CHROM", "CHROMOSOME"],
-    "pos": ["BP", "POS", "POSITION", "BP_HG19"],
-    "effect_allele": ["ALLELE1", "EFFECT_ALLELE", "A1", "EA"],
-    "other_allele": ["ALLELE0", "OTHER_ALLELE", "A0", "A2", "NEA"],
-    "beta": ["BETA", "EFFECT", "B"],
-    "p": ["P_BOLT_LMM", "P_BOLT_LMM_INF", "P", "PVAL", "P_VALUE", "PVALUE"],
-}
-FIELDS = tuple(DEFAULT_COLUMNS)
 OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
                   "log10_p", "p", "bim_index"]
-_MISSING_TEXT = {"", "NA", "NAN", "NONE", ".", "NULL"}
+_MISSING_TEXT = {"", "NA", "#NA", "NAN", "NONE", ".", "NULL"}   # #NA: GWAS-SSF
 _NUMBER = re.compile(r"^\s*\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?\s*$")
 _CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25, "MT": 26,
                 "M": 26}
+
+
+#: The fields a summary-statistics table is read into. ``beta`` and ``or`` are
+#: alternatives (an odds ratio is read as beta = ln OR), as are ``p`` and ``log10p``
+#: (-log10 p, read without underflow). A column map names any of them.
+FIELDS = ("id", "chrom", "pos", "effect_allele", "other_allele", "beta", "or", "p", "log10p")
+_ALTERNATIVE = {"beta": "or", "or": "beta", "p": "log10p", "log10p": "p"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A GWAS tool's output layout, recognised by its header alone.
+
+    signature: header names that must all be present; any_of: groups of names of which
+    each must have one present (names compare case-insensitively). columns: field ->
+    header names tried in order, the first present one used; of the alternatives beta/or
+    and p/log10p, the field listed first that has a column is used. Besides the
+    :data:`FIELDS`: ``ref``/``alt`` (plink2: the other allele is whichever of REF/ALT is
+    not A1, where no OMITTED/AX column names it), ``test`` (only rows with TEST = ADD are
+    kept) and ``errcode`` (rows with an error code are read as missing).
+    """
+
+    name: str
+    signature: tuple
+    any_of: tuple = ()
+    columns: dict = field(default_factory=dict)
+
+
+#: The layouts recognised by header, each checked against its tool's documented columns.
+LAYOUTS = (
+    # plink2 --glm (.glm.linear, .glm.logistic, .glm.logistic.hybrid, .glm.firth): the
+    # PLINK 2.0 file-format page (cog-genomics.org/plink/2.0/formats#glm_linear and
+    # #glm_logistic, as summarised in the formatbook's plink2_linear/plink2_logistic specs)
+    # lists #CHROM POS ID REF ALT1 ALT PROVISIONAL_REF? A1 OMITTED A1_CT ALLELE_CT A1_FREQ
+    # MACH_R2 FIRTH? TEST OBS_CT BETA|OR SE|LOG(OR)_SE L95 U95 T_STAT|Z_STAT F_STAT P
+    # ERRCODE LOG10_P; `plink2 --help glm` (v2.00a3.5, installed here) names the non-A1
+    # column AX ("Non-A1 alleles") and says 'log10' reports -log10(p), and its output
+    # (checked here) has one TEST row per covariate unless 'hide-covar'.
+    Layout("plink2 --glm", signature=("ID", "REF", "A1"), any_of=(("ALT", "ALT1"),),
+           columns={"id": ("ID",), "chrom": ("#CHROM", "CHROM"), "pos": ("POS",),
+                    "effect_allele": ("A1",), "other_allele": ("OMITTED", "AX"),
+                    "ref": ("REF",), "alt": ("ALT", "ALT1"), "beta": ("BETA",),
+                    "or": ("OR",), "log10p": ("LOG10_P",), "p": ("P",), "test": ("TEST",),
+                    "errcode": ("ERRCODE",)}),
+    # regenie step 2 (.regenie): rgcgithub.github.io/regenie/options ("Output") and its
+    # example/test_bin_out_firth_Y1.regenie: CHROM GENPOS ID ALLELE0 ALLELE1 A1FREQ INFO N
+    # TEST BETA SE CHISQ LOG10P [EXTRA]; ALLELE1 is the tested (effect) allele, GENPOS the
+    # base-pair position, LOG10P is -log10 p, BETA is log OR for binary traits.
+    Layout("regenie", signature=("CHROM", "GENPOS", "ID", "ALLELE0", "ALLELE1"),
+           columns={"id": ("ID",), "chrom": ("CHROM",), "pos": ("GENPOS",),
+                    "effect_allele": ("ALLELE1",), "other_allele": ("ALLELE0",),
+                    "beta": ("BETA",), "log10p": ("LOG10P",),
+                    "test": ("TEST",)}),
+    # GWAS-SSF, the GWAS Catalog's format (ebi.ac.uk/gwas/docs/summary-statistics-format;
+    # gwas-ssf_v1.1.0): chromosome base_pair_location effect_allele other_allele
+    # beta|odds_ratio|hazard_ratio standard_error effect_allele_frequency
+    # p_value|neg_log_10_p_value ci_upper ci_lower rsid variant_id info ref_allele n.
+    Layout("GWAS-SSF", signature=("chromosome", "base_pair_location", "effect_allele",
+                                  "other_allele"),
+           columns={"id": ("rsid", "variant_id"), "chrom": ("chromosome",),
+                    "pos": ("base_pair_location",), "effect_allele": ("effect_allele",),
+                    "other_allele": ("other_allele",), "beta": ("beta",),
+                    "or": ("odds_ratio",), "log10p": ("neg_log_10_p_value",),
+                    "p": ("p_value",)}),
+    # SAIGE step 2 (saigegit.github.io/SAIGE-doc/docs/single_step2.html; formatbook
+    # "saige", v1.1.3): CHR POS MarkerID (SNPID before 1.0) Allele1 Allele2 AC_Allele2
+    # AF_Allele2 MissingRate|imputationInfo BETA SE Tstat var p.value ...; BETA is the
+    # effect of Allele2, so Allele2 is the effect allele.
+    Layout("SAIGE", signature=("Allele1", "Allele2", "p.value"),
+           any_of=(("AC_Allele2", "AF_Allele2"),),
+           columns={"id": ("MarkerID", "SNPID"), "chrom": ("CHR",), "pos": ("POS",),
+                    "effect_allele": ("Allele2",), "other_allele": ("Allele1",),
+                    "beta": ("BETA",), "p": ("p.value",)}),
+    # METAL (genome.sph.umich.edu/wiki/METAL_Documentation, SCHEME STDERR): MarkerName
+    # Allele1 Allele2 [Freq1 FreqSE] Effect StdErr P-value Direction; Effect is for
+    # Allele1, alleles are written lower case; Chromosome/Position only with
+    # TRACKPOSITIONS, so rows otherwise match the .bim by ID alone.
+    Layout("METAL", signature=("MarkerName", "Allele1", "Allele2", "P-value"),
+           columns={"id": ("MarkerName",), "chrom": ("Chromosome",), "pos": ("Position",),
+                    "effect_allele": ("Allele1",), "other_allele": ("Allele2",),
+                    "beta": ("Effect",), "p": ("P-value",)}),
+    # BOLT-LMM --statsFile (BOLT-LMM manual v2.4, "Output"; the UK Biobank release of Loh
+    # et al. 2018): SNP CHR BP GENPOS ALLELE1 ALLELE0 A1FREQ F_MISS|INFO BETA SE
+    # P_BOLT_LMM_INF [P_BOLT_LMM]; ALLELE1 is the effect allele, BP the position (GENPOS
+    # is in cM); P_BOLT_LMM (the mixture model) is used where present.
+    Layout("BOLT-LMM", signature=("SNP", "CHR", "BP", "ALLELE1", "ALLELE0"),
+           any_of=(("P_BOLT_LMM", "P_BOLT_LMM_INF"),),
+           columns={"id": ("SNP",), "chrom": ("CHR",), "pos": ("BP",),
+                    "effect_allele": ("ALLELE1",), "other_allele": ("ALLELE0",),
+                    "beta": ("BETA",), "p": ("P_BOLT_LMM", "P_BOLT_LMM_INF")}),
+)
+
+#: A header of no known layout: field -> accepted names (case-insensitive). Two names
+#: of one field present (or both of beta/or, or of p/log10p) is an error naming both.
+GENERIC_COLUMNS = {
+    "id": ("SNP", "ID", "RSID", "VARIANT_ID", "MARKERNAME", "MARKERID", "SNPID"),
+    "chrom": ("CHR", "CHROM", "#CHROM", "CHROMOSOME"),
+    "pos": ("BP", "POS", "POSITION", "BP_HG19", "BASE_PAIR_LOCATION"),
+    "effect_allele": ("ALLELE1", "EFFECT_ALLELE", "A1", "EA"),
+    "other_allele": ("ALLELE0", "OTHER_ALLELE", "A0", "A2", "NEA"),
+    "beta": ("BETA", "EFFECT", "B"),
+    "or": ("OR", "ODDS_RATIO"),
+    "p": ("P", "PVAL", "P_VALUE", "PVALUE", "P-VALUE", "P.VALUE"),
+    "log10p": ("LOG10P", "LOG10_P", "NEG_LOG10_P_VALUE", "NEG_LOG10_P", "MLOG10P",
+               "-LOG10P", "-LOG10(P)"),
+}
 
 
 # ------------------------------------------------------------------------- reading
@@ -134,57 +236,216 @@ def _parse_log10_p_text(text: pd.Series, path, column, lines) -> np.ndarray:
     return np.minimum(log10_p, 0.0)
 
 
-def resolve_columns(header: list[str], column_map: dict | None, path) -> dict[str, str]:
-    """Map each field (id, chrom, pos, effect_allele, other_allele, beta, p) to a header name.
+def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[str, dict]:
+    """Recognise the layout of a summary-statistics header and pick its columns.
 
-    ``column_map`` names override :data:`DEFAULT_COLUMNS`; a missing column is an error
-    naming the file, the field and what was looked for.
+    Returns (layout name, {field: header name}): the name is one of :data:`LAYOUTS` or
+    "generic" (the :data:`GENERIC_COLUMNS` names). ``column_map`` ({field: header name},
+    fields as :data:`FIELDS`) overrides the choice field by field; naming ``beta`` drops
+    ``or`` and naming ``p`` drops ``log10p`` (and the other way round). Raises
+    :class:`CmixError` naming the file for: a header that fits two layouts, two candidate
+    columns for one field of a generic header (naming both), a column-map name not in the
+    header, a field with no column.
     """
-    column_map = dict(column_map or {})
-    unknown = set(column_map) - set(FIELDS)
+    override = {k: v for k, v in (column_map or {}).items() if v}
+    unknown = set(override) - set(FIELDS)
     if unknown:
         raise CmixError(f"column map: unknown field(s) {sorted(unknown)}; fields are "
                         f"{', '.join(FIELDS)}")
-    upper = {h.upper(): h for h in header}
-    chosen = {}
-    for field in FIELDS:
-        if column_map.get(field):
-            want = [column_map[field]]
-            found = [h for h in header if h == want[0]] or [upper.get(want[0].upper())]
-        else:
-            want = DEFAULT_COLUMNS[field]
-            found = [upper.get(w.upper()) for w in want]
-        found = [f for f in found if f]
-        if not found:
-            raise CmixError(f"{path}: no column for {field} (looked for "
-                            f"{' or '.join(repr(w) for w in want)}; header has "
-                            f"{' '.join(header)}); name it with the column map")
-        chosen[field] = found[0]
-    return chosen
+    upper: dict[str, str] = {}
+    twice = set()
+    for h in header:
+        if h.upper() in upper:
+            twice.add(h.upper())
+        upper.setdefault(h.upper(), h)
+    have = lambda name: name.upper() in upper          # noqa: E731
+    named = lambda f: f in override or _ALTERNATIVE.get(f) in override   # noqa: E731
+
+    matches = [lay for lay in LAYOUTS if all(map(have, lay.signature))
+               and all(any(map(have, group)) for group in lay.any_of)]
+    if len(matches) > 1:
+        raise CmixError(
+            f"{path}: ambiguous header: it has the columns of both "
+            + " and ".join(f"{lay.name} ({' '.join(lay.signature)})" for lay in matches)
+            + "; name the columns with the column map (--col-* or sumstats_columns)")
+    chosen: dict[str, str] = {}
+    if matches:
+        layout = matches[0]
+        for fld, names in layout.columns.items():
+            found = [upper[n.upper()] for n in names if have(n)]
+            if found:
+                chosen[fld] = found[0]
+        for pair in (("beta", "or"), ("p", "log10p")):
+            present = [f for f in layout.columns if f in pair and f in chosen]
+            for f in present[1:]:
+                del chosen[f]
+        name, looked = layout.name, layout.columns
+    else:
+        name, looked = "generic", GENERIC_COLUMNS
+        for fld, names in GENERIC_COLUMNS.items():
+            found = [upper[n] for n in names if n in upper]
+            if len(found) > 1 and not named(fld):
+                raise CmixError(f"{path}: ambiguous header: columns {found[0]!r} and "
+                                f"{found[1]!r} could both be the {fld} column; name the "
+                                "one to use with the column map (--col-* or "
+                                "sumstats_columns)")
+            if found:
+                chosen[fld] = found[0]
+        for a, b in (("beta", "or"), ("p", "log10p")):
+            if a in chosen and b in chosen and not named(a):
+                raise CmixError(f"{path}: ambiguous header: columns {chosen[a]!r} ({a}) and "
+                                f"{chosen[b]!r} ({b}) could both be used; name the one to "
+                                "use with the column map (--col-* or sumstats_columns)")
+    for fld, want in override.items():
+        actual = want if want in header else upper.get(want.upper())
+        if actual is None:
+            raise CmixError(f"{path}: column map: {fld} = {want!r} is not a column (header "
+                            f"has {' '.join(header)})")
+        chosen[fld] = actual
+        if _ALTERNATIVE.get(fld) not in override:
+            chosen.pop(_ALTERNATIVE.get(fld), None)
+
+    def missing(fld, *alternatives):
+        want = [n for f in (fld, *alternatives) for n in looked.get(f, ())]
+        raise CmixError(f"{path}: no column for {fld} (looked for "
+                        f"{' or '.join(repr(w) for w in want)}; header has "
+                        f"{' '.join(header)}); name it with the column map (--col-* or "
+                        "sumstats_columns)")
+
+    if "effect_allele" not in chosen:
+        missing("effect_allele")
+    if "other_allele" not in chosen and not ("ref" in chosen and "alt" in chosen):
+        missing("other_allele")
+    if "beta" not in chosen and "or" not in chosen:
+        missing("beta", "or")
+    if "p" not in chosen and "log10p" not in chosen:
+        missing("p", "log10p")
+    if "id" not in chosen and not ("chrom" in chosen and "pos" in chosen):
+        missing("id" if ("chrom" in chosen) == ("pos" in chosen) else
+                "pos" if "chrom" in chosen else "chrom")
+    if "other_allele" in chosen:
+        chosen.pop("ref", None)
+        chosen.pop("alt", None)
+    for fld, col in chosen.items():
+        if col.upper() in twice:
+            raise CmixError(f"{path}: the header names the column {col!r} ({fld}) twice")
+    return name, chosen
 
 
-def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd.DataFrame:
-    """Read summary statistics into a table with one row per data line.
+def describe_columns(layout: str, columns: dict) -> str:
+    """One line naming the recognised layout and the column read for each field."""
+    parts = []
+    for fld in FIELDS:
+        if fld in columns:
+            text = {"or": "beta=ln({})", "log10p": "p=10^-{}"}.get(fld, fld + "={}")
+            parts.append(text.format(columns[fld]))
+        elif fld == "other_allele" and "ref" in columns:
+            parts.append(f"other_allele={columns['ref']}/{columns['alt']} (whichever is not "
+                         f"{columns['effect_allele']})")
+    if "test" in columns:
+        parts.append(f"rows with {columns['test']} = ADD")
+    how = "generic column names" if layout == "generic" else f"{layout} layout"
+    return f"{how}: " + ", ".join(parts)
 
-    Columns: id, chrom (str, no "chr" prefix), pos (int64), effect_allele, other_allele
-    (upper-case str), beta (float64, NaN missing), log10_p (float64), p (original text),
-    line (1-based line number in the file).
 
-    A row whose field count is not the header's, a beta that is not a finite number or
-    missing text, a position that is not an integer and a truncated .gz raise
-    :class:`CmixError` naming the file and line.
-    """
-    path = input_file(path, "summary statistics")
+def _read_header(path) -> tuple[list[str], str]:
+    """(header names, pandas separator) of a summary-statistics file; a UTF-8 byte-order
+    mark before the first name is dropped."""
     try:
         with open_maybe_gzip(path) as fh:
-            header_line = fh.readline()
+            header_line = fh.readline().lstrip("\ufeff")
     except (OSError, EOFError, UnicodeDecodeError) as err:
         raise CmixError(f"{path}: cannot read ({err})") from None
     if not header_line.strip():
         raise CmixError(f"{path}: empty file (expected a header line)")
-    sep = "\t" if "\t" in header_line else r"\s+"
-    header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
-    columns = resolve_columns([h.strip() for h in header], column_map, path)
+    if "\t" in header_line:
+        return [h.strip() for h in header_line.strip("\r\n").split("\t")], "\t"
+    return header_line.split(), r"\s+"
+
+
+def _numbers(text: pd.Series, path, column, lines, what: str) -> np.ndarray:
+    """float64 (n,) of number text, NaN for missing text (NA, ., empty); other text raises
+    :class:`CmixError` naming the line and column."""
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float, copy=True)
+    nan = np.flatnonzero(np.isnan(values))     # text only where it is not a number
+    if len(nan):
+        rest = text.iloc[nan].str.strip()
+        bad = np.flatnonzero(~rest.str.upper().isin(_MISSING_TEXT).to_numpy())
+        if len(bad):
+            i = nan[bad[0]]
+            raise CmixError(f"{path}, line {lines[i]}, column {column}: expected {what}, "
+                            f"found {rest.iloc[bad[0]]!r}")
+    return values
+
+
+def _p_text(log10_p: np.ndarray) -> np.ndarray:
+    """p-value text from log10 p (object (n,)): 6 significant digits, mantissa and
+    exponent written apart below 1e-300 so nothing underflows; "0" for -inf, "NA" NaN.
+    A Python loop: used on the selected rows only."""
+    log10_p = np.asarray(log10_p, dtype=float)
+    out = np.full(len(log10_p), "NA", dtype=object)
+    out[log10_p == -np.inf] = "0"
+    for i in np.flatnonzero(np.isfinite(log10_p)):
+        lp = float(log10_p[i])
+        if lp > -300:
+            out[i] = f"{10.0 ** lp:.6g}"
+        else:
+            exponent = int(np.floor(lp))
+            mantissa = float(f"{10.0 ** (lp - exponent):.6g}")
+            if mantissa >= 10:
+                mantissa, exponent = mantissa / 10, exponent + 1
+            out[i] = f"{mantissa:g}e{exponent}"
+    return out
+
+
+def _with_p_text(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the p text of rows read from a -log10 p column (p = "") made from
+    their log10_p (:func:`_p_text`)."""
+    empty = (table["p"] == "").to_numpy()
+    if not empty.any():
+        return table
+    table = table.copy()
+    table.loc[empty, "p"] = _p_text(table["log10_p"].to_numpy()[empty])
+    return table
+
+
+def _plink2_other_allele(a1, ref, alt, path, columns, lines) -> np.ndarray:
+    """plink2 --glm rows without an OMITTED/AX column: the other allele is REF where A1 is
+    an ALT allele and ALT where A1 is REF (object (n,)). An A1 that is neither raises."""
+    other = np.where(a1 == ref, alt, ref)
+    odd = np.flatnonzero((a1 != ref) & (a1 != alt))
+    for i in odd:   # multi-allelic rows: A1 must be one of the comma-separated ALTs
+        if a1[i] not in str(alt[i]).split(","):
+            raise CmixError(f"{path}, line {lines[i]}, column {columns['effect_allele']}: A1 "
+                            f"allele {a1[i]!r} is neither REF {ref[i]!r} nor ALT {alt[i]!r}")
+    return other
+
+
+def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
+                  quiet: bool = False) -> pd.DataFrame:
+    """Read summary statistics into a table with one row per data line.
+
+    The layout is recognised from the header (:func:`resolve_columns`: plink2 --glm,
+    regenie, GWAS-SSF, SAIGE, METAL, BOLT-LMM, else generic names; ``column_map``
+    overrides) and logged (unless ``quiet``) with the columns used. Rows of a TEST
+    column other than ADD (plink2's covariate rows, regenie's non-additive tests) are
+    left out; rows with a plink2 ERRCODE have a missing beta.
+
+    Columns: id, chrom (str, no "chr" prefix; "" when the file has none), pos (int64,
+    -1 when none), effect_allele, other_allele (upper-case str), beta (float64, NaN
+    missing; ln OR where the file gives odds ratios), log10_p (float64), p (the p-value
+    text; "" where read from -log10 p: :func:`select_top` and the output write it from
+    log10_p), line (1-based line number in the file). The layout
+    name and the columns are in ``.attrs["layout"]`` and ``.attrs["columns"]``.
+
+    A row whose field count is not the header's, a beta or odds ratio that is not a
+    finite number (an odds ratio not > 0) or missing text, a position that is not an
+    integer, a p or -log10 p out of range and a truncated .gz raise :class:`CmixError`
+    naming the file and line.
+    """
+    path = input_file(path, "summary statistics")
+    header, sep = _read_header(path)
+    layout, columns = resolve_columns(header, column_map, path)
     # every row must have the header's fields: with a field too many or too few, the
     # columns of a row shift and a beta would be read from another column
     lines = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
@@ -194,39 +455,90 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None) -> pd
     try:
         raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
                           na_filter=False, compression=compression, engine="c",
-                          quoting=csv.QUOTE_NONE)
+                          quoting=csv.QUOTE_NONE, encoding="utf-8-sig")
     except (pd.errors.ParserError, ValueError) as err:
         raise CmixError(f"{path}: cannot parse as a table ({err})") from None
     if len(raw) != len(lines):
         raise CmixError(f"{path}: read {len(raw)} rows but the file has {len(lines)} data "
                         "lines; cannot parse it as a table")
-    out = pd.DataFrame({"id": raw[columns["id"]].str.strip()})
-    out["chrom"] = _map_unique(raw[columns["chrom"]], _chrom_name)
-    pos = pd.to_numeric(raw[columns["pos"]], errors="coerce")
-    bad = ~(np.isfinite(pos.to_numpy(dtype=float)) & (pos.to_numpy(dtype=float) % 1 == 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an integer "
-                        f"position, found {raw[columns['pos']].iloc[i]!r}")
-    out["pos"] = pos.astype(np.int64)
-    for field in ("effect_allele", "other_allele"):
-        out[field] = _map_unique(raw[columns[field]], lambda a: a.strip().upper())
-    beta_text = raw[columns["beta"]].str.strip()
-    beta = pd.to_numeric(beta_text, errors="coerce")
-    bad = beta.isna() & ~beta_text.str.upper().isin(_MISSING_TEXT)
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise CmixError(f"{path}, line {lines[i]}, column {columns['beta']}: expected a "
-                        f"number, found {beta_text.iloc[i]!r}")
-    infinite = np.isinf(beta.to_numpy(dtype=float))
+    note = ""
+    if "test" in columns:
+        test = raw[columns["test"]]
+        add = (test == "ADD").to_numpy()
+        if not add.all():      # tab-separated fields may carry spaces
+            test = test.str.strip()
+            add = (test == "ADD").to_numpy()
+        if not add.any() and len(raw):
+            raise CmixError(f"{path}: no row with {columns['test']} = ADD (the additive "
+                            f"test); tests found: {', '.join(sorted(set(test))[:5])}")
+        if not add.all():
+            note = f"; {int((~add).sum())} rows of other tests (covariates) left out"
+        raw, lines = raw[add], lines[add]     # the index stays the data-row number
+    if not quiet:
+        log(f"{path}: {describe_columns(layout, columns)}{note}")
+
+    n = len(raw)
+    out = pd.DataFrame(index=raw.index)
+    out["id"] = raw[columns["id"]].str.strip() if "id" in columns else ""
+    out["chrom"] = (_map_unique(raw[columns["chrom"]], _chrom_name) if "chrom" in columns
+                    else np.full(n, "", dtype=object))
+    if "pos" in columns:
+        pos = pd.to_numeric(raw[columns["pos"]], errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isfinite(pos) & (pos % 1 == 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an "
+                            f"integer position, found {raw[columns['pos']].iloc[i]!r}")
+        out["pos"] = pos.astype(np.int64)
+    else:
+        out["pos"] = np.full(n, -1, dtype=np.int64)
+    upper_alleles = lambda col: _map_unique(raw[col], lambda a: a.strip().upper())  # noqa: E731
+    out["effect_allele"] = upper_alleles(columns["effect_allele"])
+    if "other_allele" in columns:
+        out["other_allele"] = upper_alleles(columns["other_allele"])
+    else:
+        out["other_allele"] = _plink2_other_allele(
+            out["effect_allele"].to_numpy(), upper_alleles(columns["ref"]),
+            upper_alleles(columns["alt"]), path, columns, lines)
+
+    if "beta" in columns:
+        col = columns["beta"]
+        beta = _numbers(raw[col], path, col, lines, "a number")
+        infinite = np.isinf(beta)
+        what = "a finite effect size"
+    else:
+        col = columns["or"]
+        odds = _numbers(raw[col], path, col, lines, "an odds ratio")
+        infinite = ~(np.isfinite(odds) & (odds > 0)) & ~np.isnan(odds)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beta = np.log(odds)
+        what = "a finite odds ratio > 0"
     if infinite.any():
         i = int(np.flatnonzero(infinite)[0])
-        raise CmixError(f"{path}, line {lines[i]}, column {columns['beta']}: expected a "
-                        f"finite effect size, found {beta_text.iloc[i]!r}")
-    out["beta"] = beta.astype(float)
-    out["p"] = raw[columns["p"]].str.strip()
-    out["log10_p"] = parse_log10_p(out["p"], path, columns["p"], lines)
+        raise CmixError(f"{path}, line {lines[i]}, column {col}: expected {what}, found "
+                        f"{raw[col].iloc[i].strip()!r}")
+    if "errcode" in columns:
+        errcode = raw[columns["errcode"]]
+        failed = ~errcode.isin([".", ""]).to_numpy()
+        failed[failed] = ~errcode[failed].str.strip().isin([".", ""]).to_numpy()
+        beta[failed] = np.nan
+    out["beta"] = beta
+
+    if "p" in columns:
+        out["p"] = raw[columns["p"]].str.strip()
+        out["log10_p"] = parse_log10_p(out["p"], path, columns["p"], lines)
+    else:
+        col = columns["log10p"]
+        neg = _numbers(raw[col], path, col, lines, "-log10 p (a number >= 0)")
+        below = neg < -1e-12
+        if below.any():
+            i = int(np.flatnonzero(below)[0])
+            raise CmixError(f"{path}, line {lines[i]}, column {col}: -log10 p "
+                            f"{raw[col].iloc[i].strip()!r} is below 0 (p above 1)")
+        out["log10_p"] = np.minimum(-neg, 0.0)
+        out["p"] = ""      # made from log10_p for the selected rows only (_with_p_text)
     out["line"] = lines
+    out.attrs["layout"], out.attrs["columns"] = layout, dict(columns)
     return out
 
 
@@ -479,7 +791,7 @@ def clump(ranked: pd.DataFrame, bf, sample_idx=None, *, r2: float = 0.5, kb: flo
 # ------------------------------------------------------------------------ selection
 def select_top(table: pd.DataFrame, top: int) -> pd.DataFrame:
     """The ``top`` best-ranked rows of a harmonised table (:func:`rank` order)."""
-    return rank(table).head(top).reset_index(drop=True)
+    return _with_p_text(rank(table).head(top).reset_index(drop=True))
 
 
 def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[Path, Path]:
@@ -489,7 +801,7 @@ def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[
     """
     path = Path(path)
     steps_path = path.with_name(path.name + ".steps.tsv")
-    out = selected[OUTPUT_COLUMNS].copy()
+    out = _with_p_text(selected[OUTPUT_COLUMNS]).copy()
     out["beta"] = out["beta"].map(lambda x: f"{x:.10g}")
     out["log10_p"] = out["log10_p"].map(lambda x: f"{x:.10g}")
     with atomic_outputs(path, steps_path) as (tmp, tmp_steps):
@@ -529,11 +841,8 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
     import csv
 
     path = input_file(path, "summary statistics")
-    with open_maybe_gzip(path) as fh:
-        header_line = fh.readline()
-    sep = "\t" if "\t" in header_line else r"\s+"
-    header = header_line.strip("\r\n").split("\t") if sep == "\t" else header_line.split()
-    names = {h.strip().upper(): h.strip() for h in header}
+    header, sep = _read_header(path)
+    names = {h.upper(): h for h in header}
     if column.upper() not in names:
         raise CmixError(f"{path}: no {column} column for --min-info (header has "
                         f"{' '.join(header)}); give the imputation mfi files (--mfi) instead")
@@ -541,7 +850,7 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
         compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     raw = pd.read_csv(path, sep=sep, dtype=str, usecols=[names[column.upper()]],
                       na_filter=False, compression=compression, engine="c",
-                      quoting=csv.QUOTE_NONE)
+                      quoting=csv.QUOTE_NONE, encoding="utf-8-sig")
     return pd.to_numeric(raw.iloc[:, 0], errors="coerce").to_numpy(np.float64)
 
 
@@ -607,6 +916,6 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
                            f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",
                            len(ranked) - len(rows), len(rows)))
         ranked = ranked.iloc[rows].reset_index(drop=True)
-    selected = ranked.head(top).reset_index(drop=True)
+    selected = _with_p_text(ranked.head(top).reset_index(drop=True))
     steps_rows.append((f"top {top} by p", len(ranked) - len(selected), len(selected)))
     return selected, pd.DataFrame(steps_rows, columns=["step", "n_removed", "n_remaining"])

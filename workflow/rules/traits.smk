@@ -20,9 +20,16 @@ rule select_snps:
         genotypes=lambda wc, input: selection_args()
         + ([] if bgen_files() else ["--extract", input.snplist]),
         top=config["selection"]["top"],
+        columns=lambda wc: [
+            arg
+            for field, name in INPUTS.get("sumstats_columns", {})
+            .get(wc.trait, {})
+            .items()
+            for arg in (f"--col-{field.replace('_', '-')}", name)
+        ],
     shell:
         "cmix select --sumstats {input.sumstats:q} {params.genotypes:q} "
-        "--top {params.top:q} --out {output:q} 2> {log:q}"
+        "{params.columns:q} --top {params.top:q} --out {output:q} 2> {log:q}"
 
 
 rule store:
