@@ -93,20 +93,16 @@ STRUCTURED_POPULATIONS = [
 ]
 
 
-def structured_store(path: Path, n_samples: int = 2500, n_snps: int = 1000,
-                     n_variants: int = 4000, seed: int = 7) -> Path:
-    """Label = population: ``cmix simulate`` with :data:`STRUCTURED_POPULATIONS` (Hudson
-    Fst 0.01-0.15 to pop_a, unequal sizes, one admixed group), one of each related pair
-    dropped, ``n_snps`` SNPs drawn at random among those with MAF >= 1% and < 5% missing
-    calls, 20% stratified test split. The unlabeled rows carry the class structure."""
-    from cmix.genotypes import plink
-    from cmix.simulate import simulate_cohort
+def population_store(path: Path, sim: Path, truth: dict, n_snps: int, seed: int,
+                     class_names: list, codes: list) -> Path:
+    """Label = population (phenotype field 21000, code -> class by ``codes``) from a
+    simulated cohort folder ``sim``: one of each related pair dropped, ``n_snps`` SNPs
+    drawn at random among those with MAF >= 1% and < 5% missing calls, 20% stratified
+    test split. The unlabeled rows carry the class structure."""
+    import pandas as pd
 
-    if path.exists():
-        return path
-    sim = path.parent / f"{path.stem}_cohort"
-    truth = simulate_cohort(sim, n_samples=n_samples, n_variants=n_variants, n_discovery=200,
-                            seed=seed, populations=STRUCTURED_POPULATIONS)
+    from cmix.genotypes import plink
+
     bf = plink.open_bfile(sim / "genotypes")
     ids = bf.fam.iid.astype(str).to_numpy()
     drop = {b for _, b, _ in truth["related_pairs"]}
@@ -116,67 +112,57 @@ def structured_store(path: Path, n_samples: int = 2500, n_snps: int = 1000,
     freq = np.where(called, geno, 0).sum(0) / (2 * called.sum(0).clip(1))
     ok = np.flatnonzero((np.minimum(freq, 1 - freq) >= 0.01) & (called.mean(0) > 0.95))
     rng = np.random.default_rng(seed + 2)
-    cols = np.sort(rng.choice(ok, n_snps, replace=False))
-    import pandas as pd
+    cols = np.sort(rng.choice(ok, min(n_snps, len(ok)), replace=False))
     pheno = pd.read_csv(sim / "phenotypes.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
     code = pheno.loc[ids[keep], "f.21000.0.0"].to_numpy()
-    codes = [p["code"] for p in STRUCTURED_POPULATIONS]
     label = np.searchsorted(codes, code).astype(np.int16)
     write_test_store(path, geno[:, cols].astype(np.int8), label, test_fraction=0.2, seed=seed,
-                     trait="population", class_names=[p["name"] for p in STRUCTURED_POPULATIONS])
+                     trait="population", class_names=class_names)
     shutil.rmtree(sim)
     return path
 
 
-#: coalescent cohorts: stdpopsim HomSap model -> diploids per population
+def structured_store(path: Path, n_samples: int = 2500, n_snps: int = 1000,
+                     n_variants: int = 4000, seed: int = 7) -> Path:
+    """Label = population on ``cmix simulate`` with :data:`STRUCTURED_POPULATIONS` (Hudson
+    Fst 0.01-0.15 to pop_a, unequal sizes, one admixed group): :func:`population_store`."""
+    from cmix.simulate import simulate_cohort
+
+    if path.exists():
+        return path
+    sim = path.parent / f"{path.stem}_cohort"
+    truth = simulate_cohort(sim, n_samples=n_samples, n_variants=n_variants, n_discovery=200,
+                            seed=seed, populations=STRUCTURED_POPULATIONS)
+    return population_store(path, sim, truth, n_snps, seed,
+                            [p["name"] for p in STRUCTURED_POPULATIONS],
+                            [p["code"] for p in STRUCTURED_POPULATIONS])
+
+
+#: coalescent cohorts: stdpopsim HomSap model and people per population
 ANCESTRY_MODELS = {
-    "admixture": ("AmericanAdmixture_4B18", {"AFR": 500, "EUR": 1500, "ASIA": 500, "ADMIX": 500}),
-    "ooa": ("OutOfAfrica_3G09", {"YRI": 400, "CEU": 1800, "CHB": 800}),
+    "admixture": ("AmericanAdmixture_4B18", "AFR:500,EUR:1500,ASIA:500,ADMIX:500"),
+    "ooa": ("OutOfAfrica_3G09", "YRI:400,CEU:1800,CHB:800"),
 }
 
 
 def ancestry_store(path: Path, model: str = "admixture", n_snps: int = 900, seed: int = 7,
-                   n_pieces: int = 3, piece_mb: float = 5.0) -> Path:
-    """Label = population, on coalescent haplotypes: ``n_pieces`` pieces of ``piece_mb``
-    Mb (chromosomes 20, 21, 22 from 20 Mb; uniform recombination, the contig's own
-    mutation rate) simulated by msprime under the stdpopsim HomSap model
-    (:data:`ANCESTRY_MODELS`); diploids from consecutive haplotypes; ``n_snps`` SNPs drawn
-    at random among those with MAF >= 1% in the whole cohort (real LD, real allele
-    frequency spectrum, real continental Fst and admixture tracts); 0.5% missing calls;
-    20% stratified test split. Needs the [sim] extra (msprime, stdpopsim)."""
-    import warnings
-
-    import stdpopsim
+                   n_variants: int = 3000) -> Path:
+    """Label = population on coalescent haplotypes (``cmix simulate --haplotypes
+    coalescent``, :data:`ANCESTRY_MODELS`: real LD, allele frequency spectrum, continental
+    Fst and admixture tracts from the published demographic model; relatives, missing
+    calls and QC failures on top): :func:`population_store` with ``n_snps`` SNPs, as
+    the held-out real check had (~900 QC'd SNPs). Needs the [sim] extra."""
+    from cmix.coalescent import simulate_coalescent_cohort
 
     if path.exists():
         return path
-    model_id, counts = ANCESTRY_MODELS[model]
-    species = stdpopsim.get_species("HomSap")
-    demography = species.get_demographic_model(model_id)
-    engine = stdpopsim.get_engine("msprime")
-    genos, pops = [], None
-    for i in range(n_pieces):
-        contig = species.get_contig(f"chr{20 + i % 3}", left=20e6, right=20e6 + piece_mb * 1e6)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")        # the model's vs the contig's mutation rate
-            ts = engine.simulate(demography, contig, counts, seed=seed * 100 + i)
-        g = ts.genotype_matrix()                      # (sites, haplotypes) allele index
-        g = g[g.max(1) == 1]                          # biallelic sites only
-        genos.append((g[:, 0::2] + g[:, 1::2]).astype(np.int8))
-        pops = ts.tables.nodes.population[ts.samples()][0::2]
-    geno = np.concatenate(genos).T                    # (n, sites)
-    freq = geno.mean(0) / 2
-    ok = np.flatnonzero(np.minimum(freq, 1 - freq) >= 0.01)
-    rng = np.random.default_rng(seed + 3)
-    cols = np.sort(rng.choice(ok, min(n_snps, len(ok)), replace=False))
-    dosage = geno[:, cols].copy()
-    dosage[rng.random(dosage.shape) < 0.005] = -1
-    names = [p.name for p in demography.populations]
-    present = sorted(set(pops.tolist()))
-    label = np.searchsorted(present, pops).astype(np.int16)
-    write_test_store(path, dosage, label, test_fraction=0.2, seed=seed, trait="population",
-                     class_names=[names[c] for c in present])
-    return path
+    model_id, populations = ANCESTRY_MODELS[model]
+    sim = path.parent / f"{path.stem}_cohort"
+    truth = simulate_coalescent_cohort(sim, model=model_id, populations=populations,
+                                       n_variants=n_variants, n_discovery=200, seed=seed)
+    names = sorted(truth["classes"], key=lambda k: truth["classes"][k][0])
+    return population_store(path, sim, truth, n_snps, seed, names,
+                            [truth["classes"][n][0] for n in names])
 
 
 def digits_store(path: Path, tuning: bool = False) -> Path:
