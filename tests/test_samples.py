@@ -206,3 +206,25 @@ def test_no_sample_qc_and_no_withdrawals_keep_everyone(inputs, capsys):
     assert main(["samples", "--fam", str(d / "c.fam"), "--sqc", str(d / "ukb_sqc_v2.txt"),
                  "--no-ancestry-filter", "--out", str(d / "u")]) == 0
     assert _summary(d / "u.filters.json")["sample_qc_columns"] == FIELDS[:3]
+
+
+def test_filters_summary_is_checked_before_the_store_records_it(inputs):
+    """cmix store --sample-filters reads cmix samples' OUT.filters.json: the relatedness
+    route is added; a malformed summary or an unknown route is one message."""
+    from cmix.genotypes.samples import read_filters_summary
+    from cmix.io import CmixError
+
+    d, ids, f, withdrawn = inputs
+    assert main(["samples", "--fam", str(d / "c.fam"), "--withdrawn", str(d / "w.txt"),
+                 "--out", str(d / "s")]) == 0
+    assert read_filters_summary(d / "s.filters.json", "kinship table") == {
+        "sample_qc": "not given", "withdrawn": "applied", "sample_qc_columns": [],
+        "relatedness": "kinship table"}
+    with pytest.raises(CmixError, match="relatedness route 'plink'"):
+        read_filters_summary(d / "s.filters.json", "plink")
+    (d / "bad.json").write_text('{"sample_qc": "yes", "withdrawn": "applied"}')
+    with pytest.raises(CmixError, match="bad.json: expected 'sample_qc'"):
+        read_filters_summary(d / "bad.json", "kinship table")
+    (d / "trunc.json").write_text('{"sample_qc": ')
+    with pytest.raises(CmixError, match="trunc.json: not valid JSON"):
+        read_filters_summary(d / "trunc.json", "kinship table")

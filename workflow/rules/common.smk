@@ -120,8 +120,10 @@ def check_values():
                 f"covariates.pcs: {spec['pcs']} PCs from the pca rule, which computes "
                 f"pca.n_pcs = {config['pca']['n_pcs']}"
             )
-        from_sqc = spec["array"] or spec["batch"] or (
-            spec["pcs"] and spec["pcs_from"] == "sample_qc"
+        from_sqc = (
+            spec["array"]
+            or spec["batch"]
+            or (spec["pcs"] and spec["pcs_from"] == "sample_qc")
         )
         if from_sqc and not SIMULATED and not INPUTS.get("sample_qc"):
             fail(
