@@ -181,8 +181,8 @@ def check_values():
 
 
 def filtered_samples():
-    """(IIDs of the .fam samples that pass the withdrawals and the sample QC, as `cmix
-    samples` filters them, and what that count is). The unrelated set and the stores
+    """IIDs (str array) of the .fam samples that pass the withdrawals and the sample
+    QC, filtered by the functions `cmix samples` runs. The unrelated set and the stores
     can only be smaller."""
     from cmix.genotypes.pgen import read_psam
     from cmix.genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
