@@ -383,6 +383,13 @@ def _add_store(sub):
                         "samples missing one are left out")
     p.add_argument("--sample-qc", help="UK Biobank sample QC table (PCs, genotyping array)")
     p.add_argument("--eigenvec", help="cmix pca / plink2 .eigenvec (pcs_from: eigenvec)")
+    p.add_argument("--sample-filters", metavar="FILTERS_JSON",
+                   help="OUT.filters.json of the `cmix samples` run that made --keep: "
+                        "recorded in the store's provenance (with --relatedness)")
+    p.add_argument("--relatedness", default="not applied",
+                   choices=["kinship table", "KING from genotypes", "not applied"],
+                   help="how --keep's unrelated set was chosen, for the provenance record "
+                        "(default: not applied)")
     p.add_argument("--force", action="store_true", help="overwrite an existing store")
     p.add_argument("--out", required=True, help="output store (folder, e.g. trait.zarr)")
     p.set_defaults(func=_run_store)
@@ -439,12 +446,17 @@ def _run_store(args):
     from .genotypes.store import build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
+    sample_filters = None
+    if args.sample_filters:
+        from .genotypes.samples import read_filters_summary
+
+        sample_filters = read_filters_summary(args.sample_filters, args.relatedness)
     summary = build_store(args.out, snps=args.snps, pheno=args.pheno,
                           trait=args.trait, trait_config=trait_config, keep=args.keep,
                           test_fraction=args.test_fraction, split_seed=args.split_seed,
                           force=args.force, covariates=_load_covariates(args.covariates),
                           sample_qc=args.sample_qc, eigenvec=args.eigenvec,
-                          **_genotype_kwargs(args))
+                          sample_filters=sample_filters, **_genotype_kwargs(args))
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
 
@@ -480,7 +492,10 @@ def _add_samples(sub):
         description="Remove withdrawn participants and samples failing the UK Biobank sample "
                     "QC table (het.missing.outliers, putative.sex.chromosome.aneuploidy, "
                     "excess.relatives, not in.white.British.ancestry.subset). Writes O.keep "
-                    "(#FID IID, for --keep) and O.filters.tsv (filter, n_removed, n_remaining).")
+                    "(#FID IID, for --keep), O.filters.tsv (filter, n_removed, n_remaining) "
+                    "and O.filters.json (which filters ran, for `cmix store --sample-filters`). "
+                    "Without --sqc or --withdrawn that filter is skipped; a tidy --sqc table "
+                    "applies the named columns it has.")
     p.add_argument("--fam", required=True, help=".fam file (or PLINK prefix) whose samples to filter")
     p.add_argument("--sqc", help="sample QC table: ukb_sqc_v2.txt (headerless, .fam order) or a "
                                  "tidy table with an eid/IID column and the named columns")

@@ -140,3 +140,25 @@ def test_bad_trait_inputs(table, tmp_path):
     df.rename(columns={"eid": "person"}).to_csv(noid, sep="\t", index=False)
     with pytest.raises(CmixError, match="no ID column"):
         ph.read_phenotypes(noid)
+
+
+def test_max_training_split_bounds_every_subset():
+    """test_split's training split of any subset of samples (random strata, subsets of
+    every size) never exceeds max_training_split of the whole set, and the bound is
+    reached: it is the smallest bound of its form."""
+    from cmix.genotypes.phenotypes import max_training_split, test_split
+
+    rng = np.random.default_rng(0)
+    reached = False
+    for trial in range(300):
+        n = int(rng.integers(1, 60))
+        n_strata = int(rng.integers(1, 8))
+        tf = float(rng.choice([0.1, 0.2, 0.25, 0.3, 0.5, 0.7]))
+        strata = rng.integers(0, n_strata, n)
+        bound = max_training_split(n, tf, n_strata)
+        for m in range(1, n + 1):
+            sub = strata[rng.choice(n, m, replace=False)]
+            n_train = int((test_split(sub, tf, seed=trial) == 0).sum())
+            assert n_train <= bound, (n, m, n_strata, tf)
+            reached |= n_train == bound
+    assert reached

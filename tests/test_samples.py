@@ -140,11 +140,91 @@ def test_bad_inputs(inputs, capsys):
     (d / "badval.txt").write_text("".join(lines[:4] + [" ".join(fields)] + lines[5:]))
     _fails(d, capsys, ["--sqc", str(d / "badval.txt")], "line 5, column 19")
     (d / "narrow.txt").write_text("".join(" ".join(l.split()[:10]) + "\n" for l in lines))
-    _fails(d, capsys, ["--sqc", str(d / "narrow.txt")], "at least 24 columns")
-    tidy = f.drop(columns=["excess.relatives"])
-    tidy.insert(0, "eid", ids)
-    tidy.to_csv(d / "tidy.tsv", sep="\t", index=False)
-    _fails(d, capsys, ["--sqc", str(d / "tidy.tsv")], "missing column(s) excess.relatives")
+    _fails(d, capsys, ["--sqc", str(d / "narrow.txt")],
+           "narrow.txt, line 1: neither a tidy sample QC table")
+    _fails(d, capsys, ["--sqc", str(d / "narrow.txt"), "--sqc-headerless"],
+           "at least 24 columns")
     _fails(d, capsys, ["--withdrawn", str(d / "nope.txt")], "file not found")
     (d / "all.txt").write_text("\n".join(ids))
     _fails(d, capsys, ["--withdrawn", str(d / "all.txt")], "no samples remain")
+
+
+def _summary(path):
+    import json
+
+    return json.loads(path.read_text())
+
+
+def test_tidy_table_with_some_columns_applies_those(inputs, capsys):
+    """A tidy table without excess.relatives and the ancestry column applies the other
+    two (and says so); expected set from pandas on those two columns alone."""
+    d, ids, f, withdrawn = inputs
+    tidy = f.drop(columns=["excess.relatives", "in.white.British.ancestry.subset"])
+    tidy.insert(0, "eid", ids)
+    tidy.to_csv(d / "some.tsv", sep="\t", index=False)
+    assert main(["samples", "--fam", str(d / "c.fam"), "--sqc", str(d / "some.tsv"),
+                 "--withdrawn", str(d / "w.txt"), "--out", str(d / "s")]) == 0
+    ok = ((f["het.missing.outliers"] == 0) & (f["putative.sex.chromosome.aneuploidy"] == 0)
+          & ~pd.Series(ids).isin(withdrawn)).to_numpy()
+    assert read_keep(d / "s.keep") == [i for i, k in zip(ids, ok) if k]
+    assert len(read_keep(d / "s.keep")) < len(expected(ids, f.assign(**{
+        "excess.relatives": 0, "in.white.British.ancestry.subset": 1}), set()))
+    table = pd.read_csv(d / "s.filters.tsv", sep="\t")
+    assert list(table["filter"]) == ["fam", "withdrawn", *FIELDS[:2]]
+    err = capsys.readouterr().err
+    assert ("sample QC columns applied: het.missing.outliers, "
+            "putative.sex.chromosome.aneuploidy; not in the table, so not applied: "
+            "excess.relatives, in.white.British.ancestry.subset") in err
+    assert _summary(d / "s.filters.json") == {
+        "sample_qc": "applied", "withdrawn": "applied", "sample_qc_columns": FIELDS[:2]}
+
+
+def test_id_only_table_is_tidy_not_headerless(inputs, capsys):
+    """A one-column table (eid) is a list of samples that passed QC, not a headerless
+    ukb_sqc_v2: the samples it lacks are removed, no QC column applies."""
+    d, ids, f, withdrawn = inputs
+    listed = ids[::3]
+    (d / "eids.txt").write_text("eid\n" + "".join(f"{i}\n" for i in listed))
+    assert main(["samples", "--fam", str(d / "c.fam"), "--sqc", str(d / "eids.txt"),
+                 "--out", str(d / "s")]) == 0
+    assert read_keep(d / "s.keep") == listed
+    assert "sample QC columns applied: none" in capsys.readouterr().err
+    assert _summary(d / "s.filters.json") == {
+        "sample_qc": "applied", "withdrawn": "not given", "sample_qc_columns": []}
+
+
+def test_no_sample_qc_and_no_withdrawals_keep_everyone(inputs, capsys):
+    d, ids, f, withdrawn = inputs
+    assert main(["samples", "--fam", str(d / "c.fam"), "--out", str(d / "s")]) == 0
+    assert read_keep(d / "s.keep") == ids
+    err = capsys.readouterr().err
+    assert "no sample QC table given" in err and "no withdrawal list given" in err
+    assert _summary(d / "s.filters.json") == {
+        "sample_qc": "not given", "withdrawn": "not given", "sample_qc_columns": []}
+    table = pd.read_csv(d / "s.filters.tsv", sep="\t")
+    assert list(table["filter"]) == ["fam"]
+    assert main(["samples", "--fam", str(d / "c.fam"), "--sqc", str(d / "ukb_sqc_v2.txt"),
+                 "--no-ancestry-filter", "--out", str(d / "u")]) == 0
+    assert _summary(d / "u.filters.json")["sample_qc_columns"] == FIELDS[:3]
+
+
+def test_filters_summary_is_checked_before_the_store_records_it(inputs):
+    """cmix store --sample-filters reads cmix samples' OUT.filters.json: the relatedness
+    route is added; a malformed summary or an unknown route is one message."""
+    from cmix.genotypes.samples import read_filters_summary
+    from cmix.io import CmixError
+
+    d, ids, f, withdrawn = inputs
+    assert main(["samples", "--fam", str(d / "c.fam"), "--withdrawn", str(d / "w.txt"),
+                 "--out", str(d / "s")]) == 0
+    assert read_filters_summary(d / "s.filters.json", "kinship table") == {
+        "sample_qc": "not given", "withdrawn": "applied", "sample_qc_columns": [],
+        "relatedness": "kinship table"}
+    with pytest.raises(CmixError, match="relatedness route 'plink'"):
+        read_filters_summary(d / "s.filters.json", "plink")
+    (d / "bad.json").write_text('{"sample_qc": "yes", "withdrawn": "applied"}')
+    with pytest.raises(CmixError, match="bad.json: expected 'sample_qc'"):
+        read_filters_summary(d / "bad.json", "kinship table")
+    (d / "trunc.json").write_text('{"sample_qc": ')
+    with pytest.raises(CmixError, match="trunc.json: not valid JSON"):
+        read_filters_summary(d / "trunc.json", "kinship table")

@@ -142,7 +142,7 @@ def test_trait_definition_errors_fail_before_any_job(ukb_standin, tmp_path, trai
     res = snakemake("--cores", "1", "--configfile", str(bad), "--directory", str(tmp_path))
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
-    assert f"On instance['trait_definitions']['{trait}']" in res.stdout + res.stderr
+    assert f"config error: trait_definitions.{trait}" in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -421,3 +421,187 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     # inside each job, every step asks for that one GPU, never more
     steps = [s for s in (work / "slurm/srun.log").read_text().splitlines() if "--gpus" in s]
     assert steps and all("--gpus=1 " in s for s in steps), steps
+
+
+# ------------------------------------------------------------------ any PLINK cohort
+def cohort_config(c: Path, run_name="cohort") -> dict:
+    """config/cohort.yaml pointed at a simulated cohort's files: the phenotype table
+    rewritten with plain column names and an IID column, no sample QC, no withdrawals,
+    no kinship table."""
+    import pandas as pd
+
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype=str).rename(columns={
+        "eid": "IID", "f.1747.0.0": "hair_colour", "f.30100.0.0": "platelet_volume",
+        "f.21022.0.0": "age", "f.31.0.0": "sex"})
+    pheno[["IID", "hair_colour", "platelet_volume", "age", "sex"]].to_csv(
+        c / "plain_phenotypes.tsv", sep="\t", index=False)
+    cfg = yaml.safe_load((REPO / "config/cohort.yaml").read_text())
+    cfg["run_name"] = run_name
+    cfg["inputs"] = {"bfile": str(c / "genotypes"),
+                     "phenotypes": str(c / "plain_phenotypes.tsv"),
+                     "sumstats": {"hair_colour": str(c / "sumstats/hair_colour.txt.gz"),
+                                  "platelet_volume":
+                                      str(c / "sumstats/mean_platelet_volume.txt.gz")}}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def plain_cohort(ukb_standin):
+    """The stand-in cohort's files as a non-UKB cohort config (config/cohort.yaml)."""
+    _, ukb = ukb_standin
+    c = Path(ukb["inputs"]["sample_qc"]).parent
+    cfg = cohort_config(c)
+    cfg["budgets"], cfg["seeds"] = [50], [1]
+    return c, cfg
+
+
+def test_any_plink_cohort_runs_end_to_end(plain_cohort, tmp_path):
+    """config/cohort.yaml on a simulated cohort: no sample QC, no withdrawals, no kinship
+    table, KING from the genotypes, PCs from cmix pca. The run finishes and each store
+    records which sample filters did not apply."""
+    from cmix.genotypes.store import open_store
+
+    c, cfg = plain_cohort
+    cfg = dict(cfg, selection={"top": 100}, methods=["covariates"],
+               train={"device": "cpu", "config": FAST_TRAIN})
+    path = tmp_path / "cohort.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = tmp_path / "results/cohort"
+    assert len(list(out.glob("runs/*/covariates/budget50/seed1/metrics.json"))) == 2
+    assert (out / "report/report.html").exists() and (out / "pca/pcs.eigenvec").exists()
+    log = (out / "logs/sample_filters.log").read_text()
+    assert "no sample QC table given" in log and "no withdrawal list given" in log
+    assert "--kinship" not in (out / "logs/unrelated.log").read_text()
+    for trait in cfg["traits"]:
+        attrs = dict(open_store(out / f"traits/{trait}.zarr").attrs)
+        assert attrs["provenance"]["sample_filters"] == {
+            "sample_qc": "not given", "withdrawn": "not given", "sample_qc_columns": [],
+            "relatedness": "KING from genotypes"}
+        assert attrs["covariates"]["names"][:2] == ["age", "sex"]
+
+
+def test_ukb_inputs_record_the_filters_they_applied(ukb_standin, tmp_path):
+    """With a sample QC table, a withdrawal list and a kinship table, the store says so."""
+    from cmix.genotypes.store import open_store
+
+    cfg_path, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)
+    cfg["traits"] = ["mean_platelet_volume"]
+    path = tmp_path / "ukb.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    store = tmp_path / "results/ukbtiny/traits/mean_platelet_volume.zarr"
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path),
+                    str(store.relative_to(tmp_path)))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert dict(open_store(store).attrs)["provenance"]["sample_filters"] == {
+        "sample_qc": "applied", "withdrawn": "applied", "relatedness": "kinship table",
+        "sample_qc_columns": ["het.missing.outliers", "putative.sex.chromosome.aneuploidy",
+                              "excess.relatives", "in.white.British.ancestry.subset"]}
+
+
+# ------------------------------------------------- the config check, before any job
+def dry_run_refuses(cfg: dict, tmp_path, message: str, *extra):
+    """`snakemake -n` on cfg exits non-zero before any job, with one error line that
+    holds ``message``, no traceback and no schema dump."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
+                    str(tmp_path), *extra)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-2000:]
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("config error: "), out[-2000:]
+    assert message in lines[0], lines[0]
+    assert not (tmp_path / "results").exists() and "rule " not in out
+    return lines[0]
+
+
+def _cohort_samples(c: Path, cfg: dict, trait: str) -> int:
+    """Samples past the withdrawals and the sample QC with a listed code of a
+    categorical trait, computed with pandas from the input files."""
+    import pandas as pd
+
+    fam = pd.read_csv(c / "genotypes.fam", sep=r"\s+", header=None, dtype=str)[1]
+    sqc = pd.read_csv(c / "sample_qc.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
+    withdrawn = set((c / "withdrawn.txt").read_text().split())
+    ok = sqc.loc[fam, ["het.missing.outliers", "putative.sex.chromosome.aneuploidy",
+                       "excess.relatives"]].eq(0).all(axis=1).to_numpy().copy()
+    ok &= sqc.loc[fam, "in.white.British.ancestry.subset"].eq(1).to_numpy()
+    ok &= ~fam.isin(withdrawn).to_numpy()
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
+    definition = cfg["trait_definitions"][trait]
+    codes = {v for vs in definition["classes"].values() for v in vs}
+    values = pheno.reindex(fam[ok])[f"f.{definition['field']}.0.0"]
+    return int(values.isin(codes).sum())
+
+
+@pytest.mark.parametrize("case, message", [
+    ("categorical_without_classes", "trait_definitions: trait 'hair_colour'"),
+    ("indep_pairwise_r2", "--indep-pairwise: the r^2 threshold must be in [0, 1), got 1.5"),
+    ("n_pcs", "pca.n_pcs: --pcs 100000:"),
+    ("withdrawn_folder", "is a folder, expected a file (inputs.withdrawn)"),
+    ("sumstats_missing", "inputs.sumstats.hair_colour: "),
+    ("unknown_key", "top level: Additional properties are not allowed ('bogus_key' was"),
+    ("covariate_pcs_without_sample_qc", "covariates: the PCs (pcs_from: sample_qc)"),
+])
+def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
+    _, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)
+    if case == "categorical_without_classes":
+        del cfg["trait_definitions"]["hair_colour"]["classes"]
+    elif case == "indep_pairwise_r2":
+        cfg["pca"]["indep_pairwise"] = "1000kb 1 1.5"
+    elif case == "n_pcs":
+        cfg["pca"]["n_pcs"] = 100000
+    elif case == "withdrawn_folder":
+        cfg["inputs"]["withdrawn"] = str(tmp_path)
+    elif case == "sumstats_missing":
+        cfg["inputs"]["sumstats"]["hair_colour"] = str(tmp_path / "nope.sumstats.gz")
+    elif case == "unknown_key":
+        cfg["bogus_key"] = 1
+    elif case == "covariate_pcs_without_sample_qc":
+        del cfg["inputs"]["sample_qc"]
+    line = dry_run_refuses(cfg, tmp_path, message)
+    if case == "sumstats_missing":
+        assert "nope.sumstats.gz not found" in line
+
+
+def test_budgets_are_checked_against_the_training_split(ukb_standin, tmp_path):
+    """A budget the cohort could hold (cohort x (1 - test_fraction)) but the trait's
+    training split cannot is refused before any job; the largest budget the training
+    split can hold passes. Sample counts from pandas on the input files."""
+    _, cfg = ukb_standin
+    c = Path(cfg["inputs"]["sample_qc"]).parent
+    cfg = copy.deepcopy(cfg)
+    cfg["traits"] = ["hair_colour"]
+    n_fam = len((c / "genotypes.fam").read_text().splitlines())
+    n = _cohort_samples(c, cfg, "hair_colour")
+    n_classes = len(cfg["trait_definitions"]["hair_colour"]["classes"])
+    most = int(n * 0.8 + n_classes / 2)          # test_split rounds per class
+    assert most + 1 <= int(n_fam * 0.8)           # the cohort-size check let it through
+    cfg["budgets"] = [most + 1]
+    dry_run_refuses(cfg, tmp_path, f"budgets: {most + 1} labeled samples asked for, but "
+                                   f"trait 'hair_colour' has at most {most}")
+    cfg["budgets"] = [most]
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
+                    str(tmp_path))
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_fetchable_sumstats_pass_the_check(ukb_standin, tmp_path):
+    """A sumstats path absent on disk but listed in the fetch manifest is planned as a
+    fetch_resource job (the documented first run of config/ukb.yaml)."""
+    _, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)
+    ukb = yaml.safe_load((REPO / "config/ukb.yaml").read_text())
+    cfg["inputs"]["sumstats"]["hair_colour"] = ukb["inputs"]["sumstats"]["hair_colour"]
+    path = tmp_path / "fetch.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
+                    str(tmp_path))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "rule fetch_resource" in res.stdout

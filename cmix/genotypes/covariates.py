@@ -108,8 +108,9 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
     path = input_file(path, "sample QC table")
     with open(path) as fh:
         first = fh.readline()
-    headerless = "het.missing.outliers" not in first
-    if headerless:
+    from .samples import sqc_is_headerless
+
+    if sqc_is_headerless(path, first, flags=False):
         raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="python")
         if len(raw) != len(fam):
             raise CmixError(f"{path}: {len(raw)} lines, but the .fam has {len(fam)} samples "

@@ -953,6 +953,16 @@ def _sample_rows(bf, path, what: str) -> np.ndarray:
     return idx
 
 
+def check_n_pcs(n_pcs: int, n_fit: int, what: str = "fitted samples") -> None:
+    """CmixError unless 1 <= n_pcs <= n_fit - 1 (n centred samples span n - 1
+    dimensions); ``what`` describes n_fit in the message."""
+    if n_pcs < 1:
+        raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
+    if n_pcs > n_fit - 1:
+        raise CmixError(f"--pcs {n_pcs}: {n_fit} {what} give at most "
+                        f"{max(n_fit - 1, 0)} PCs (n centred samples span n - 1 dimensions)")
+
+
 def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
             regions=HIGH_LD_REGIONS, prune: PruneSettings | None = None, n_pcs: int = 10,
             seed: int = 0, threads: int | None = None,
@@ -975,9 +985,7 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
     if project:
         other_idx = np.setdiff1d(_sample_rows(bf, project, "--project"), fit_idx)
     n_fit = len(fit_idx)
-    if n_pcs > n_fit - 1:
-        raise CmixError(f"--pcs {n_pcs}: {n_fit} fitted samples give at most "
-                        f"{max(n_fit - 1, 0)} PCs (n centred samples span n - 1 dimensions)")
+    check_n_pcs(n_pcs, n_fit)
 
     bim = bf.bim
     candidate = autosomal(bim["chrom"])

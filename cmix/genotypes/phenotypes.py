@@ -135,6 +135,14 @@ def test_split(strata: np.ndarray, test_fraction: float, seed: int) -> np.ndarra
 test_split.__test__ = False  # a library function, not a pytest test
 
 
+def max_training_split(n: int, test_fraction: float, n_strata: int) -> int:
+    """The most samples :func:`test_split` can leave in the training split of any n
+    samples in at most ``n_strata`` strata (or of any subset of them): a stratum of n_s
+    keeps n_s - round(n_s x test_fraction) <= n_s (1 - test_fraction) + 1/2, so the
+    total is at most n (1 - test_fraction) + n_strata / 2, and at most n."""
+    return int(min(n, np.floor(n * (1.0 - test_fraction) + n_strata / 2)))
+
+
 def continuous_strata(values: np.ndarray, n_bins: int = N_CONTINUOUS_STRATA) -> np.ndarray:
     """Quantile-bin index (0..n_bins-1) of each value: int64 (n,)."""
     values = np.asarray(values, dtype=float)

@@ -2,8 +2,12 @@
 
 The sample QC table is either UK Biobank's ``ukb_sqc_v2.txt`` (no header, one row per
 .fam line in .fam order, 68 whitespace-separated columns) or a tidy table with a header,
-an ID column (``eid``, ``IID`` or ``iid``) and the named columns below, matched to the
-.fam by IID (not by row order). Filters, in order:
+an ID column (``eid``, ``IID`` or ``iid``) and any of the named columns below, matched to
+the .fam by IID (not by row order). Which one a file is, is decided by its first line
+(:func:`sqc_is_headerless`). A tidy table applies the named columns it has and says
+which; one with an ID column only removes the samples it does not list. Both the table
+and the withdrawal list are optional: a filter whose input is not given is skipped, and
+the summary (:func:`filters_summary`) records it as "not given". Filters, in order:
 
 1. withdrawn participants (a file of IDs, one per line; matched to the .fam IID);
 2. ``het.missing.outliers == 0`` (ukb_sqc_v2 column 19, 1-based);
@@ -17,6 +21,7 @@ its own line. Counts only ever leave this module, never IDs.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -33,6 +38,33 @@ SQC_FIELDS = {
     "in.white.British.ancestry.subset": (24, 1),
 }
 ID_COLUMNS = ("eid", "IID", "iid", "#IID")
+#: Values of a store's ``provenance.sample_filters`` entries.
+FILTER_STATES = ("applied", "not given")
+RELATEDNESS_ROUTES = ("kinship table", "KING from genotypes", "not applied")
+
+
+def sqc_is_headerless(path, first: str, flags: bool = True) -> bool:
+    """Whether a sample QC table whose first line is ``first`` is a headerless
+    ukb_sqc_v2 (True) or a tidy table with a header (False), decided by content: a first
+    line naming an ID column or a sample QC column is a header; one with at least 24
+    fields, 0 or 1 in columns 19, 20, 23 and 24, is a ukb_sqc_v2 row. Anything else is
+    a CmixError naming ``path`` and both layouts. ``flags=False`` (a reader of other
+    columns, e.g. the PCs): any first line that is not a header is a ukb_sqc_v2 row."""
+    fields = first.rstrip("\r\n").split("\t") if "\t" in first else (
+        first.split(",") if "," in first else first.split())
+    names = {f.strip().strip('"') for f in fields}
+    if names & (set(ID_COLUMNS) | set(SQC_FIELDS)):
+        return False
+    if not flags:
+        return True
+    cols = [c for c, _ in SQC_FIELDS.values()]
+    words = first.split()
+    if len(words) >= max(cols) and all(words[c - 1] in ("0", "1") for c in cols):
+        return True
+    raise CmixError(f"{path}, line 1: neither a tidy sample QC table (a header naming an ID "
+                    f"column, {' or '.join(ID_COLUMNS)}, and any of {', '.join(SQC_FIELDS)}) "
+                    f"nor a headerless ukb_sqc_v2 row (at least {max(cols)} fields, 0 or 1 "
+                    f"in columns {', '.join(map(str, cols))}); found {len(words)} field(s)")
 
 
 def _flag_column(values: pd.Series, path: Path, column_label: str,
@@ -65,12 +97,13 @@ def _read_rows(path: Path, sep: str | None, header: bool) -> tuple[pd.DataFrame,
 
 def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
                    headerless: bool | None = None) -> pd.DataFrame:
-    """Read a sample QC table aligned to ``fam``: bool columns named as SQC_FIELDS plus
-    ``in_table`` (False for .fam samples a tidy table does not list). One row per .fam row.
+    """Read a sample QC table aligned to ``fam``: bool columns named as SQC_FIELDS (all
+    four for ukb_sqc_v2; those it has for a tidy table) plus ``in_table`` (False for .fam
+    samples a tidy table does not list). One row per .fam row.
 
-    headerless: True for ukb_sqc_v2.txt, False for a tidy table, None = detect (a first
-    line containing ``het.missing.outliers`` means a header). Every row must have as
-    many fields as the first line.
+    headerless: True for ukb_sqc_v2.txt, False for a tidy table, None = detect by
+    content (:func:`sqc_is_headerless`). Every row must have as many fields as the first
+    line.
     """
     path = input_file(path, "sample QC table")
     with open(path) as fh:
@@ -80,7 +113,7 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
                         "ukb_sqc_v2.txt rows (no header, .fam order) or a header naming "
                         "het.missing.outliers and the other sample QC columns")
     if headerless is None:
-        headerless = "het.missing.outliers" not in first
+        headerless = sqc_is_headerless(path, first)
     if headerless:
         raw, lines = _read_rows(path, None, header=False)
         need = max(c for c, _ in SQC_FIELDS.values())
@@ -102,19 +135,18 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
     if id_col is None:
         raise CmixError(f"{path}: no sample ID column; expected one named "
                         f"{' or '.join(ID_COLUMNS)}")
-    missing = [c for c in SQC_FIELDS if c not in tidy.columns]
-    if missing:
-        raise CmixError(f"{path}: missing column(s) {', '.join(missing)}")
+    present = [c for c in SQC_FIELDS if c in tidy.columns]
     dup = tidy[id_col].duplicated()
     if dup.any():
         raise CmixError(f"{path}, line {lines[int(np.flatnonzero(dup.to_numpy())[0])]}: "
                         "duplicate sample ID (each sample must appear once)")
     flags = pd.DataFrame({name: _flag_column(tidy[name], path, f"column {name}", lines)
-                          for name in SQC_FIELDS}, index=tidy[id_col].to_numpy())
-    pos = pd.Index(flags.index).get_indexer(fam["iid"])
+                          for name in present}, index=tidy[id_col].to_numpy())
+    pos = pd.Index(tidy[id_col].to_numpy()).get_indexer(fam["iid"])
     out = pd.DataFrame({name: np.where(pos >= 0, flags[name].to_numpy()[pos], False)
-                        for name in SQC_FIELDS})
-    out["in.white.British.ancestry.subset"] &= pos >= 0
+                        for name in present}, index=pd.RangeIndex(len(fam)))
+    if "in.white.British.ancestry.subset" in out:
+        out["in.white.British.ancestry.subset"] &= pos >= 0
     out["in_table"] = pos >= 0
     return out
 
@@ -127,7 +159,8 @@ def read_withdrawn(path: str | os.PathLike) -> set[str]:
 def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,
                    withdrawn: set[str] | None = None, ancestry: bool = True
                    ) -> tuple[np.ndarray, pd.DataFrame]:
-    """Apply the filters in order. Returns (kept indices into fam (sorted), filters table
+    """Apply the filters in order; None skips a filter, and a sample QC column absent
+    from ``sqc`` is not applied. Returns (kept indices into fam (sorted), filters table
     with columns filter, n_removed, n_remaining; the first row is the .fam itself)."""
     keep = np.ones(len(fam), bool)
     rows = [("fam", 0, len(fam))]
@@ -143,15 +176,51 @@ def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,
         if not sqc["in_table"].all():
             apply("not_in_sample_qc_table", ~sqc["in_table"].to_numpy())
         for name, (_, want) in SQC_FIELDS.items():
-            if name == "in.white.British.ancestry.subset" and not ancestry:
+            if name not in sqc or (name == "in.white.British.ancestry.subset"
+                                   and not ancestry):
                 continue
             apply(name, sqc[name].to_numpy() != bool(want))
     return np.flatnonzero(keep), pd.DataFrame(rows, columns=["filter", "n_removed", "n_remaining"])
 
 
+def filters_summary(sqc: pd.DataFrame | None, withdrawn: set[str] | None,
+                    ancestry: bool = True) -> dict:
+    """Which sample filters ran: ``sample_qc`` and ``withdrawn`` each "applied" or "not
+    given", and ``sample_qc_columns``, the sample QC columns applied (a store's
+    ``provenance.sample_filters`` without its ``relatedness`` entry)."""
+    columns = [] if sqc is None else [
+        c for c in SQC_FIELDS if c in sqc
+        and (ancestry or c != "in.white.British.ancestry.subset")]
+    return {"sample_qc": "not given" if sqc is None else "applied",
+            "withdrawn": "not given" if withdrawn is None else "applied",
+            "sample_qc_columns": columns}
+
+
+def read_filters_summary(path, relatedness: str) -> dict:
+    """``O.filters.json`` of :func:`run_samples` with the relatedness route added: the
+    store's ``provenance.sample_filters``. Checks the values."""
+    from ..io import input_file
+
+    path = input_file(path, "sample filters summary (cmix samples' OUT.filters.json)")
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CmixError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    for key in ("sample_qc", "withdrawn"):
+        if not isinstance(summary, dict) or summary.get(key) not in FILTER_STATES:
+            raise CmixError(f"{path}: expected {key!r}: one of {', '.join(FILTER_STATES)} "
+                            "(written by cmix samples)")
+    if relatedness not in RELATEDNESS_ROUTES:
+        raise CmixError(f"relatedness route {relatedness!r}: expected one of "
+                        f"{', '.join(RELATEDNESS_ROUTES)}")
+    return {**summary, "relatedness": relatedness}
+
+
 def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
                 headerless: bool | None = None, ancestry: bool = True) -> pd.DataFrame:
-    """Read inputs, filter, write ``O.keep`` (#FID IID) and ``O.filters.tsv`` together."""
+    """Read inputs, filter, write ``O.keep`` (#FID IID), ``O.filters.tsv`` and
+    ``O.filters.json`` (:func:`filters_summary`) together. A filter whose input is None
+    is skipped and logged."""
     from ..io import log
     from .pgen import read_psam
     from .plink import write_sample_ids
@@ -159,6 +228,15 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     fam = read_psam(fam_path)        # a .fam, or a PLINK 2 .psam (with its # header)
     sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None
     withdrawn = read_withdrawn(withdrawn_path) if withdrawn_path else None
+    if sqc is None:
+        log("samples: no sample QC table given: its filters are not applied")
+    else:
+        applied = filters_summary(sqc, withdrawn, ancestry)["sample_qc_columns"]
+        absent = [c for c in SQC_FIELDS if c not in sqc]
+        log(f"samples: sample QC columns applied: {', '.join(applied) or 'none'}"
+            + (f"; not in the table, so not applied: {', '.join(absent)}" if absent else ""))
+    if withdrawn is None:
+        log("samples: no withdrawal list given: nobody removed as withdrawn")
     idx, table = sample_filters(fam, sqc, withdrawn, ancestry)
     if len(idx) == 0:
         raise CmixError("no samples remain after the sample filters "
@@ -166,9 +244,12 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     out_prefix = Path(out_prefix)
     keep_path = out_prefix.with_name(out_prefix.name + ".keep")
     table_path = out_prefix.with_name(out_prefix.name + ".filters.tsv")
-    with atomic_outputs(keep_path, table_path) as (tmp_keep, tmp_table):
+    json_path = out_prefix.with_name(out_prefix.name + ".filters.json")
+    with atomic_outputs(keep_path, table_path, json_path) as (tmp_keep, tmp_table, tmp_json):
         write_sample_ids(tmp_keep, fam, idx)
         table.to_csv(tmp_table, sep="\t", index=False)
+        tmp_json.write_text(json.dumps(filters_summary(sqc, withdrawn, ancestry), indent=1)
+                            + "\n")
     for r in table.itertuples():
         log(f"samples: {r.filter}: removed {r.n_removed}, {r.n_remaining} remain")
     return table

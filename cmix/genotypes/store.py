@@ -416,7 +416,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                 test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
                 sample_chunk: int | None = None, pfile=None, fam=None, bgen=None,
                 sample=None, chroms=None, covariates: dict | None = None, sample_qc=None,
-                eigenvec=None) -> dict:
+                eigenvec=None, sample_filters: dict | None = None) -> dict:
     """Write the trait's store from genotypes, a `cmix select` table and a phenotype table.
 
     Genotypes: ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``),
@@ -434,6 +434,9 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     ``force``. Checksums in attrs["input_checksums"]: sha256 of the SNP table and the
     phenotype table, sha256 of the .bim and .fam, and for the .bed its size, mtime and a
     sha256 of its first and last MiB (see :func:`bed_fingerprint`).
+    sample_filters: which sample filters made ``keep``
+    (:func:`cmix.genotypes.samples.read_filters_summary`), recorded as
+    attrs["provenance"]["sample_filters"].
     Returns a summary dict (counts, no IDs).
     """
     import pandas as pd
@@ -556,6 +559,8 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                    "variants_effect_is_bim_a2": int(count_a2.sum())},
         "input_checksums": checksums,
     }
+    if sample_filters is not None:
+        attrs.setdefault("provenance", {})["sample_filters"] = sample_filters
     write_store(out, dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],
                 sample_label=labels["label"], sample_split=labels["split"],
                 sample_phenotype=labels["phenotype"],

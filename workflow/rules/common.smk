@@ -3,6 +3,35 @@ import json
 import os
 import re
 import shlex
+import sys
+
+from snakemake.utils import validate
+
+
+def fail(msg):
+    """Stop before the DAG is built: one line on stderr, exit status 1."""
+    sys.exit(f"config error: {msg}")
+
+
+def check_schema():
+    """The config against workflow/schemas/config.schema.yaml: the first problem as one
+    line naming the key (no schema dump), then the schema's defaults filled in."""
+    import jsonschema
+    import yaml
+
+    schema_path = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
+    with open(schema_path) as fh:
+        schema = yaml.safe_load(fh)
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(config)
+    )
+    if error is not None:
+        where = ".".join(str(k) for k in error.absolute_path)
+        fail(f"{where or 'top level'}: {error.message}")
+    validate(config, schema_path)
+
+
+check_schema()
 
 OUT = f"results/{config['run_name']}"
 SIMULATED = "simulate" in config
@@ -58,25 +87,56 @@ wildcard_constraints:
     file="|".join(re.escape(f) for f in FETCHABLE) if FETCHABLE else "NONE",
 
 
-def fail(msg):
-    raise ValueError(f"config error: {msg}")
-
-
 def check_config():
-    """Problems a user must fix before any job runs (the schema catches types and keys)."""
+    """Problems a user must fix before any job runs: the schema catches types and keys;
+    the values a job would refuse go through the cmix validators the jobs run."""
+    from cmix.io import CmixError
+
+    try:
+        check_values()
+    except CmixError as err:
+        fail(str(err))
+
+
+def check_values():
+    from cmix.genotypes.covariates import check_spec
+    from cmix.genotypes.pca import PruneSettings
+    from cmix.genotypes.phenotypes import check_trait_config
+    from cmix.io import input_file
+
     for trait in TRAITS:
         if trait not in TRAIT_DEFINITIONS:
             fail(
                 f"traits: unknown trait {trait!r}; defined in trait_definitions: "
                 f"{', '.join(TRAIT_DEFINITIONS)}"
             )
+        check_trait_config(TRAIT_DEFINITIONS[trait], trait, "trait_definitions")
+    if config["pca"]["indep_pairwise"]:
+        PruneSettings.parse(str(config["pca"]["indep_pairwise"]).split())
+    if COVARIATES:
+        spec = check_spec(COVARIATES, "covariates")
+        if spec["pcs_from"] == "eigenvec" and spec["pcs"] > config["pca"]["n_pcs"]:
+            fail(
+                f"covariates.pcs: {spec['pcs']} PCs from the pca rule, which computes "
+                f"pca.n_pcs = {config['pca']['n_pcs']}"
+            )
+        from_sqc = (
+            spec["array"]
+            or spec["batch"]
+            or (spec["pcs"] and spec["pcs_from"] == "sample_qc")
+        )
+        if from_sqc and not SIMULATED and not INPUTS.get("sample_qc"):
+            fail(
+                "covariates: the PCs (pcs_from: sample_qc), array or batch come from "
+                "inputs.sample_qc, which is not given; use pcs_from: eigenvec for PCs "
+                "from `cmix pca`"
+            )
     if not SIMULATED:
         inputs = config.get("inputs") or fail(
             "'inputs' is required when 'simulate' is absent"
         )
-        for key in ("sample_qc", "withdrawn", "phenotypes"):
-            if key not in inputs:
-                fail(f"inputs.{key} is required")
+        if "phenotypes" not in inputs:
+            fail("inputs.phenotypes is required")
         if ("bfile" in inputs) == ("pfile" in inputs):
             fail("inputs: give the genotype calls as exactly one of bfile or pfile")
         key, src = genotype_source()
@@ -95,6 +155,8 @@ def check_config():
         for key in ("sample_qc", "withdrawn", "phenotypes", "kinship"):
             if inputs.get(key) and not os.path.exists(inputs[key]):
                 fail(f"inputs.{key}: {inputs[key]} not found")
+            if inputs.get(key):
+                input_file(inputs[key], f"inputs.{key}")
         for trait in TRAITS:
             path = (inputs.get("sumstats") or {}).get(trait)
             if not path:
@@ -106,22 +168,101 @@ def check_config():
                     f"inputs.sumstats.{trait}: {path} not found (nor listed in "
                     f"{FETCH_MANIFEST} to be fetched as resources/sumstats/FILE)"
                 )
-        n_samples = sum(1 for line in open(fam_file()) if not line.startswith("#"))
-    else:
-        n_samples = config["simulate"]["n_samples"]
+            if os.path.exists(path):
+                input_file(path, f"inputs.sumstats.{trait}")
     from cmix.learn.config import resolve_config
 
     try:
         resolve_config(config.get("train", {}).get("config", {}), where="train.config")
     except Exception as err:
         fail(str(err))
+    if workflow.is_main_process:  # jobs re-read the Snakefile; the plan was checked
+        check_sizes()
+
+
+def filtered_samples():
+    """IIDs (str array) of the .fam samples that pass the withdrawals and the sample
+    QC, filtered by the functions `cmix samples` runs. The unrelated set and the stores
+    can only be smaller."""
+    from cmix.genotypes.pgen import read_psam
+    from cmix.genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
+
+    fam = read_psam(fam_file())
+    extra = shlex.split(config["sample_qc"].get("extra", ""))
+    headerless = (
+        True
+        if INPUTS.get("sample_qc_headerless") or "--sqc-headerless" in extra
+        else (False if "--sqc-tidy" in extra else None)
+    )
+    sqc = (
+        read_sample_qc(INPUTS["sample_qc"], fam, headerless)
+        if INPUTS.get("sample_qc")
+        else None
+    )
+    withdrawn = read_withdrawn(INPUTS["withdrawn"]) if INPUTS.get("withdrawn") else None
+    idx, _ = sample_filters(fam, sqc, withdrawn, "--no-ancestry-filter" not in extra)
+    return fam["iid"].to_numpy()[idx]
+
+
+def check_sizes():
+    """Budgets and PCs against what the cohort can give. A trait's training split is at
+    most phenotypes.max_training_split(n, test_fraction, strata) of its n candidates:
+    the samples past the withdrawals and the sample QC with a label (categorical) or a
+    value (continuous), as `cmix store` labels them; relatedness and missing covariates
+    only remove more. The simulated demo's bound uses its cohort size for n. pca.n_pcs
+    is checked against the samples past the filters (the unrelated set is a subset)."""
+    from cmix.genotypes.pca import check_n_pcs
+    from cmix.genotypes.phenotypes import (
+        N_CONTINUOUS_STRATA,
+        label_trait,
+        max_training_split,
+        read_phenotypes,
+    )
+
     test_fraction = config["split"]["test_fraction"]
+    if SIMULATED:
+        iids, pheno = None, None
+        n_cohort = int(config["simulate"]["n_samples"])
+        what = "the simulated cohort's samples"
+    else:
+        iids = filtered_samples()
+        pheno = read_phenotypes(INPUTS["phenotypes"])
+        n_cohort = len(iids)
+        what = "samples past the withdrawals and sample QC"
+    if pca_reads_the_calls() or COVARIATES.get("pcs_from") == "eigenvec":
+        try:
+            check_n_pcs(config["pca"]["n_pcs"], n_cohort, what)
+        except Exception as err:
+            fail(f"pca.n_pcs: {err}")
     largest = max(BUDGETS)
-    if largest > (1 - test_fraction) * n_samples:
-        fail(
-            f"budgets: {largest} labeled samples asked for, but the cohort has only "
-            f"{n_samples} samples ({(1 - test_fraction) * n_samples:.0f} in training splits)"
-        )
+    for trait in TRAITS:
+        definition = TRAIT_DEFINITIONS[trait]
+        categorical = definition["kind"] == "categorical"
+        n_strata = len(definition["classes"]) if categorical else N_CONTINUOUS_STRATA
+        n = n_cohort
+        if pheno is not None:
+            labels = label_trait(
+                pheno,
+                trait,
+                definition,
+                iids,
+                test_fraction,
+                config["split"]["seed"],
+                path=INPUTS["phenotypes"],
+            )
+            n = len(labels["keep"]) if categorical else labels["counts"]["with_a_value"]
+        bound = max_training_split(n, test_fraction, n_strata)
+        if largest > bound:
+            fail(
+                f"budgets: {largest} labeled samples asked for, but trait {trait!r} has at "
+                f"most {bound} in its training split ({n} {what} with a phenotype, "
+                f"test_fraction {test_fraction})"
+            )
+        if categorical and min(BUDGETS) < n_strata:
+            fail(
+                f"budgets: {min(BUDGETS)} labeled samples for trait {trait!r}, fewer than "
+                f"its {n_strata} classes; every class needs a labeled sample"
+            )
 
 
 def genotype_source():
@@ -200,9 +341,6 @@ def bgen_args():
         fam_file(),
         *chroms,
     ]
-
-
-check_config()
 
 
 def fetchable(path):
@@ -292,3 +430,6 @@ def train_group(wildcards):
     if not workflow.is_main_process and "gpu" not in workflow.global_resources:
         workflow.register_resource("gpu", 1)
     return "train"
+
+
+check_config()

@@ -1,14 +1,17 @@
 # Sample filters -> variant QC on kept samples -> unrelated set.
 
 
+# inputs.sample_qc and inputs.withdrawn are optional: a filter without its input is
+# skipped, and samples.filters.json records it as "not given".
 rule sample_filters:
     input:
         fam=fam_file(),
-        sqc=input_path("sample_qc"),
-        withdrawn=input_path("withdrawn"),
+        sqc=input_path("sample_qc") or [],
+        withdrawn=input_path("withdrawn") or [],
     output:
         keep=f"{OUT}/qc/samples.keep",
         table=f"{OUT}/qc/samples.filters.tsv",
+        summary=f"{OUT}/qc/samples.filters.json",
     log:
         f"{OUT}/logs/sample_filters.log",
     benchmark:
@@ -17,6 +20,8 @@ rule sample_filters:
         "../envs/cmix.yaml"
     params:
         out=lambda wc, output: output.keep[: -len(".keep")],
+        filters=lambda wc, input: (["--sqc", input.sqc] if input.sqc else [])
+        + (["--withdrawn", input.withdrawn] if input.withdrawn else []),
         extra=(
             ["--sqc-headerless"]
             if config.get("inputs", {}).get("sample_qc_headerless")
@@ -24,7 +29,7 @@ rule sample_filters:
         )
         + shlex.split(config["sample_qc"].get("extra", "")),
     shell:
-        "cmix samples --fam {input.fam:q} --sqc {input.sqc:q} --withdrawn {input.withdrawn:q} "
+        "cmix samples --fam {input.fam:q} {params.filters:q} "
         "{params.extra:q} --out {params.out:q} 2> {log:q}"
 
 

@@ -40,7 +40,8 @@ rule store:
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         snps=f"{OUT}/traits/{{trait}}.snps.tsv",
         pheno=input_path("phenotypes"),
-        sample_qc=input_path("sample_qc") if COVARIATES else [],
+        filters=f"{OUT}/qc/samples.filters.json",
+        sample_qc=(input_path("sample_qc") or []) if COVARIATES else [],
         eigenvec=(
             f"{OUT}/pca/pcs.eigenvec"
             if COVARIATES.get("pcs_from") == "eigenvec"
@@ -61,14 +62,18 @@ rule store:
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
         covariates=lambda wc, input: (
-            ["--covariates", json.dumps(COVARIATES), "--sample-qc", input.sample_qc]
+            ["--covariates", json.dumps(COVARIATES)]
+            + (["--sample-qc", input.sample_qc] if input.sample_qc else [])
             + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
             if COVARIATES
             else []
         ),
+        relatedness=(
+            "kinship table" if input_path("kinship") else "KING from genotypes"
+        ),
     shell:
         "cmix store {params.genotypes:q} --keep {input.keep:q} --snps {input.snps:q} "
         "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
-        "{params.covariates:q} "
-        "--test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
+        "{params.covariates:q} --sample-filters {input.filters:q} "
+        "--relatedness {params.relatedness:q} --test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
         "--out {output:q} 2> {log:q}"
