@@ -1,4 +1,4 @@
-"""resources/: the shipped reference tables, and fetching public files from a manifest."""
+"""The shipped reference tables (cmix/data/), and fetching public files from a manifest."""
 
 import hashlib
 import subprocess
@@ -12,11 +12,11 @@ import yaml
 from cmix.genotypes.samples import SQC_FIELDS
 
 REPO = Path(__file__).resolve().parent.parent
-RESOURCES = REPO / "resources"
+DATA = REPO / "cmix" / "data"
 
 
 def read_table(name):
-    return pd.read_csv(RESOURCES / name, sep="\t", comment="#", dtype=str)
+    return pd.read_csv(DATA / name, sep="\t", comment="#", dtype=str)
 
 
 def test_sqc_columns_agree_with_the_sample_filters():
@@ -99,4 +99,4 @@ def test_fetched_files_stay_out_of_git():
         return subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
 
     assert ignored("resources/sumstats/x.sumstats.gz") and ignored("resources/logs/x.log")
-    assert not ignored("resources/ukb_datacodings.tsv")
+    assert not ignored("cmix/data/ukb_datacodings.tsv")
