@@ -594,7 +594,8 @@ def _add_install_profile(sub):
     p = sub.add_parser(
         "install-profile",
         help="copy a Snakemake profile of this repository to ~/.config/snakemake/NAME",
-        description="Install profiles/NAME so that `snakemake --profile NAME` finds it.")
+        description="Copy the profile NAME shipped in cmix/profiles/ (package data) so that "
+                    "`snakemake --profile NAME` finds it.")
     p.add_argument("name", choices=["slurm", "local"], help="profile to install")
     p.add_argument("--dest", default=None,
                    help="target folder (default ~/.config/snakemake/NAME)")
@@ -603,20 +604,20 @@ def _add_install_profile(sub):
 
 
 def _run_install_profile(args):
-    import shutil
+    from importlib.resources import files
     from pathlib import Path
 
-    from .io import CmixError, log
+    from .io import CmixError, atomic_path, log
 
-    src = Path(__file__).resolve().parent.parent / "profiles" / args.name
-    if not (src / "config.yaml").exists():
-        raise CmixError(f"{src}: profile not found; run this from a clone of the cmix "
-                        "repository installed with `pip install -e .`")
+    src = files("cmix") / "profiles" / args.name / "config.yaml"    # package data
+    if not src.is_file():
+        raise CmixError(f"{src}: profile not found in the installed cmix package "
+                        "(its package data is missing; reinstall cmix)")
     dest = Path(args.dest) if args.dest else Path.home() / ".config" / "snakemake" / args.name
     if (dest / "config.yaml").exists() and not args.force:
         raise CmixError(f"{dest}: a profile is already installed there (use --force to replace it)")
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src / "config.yaml", dest / "config.yaml")
+    with atomic_path(dest / "config.yaml") as tmp:
+        tmp.write_bytes(src.read_bytes())
     log(f"installed {args.name} profile to {dest}; edit partition/account names there")
 
 
@@ -711,7 +712,7 @@ def _add_pca(sub):
     regions = p.add_mutually_exclusive_group()
     regions.add_argument("--exclude-regions", default=None, metavar="FILE",
                          help="long-range LD regions to leave out (chrom start end [label]; "
-                              "default: resources/high_ld_regions_grch37.tsv, GRCh37)")
+                              "default: the GRCh37 list shipped in cmix/data/)")
     regions.add_argument("--no-exclude-regions", action="store_true",
                          help="keep variants in long-range LD regions")
     prune = p.add_mutually_exclusive_group()

@@ -1,4 +1,4 @@
-"""resources/: the shipped reference tables, and fetching public files from a manifest."""
+"""The shipped reference tables (cmix/data/), and fetching public files from a manifest."""
 
 import hashlib
 import subprocess
@@ -12,15 +12,15 @@ import yaml
 from cmix.genotypes.samples import SQC_FIELDS
 
 REPO = Path(__file__).resolve().parent.parent
-RESOURCES = REPO / "resources"
+DATA = REPO / "cmix" / "data"
 
 
-def read_table(name):
-    return pd.read_csv(RESOURCES / name, sep="\t", comment="#", dtype=str)
+def read_table(path):
+    return pd.read_csv(path, sep="\t", comment="#", dtype=str)
 
 
 def test_sqc_columns_agree_with_the_sample_filters():
-    columns = read_table("ukb_sqc_v2.columns.tsv")
+    columns = read_table(DATA / "ukb_sqc_v2.columns.tsv")
     assert columns["column"].astype(int).tolist() == list(range(1, 69))
     assert columns["name"].is_unique
     by_number = dict(zip(columns["column"].astype(int), columns["name"]))
@@ -31,7 +31,7 @@ def test_sqc_columns_agree_with_the_sample_filters():
 
 @pytest.mark.parametrize("config", ["config/config.yaml", "config/ukb.yaml"])
 def test_trait_classes_use_the_fields_data_codings(config):
-    codings = read_table("ukb_datacodings.tsv")
+    codings = read_table(DATA / "ukb_datacodings.tsv")
     definitions = yaml.safe_load((REPO / config).read_text())["trait_definitions"]
     for trait, definition in definitions.items():
         rows = codings[codings["field"] == str(definition["field"])]
@@ -83,7 +83,7 @@ def test_fetch_keeps_a_file_only_when_its_sha256_matches(tmp_path):
 
 
 def test_the_shipped_manifest_names_the_ukb_template_sumstats():
-    manifest = read_table("sumstats.manifest.tsv")
+    manifest = read_table(REPO / "resources/sumstats.manifest.tsv")
     sumstats = yaml.safe_load((REPO / "config/ukb.yaml").read_text())["inputs"]["sumstats"]
     for path in sumstats.values():
         assert Path(path).parent == Path("resources/sumstats")
@@ -99,4 +99,4 @@ def test_fetched_files_stay_out_of_git():
         return subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
 
     assert ignored("resources/sumstats/x.sumstats.gz") and ignored("resources/logs/x.log")
-    assert not ignored("resources/ukb_datacodings.tsv")
+    assert not ignored("cmix/data/ukb_datacodings.tsv")

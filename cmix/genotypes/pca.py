@@ -3,7 +3,7 @@
 Three steps, each checked against plink2 by tests/test_pca.py:
 
 1. Variant choice. Autosomal variants (optionally only those of a QC ``.snplist``),
-   minus long-range LD regions (``resources/high_ld_regions_grch37.tsv``), LD-pruned
+   minus long-range LD regions (``cmix/data/high_ld_regions_grch37.tsv``), LD-pruned
    exactly as plink2 2.00a3.5 ``--indep-pairwise WINDOW[kb] STEP R2`` does it on the
    fitted samples (:func:`ld_prune`), so OUT.prune.in equals plink2's .prune.in.
 2. PCA of the fitted samples (the unrelated set). Genotypes are standardised as plink2
@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,9 @@ from ..io import CmixError, log
 from .qc import K_SMALL_EPSILON, popcount, founder_flags
 from .relatedness import autosomal
 
-#: long-range LD regions shipped with cmix (GRCh37; see the file's header)
-HIGH_LD_REGIONS = Path(__file__).resolve().parents[2] / "resources" / "high_ld_regions_grch37.tsv"
+#: long-range LD regions shipped with cmix as package data (cmix/data/, GRCh37; see the
+#: file's header); a real path in a source tree and in a pip install, -e or not
+HIGH_LD_REGIONS = Path(str(files("cmix") / "data" / "high_ld_regions_grch37.tsv"))
 
 
 # ---------------------------------------------------------------- long-range LD regions
