@@ -251,3 +251,132 @@ def test_a_column_named_twice_is_refused(cohort, tmp_path, reader, name, header_
             "kinship": relatedness.read_kinship_table}[reader]
     with pytest.raises(CmixError, match=r"line 1: column '.*' appears twice in the header"):
         read(path)
+
+
+# ------------------------------------------------------- cmix store: refused inputs
+MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
+HAIR = {"field": 1747, "kind": "categorical",
+        "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}
+
+
+@pytest.fixture(scope="module")
+def snps(cohort, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sel") / "mpv.snps.tsv"
+    assert main(["select", "--sumstats", str(cohort / "sumstats" / "mean_platelet_volume.txt.gz"),
+                 "--bfile", str(cohort / "genotypes"), "--top", "100", "--out", str(out)]) == 0
+    return out
+
+
+def _store(cohort, snps, out, *, pheno=None, trait=MPV, spec=None, sqc=None, eigenvec=None):
+    args = ["store", "--bfile", cohort / "genotypes", "--snps", snps,
+            "--pheno", pheno or cohort / "phenotypes.tsv", "--trait", "t",
+            "--trait-config", json.dumps(trait), "--out", out]
+    if spec is not None:
+        args += ["--covariates", json.dumps(spec), "--sample-qc", sqc or cohort / "sample_qc.tsv"]
+    if eigenvec is not None:
+        args += ["--eigenvec", eigenvec]
+    return args
+
+
+def _pheno(cohort) -> pd.DataFrame:
+    return pd.read_csv(cohort / "phenotypes.tsv", sep="\t", dtype=str, keep_default_na=False)
+
+
+def test_text_in_a_numeric_trait_cell_is_refused(cohort, snps, tmp_path, capsys):
+    p = _pheno(cohort)
+    p.loc[[9, 30], "f.30100.0.0"] = ["high", "n/a"]
+    p.loc[[11, 12], "f.30100.0.0"] = ["NA", ""]           # missing values stay allowed
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
+          tmp_path / "p.tsv", "line 11, column f.30100.0.0: 'high' is not a number", out)
+
+
+def test_a_field_in_both_column_layouts_is_refused(cohort, snps, tmp_path, capsys):
+    p = _pheno(cohort)
+    p["30100-0.0"] = p["f.30100.0.0"]
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
+          tmp_path / "p.tsv", "both 'f.30100.0.0' and '30100-0.0'", out)
+
+
+def test_a_class_of_one_sample_is_refused_at_store(cohort, snps, tmp_path, capsys):
+    """One sample coded 8, its own class: it cannot be in both splits, so the class's
+    test accuracy would be missing from the metrics."""
+    p = _pheno(cohort)
+    fam_iids = set(_fam_iids(cohort))
+    row = int(np.flatnonzero(p["eid"].isin(fam_iids).to_numpy())[0])
+    p.loc[row, "f.1747.0.0"] = "8"
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    trait = {**HAIR, "classes": {**HAIR["classes"], "grey": [8]}}
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv", trait=trait),
+          tmp_path / "p.tsv", "class 'grey' has 1 sample(s), too few for one in the test split",
+          out)
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("empty", "the file (or its first line) is empty"),
+    ("duplicate_id", "the same sample ID on lines 3 and 8"),
+    ("no_pc3", "no column PC3"),
+])
+def test_bad_sample_qc_for_covariates_is_refused(cohort, snps, tmp_path, capsys, case, problem):
+    lines = (cohort / "sample_qc.tsv").read_text().splitlines(True)
+    if case == "empty":
+        text = ""
+    elif case == "duplicate_id":
+        lines[7] = lines[2].split("\t")[0] + "\t" + lines[7].split("\t", 1)[1]
+        text = "".join(lines)
+    else:
+        sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)
+        sqc.drop(columns="PC3").to_csv(tmp_path / "sqc.tsv", sep="\t", index=False)
+        text = (tmp_path / "sqc.tsv").read_text()
+    path = _write(tmp_path / "sqc.tsv", text)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", spec={"pcs": 5}, sqc=path), path,
+          problem, out)
+
+
+def test_a_duplicate_id_in_the_eigenvec_is_refused(cohort, snps, plain, tmp_path, capsys):
+    files, _ = plain
+    lines = files["pcs.eigenvec"].read_text().splitlines(True)
+    a = lines[4].split("\t")
+    lines[9] = "\t".join(a[:2] + lines[9].split("\t")[2:])
+    path = _write(tmp_path / "pcs.eigenvec", "".join(lines))
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", spec={"pcs": 2, "pcs_from": "eigenvec"},
+                         eigenvec=path), path, "the same sample ID on lines 5 and 10", out)
+
+
+# ------------------------------------------------- per-chromosome files: chromosome
+@pytest.fixture(scope="module")
+def chrom_set(cohort, tmp_path_factory):
+    """c{chrom}.bed/.bim per chromosome of the cohort, sharing c.fam."""
+    d = tmp_path_factory.mktemp("chroms")
+    bf = plink.open_bfile(cohort / "genotypes")
+    for chrom in bf.bim["chrom"].unique():
+        idx = np.flatnonzero(bf.bim["chrom"].to_numpy() == chrom)
+        plink.write_bfile(d / f"c{chrom}", bf.read(idx), bf.fam,
+                          bf.bim.iloc[idx].reset_index(drop=True))
+    shutil.copy(cohort / "genotypes.fam", d / "c.fam")
+    return d, sorted(bf.bim["chrom"].unique(), key=int)
+
+
+def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsys):
+    """c2's files hold chromosome 1's variants: `cmix qc --chr 2` and the whole set
+    are refused instead of reading them as chromosome 2's (or finding none)."""
+    d, chroms = chrom_set
+    assert len(chroms) >= 2
+    e = tmp_path / "set"
+    shutil.copytree(d, e)
+    for ext in (".bed", ".bim", ".fam"):       # chromosome 1's files under chromosome 2's name
+        shutil.copy(d / f"c{chroms[0]}{ext}", e / f"c{chroms[1]}{ext}")
+    out = tmp_path / "out"
+    assert main(["qc", "--bfile", str(d / "c{chrom}"), "--fam", str(d / "c.fam"), "--chr",
+                 *chroms, "--out", str(tmp_path / "ok" / "v")]) == 0
+    capsys.readouterr()
+    for sel in ([chroms[1]], chroms):
+        fails(capsys, ["qc", "--bfile", e / "c{chrom}", "--fam", e / "c.fam", "--chr", *sel,
+                       "--out", out / "v"], e / f"c{chroms[1]}.bim",
+              f"chromosome '{chroms[0]}', but the file is chromosome {chroms[1]}'s", out)
