@@ -60,8 +60,8 @@ def plain(cohort, tmp_path_factory):
         for k, (a, b) in enumerate(zip(fam["fid"], fam["iid"]))))
     files["g.pvar"] = _write(d / "g.pvar", "##fileformat=PVARv1.0\n##source=test\n"
                              "#CHROM\tPOS\tID\tREF\tALT\tCM\n" + "".join(
-                                 f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t{r.cm:g}\n"
-                                 for r in bim.itertuples()))
+                                 f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t{k * 0.01:g}\n"
+                                 for k, r in enumerate(bim.itertuples())))
     files["g.psam"] = _write(d / "g.psam", "#FID\tIID\tSEX\n" + "".join(
         f"{a}\t{b}\t{s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
     files["g.sample"] = _write(d / "g.sample", "ID_1 ID_2 missing sex\n0 0 0 D\n" + "".join(
@@ -380,3 +380,14 @@ def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsy
         fails(capsys, ["qc", "--bfile", e / "c{chrom}", "--fam", e / "c.fam", "--chr", *sel,
                        "--out", out / "v"], e / f"c{chroms[1]}.bim",
               f"chromosome '{chroms[0]}', but the file is chromosome {chroms[1]}'s", out)
+
+
+def test_chromosome_names_compare_as_plink_numbers():
+    from cmix.genotypes.sources import check_part_chrom
+
+    bim = pd.DataFrame({"chrom": ["chr03", "3", "03"]})
+    check_part_chrom(bim, "3", "c3.bim")
+    check_part_chrom(pd.DataFrame({"chrom": ["23", "X", "chrX"]}), "X", "cX.bim")
+    with pytest.raises(CmixError, match=r"c3.bim, variant row 2: chromosome '4', but the file "
+                                        r"is chromosome 3's .*\(2 of its 3 variants"):
+        check_part_chrom(pd.DataFrame({"chrom": ["3", "4", "chr4"]}), "3", "c3.bim")

@@ -33,10 +33,16 @@ def expand(pattern, chroms=None) -> list[tuple[str, str]]:
     return [(str(c), str(pattern).replace(CHROM_FIELD, str(c))) for c in (chroms or AUTOSOMES)]
 
 
+#: plink's numeric codes of the non-autosomes, by name.
+_PLINK_CHROM_CODES = {"X": "23", "Y": "24", "XY": "25", "MT": "26", "M": "26"}
+
+
 def _chrom_code(chrom) -> str:
-    """A chromosome name without a "chr" prefix or leading zeros ("chr03" -> "3")."""
+    """A chromosome name as plink's number: no "chr" prefix, no leading zeros, X/Y/XY/MT
+    as 23-26 ("chr03" -> "3", "X" -> "23")."""
     text = str(chrom).strip()
     text = text[3:] if text[:3].lower() == "chr" else text
+    text = _PLINK_CHROM_CODES.get(text.upper(), text)
     return text.lstrip("0") or text
 
 
