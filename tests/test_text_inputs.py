@@ -391,3 +391,16 @@ def test_chromosome_names_compare_as_plink_numbers():
     with pytest.raises(CmixError, match=r"c3.bim, variant row 2: chromosome '4', but the file "
                                         r"is chromosome 3's .*\(2 of its 3 variants"):
         check_part_chrom(pd.DataFrame({"chrom": ["3", "4", "chr4"]}), "3", "c3.bim")
+
+
+def test_the_ld_region_list_reads_gzip_bom_and_crlf(tmp_path):
+    from cmix.genotypes.pca import HIGH_LD_REGIONS, read_regions
+
+    raw = Path(HIGH_LD_REGIONS).read_bytes().replace(b"\r\n", b"\n")
+    plain_path = tmp_path / "r.txt"
+    plain_path.write_bytes(b"6 25000000 33500000 MHC\n" + raw)   # a region on line 1
+    want = read_regions(plain_path)
+    for variant, edit in VARIANTS.items():
+        path = tmp_path / f"r_{variant.replace('+', '_')}.txt"
+        path.write_bytes(edit(plain_path.read_bytes()))
+        pd.testing.assert_frame_equal(read_regions(path), want)
