@@ -280,6 +280,20 @@ def first_line(path: str | os.PathLike, what: str) -> str:
     return ""
 
 
+def data_line(path: str | os.PathLike, row: int, what: str, header: bool = True) -> int:
+    """The 1-based file line of data row ``row`` (0-based) of a text table, blank lines
+    skipped as pandas skips them; for messages that name a line (computed when needed:
+    it reads the file up to that line)."""
+    n = -1
+    for lineno, line in text_lines(path, what):
+        if (header and lineno == 1) or not line.strip():
+            continue
+        n += 1
+        if n == row:
+            return lineno
+    return row + 1 + header
+
+
 def split_header(line: str, sep: str | None) -> list[str]:
     r"""The column names of a header line: split at ``sep`` ("\t", ",") or at runs of
     whitespace (None or r"\s+"); surrounding spaces and double quotes dropped."""

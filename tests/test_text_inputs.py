@@ -287,9 +287,11 @@ def test_text_in_a_numeric_trait_cell_is_refused(cohort, snps, tmp_path, capsys)
     p.loc[[9, 30], "f.30100.0.0"] = ["high", "n/a"]
     p.loc[[11, 12], "f.30100.0.0"] = ["NA", ""]           # missing values stay allowed
     p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    lines = (tmp_path / "p.tsv").read_text().splitlines(True)
+    _write(tmp_path / "p.tsv", "".join(lines[:5] + ["\n"] + lines[5:]))   # a blank line 6
     out = tmp_path / "out"
     fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
-          tmp_path / "p.tsv", "line 11, column f.30100.0.0: 'high' is not a number", out)
+          tmp_path / "p.tsv", "line 12, column f.30100.0.0: 'high' is not a number", out)
 
 
 def test_a_field_in_both_column_layouts_is_refused(cohort, snps, tmp_path, capsys):
@@ -404,3 +406,12 @@ def test_the_ld_region_list_reads_gzip_bom_and_crlf(tmp_path):
         path = tmp_path / f"r_{variant.replace('+', '_')}.txt"
         path.write_bytes(edit(plain_path.read_bytes()))
         pd.testing.assert_frame_equal(read_regions(path), want)
+
+
+def test_data_line_skips_blank_lines_as_pandas_does(tmp_path):
+    from cmix.io import data_line
+
+    path = _write(tmp_path / "t.tsv", "a\tb\n1\t2\n\n3\t4\r\n  \n5\t6\n")
+    rows = pd.read_csv(path, sep="\t")
+    assert list(rows["a"]) == [1, 3, 5]
+    assert [data_line(path, i, "t") for i in range(3)] == [2, 4, 6]

@@ -26,10 +26,12 @@ non-numeric cell that is not blank or NA is an error naming the file, line and c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, first_line, input_file, read_table
+from ..io import CmixError, data_line, first_line, input_file, read_table
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
@@ -97,7 +99,8 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     for f in spec["fields"]:
         cfg = f if isinstance(f, dict) else {"field": f}
         col = trait_column(pheno.columns, cfg, "covariates", pheno_path)
-        values = _numbers(pheno[col], pheno_path, col, lambda i: i + 2)
+        values = _numbers(pheno[col], pheno_path, col,
+                          lambda i: data_line(pheno_path, i, "phenotype table"))
         out = np.full(len(iids), np.nan)
         out[present >= 0] = values[present[present >= 0]]
         names.append(col)
@@ -139,7 +142,8 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         id_col = next((c for c in ("eid", "IID", "iid", "#IID") if c in table.columns), None)
         if id_col is None:
             raise CmixError(f"{path}: no ID column (eid or IID) to match covariates by")
-        _unique_ids(table[id_col].str.strip(), path, lambda i: i + 2)
+        _unique_ids(table[id_col].str.strip(), path,
+                    lambda i: data_line(path, i, "sample QC table"))
         pos = pd.Index(table[id_col].str.strip()).get_indexer(fam["iid"].astype(str))
         table = table.drop(columns=id_col).iloc[np.where(pos >= 0, pos, 0)].reset_index(drop=True)
         table[pos < 0] = np.nan
@@ -225,11 +229,13 @@ def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
     if lacking:
         raise CmixError(f"{path}: no column {lacking[0]}; {n_pcs} PCs asked for need "
                         f"columns PC1-PC{n_pcs}")
-    _unique_ids(table[id_col], path, lambda i: i + 2)
+    line_of = (lambda i: i + 2) if not isinstance(path, Path) else (
+        lambda i: data_line(path, i, "PCA .eigenvec"))
+    _unique_ids(table[id_col], path, line_of)
     pos = pd.Index(table[id_col]).get_indexer(fam["iid"].astype(str))
     names, cols = [], []
     for k in range(n_pcs):
-        v = _numbers(table[f"PC{k + 1}"], path, f"PC{k + 1}", lambda i: i + 2)
+        v = _numbers(table[f"PC{k + 1}"], path, f"PC{k + 1}", line_of)
         out = np.full(len(fam), np.nan)
         out[pos >= 0] = v[pos[pos >= 0]]
         names.append(f"PC{k + 1}")

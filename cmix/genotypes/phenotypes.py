@@ -58,7 +58,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, first_line, input_file, read_table, sniff_sep
+from ..io import CmixError, data_line, first_line, input_file, read_table, sniff_sep
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -84,7 +84,7 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     ids = df[id_col].str.strip()
     dup = ids.duplicated(keep=False).to_numpy()
     if dup.any():
-        lines = np.flatnonzero(dup)[:2] + 2
+        lines = [data_line(path, int(i), "phenotype table") for i in np.flatnonzero(dup)[:2]]
         raise CmixError(f"{path}: the same {id_col} on lines {lines[0]} and {lines[1]}; each "
                         "participant must have one row")
     df = df.drop(columns=id_col)
@@ -321,7 +321,8 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     column = trait_column(pheno.columns, config, trait, path)
     sample_ids = np.asarray(sample_ids, dtype=str)
     path = path or pheno.attrs.get("path", "phenotype table")
-    all_values = numeric_column(pheno[column], path, column, lambda i: i + 2,
+    all_values = numeric_column(pheno[column], path, column,
+                                lambda i: data_line(path, i, "phenotype table"),
                                 f"trait {trait!r} is numeric")
     raw = pheno[column].reindex(sample_ids)
     values = pd.Series(all_values, index=pheno.index).reindex(sample_ids).to_numpy(float)
