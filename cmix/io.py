@@ -193,17 +193,32 @@ def input_file(path: str | os.PathLike, what: str) -> Path:
     return path
 
 
-def read_id_list(path: str | os.PathLike, what: str) -> list[str]:
+def read_id_list(path: str | os.PathLike, what: str, *, one_field: bool = False) -> list[str]:
     """The first whitespace field of each non-empty line, in file order (a .snplist, an
-    --extract list, a withdrawal list). ``what`` names the file's role in messages."""
+    --extract list, a withdrawal list). ``what`` names the file's role in messages.
+
+    Read through :func:`open_maybe_gzip` (gzip, a UTF-8 BOM and CRLF line ends are
+    handled). ``one_field``: every non-empty line must hold exactly one ID (no second
+    field, no comma), else a CmixError names the file and line.
+    """
     path = input_file(path, what)
-    with open(path) as fh:
-        return [line.split()[0] for line in fh if line.strip()]
+    ids = []
+    for lineno, line in text_lines(path, what):
+        fields = line.split()
+        if not fields:
+            continue
+        if one_field and (len(fields) > 1 or "," in fields[0]):
+            form = (f"{len(fields)} fields" if len(fields) > 1 else
+                    "comma-separated values (UK Biobank's eid,date form?)")
+            raise CmixError(f"{path}, line {lineno}: expected one ID per line ({what}), found "
+                            f"{form}; keep the ID column only")
+        ids.append(fields[0])
+    return ids
 
 
-def read_id_set(path: str | os.PathLike, what: str) -> set[str]:
+def read_id_set(path: str | os.PathLike, what: str, *, one_field: bool = False) -> set[str]:
     """:func:`read_id_list` as a set."""
-    return set(read_id_list(path, what))
+    return set(read_id_list(path, what, one_field=one_field))
 
 
 def resolve_device(device: str | None = "auto"):
@@ -221,11 +236,119 @@ def resolve_device(device: str | None = "auto"):
     return torch.device(device)
 
 
-def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):
-    """Open a plain or gzip-compressed file (told apart by the gzip magic bytes)."""
+def is_gzip(path: str | os.PathLike) -> bool:
+    """True when the file starts with the gzip magic bytes (whatever its name)."""
     with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    return gzip.open(path, mode) if gz else open(path, mode)
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):
+    """Open a plain or gzip-compressed file (told apart by the gzip magic bytes).
+
+    Text mode reads UTF-8 with a leading byte-order mark dropped ("utf-8-sig") and
+    CRLF line ends read as "\\n" (universal newlines). Binary mode gives the stored
+    (decompressed) bytes.
+    """
+    gz = is_gzip(path)
+    if "b" in mode:
+        return gzip.open(path, mode) if gz else open(path, mode)
+    mode = mode if "t" in mode else mode + "t"
+    return (gzip.open(path, mode, encoding="utf-8-sig") if gz
+            else open(path, mode, encoding="utf-8-sig"))
+
+
+def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its line end) of a text file read
+    through :func:`open_maybe_gzip`. A file that is not UTF-8 text, or a truncated or
+    corrupt gzip file, is a CmixError naming the file and ``what``."""
+    try:
+        with open_maybe_gzip(path) as fh:
+            for lineno, line in enumerate(fh, 1):
+                yield lineno, line.rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise CmixError(f"{path}: not UTF-8 text ({what}): {err.reason} at byte "
+                        f"{err.start}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise CmixError(f"{path}: truncated or corrupt gzip file ({what}): {err}") from None
+
+
+def first_line(path: str | os.PathLike, what: str) -> str:
+    """The first line of a text file without its line end (gzip and a BOM handled;
+    "" for an empty file)."""
+    for _, line in text_lines(path, what):
+        return line
+    return ""
+
+
+def data_line(path: str | os.PathLike, row: int, what: str, header: bool = True) -> int:
+    """The 1-based file line of data row ``row`` (0-based) of a text table, blank lines
+    skipped as pandas skips them; for messages that name a line (computed when needed:
+    it reads the file up to that line)."""
+    n = -1
+    for lineno, line in text_lines(path, what):
+        if (header and lineno == 1) or not line.strip():
+            continue
+        n += 1
+        if n == row:
+            return lineno
+    return row + 1 + header
+
+
+def split_header(line: str, sep: str | None) -> list[str]:
+    r"""The column names of a header line: split at ``sep`` ("\t", ",") or at runs of
+    whitespace (None or r"\s+"); surrounding spaces and double quotes dropped."""
+    fields = line.split() if sep in (None, r"\s+") else line.split(sep)
+    return [f.strip().strip('"') for f in fields]
+
+
+def sniff_sep(header: str) -> str:
+    r"""The delimiter of a table from its header line: "\t" when it holds a tab, else ","
+    when it holds a comma, else r"\s+" (runs of spaces)."""
+    return "\t" if "\t" in header else ("," if "," in header else r"\s+")
+
+
+def check_unique_header(names: list[str], path, what: str, line: int = 1) -> None:
+    """Raise a CmixError naming the first column name that appears twice."""
+    seen: dict[str, int] = {}
+    for k, name in enumerate(names, 1):
+        if name in seen:
+            raise CmixError(f"{path}, line {line}: column {name!r} appears twice in the "
+                            f"header (columns {seen[name]} and {k}) ({what}); which one is "
+                            "meant cannot be told")
+        seen[name] = k
+
+
+def read_table(path: str | os.PathLike, what: str, *, empty=None, **kw):
+    """``pandas.read_csv(path, **kw)`` for a user's text table, with the reading rules
+    of :func:`open_maybe_gzip`: gzip told by its magic bytes (not its name), a UTF-8 BOM
+    dropped (encoding "utf-8-sig"), CRLF line ends read as LF.
+
+    With a header (``header`` 0 or not given, no ``names``, no ``skiprows``) a column
+    name that appears twice is a CmixError. ``empty``: returned for a file with no data
+    (pandas' EmptyDataError); None makes an empty file a CmixError. pandas' ParserError,
+    text that is not UTF-8 and a corrupt gzip file become one CmixError naming the file
+    and ``what``.
+    """
+    import pandas as pd
+
+    kw.setdefault("encoding", "utf-8-sig")
+    kw["compression"] = "gzip" if is_gzip(path) else None
+    try:
+        df = pd.read_csv(path, **kw)
+    except pd.errors.EmptyDataError:
+        if empty is not None:
+            return empty
+        raise CmixError(f"{path}: the file is empty ({what})") from None
+    except pd.errors.ParserError as err:
+        raise CmixError(f"{path}: cannot parse as a table ({what}): "
+                        f"{str(err).strip()}") from None
+    except UnicodeDecodeError as err:
+        raise CmixError(f"{path}: not UTF-8 text ({what}): {err.reason}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise CmixError(f"{path}: truncated or corrupt gzip file ({what}): {err}") from None
+    if kw.get("header", 0) == 0 and kw.get("names") is None and not kw.get("skiprows"):
+        check_unique_header(split_header(first_line(path, what), kw.get("sep")), path, what)
+    return df
 
 
 def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file
+from ..io import CmixError, first_line, input_file, read_table
 from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables
 
 BGI_SQL = """
@@ -168,13 +168,14 @@ def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
 def read_sample_file(path: str | os.PathLike) -> pd.DataFrame:
     """A BGEN .sample file as .fam columns (fid = ID_1, iid = ID_2), in file order."""
     path = input_file(path, "BGEN .sample file")
-    with open(path) as fh:
-        head = fh.readline().split()
+    head = first_line(path, "BGEN .sample file").split()
     if head[:2] != ["ID_1", "ID_2"]:
         raise CmixError(f"{path}, line 1: expected a .sample header starting ID_1 ID_2, "
                         f"found {' '.join(head[:2])!r}")
-    raw = pd.read_csv(path, sep=r"\s+", header=None, skiprows=2, usecols=[0, 1], dtype=str,
-                      names=["fid", "iid"], na_filter=False, engine="c")
+    raw = read_table(path, "BGEN .sample file",
+                     empty=pd.DataFrame({"fid": pd.Series(dtype=str), "iid": pd.Series(dtype=str)}),
+                     sep=r"\s+", header=None, skiprows=2, usecols=[0, 1], dtype=str,
+                     names=["fid", "iid"], na_filter=False, engine="c")
     fam = raw.assign(father="0", mother="0", sex="0", phenotype="-9")[FAM_COLUMNS]
     return fam
 
@@ -353,7 +354,8 @@ def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
     """A UK Biobank mfi table (headerless, tab-separated: alternate_id rsid position
     allele1 allele2 maf minor_allele info): columns rsid, pos, allele1, allele2, info."""
     path = input_file(path, "mfi (imputation INFO) file")
-    raw = pd.read_csv(path, sep="\t", header=None, dtype=str, na_filter=False, engine="c")
+    raw = read_table(path, "mfi (imputation INFO) file", sep="\t", header=None, dtype=str,
+                     na_filter=False, engine="c")
     if raw.shape[1] < 8:
         raise CmixError(f"{path}: expected 8 tab-separated columns (alternate_id rsid "
                         f"position allele1 allele2 maf minor_allele info), found {raw.shape[1]}")

@@ -26,10 +26,12 @@ non-numeric cell that is not blank or NA is an error naming the file, line and c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file
+from ..io import CmixError, data_line, first_line, input_file, read_table
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
@@ -75,15 +77,18 @@ def check_spec(spec: dict, where="covariates") -> dict:
 
 def _numbers(values: pd.Series, path, column: str, line_of) -> np.ndarray:
     """float (n,) of text cells; blank / NA -> NaN; other text is an error."""
-    text = values.astype(str).str.strip()
-    num = pd.to_numeric(text, errors="coerce").to_numpy(float)
-    blank = text.isin(["", "NA", "nan", "NaN"]).to_numpy()
-    bad = np.isnan(num) & ~blank
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise CmixError(f"{path}, line {line_of(i)}, column {column}: {text.iloc[i]!r} is not "
-                        "a number (covariates must be numeric; blank or NA for missing)")
-    return num
+    from .phenotypes import numeric_column
+
+    return numeric_column(values, path, column, line_of, "covariates must be numeric")
+
+
+def _unique_ids(ids: pd.Series, path, line_of) -> None:
+    """Raise naming the two lines of the first sample ID listed twice."""
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        rows = np.flatnonzero(ids.to_numpy() == ids[dup].iloc[0])[:2]
+        raise CmixError(f"{path}: the same sample ID on lines {line_of(rows[0])} and "
+                        f"{line_of(rows[1])}; each sample must appear once")
 
 
 def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
@@ -94,7 +99,8 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     for f in spec["fields"]:
         cfg = f if isinstance(f, dict) else {"field": f}
         col = trait_column(pheno.columns, cfg, "covariates", pheno_path)
-        values = _numbers(pheno[col], pheno_path, col, lambda i: i + 2)
+        values = _numbers(pheno[col], pheno_path, col,
+                          lambda i: data_line(pheno_path, i, "phenotype table"))
         out = np.full(len(iids), np.nan)
         out[present >= 0] = values[present[present >= 0]]
         names.append(col)
@@ -106,12 +112,15 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
     """(names, columns aligned to the .fam) of PCs / array from a sample QC table, and
     the batch of each .fam sample (str, "" = missing; None unless ``batch``)."""
     path = input_file(path, "sample QC table")
-    with open(path) as fh:
-        first = fh.readline()
+    first = first_line(path, "sample QC table")
+    if not first.strip():
+        raise CmixError(f"{path}: the file (or its first line) is empty (sample QC table "
+                        "for covariates)")
     from .samples import sqc_is_headerless
 
     if sqc_is_headerless(path, first, flags=False):
-        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="python")
+        raw = read_table(path, "sample QC table", sep=r"\s+", header=None, dtype=str,
+                         engine="python")
         if len(raw) != len(fam):
             raise CmixError(f"{path}: {len(raw)} lines, but the .fam has {len(fam)} samples "
                             "(a headerless ukb_sqc_v2 table is in .fam order)")
@@ -129,11 +138,13 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         available = max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0)
         pc_names = [f"PC{k + 1}" for k in range(len(pc_cols))]
     else:
-        table = pd.read_csv(path, sep="\t" if "\t" in first else r"\s+", dtype=str,
-                            engine="python")
+        table = read_table(path, "sample QC table", sep="\t" if "\t" in first else r"\s+",
+                           dtype=str, engine="python")
         id_col = next((c for c in ("eid", "IID", "iid", "#IID") if c in table.columns), None)
         if id_col is None:
             raise CmixError(f"{path}: no ID column (eid or IID) to match covariates by")
+        _unique_ids(table[id_col].str.strip(), path,
+                    lambda i: data_line(path, i, "sample QC table"))
         pos = pd.Index(table[id_col].str.strip()).get_indexer(fam["iid"].astype(str))
         table = table.drop(columns=id_col).iloc[np.where(pos >= 0, pos, 0)].reset_index(drop=True)
         table[pos < 0] = np.nan
@@ -149,6 +160,10 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         line_of = (lambda i: f"(row of sample {i + 1} in .fam order)")
     if n_pcs > available:
         raise CmixError(f"{path}: {n_pcs} PCs asked for, the table has {available}")
+    lacking = [c for c in pc_cols if c not in table.columns]
+    if lacking:
+        raise CmixError(f"{path}: no column {lacking[0]}; {n_pcs} PCs asked for need "
+                        f"columns PC1-PC{n_pcs}")
     names, cols = [], []
     for name, col in zip(pc_names, pc_cols):
         names.append(name)
@@ -204,17 +219,24 @@ def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
         table, path = path, "the projected PCs"
     else:
         path = input_file(path, "PCA .eigenvec")
-        table = pd.read_csv(path, sep=r"\s+", dtype=str, engine="python")
+        table = read_table(path, "PCA .eigenvec", sep=r"\s+", dtype=str, engine="python")
     id_col = "IID" if "IID" in table.columns else ("#IID" if "#IID" in table.columns else None)
     if id_col is None:
         raise CmixError(f"{path}: no IID or #IID column (expected plink2's .eigenvec layout)")
     available = sum(1 for c in table.columns if c.startswith("PC"))
     if n_pcs > available:
         raise CmixError(f"{path}: {n_pcs} PCs asked for, the file has {available}")
+    lacking = [f"PC{k + 1}" for k in range(n_pcs) if f"PC{k + 1}" not in table.columns]
+    if lacking:
+        raise CmixError(f"{path}: no column {lacking[0]}; {n_pcs} PCs asked for need "
+                        f"columns PC1-PC{n_pcs}")
+    line_of = (lambda i: i + 2) if not isinstance(path, Path) else (
+        lambda i: data_line(path, i, "PCA .eigenvec"))
+    _unique_ids(table[id_col], path, line_of)
     pos = pd.Index(table[id_col]).get_indexer(fam["iid"].astype(str))
     names, cols = [], []
     for k in range(n_pcs):
-        v = _numbers(table[f"PC{k + 1}"], path, f"PC{k + 1}", lambda i: i + 2)
+        v = _numbers(table[f"PC{k + 1}"], path, f"PC{k + 1}", line_of)
         out = np.full(len(fam), np.nan)
         out[pos >= 0] = v[pos[pos >= 0]]
         names.append(f"PC{k + 1}")

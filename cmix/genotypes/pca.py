@@ -59,7 +59,9 @@ def read_regions(path) -> pd.DataFrame:
     if not path.exists():
         raise CmixError(f"{path}: file not found (long-range LD region list)")
     rows = []
-    with open(path) as fh:
+    from ..io import open_maybe_gzip    # gzip, a UTF-8 BOM and CRLF read as plain text
+
+    with open_maybe_gzip(path) as fh:
         for lineno, line in enumerate(fh, 1):
             fields = line.split()
             if not fields or fields[0].startswith("#"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file
+from ..io import CmixError, check_unique_header, input_file, read_table, text_lines
 from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, encode, first_duplicate_lines
 
 PGEN_MAGIC = b"\x6c\x1b"
@@ -30,12 +30,11 @@ READ_BLOCK = 1024          # variants decoded per pgenlib call
 def _header_lines(path: Path, prefix: str) -> tuple[int, str | None]:
     """(number of lines starting with ``prefix``'s '##' meta block, the '#' header line)."""
     n = 0
-    with open(path) as fh:
-        for line in fh:
-            if line.startswith("##"):
-                n += 1
-                continue
-            return n, line.rstrip("\n") if line.startswith(prefix) else None
+    for _, line in text_lines(path, f"{path.suffix} file"):
+        if line.startswith("##"):
+            n += 1
+            continue
+        return n, line if line.startswith(prefix) else None
     return n, None
 
 
@@ -58,14 +57,16 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
         skip = 0
     else:
         names = header.lstrip("#").split("\t")
+        check_unique_header(names, path, ".pvar file", n_meta + 1)
         need = ["CHROM", "POS", "ID", "REF", "ALT"]
         lacking = [c for c in need if c not in names]
         if lacking:
             raise CmixError(f"{path}, line {n_meta + 1}: header lacks {', '.join(lacking)} "
                             "(expected #CHROM POS ID REF ALT ...)")
         skip = n_meta + 1
-        raw = pd.read_csv(path, sep="\t", header=None, names=names, skiprows=skip, dtype=str,
-                          na_filter=False, engine="c")
+        raw = read_table(path, ".pvar file", empty=pd.DataFrame(columns=names, dtype=str),
+                         sep="\t", header=None, names=names, skiprows=skip, dtype=str,
+                         na_filter=False, engine="c")
         if len(raw) and (raw[names[-1]] == "").any():
             line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + skip + 1
             raise CmixError(f"{path}, line {line}: expected {len(names)} tab-separated "
@@ -105,16 +106,17 @@ def read_psam(path: str | os.PathLike) -> pd.DataFrame:
     from .plink import read_fam
 
     path = input_file(path, ".psam file")
-    with open(path) as fh:
-        first = fh.readline()
+    first = next((line for _, line in text_lines(path, ".psam file")), "")
     if not first.startswith("#"):
         return read_fam(path)
     names = first.lstrip("#").split()
+    check_unique_header(names, path, ".psam file")
     if "IID" not in names:
         raise CmixError(f"{path}, line 1: header has no IID column (expected #FID IID ... or "
                         "#IID ...)")
-    raw = pd.read_csv(path, sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
-                      na_filter=False, engine="c")
+    raw = read_table(path, ".psam file", empty=pd.DataFrame(columns=names, dtype=str),
+                     sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
+                     na_filter=False, engine="c")
     if len(raw) and (raw[names[-1]] == "").any():
         line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + 2
         raise CmixError(f"{path}, line {line}: expected {len(names)} columns "

@@ -3,7 +3,10 @@
 Phenotype table
     Tab-, comma- or whitespace-separated with a header; one row per participant. The
     ID column is ``eid`` (also ``f.eid``, ``IID`` or ``#IID``), matched to the .fam IID.
-    Blank cells, ``NA`` and text that is not a number are missing.
+    Blank cells and ``NA`` are missing; other text in a trait's column is an error naming
+    the line and column. A column named twice, or a field present in both layouts
+    below, is an error too. The file may be gzipped, start with a UTF-8 BOM and use
+    CRLF line ends.
 
 Trait configuration (one dict per trait; the workflow config holds ``traits: {name: {...}}``)
     Column: ``"field": 30100`` finds ``f.30100.0.0`` (R/ukbtools layout) or ``30100-0.0``
@@ -27,7 +30,8 @@ Trait configuration (one dict per trait; the workflow config holds ``traits: {na
     :func:`check_trait_config` rejects any other key (naming the closest valid one, so
     ``"instanse"`` or ``"binarize"`` is not silently ignored), keys of the other kind and
     values of the wrong type. :func:`label_trait` rejects a class left without a sample
-    in the training split (after the keep list and the codes), naming it.
+    in the training split, or (with a test fraction > 0) in the test split, after the
+    keep list and the codes, naming it.
 
     Demo values for the simulated traits::
 
@@ -54,7 +58,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file
+from ..io import CmixError, data_line, first_line, input_file, read_table, sniff_sep
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -64,17 +68,15 @@ N_CONTINUOUS_STRATA = 10
 def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     """Read a phenotype table: a DataFrame of str cells indexed by eid (str).
 
-    Raises :class:`CmixError` when the file is missing, has no ID column or repeats an ID.
+    Raises :class:`CmixError` when the file is missing or empty, has no ID column, names
+    a column twice or repeats an ID. The file may be gzipped, start with a UTF-8 BOM
+    and end its lines with CRLF (:func:`cmix.io.read_table`). ``df.attrs["path"]`` is
+    the file, for messages.
     """
     path = input_file(path, "phenotype table")
-    with open(path) as fh:
-        header = fh.readline()
-    sep = "\t" if "\t" in header else ("," if "," in header else r"\s+")
-    try:
-        df = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False,
-                         engine="c" if sep != r"\s+" else "python")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise CmixError(f"{path}: cannot parse as a table with a header ({err})") from None
+    sep = sniff_sep(first_line(path, "phenotype table"))
+    df = read_table(path, "phenotype table with a header", sep=sep, dtype=str,
+                    keep_default_na=False, engine="c" if sep != r"\s+" else "python")
     id_col = next((c for c in ID_COLUMNS if c in df.columns), None)
     if id_col is None:
         raise CmixError(f"{path}: no ID column (expected one of {', '.join(ID_COLUMNS)} "
@@ -82,11 +84,12 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     ids = df[id_col].str.strip()
     dup = ids.duplicated(keep=False).to_numpy()
     if dup.any():
-        lines = np.flatnonzero(dup)[:2] + 2
+        lines = [data_line(path, int(i), "phenotype table") for i in np.flatnonzero(dup)[:2]]
         raise CmixError(f"{path}: the same {id_col} on lines {lines[0]} and {lines[1]}; each "
                         "participant must have one row")
     df = df.drop(columns=id_col)
     df.index = pd.Index(ids, name="eid")
+    df.attrs["path"] = str(path)
     return df
 
 
@@ -102,15 +105,34 @@ def trait_column(columns, config: dict, trait: str = "", path="") -> str:
     field = str(config["field"])
     inst, arr = int(config.get("instance", 0)), int(config.get("array", 0))
     wanted = [f"f.{field}.{inst}.{arr}", f"{field}-{inst}.{arr}"]
-    for name in wanted:
-        if name in columns:
-            return name
+    found = [name for name in wanted if name in columns]
+    if len(found) == 2:
+        raise CmixError(f"{path}: trait {trait!r} (field {field}): the phenotype table has "
+                        f"both {found[0]!r} and {found[1]!r}; keep one, or name the column "
+                        "with 'column'")
+    if found:
+        return found[0]
     raise CmixError(f"{path}: trait {trait!r} (field {field}) is absent from the phenotype "
                     f"table: no column {' or '.join(wanted)}")
 
 
-def _numeric(values: pd.Series) -> np.ndarray:
-    return pd.to_numeric(values.astype(str).str.strip(), errors="coerce").to_numpy(float)
+#: Cells read as a missing value in a numeric column (besides the empty cell).
+MISSING_TEXT = ("", "NA", "nan", "NaN")
+
+
+def numeric_column(values: pd.Series, path, column: str, line_of, what: str) -> np.ndarray:
+    """float64 (n,) of a column of text cells: blank or NA (:data:`MISSING_TEXT`) -> NaN;
+    any other text that is not a number is a CmixError naming ``path``, the line
+    (``line_of(i)`` of row i), ``column`` and ``what`` the column must hold."""
+    text = values.astype(object).where(values.notna(), "").astype(str).str.strip()
+    num = pd.to_numeric(text, errors="coerce").to_numpy(float)
+    bad = np.isnan(num) & ~text.isin(MISSING_TEXT).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, line {line_of(i)}, column {column}: {text.iloc[i]!r} is not "
+                        f"a number ({what}; blank or NA for missing; {int(bad.sum())} such "
+                        "cells)")
+    return num
 
 
 # ---------------------------------------------------------------------------- splits
@@ -299,13 +321,19 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     ``phenotype`` (float64 raw values), ``class_names`` (list of str),
     ``thresholds`` (continuous only: [low_max, high_min]), ``counts`` (dict of counts
     per step, no IDs). Raises :class:`CmixError` when a class has no sample in the
-    training split (a class the trainer could not learn).
+    training split (a class the trainer could not learn), or none in the test split
+    while ``test_fraction`` > 0 (a class whose accuracy could not be measured), and when
+    a cell of the trait's column is text other than blank or NA.
     """
     kind = check_trait_config(config, trait)
     column = trait_column(pheno.columns, config, trait, path)
     sample_ids = np.asarray(sample_ids, dtype=str)
+    path = path or pheno.attrs.get("path", "phenotype table")
+    all_values = numeric_column(pheno[column], path, column,
+                                lambda i: data_line(path, i, "phenotype table"),
+                                f"trait {trait!r} is numeric")
     raw = pheno[column].reindex(sample_ids)
-    values = _numeric(raw.fillna(""))
+    values = pd.Series(all_values, index=pheno.index).reindex(sample_ids).to_numpy(float)
     counts = {"candidates": int(len(sample_ids)),
               "in_phenotype_table": int(raw.notna().sum())}
     if kind == "categorical":
@@ -352,6 +380,14 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
                         f"{len(sample_ids)} candidate samples (per class: "
                         f"{counts['per_class']}); every class needs training samples: check "
                         "the codes, the threshold or the keep list")
+    n_test = np.bincount(label[split == 1], minlength=len(class_names))
+    if test_fraction > 0 and (n_test == 0).any():
+        k = int(np.flatnonzero(n_test == 0)[0])
+        raise CmixError(f"{path}: trait {trait!r} (column {column!r}): class "
+                        f"{class_names[k]!r} has {int(n_per_class[k])} sample(s), too few for "
+                        f"one in the test split (test fraction {test_fraction:g}; per class: "
+                        f"{counts['per_class']}); its accuracy could not be measured: merge "
+                        "or drop the class, or change the codes")
     return {"keep": keep.astype(np.int64), "label": label.astype(np.int16),
             "split": split.astype(np.int8), "phenotype": values[keep],
             "class_names": class_names, "thresholds": thresholds, "column": column,

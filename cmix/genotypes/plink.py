@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file
+from ..io import CmixError, input_file, read_table, text_lines
 
 BED_MAGIC = b"\x6c\x1b\x01"
 FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
@@ -41,14 +41,11 @@ def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.Dat
     """
     input_file(path, f"{what} file")
     types = {c: (dtype or {}).get(c, str) for c in columns}
-    try:
-        df = pd.read_csv(path, sep=r"\s+", header=None, names=columns, dtype=types,
-                         engine="c", na_filter=False, comment=None)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame({c: pd.Series(dtype=types[c]) for c in columns})
-    except pd.errors.ParserError as err:
-        raise CmixError(f"{path}: expected {len(columns)} whitespace-separated columns "
-                        f"({' '.join(columns)}); {err}") from None
+    df = read_table(path, f"{what} file: {len(columns)} whitespace-separated columns "
+                    f"{' '.join(columns)}",
+                    empty=pd.DataFrame({c: pd.Series(dtype=types[c]) for c in columns}),
+                    sep=r"\s+", header=None, names=columns, dtype=types, engine="c",
+                    na_filter=False, comment=None)
     last = df[columns[-1]]
     short = last.eq("") if last.dtype == object or types[columns[-1]] is str else last.isna()
     if short.any():
@@ -461,19 +458,18 @@ def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
     path = input_file(path, "sample ID list")
     rows = []
     two_columns = None
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if lineno == 1 and fields[0].startswith("#"):
-                two_columns = fields[0].lstrip("#").upper() == "FID"
-                continue
-            if two_columns is None:
-                two_columns = len(fields) >= 2
-            if two_columns and len(fields) < 2:
-                raise CmixError(f"{path}, line {lineno}: expected FID and IID, found one column")
-            rows.append((fields[0], fields[1]) if two_columns else (fields[0], fields[0]))
+    for lineno, line in text_lines(path, "sample ID list"):
+        fields = line.split()
+        if not fields:
+            continue
+        if lineno == 1 and fields[0].startswith("#"):
+            two_columns = fields[0].lstrip("#").upper() == "FID"
+            continue
+        if two_columns is None:
+            two_columns = len(fields) >= 2
+        if two_columns and len(fields) < 2:
+            raise CmixError(f"{path}, line {lineno}: expected FID and IID, found one column")
+        rows.append((fields[0], fields[1]) if two_columns else (fields[0], fields[0]))
     return pd.DataFrame(rows, columns=["fid", "iid"], dtype=str)
 
 

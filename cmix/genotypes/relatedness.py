@@ -159,14 +159,16 @@ def read_kinship_table(path) -> pd.DataFrame:
     table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
     ``df.attrs["has_fid"]`` says which key form was used.
     """
+    from ..io import check_unique_header, first_line, read_table
+
     path = input_file(path, "kinship table")
-    with open(path) as fh:
-        header = fh.readline().split()
+    header = first_line(path, "kinship table").split()
     if not header:
         raise CmixError(f"{path}, line 1: empty file; expected a header such as "
                         "'ID1 ID2 HetHet IBS0 Kinship' or plink2's '#FID1 IID1 FID2 IID2 "
                         "NSNP HETHET IBS0 KINSHIP'")
     names = [h.lstrip("#").upper() for h in header]
+    check_unique_header(names, path, "kinship table")
     roles = {}
     for col, name in enumerate(names):
         role = _ID_COLUMNS.get(name)
@@ -184,13 +186,10 @@ def read_kinship_table(path) -> pd.DataFrame:
                         "or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 KINSHIP' (plink2 "
                         "--make-king-table); add it if the file has none")
     lines = data_line_numbers(path, len(header), None, "kinship table")
-    try:
-        raw = pd.read_csv(path, sep=r"\s+", header=None, skiprows=1, names=range(len(header)),
-                          dtype=str, na_filter=False, engine="c", comment=None)
-    except pd.errors.EmptyDataError:
-        raw = pd.DataFrame({c: pd.Series(dtype=str) for c in range(len(header))})
-    except pd.errors.ParserError as err:
-        raise CmixError(f"{path}: cannot parse as a whitespace-separated table ({err})") from None
+    raw = read_table(path, "kinship table, whitespace-separated",
+                     empty=pd.DataFrame({c: pd.Series(dtype=str) for c in range(len(header))}),
+                     sep=r"\s+", header=None, skiprows=1, names=range(len(header)), dtype=str,
+                     na_filter=False, engine="c", comment=None)
     out = pd.DataFrame(index=raw.index)
     if has_fid:
         out["key1"] = raw[roles["fid1"]] + "\t" + raw[roles["iid1"]]

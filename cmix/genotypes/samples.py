@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_outputs, data_line_numbers, input_file, read_id_set
+from ..io import (CmixError, atomic_outputs, data_line_numbers, first_line, input_file,
+                  read_id_list, read_table)
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -83,15 +84,11 @@ def _flag_column(values: pd.Series, path: Path, column_label: str,
 def _read_rows(path: Path, sep: str | None, header: bool) -> tuple[pd.DataFrame, np.ndarray]:
     """A table of str cells and the file line of each row, every row checked to have
     the first line's number of fields. sep: "\t", "," or None (whitespace runs)."""
-    with open(path) as fh:
-        first = fh.readline()
+    first = first_line(path, "sample QC table")
     n_fields = len(first.split(sep) if sep else first.split())
     lines = data_line_numbers(path, n_fields, sep, "sample QC table", header=header)
-    try:
-        raw = pd.read_csv(path, sep=sep or r"\s+", header=0 if header else None, dtype=str,
-                          na_filter=False, engine="c")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise CmixError(f"{path}: cannot parse as a table ({err})") from None
+    raw = read_table(path, "sample QC table", sep=sep or r"\s+", header=0 if header else None,
+                     dtype=str, na_filter=False, engine="c")
     return raw, lines
 
 
@@ -106,8 +103,7 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
     line.
     """
     path = input_file(path, "sample QC table")
-    with open(path) as fh:
-        first = fh.readline()
+    first = first_line(path, "sample QC table")
     if not first.strip():
         raise CmixError(f"{path}: the file (or its first line) is empty; expected "
                         "ukb_sqc_v2.txt rows (no header, .fam order) or a header naming "
@@ -152,8 +148,21 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
 
 
 def read_withdrawn(path: str | os.PathLike) -> set[str]:
-    """IDs of withdrawn participants: one per line (first field), blank lines skipped."""
-    return read_id_set(path, "withdrawn participants list")
+    """IDs of withdrawn participants: exactly one per line, blank lines skipped. A line
+    with a second field or a comma (UK Biobank's ``eid,date`` CSV form) is an error
+    naming the line: a misread list would withdraw nobody."""
+    return set(read_id_list(path, "withdrawn participants list", one_field=True))
+
+
+def check_withdrawn(withdrawn: set[str], fam: pd.DataFrame, path) -> int:
+    """The number of the list's IDs that are .fam IIDs; a non-empty list of which none
+    is a .fam IID is an error (a list of other IDs, or of IDs in another column)."""
+    n_match = len(withdrawn & set(fam["iid"].astype(str)))
+    if withdrawn and n_match == 0:
+        raise CmixError(f"{path}: none of its {len(withdrawn)} withdrawn participant IDs is "
+                        "an IID of the .fam; expected the participant IDs (eids) of this "
+                        "dataset, one per line")
+    return n_match
 
 
 def sample_filters(fam: pd.DataFrame, sqc: pd.DataFrame | None = None,
@@ -237,6 +246,9 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
             + (f"; not in the table, so not applied: {', '.join(absent)}" if absent else ""))
     if withdrawn is None:
         log("samples: no withdrawal list given: nobody removed as withdrawn")
+    else:
+        n_match = check_withdrawn(withdrawn, fam, withdrawn_path)
+        log(f"samples: withdrawn list: {n_match} of its {len(withdrawn)} IDs are in the .fam")
     idx, table = sample_filters(fam, sqc, withdrawn, ancestry)
     if len(idx) == 0:
         raise CmixError("no samples remain after the sample filters "

@@ -33,6 +33,33 @@ def expand(pattern, chroms=None) -> list[tuple[str, str]]:
     return [(str(c), str(pattern).replace(CHROM_FIELD, str(c))) for c in (chroms or AUTOSOMES)]
 
 
+#: plink's numeric codes of the non-autosomes, by name.
+_PLINK_CHROM_CODES = {"X": "23", "Y": "24", "XY": "25", "MT": "26", "M": "26"}
+
+
+def _chrom_code(chrom) -> str:
+    """A chromosome name as plink's number: no "chr" prefix, no leading zeros, X/Y/XY/MT
+    as 23-26 ("chr03" -> "3", "X" -> "23")."""
+    text = str(chrom).strip()
+    text = text[3:] if text[:3].lower() == "chr" else text
+    text = _PLINK_CHROM_CODES.get(text.upper(), text)
+    return text.lstrip("0") or text
+
+
+def check_part_chrom(bim: pd.DataFrame, chrom: str, path) -> None:
+    """Raise unless every variant of a per-chromosome file (``bim``: its .bim/.pvar
+    table) is on ``chrom``, the chromosome its name gives: a file under another
+    chromosome's name would be read as that chromosome."""
+    codes = bim["chrom"].astype(str).map(_chrom_code).to_numpy()
+    bad = codes != _chrom_code(chrom)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, variant row {i + 1}: chromosome {bim['chrom'].iloc[i]!r}, but the "
+                        f"file is chromosome {chrom}'s of the per-chromosome set "
+                        f"({int(bad.sum())} of its {len(bad)} variants on another chromosome); "
+                        "check the file names")
+
+
 def chrom_range(chroms) -> str:
     chroms = list(chroms or AUTOSOMES)
     return "1-22" if chroms == list(AUTOSOMES) else ", ".join(chroms)
@@ -131,6 +158,7 @@ def open_genotypes(bfile=None, *, pfile=None, fam=None, chroms=None):
                                 f"set {src} (expected chromosomes {chrom_range(chroms)}; "
                                 "--chroms names the chromosomes of a set)")
         part = opener(prefix, fam)
+        check_part_chrom(part.bim, chrom, prefix.with_name(prefix.name + exts[1]))
         if first_fam is None:
             first_fam = part.fam
         elif fam is None and not part.fam[["fid", "iid"]].equals(first_fam[["fid", "iid"]]):

@@ -1,0 +1,417 @@
+"""Text inputs as users write them: every reader of a user's text file gives the same
+result for the file gzipped (told by its magic bytes, whatever its name), starting with
+a UTF-8 byte-order mark, or with CRLF line ends; and inputs that used to be misread or
+silently accepted are refused with one message naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cmix.cli import main
+from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples
+from cmix.io import CmixError, read_id_list, read_id_set
+
+BOM = "\ufeff"
+
+
+# ------------------------------------------------------------------- the plain files
+def _write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode())
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain(cohort, tmp_path_factory):
+    """{reader name: plain input file} built from the session cohort (LF line ends, no
+    BOM, not compressed)."""
+    d = tmp_path_factory.mktemp("plain")
+    c = cohort
+    fam = plink.read_fam(c / "genotypes.fam")
+    bim = plink.read_bim(c / "genotypes.bim")
+    files = {}
+    for name in ("genotypes.fam", "genotypes.bim", "sample_qc.tsv", "phenotypes.tsv",
+                 "kinship.dat", "withdrawn.txt"):
+        files[name] = Path(shutil.copy(c / name, d / name))
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype=str, keep_default_na=False)
+    pheno.rename(columns=lambda s: s[2:].replace(".", "-", 1) if s.startswith("f.") else s
+                 ).to_csv(d / "showcase.csv", index=False)
+    files["showcase.csv"] = d / "showcase.csv"
+    sqc = pd.read_csv(c / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)
+    files["headerless_sqc.txt"] = _write(d / "headerless_sqc.txt", "".join(
+        " ".join(["0"] * 2 + [r["genotyping.array"], r["Batch"]] + ["0"] * 14
+                 + [r["het.missing.outliers"], r["putative.sex.chromosome.aneuploidy"], "0", "0",
+                    r["excess.relatives"], r["in.white.British.ancestry.subset"], "1"]
+                 + [r[f"PC{k}"] for k in range(1, 11)] + ["0"] * 33) + "\n"
+        for _, r in sqc.set_index("eid").loc[fam["iid"]].reset_index().iterrows()))
+    files["keep.txt"] = _write(d / "keep.txt", "#FID\tIID\n" + "".join(
+        f"{a}\t{b}\n" for a, b in zip(fam["fid"][::3], fam["iid"][::3])))
+    files["extract.txt"] = _write(d / "extract.txt",
+                                  "".join(f"{v}\n" for v in bim["variant_id"][::2]))
+    files["pcs.eigenvec"] = _write(d / "pcs.eigenvec", "#FID\tIID\tPC1\tPC2\tPC3\n" + "".join(
+        f"{a}\t{b}\t{k * 0.001:.4f}\t{-k * 0.002:.4f}\t{(k % 7) * 0.01:.4f}\n"
+        for k, (a, b) in enumerate(zip(fam["fid"], fam["iid"]))))
+    files["g.pvar"] = _write(d / "g.pvar", "##fileformat=PVARv1.0\n##source=test\n"
+                             "#CHROM\tPOS\tID\tREF\tALT\tCM\n" + "".join(
+                                 f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t{k * 0.01:g}\n"
+                                 for k, r in enumerate(bim.itertuples())))
+    files["g.psam"] = _write(d / "g.psam", "#FID\tIID\tSEX\n" + "".join(
+        f"{a}\t{b}\t{s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
+    files["g.sample"] = _write(d / "g.sample", "ID_1 ID_2 missing sex\n0 0 0 D\n" + "".join(
+        f"{a} {b} 0 {s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
+    files["mfi.txt"] = _write(d / "mfi.txt", "".join(
+        f"{r.chrom}:{r.pos}\t{r.variant_id}\t{r.pos}\t{r.a2}\t{r.a1}\t0.1\t{r.a1}\t0.9{k % 10}\n"
+        for k, r in enumerate(bim.itertuples())))
+    return files, fam
+
+
+def _spec(**kw):
+    return {"fields": [], "pcs": 0, **kw}
+
+
+#: reader name -> (plain file key, function of (path, fam) giving a comparable result)
+READERS = {
+    "read_fam": ("genotypes.fam", lambda p, fam: plink.read_fam(p)),
+    "read_bim": ("genotypes.bim", lambda p, fam: plink.read_bim(p)),
+    "read_sample_ids (--keep/--remove)": ("keep.txt", lambda p, fam: plink.read_sample_ids(p)),
+    "read_id_list (--extract)": ("extract.txt", lambda p, fam: read_id_list(p, "ids")),
+    "read_id_set": ("extract.txt", lambda p, fam: sorted(read_id_set(p, "ids"))),
+    "read_withdrawn": ("withdrawn.txt", lambda p, fam: sorted(samples.read_withdrawn(p))),
+    "read_sample_qc (tidy)": ("sample_qc.tsv", lambda p, fam: samples.read_sample_qc(p, fam)),
+    "read_sample_qc (ukb_sqc_v2)": ("headerless_sqc.txt",
+                                    lambda p, fam: samples.read_sample_qc(p, fam)),
+    "read_phenotypes (tsv)": ("phenotypes.tsv", lambda p, fam: phenotypes.read_phenotypes(p)),
+    "read_phenotypes (csv)": ("showcase.csv", lambda p, fam: phenotypes.read_phenotypes(p)),
+    "covariates from sample QC (tidy)": (
+        "sample_qc.tsv", lambda p, fam: covariates.covariate_matrix(
+            _spec(pcs=3, array=True, batch=True), fam, np.arange(len(fam)), sample_qc=p)[1]),
+    "covariates from sample QC (ukb_sqc_v2)": (
+        "headerless_sqc.txt", lambda p, fam: covariates.covariate_matrix(
+            _spec(pcs=3, array=True, batch=True), fam, np.arange(len(fam)), sample_qc=p)[1]),
+    "covariates from .eigenvec": (
+        "pcs.eigenvec", lambda p, fam: covariates.covariate_matrix(
+            _spec(pcs=3, pcs_from="eigenvec"), fam, np.arange(len(fam)), eigenvec=p)[1]),
+    "read_kinship_table": ("kinship.dat", lambda p, fam: relatedness.read_kinship_table(p)),
+    "read_pvar": ("g.pvar", lambda p, fam: pgen.read_pvar(p)),
+    "read_psam": ("g.psam", lambda p, fam: pgen.read_psam(p)),
+    "read_sample_file (BGEN .sample)": ("g.sample", lambda p, fam: bgen.read_sample_file(p)),
+    "read_mfi": ("mfi.txt", lambda p, fam: bgen.read_mfi(p)),
+}
+
+VARIANTS = {
+    "gzip": lambda b: gzip.compress(b, mtime=0),
+    "bom": lambda b: BOM.encode() + b,
+    "crlf": lambda b: b.replace(b"\n", b"\r\n"),
+    "gzip+bom+crlf": lambda b: gzip.compress(BOM.encode() + b.replace(b"\n", b"\r\n"), mtime=0),
+}
+
+
+def _same(a, b) -> None:
+    if isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b)
+        assert a.attrs.get("has_fid") == b.attrs.get("has_fid")
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_reader_reads_gzip_bom_and_crlf_as_the_plain_file(plain, tmp_path, reader,
+                                                                variant):
+    """The variant file (same name: gzip is told by its magic bytes) gives the plain
+    file's result."""
+    files, fam = plain
+    key, read = READERS[reader]
+    src = files[key]
+    raw = src.read_bytes()
+    assert b"\r" not in raw and not raw.startswith(BOM.encode())
+    dst = tmp_path / src.name
+    dst.write_bytes(VARIANTS[variant](raw))
+    want, got = read(src, fam), read(dst, fam)
+    assert len(want) > 0
+    _same(want, got)
+
+
+# --------------------------------------------------------------------- CLI helpers
+def fails(capsys, args, names, problem, out_dir) -> str:
+    """Run ``cmix args``: exit 1, one error line starting with ``names`` and holding
+    ``problem``, and nothing in ``out_dir``. Returns the line."""
+    rc = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[cmix]")]
+    assert rc == 1, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"cmix {args[0]}: error: {names}"), lines[0]
+    assert problem in lines[0], lines[0]
+    out_dir = Path(out_dir)
+    assert not out_dir.exists() or not list(out_dir.iterdir()), list(out_dir.iterdir())
+    return lines[0]
+
+
+def _fam_iids(cohort) -> list[str]:
+    return plink.read_fam(cohort / "genotypes.fam")["iid"].tolist()
+
+
+# ----------------------------------------------------------------------- withdrawals
+def test_a_bom_does_not_hide_the_first_withdrawn_participant(cohort, tmp_path, capsys):
+    """Two withdrawn .fam participants, the list saved with a BOM (and CRLF, gzipped):
+    both are removed, the log counts the list's matches, no ID is logged."""
+    iids = _fam_iids(cohort)
+    w = [iids[5], iids[17], "999999999"]              # the last is in no .fam
+    for name, data in (("bom.txt", BOM + "\n".join(w) + "\n"),
+                       ("bom_crlf.txt", BOM + "\r\n".join(w) + "\r\n")):
+        _write(tmp_path / name, data)
+    (tmp_path / "bom.gz.txt").write_bytes(gzip.compress((tmp_path / "bom_crlf.txt").read_bytes()))
+    for name in ("bom.txt", "bom_crlf.txt", "bom.gz.txt"):
+        out = tmp_path / name.replace(".", "_")
+        assert main(["samples", "--fam", str(cohort / "genotypes.fam"), "--withdrawn",
+                     str(tmp_path / name), "--out", str(out / "s")]) == 0
+        err = capsys.readouterr().err
+        table = pd.read_csv(out / "s.filters.tsv", sep="\t")
+        assert table.set_index("filter").loc["withdrawn", "n_removed"] == 2
+        keep = pd.read_csv(out / "s.keep", sep="\t", dtype=str)["IID"]
+        assert not set(w) & set(keep) and len(keep) == len(iids) - 2
+        assert "withdrawn list: 2 of its 3 IDs are in the .fam" in err
+        assert not any(i in err for i in w)
+
+
+@pytest.mark.parametrize("case, text, problem", [
+    ("ukb_csv", "{a},2021-03-01\n{b},2021-03-02\n", "line 1: expected one ID per line"),
+    ("two_fields", "{a}\n{b} 2021-03-02\n", "line 2: expected one ID per line"),
+    ("none_match", "123\n456\n", "none of its 2 withdrawn participant IDs is an IID of the .fam"),
+])
+def test_a_withdrawal_list_that_withdraws_nobody_is_refused(cohort, tmp_path, capsys, case,
+                                                            text, problem):
+    iids = _fam_iids(cohort)
+    path = _write(tmp_path / "w.csv", text.format(a=iids[3], b=iids[4]))
+    out = tmp_path / "out"
+    line = fails(capsys, ["samples", "--fam", cohort / "genotypes.fam", "--withdrawn", path,
+                          "--out", out / "s"], path, problem, out)
+    assert iids[3] not in line and iids[4] not in line
+
+
+def test_a_bom_does_not_hide_the_first_extract_variant(plain, tmp_path):
+    files, _ = plain
+    ids = read_id_list(files["extract.txt"], "ids")
+    _write(tmp_path / "x.txt", BOM + "\n".join(ids) + "\n")
+    assert read_id_set(tmp_path / "x.txt", "ids") == set(ids)
+
+
+# ------------------------------------------------------------ gzipped inputs via CLI
+def test_samples_and_unrelated_read_gzipped_bom_crlf_inputs(cohort, tmp_path, capsys):
+    """cmix samples and cmix unrelated on gzip+BOM+CRLF copies of every text input
+    (the .fam included) write the same bytes as on the plain files."""
+    g = tmp_path / "g"
+    g.mkdir()
+    shutil.copy(cohort / "genotypes.bed", g / "genotypes.bed")
+    for name in ("genotypes.fam", "genotypes.bim", "sample_qc.tsv", "withdrawn.txt",
+                 "kinship.dat"):
+        (g / name).write_bytes(VARIANTS["gzip+bom+crlf"]((cohort / name).read_bytes()))
+    outs = {}
+    for label, d in (("plain", cohort), ("variant", g)):
+        out = tmp_path / label
+        assert main(["samples", "--fam", str(d / "genotypes.fam"), "--sqc",
+                     str(d / "sample_qc.tsv"), "--withdrawn", str(d / "withdrawn.txt"),
+                     "--out", str(out / "s")]) == 0
+        assert main(["unrelated", "--kinship", str(d / "kinship.dat"), "--fam",
+                     str(d / "genotypes.fam"), "--keep", str(out / "s.keep"),
+                     "--out", str(out / "u")]) == 0
+        outs[label] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    capsys.readouterr()
+    assert outs["plain"] == outs["variant"] and len(outs["plain"]) >= 4
+
+
+def test_a_bom_in_the_kinship_header_is_read(cohort, tmp_path):
+    path = _write(tmp_path / "k.dat", BOM + (cohort / "kinship.dat").read_text())
+    _same(relatedness.read_kinship_table(cohort / "kinship.dat"),
+          relatedness.read_kinship_table(path))
+
+
+# ---------------------------------------------------------------- tables: duplicates
+@pytest.mark.parametrize("reader, name, header_edit", [
+    ("phenotypes", "phenotypes.tsv", lambda h: h.replace("f.31.0.0", "f.30100.0.0")),
+    ("sample_qc", "sample_qc.tsv", lambda h: h.replace("PC9", "PC2")),
+    ("kinship", "kinship.dat", lambda h: h.replace("IBS0", "HetHet")),
+])
+def test_a_column_named_twice_is_refused(cohort, tmp_path, reader, name, header_edit):
+    lines = (cohort / name).read_text().splitlines(True)
+    path = _write(tmp_path / name, header_edit(lines[0]) + "".join(lines[1:]))
+    fam = plink.read_fam(cohort / "genotypes.fam")
+    read = {"phenotypes": phenotypes.read_phenotypes,
+            "sample_qc": lambda p: samples.read_sample_qc(p, fam),
+            "kinship": relatedness.read_kinship_table}[reader]
+    with pytest.raises(CmixError, match=r"line 1: column '.*' appears twice in the header"):
+        read(path)
+
+
+# ------------------------------------------------------- cmix store: refused inputs
+MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
+HAIR = {"field": 1747, "kind": "categorical",
+        "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}
+
+
+@pytest.fixture(scope="module")
+def snps(cohort, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sel") / "mpv.snps.tsv"
+    assert main(["select", "--sumstats", str(cohort / "sumstats" / "mean_platelet_volume.txt.gz"),
+                 "--bfile", str(cohort / "genotypes"), "--top", "100", "--out", str(out)]) == 0
+    return out
+
+
+def _store(cohort, snps, out, *, pheno=None, trait=MPV, spec=None, sqc=None, eigenvec=None):
+    args = ["store", "--bfile", cohort / "genotypes", "--snps", snps,
+            "--pheno", pheno or cohort / "phenotypes.tsv", "--trait", "t",
+            "--trait-config", json.dumps(trait), "--out", out]
+    if spec is not None:
+        args += ["--covariates", json.dumps(spec), "--sample-qc", sqc or cohort / "sample_qc.tsv"]
+    if eigenvec is not None:
+        args += ["--eigenvec", eigenvec]
+    return args
+
+
+def _pheno(cohort) -> pd.DataFrame:
+    return pd.read_csv(cohort / "phenotypes.tsv", sep="\t", dtype=str, keep_default_na=False)
+
+
+def test_text_in_a_numeric_trait_cell_is_refused(cohort, snps, tmp_path, capsys):
+    p = _pheno(cohort)
+    p.loc[[9, 30], "f.30100.0.0"] = ["high", "n/a"]
+    p.loc[[11, 12], "f.30100.0.0"] = ["NA", ""]           # missing values stay allowed
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    lines = (tmp_path / "p.tsv").read_text().splitlines(True)
+    _write(tmp_path / "p.tsv", "".join(lines[:5] + ["\n"] + lines[5:]))   # a blank line 6
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
+          tmp_path / "p.tsv", "line 12, column f.30100.0.0: 'high' is not a number", out)
+
+
+def test_a_field_in_both_column_layouts_is_refused(cohort, snps, tmp_path, capsys):
+    p = _pheno(cohort)
+    p["30100-0.0"] = p["f.30100.0.0"]
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
+          tmp_path / "p.tsv", "both 'f.30100.0.0' and '30100-0.0'", out)
+
+
+def test_a_class_of_one_sample_is_refused_at_store(cohort, snps, tmp_path, capsys):
+    """One sample coded 8, its own class: it cannot be in both splits, so the class's
+    test accuracy would be missing from the metrics."""
+    p = _pheno(cohort)
+    fam_iids = set(_fam_iids(cohort))
+    row = int(np.flatnonzero(p["eid"].isin(fam_iids).to_numpy())[0])
+    p.loc[row, "f.1747.0.0"] = "8"
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    trait = {**HAIR, "classes": {**HAIR["classes"], "grey": [8]}}
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv", trait=trait),
+          tmp_path / "p.tsv", "class 'grey' has 1 sample(s), too few for one in the test split",
+          out)
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("empty", "the file (or its first line) is empty"),
+    ("duplicate_id", "the same sample ID on lines 3 and 8"),
+    ("no_pc3", "no column PC3"),
+])
+def test_bad_sample_qc_for_covariates_is_refused(cohort, snps, tmp_path, capsys, case, problem):
+    lines = (cohort / "sample_qc.tsv").read_text().splitlines(True)
+    if case == "empty":
+        text = ""
+    elif case == "duplicate_id":
+        lines[7] = lines[2].split("\t")[0] + "\t" + lines[7].split("\t", 1)[1]
+        text = "".join(lines)
+    else:
+        sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)
+        sqc.drop(columns="PC3").to_csv(tmp_path / "sqc.tsv", sep="\t", index=False)
+        text = (tmp_path / "sqc.tsv").read_text()
+    path = _write(tmp_path / "sqc.tsv", text)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", spec={"pcs": 5}, sqc=path), path,
+          problem, out)
+
+
+def test_a_duplicate_id_in_the_eigenvec_is_refused(cohort, snps, plain, tmp_path, capsys):
+    files, _ = plain
+    lines = files["pcs.eigenvec"].read_text().splitlines(True)
+    a = lines[4].split("\t")
+    lines[9] = "\t".join(a[:2] + lines[9].split("\t")[2:])
+    path = _write(tmp_path / "pcs.eigenvec", "".join(lines))
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", spec={"pcs": 2, "pcs_from": "eigenvec"},
+                         eigenvec=path), path, "the same sample ID on lines 5 and 10", out)
+
+
+# ------------------------------------------------- per-chromosome files: chromosome
+@pytest.fixture(scope="module")
+def chrom_set(cohort, tmp_path_factory):
+    """c{chrom}.bed/.bim per chromosome of the cohort, sharing c.fam."""
+    d = tmp_path_factory.mktemp("chroms")
+    bf = plink.open_bfile(cohort / "genotypes")
+    for chrom in bf.bim["chrom"].unique():
+        idx = np.flatnonzero(bf.bim["chrom"].to_numpy() == chrom)
+        plink.write_bfile(d / f"c{chrom}", bf.read(idx), bf.fam,
+                          bf.bim.iloc[idx].reset_index(drop=True))
+    shutil.copy(cohort / "genotypes.fam", d / "c.fam")
+    return d, sorted(bf.bim["chrom"].unique(), key=int)
+
+
+def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsys):
+    """c2's files hold chromosome 1's variants: `cmix qc --chr 2` and the whole set
+    are refused instead of reading them as chromosome 2's (or finding none)."""
+    d, chroms = chrom_set
+    assert len(chroms) >= 2
+    e = tmp_path / "set"
+    shutil.copytree(d, e)
+    for ext in (".bed", ".bim", ".fam"):       # chromosome 1's files under chromosome 2's name
+        shutil.copy(d / f"c{chroms[0]}{ext}", e / f"c{chroms[1]}{ext}")
+    out = tmp_path / "out"
+    assert main(["qc", "--bfile", str(d / "c{chrom}"), "--fam", str(d / "c.fam"), "--chr",
+                 *chroms, "--out", str(tmp_path / "ok" / "v")]) == 0
+    capsys.readouterr()
+    for sel in ([chroms[1]], chroms):
+        fails(capsys, ["qc", "--bfile", e / "c{chrom}", "--fam", e / "c.fam", "--chr", *sel,
+                       "--out", out / "v"], e / f"c{chroms[1]}.bim",
+              f"chromosome '{chroms[0]}', but the file is chromosome {chroms[1]}'s", out)
+
+
+def test_chromosome_names_compare_as_plink_numbers():
+    from cmix.genotypes.sources import check_part_chrom
+
+    bim = pd.DataFrame({"chrom": ["chr03", "3", "03"]})
+    check_part_chrom(bim, "3", "c3.bim")
+    check_part_chrom(pd.DataFrame({"chrom": ["23", "X", "chrX"]}), "X", "cX.bim")
+    with pytest.raises(CmixError, match=r"c3.bim, variant row 2: chromosome '4', but the file "
+                                        r"is chromosome 3's .*\(2 of its 3 variants"):
+        check_part_chrom(pd.DataFrame({"chrom": ["3", "4", "chr4"]}), "3", "c3.bim")
+
+
+def test_the_ld_region_list_reads_gzip_bom_and_crlf(tmp_path):
+    from cmix.genotypes.pca import HIGH_LD_REGIONS, read_regions
+
+    raw = Path(HIGH_LD_REGIONS).read_bytes().replace(b"\r\n", b"\n")
+    plain_path = tmp_path / "r.txt"
+    plain_path.write_bytes(b"6 25000000 33500000 MHC\n" + raw)   # a region on line 1
+    want = read_regions(plain_path)
+    for variant, edit in VARIANTS.items():
+        path = tmp_path / f"r_{variant.replace('+', '_')}.txt"
+        path.write_bytes(edit(plain_path.read_bytes()))
+        pd.testing.assert_frame_equal(read_regions(path), want)
+
+
+def test_data_line_skips_blank_lines_as_pandas_does(tmp_path):
+    from cmix.io import data_line
+
+    path = _write(tmp_path / "t.tsv", "a\tb\n1\t2\n\n3\t4\r\n  \n5\t6\n")
+    rows = pd.read_csv(path, sep="\t")
+    assert list(rows["a"]) == [1, 3, 5]
+    assert [data_line(path, i, "t") for i in range(3)] == [2, 4, 6]
