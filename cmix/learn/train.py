@@ -257,9 +257,12 @@ def run_trainer(ctx, state) -> dict:
     inputs_of = trainer_inputs(ctx, model)
     head, validation = predictor_stage(ctx, state, model, inputs_of, su_pos)
     check_frozen(model, frozen)
-    prob = predict_proba(head, inputs_of(ctx.splits.test))
+    x_test = inputs_of(ctx.splits.test)
+    prob = predict_proba(head, x_test)
     lp = state.parts.get("lp_info") or []
-    return finish(ctx, state, prob, validation, pseudo_labels=(
+    # the frozen encoder's test rows (the covariates sit after them), for the report's t-SNE
+    latent = x_test[:, :x_test.shape[1] - ctx.n_cov] if ctx.cfg["pretrain"] else None
+    return finish(ctx, state, prob, validation, latent=latent, pseudo_labels=(
         {"accuracy": lp[-1]["accuracy"], "coverage": lp[-1]["coverage"],
          "n_rows": lp[-1]["n_rows"], "missing_classes": lp[-1]["missing_classes"],
          "epochs": [i["epoch"] for i in lp]} if lp else None))
