@@ -2,8 +2,8 @@
 tables, plots and one self-contained HTML page.
 
 ``write_report(runs_dir, out_dir)`` writes into ``out_dir`` (all files appear together or
-none do; PNGs of an earlier report in ``out_dir`` that this one does not write are then
-removed):
+none do; when ``out_dir`` held a report.html, its PNGs that this report does not write,
+figures of the earlier report, are then removed):
 
 - ``results.tsv``: one row per trait x method x budget x seed (test accuracy, balanced
   accuracy, AUROC, AP, MCC, Brier score; split sizes, pseudo-label accuracy/coverage,
@@ -875,8 +875,9 @@ def _figures(runs_dir, results: pd.DataFrame, summary: pd.DataFrame, parsed: lis
         figs["pseudo_label_accuracy.png"] = (png, (
             "Pseudo-label accuracy on the unlabeled rows they cover. Dotted: the "
             "majority-class share; pseudo-labels on that line say no more than the class "
-            "prior. cmix_selfsl_pl shares cmix's pre-training, hence its pseudo-labels: "
-            "its line lies under cmix's."))
+            "prior." + (" cmix_selfsl_pl shares cmix's pre-training, hence its pseudo-labels: "
+                        "its line lies under cmix's."
+                        if {"cmix", "cmix_selfsl_pl"} <= set(results["method"]) else "")))
     return figs
 
 

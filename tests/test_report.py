@@ -318,7 +318,7 @@ def test_headline_gains_tests_and_holm_against_direct_computation(tmp_path):
     write_report(tmp_path / "runs", tmp_path / "rep")
     res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
     head = pd.read_csv(tmp_path / "rep" / "headline.tsv", sep="\t")
-    acc = res.set_index(["trait", "budget", "method", "seed"])["accuracy"]
+    acc = res.set_index(["trait", "budget", "method", "seed"])["accuracy"].sort_index()
     ps, where = [], []
     for r in head.itertuples():
         for tag in ("cov", "best"):
