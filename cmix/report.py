@@ -932,9 +932,9 @@ def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.
     tests = sorted({t for c in ("gain_cov_test", "gain_best_test") for t in head[c] if t
                     and not t.startswith("none")})
     how = HOW_TO_READ.format(
-        tests=(" and ".join(tests) + " test" if tests else "paired t-test")
-        + f"; the Wilcoxon signed-rank test from {WILCOXON_MIN} paired seeds on, the "
-        "paired t-test below", n_tests=int(head["n_tests_holm"].iloc[0]), alpha=ALPHA)
+        tests=f"the paired t-test below {WILCOXON_MIN} paired seeds, the Wilcoxon signed-rank "
+              f"test from {WILCOXON_MIN} on; here: {', '.join(tests) or 'none'}",
+        n_tests=int(head["n_tests_holm"].iloc[0]), alpha=ALPHA)
     fig_html = "".join(
         f'<figure><figcaption>{html.escape(cap)}</figcaption>{_img(png, name)}</figure>'
         for name, (png, cap) in figs.items())
