@@ -205,8 +205,9 @@ def _add_report(sub):
         help="collect run folders' metrics.json into tables, plots and an HTML report",
         description="Find every metrics.json under --runs and write results.tsv (one row per "
                     "trait x method x budget x seed), summary.tsv (mean, sd, n over seeds), "
-                    "missing.tsv (grid cells without a run), per-trait PNG plots against the "
-                    "budget (log x) and a self-contained report.html into --out.")
+                    "headline.tsv (paired gains, Holm-adjusted p), missing.tsv (grid cells "
+                    "without a run), per-trait PNG figures and a self-contained report.html "
+                    "into --out.")
     p.add_argument("--runs", required=True, help="folder holding run folders (searched recursively)")
     p.add_argument("--out", required=True, help="report folder")
     grid = p.add_argument_group(

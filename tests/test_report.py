@@ -1,8 +1,10 @@
 """cmix report: tables against direct computations, incomplete grids, plots, HTML, bad inputs."""
 
 import base64
+import html
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,9 +151,19 @@ def test_bad_inputs(tmp_path, capsys):
         write_report(tmp_path / "runs2", tmp_path / "rep3")
 
 
+PROVENANCE = {"snp_source": {"kind": "external", "file": "toy.sumstats.gz",
+                             "overlap": "unknown"},
+              "sample_filters": {"sample_qc": "not given", "withdrawn": "applied",
+                                 "relatedness": "KING from genotypes"}}
+
+
 def test_report_of_real_runs(tmp_path):
-    """Two real baseline runs through the CLI, then the report."""
-    from test_baselines import simulate_trait, store_from
+    """Real runs through the CLI and the harness (prs, logreg: 2 seeds; cmix: 1), then
+    the report: predictions.npz against the store, provenance copied, figures written."""
+    from test_baselines import TINY, simulate_trait, store_from
+
+    from cmix.genotypes.store import write_store
+    from cmix.learn import harness
 
     dosage, label, split, beta = simulate_trait(400, 12, 2, seed=2, n_causal=3, h2=0.9)
     store = store_from(tmp_path / "t.zarr", dosage, label, split, beta, trait="toy")
@@ -160,15 +172,78 @@ def test_report_of_real_runs(tmp_path):
             assert main(["train", "--store", str(store), "--budget", "60", "--seed", str(seed),
                          "--method", method, "--out",
                          str(tmp_path / "runs" / method / str(seed))]) == 0
+    harness.train_run(store, 60, 1, tmp_path / "runs" / "cmix" / "1", config=TINY, device="cpu")
     assert main(["report", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "rep")]) == 0
     res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
-    assert len(res) == 4 and set(res["method"]) == {"prs", "logreg"}
+    assert len(res) == 5 and set(res["method"]) == {"prs", "logreg", "cmix"}
     assert (res["n_snps"] == 12).all() and (res["n_test"] == 100).all()
     test_labels = label[split == 1]              # the store's test rows
     assert np.allclose(res["test_majority_rate"], np.bincount(test_labels).max() / len(test_labels))
-    for f in ("results.tsv", "summary.tsv", "report.html"):
+    for run in ("prs/1", "logreg/2", "cmix/1"):
+        z = np.load(tmp_path / "runs" / run / "predictions.npz")
+        m = json.loads((tmp_path / "runs" / run / "metrics.json").read_text())
+        assert np.array_equal(z["y"], test_labels) and z["prob"].shape == (100, 2)
+        assert np.allclose(z["prob"].sum(1), 1, atol=1e-5)
+        assert m["test"]["accuracy"] == pytest.approx(np.mean(z["prob"].argmax(1) == test_labels))
+        assert ("latent" in z.files) == (run == "cmix/1")
+        assert "provenance" not in m                 # this store records none
+    assert z["latent"].shape == (100, TINY["hidden"])
+    assert {"toy.png", "toy.curves.png", "toy.tsne.png"} <= {
+        p.name for p in (tmp_path / "rep").iterdir()}
+    for f in ("results.tsv", "summary.tsv", "headline.tsv", "report.html"):
         text = (tmp_path / "rep" / f).read_text()
         assert not re.search(r"\bid\d+\b", text), f           # no sample IDs
+    # a store recording its provenance: copied into metrics.json, shown with the caution
+    prov_store = write_store(
+        tmp_path / "p.zarr", dosage=dosage, sample_id=[f"id{i}" for i in range(len(label))],
+        sample_label=label, sample_split=split, variant_id=[f"rs{j}" for j in range(12)],
+        variant_contig=["1"] * 12, variant_position=np.arange(12) * 10 + 1,
+        variant_allele=np.array([["A", "G"]] * 12), variant_beta=beta,
+        attrs={"trait": "prov", "class_names": ["c0", "c1"], "provenance": PROVENANCE})
+    assert main(["train", "--store", str(prov_store), "--budget", "60", "--seed", "1",
+                 "--method", "prs", "--out", str(tmp_path / "runs2" / "prs")]) == 0
+    m = json.loads((tmp_path / "runs2" / "prs" / "metrics.json").read_text())
+    assert m["provenance"] == PROVENANCE
+    write_report(tmp_path / "runs2", tmp_path / "rep2")
+    page = (tmp_path / "rep2" / "report.html").read_text()
+    assert page.index('id="caution"') < page.index('id="headline"')
+    assert "toy.sumstats.gz" in page and "overlap: unknown" in page
+
+
+def test_classification_metrics_against_direct_computation():
+    from cmix.learn.harness import classification_metrics
+
+    rng = np.random.default_rng(0)
+    # binary: no tied scores, so AP is the mean over positives of the precision at their rank
+    y = rng.integers(0, 2, 60)
+    p1 = np.clip(0.3 * y + rng.uniform(0, 0.7, 60), 0, 1)
+    prob = np.stack([1 - p1, p1], 1)
+    m = classification_metrics(y, prob, 2)
+    pred = (p1 > 0.5).astype(int)
+    tp, tn = np.sum((pred == 1) & (y == 1)), np.sum((pred == 0) & (y == 0))
+    fp, fn = np.sum((pred == 1) & (y == 0)), np.sum((pred == 0) & (y == 1))
+    assert m["mcc"] == pytest.approx((tp * tn - fp * fn)
+                                     / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+    assert m["brier"] == pytest.approx(np.mean((p1 - y) ** 2))
+
+    def ap(pos, score):
+        hits = pos[np.argsort(-score)]
+        return np.mean((np.cumsum(hits) / np.arange(1, len(hits) + 1))[hits.astype(bool)])
+    assert m["ap"] == pytest.approx(ap(y, p1))
+    assert m["accuracy"] == pytest.approx(np.mean(pred == y))
+    # three classes: macro AP over the classes, Brier half the squared distance to one-hot
+    y3 = rng.integers(0, 3, 90)
+    logits = rng.normal(size=(90, 3)) + 1.5 * np.eye(3)[y3]
+    prob3 = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    m3 = classification_metrics(y3, prob3, 3)
+    assert m3["macro_ap"] == pytest.approx(np.mean([ap(y3 == c, prob3[:, c]) for c in range(3)]))
+    assert m3["brier"] == pytest.approx(0.5 * np.mean(((prob3 - np.eye(3)[y3]) ** 2).sum(1)))
+    assert 0 <= m3["brier"] <= 1 and -1 <= m3["mcc"] <= 1
+    # multi-class MCC (Gorodkin's R_K) from the confusion matrix
+    cm = np.zeros((3, 3))
+    np.add.at(cm, (y3, prob3.argmax(1)), 1)
+    t, pk, c, s = cm.sum(1), cm.sum(0), np.trace(cm), cm.sum()
+    assert m3["mcc"] == pytest.approx((c * s - t @ pk) / np.sqrt((s**2 - pk @ pk) * (s**2 - t @ t)))
 
 
 def test_gain_over_covariates_is_paired_by_seed(tmp_path):
@@ -187,3 +262,204 @@ def test_gain_over_covariates_is_paired_by_seed(tmp_path):
                                                                         abs=1e-5)
         own = summ[(summ.method == "covariates") & (summ.budget == b)].iloc[0]
         assert own["accuracy_gain_over_covariates_mean"] == 0
+
+
+@pytest.mark.parametrize("key,value", [("accuracy", float("nan")), ("accuracy", 1.7),
+                                        ("auroc", -0.1), ("mcc", -1.5), ("brier", "0.2")])
+def test_metric_nan_or_out_of_range_is_refused(tmp_path, capsys, key, value):
+    write_grid(tmp_path / "runs", [("hair", "prs", 100, 1, 2), ("hair", "prs", 100, 2, 2)])
+    f = tmp_path / "runs" / "hair" / "prs" / "budget100" / "seed2" / "metrics.json"
+    m = json.loads(f.read_text())
+    m["test"][key] = value
+    f.write_text(json.dumps(m))                  # json writes NaN as the bare token NaN
+    assert main(["report", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "rep")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert str(f) in err and f"test {key} is" in err and err.count("\n") == 0
+    assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())
+
+
+def test_stale_figures_of_an_earlier_report_are_removed(tmp_path):
+    write_grid(tmp_path / "runs", full_cells())
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    assert (tmp_path / "rep" / "three_class.png").is_file()
+    grid = {"traits": ["binary_trait"], "methods": METHODS, "budgets": BUDGETS, "seeds": SEEDS}
+    write_report(tmp_path / "runs", tmp_path / "rep", grid=grid)
+    pngs = {p.name for p in (tmp_path / "rep").glob("*.png")}
+    assert pngs == {"binary_trait.png", "accuracy_by_trait.png", "pseudo_label_accuracy.png"}
+    assert "three_class" not in (tmp_path / "rep" / "report.html").read_text()
+    # a folder that holds no report: its PNGs are not ours, nothing is removed
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "holiday.png").write_bytes(b"\x89PNG")
+    write_report(tmp_path / "runs", tmp_path / "mine", grid=grid)
+    assert (tmp_path / "mine" / "holiday.png").is_file()
+
+
+def holm(p):
+    """Holm's step-down adjustment, written out: sort, multiply the i-th smallest by
+    (m - i), running maximum, cap at 1."""
+    p = np.asarray(p, float)
+    order = np.argsort(p)
+    adj = np.minimum(1, np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]))
+    out = np.empty_like(adj)
+    out[order] = adj
+    return out
+
+
+def test_headline_gains_tests_and_holm_against_direct_computation(tmp_path):
+    """Paired gains, the paired t-test (3 seeds) / Wilcoxon (10 seeds) per cell, Holm over
+    every comparison, and the verdict, recomputed here from results.tsv."""
+    from scipy import stats
+
+    seeds = list(range(10))
+    cells = ([("few", m, b, s, 2) for m in ("covariates", "prs", "logreg", "cmix")
+              for b in BUDGETS for s in SEEDS]
+             + [("many", m, 300, s, 3) for m in ("covariates", "logreg", "cmix") for s in seeds])
+    write_grid(tmp_path / "runs", cells)
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
+    head = pd.read_csv(tmp_path / "rep" / "headline.tsv", sep="\t")
+    acc = res.set_index(["trait", "budget", "method", "seed"])["accuracy"].sort_index()
+    ps, where = [], []
+    for r in head.itertuples():
+        for tag in ("cov", "best"):
+            ref = "covariates" if tag == "cov" else r.best_other
+            if r.method == ref or (tag == "best" and r.method != "cmix"):
+                assert np.isnan(getattr(r, f"gain_{tag}_p"))
+                continue
+            d = (acc.loc[(r.trait, r.budget, r.method)] - acc.loc[(r.trait, r.budget, ref)]).to_numpy()
+            assert getattr(r, f"gain_{tag}_mean") == pytest.approx(d.mean(), abs=1e-6)
+            p = (stats.wilcoxon(d).pvalue if len(d) >= 10 else stats.ttest_rel(
+                acc.loc[(r.trait, r.budget, r.method)], acc.loc[(r.trait, r.budget, ref)]).pvalue)
+            assert getattr(r, f"gain_{tag}_p") == pytest.approx(p, rel=1e-4)
+            assert getattr(r, f"gain_{tag}_test") == ("Wilcoxon signed-rank" if len(d) >= 10
+                                                      else "paired t")
+            ps.append(p)
+            where.append((r.Index, tag))
+    adj = holm(ps)
+    for (i, tag), a in zip(where, adj):
+        assert head.loc[i, f"gain_{tag}_p_holm"] == pytest.approx(a, rel=1e-4)
+    assert (head["n_tests_holm"] == len(ps)).all()
+    # the best non-cmix method is the one with the highest mean; verdicts follow the p
+    for r in head[head.method == "cmix"].itertuples():
+        means = res[(res.trait == r.trait) & (res.budget == r.budget)
+                    & (res.method != "cmix")].groupby("method").accuracy.mean()
+        assert r.best_other == means.idxmax()
+        expect = ("level" if r.gain_best_p_holm >= 0.05 else
+                  "better" if r.gain_best_mean > 0 else "worse")
+        assert r.verdict == expect
+    assert set(head.loc[head.method == "cmix", "verdict"]) >= {"better"}   # cmix leads by design
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "▲ better" in page and f"all {len(ps)} comparisons" in page
+
+
+@pytest.mark.parametrize("source,caution", [
+    ({"kind": "external", "file": "bolt.txt.gz", "overlap": "yes"}, True),
+    ({"kind": "external", "file": "bolt.txt.gz"}, True),
+    ({"kind": "external", "file": "bolt.txt.gz", "overlap": "no"}, False),
+    ({"kind": "discovery", "n_discovery": 1200, "ids_sha256": "ab" * 32,
+      "engine": "plink2 --glm"}, False),
+    (None, False)])
+def test_provenance_and_overlap_caution(tmp_path, source, caution):
+    write_grid(tmp_path / "runs", [("hair", m, 100, s, 2) for m in ("prs", "cmix") for s in (1, 2)])
+    if source is not None:
+        for f in (tmp_path / "runs").rglob("metrics.json"):
+            m = json.loads(f.read_text())
+            m["provenance"] = {"snp_source": source,
+                               "sample_filters": {"sample_qc": "not given"}}
+            f.write_text(json.dumps(m))
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert ('id="caution"' in page) == caution
+    if caution:
+        assert page.index('id="caution"') < page.index('id="headline"') and "bolt.txt.gz" in page
+    if source is None:
+        assert "provenance: not recorded" in page
+    elif source["kind"] == "discovery":
+        assert "discovery split of this cohort (1200 people" in page
+    else:
+        assert f"overlap with this cohort: <b>{source.get('overlap', 'unknown')}</b>" in page
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def write_runs_with_predictions(root, trait, shares, methods, budgets, seeds, n_test=300):
+    """Fake runs whose metrics.json holds the metrics of their own predictions.npz (test
+    classes with the given shares, probabilities that favour the true class more for
+    later methods), and a latent for cmix."""
+    from cmix.learn.harness import classification_metrics, write_predictions
+
+    c = len(shares)
+    y = np.repeat(np.arange(c), np.round(np.array(shares) * n_test).astype(int))[:n_test]
+    for i, method in enumerate(methods):
+        for budget in budgets:
+            for seed in seeds:
+                rng = np.random.default_rng([i, budget, seed, c])
+                logits = rng.normal(size=(len(y), c)) + (0.5 + 0.3 * i) * np.eye(c)[y]
+                prob = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+                latent = (rng.normal(size=(len(y), 8)) + 2 * np.eye(c, 8)[y]
+                          if method == "cmix" else None)
+                d = root / trait / method / f"budget{budget}" / f"seed{seed}"
+                d.mkdir(parents=True)
+                write_predictions(d / "predictions.npz", y, prob, latent)
+                m = fake_metrics(trait, method, budget, seed, c)
+                m.update(test=classification_metrics(y, prob, c), n_test=len(y),
+                         test_majority_rate=float(np.bincount(y).max() / len(y)))
+                (d / "metrics.json").write_text(json.dumps(m))
+
+
+def render_in_chromium(page, tmp_path, width=1280) -> dict:
+    """Open ``page`` in headless Chromium at ``width`` px and return what a script in
+    the page measured after load: the document's scroll width, each image's natural
+    width, and the headline table's and first image's positions."""
+    probe = """<script>window.addEventListener('load', function () {
+      var imgs = Array.from(document.images), head = document.getElementById('headline');
+      var r = head ? head.getBoundingClientRect() : null;
+      var out = {scrollWidth: document.documentElement.scrollWidth,
+                 bodyScrollWidth: document.body.scrollWidth, innerWidth: window.innerWidth,
+                 natural: imgs.map(function (i) { return i.naturalWidth; }),
+                 shown: imgs.map(function (i) { return i.getBoundingClientRect().right; }),
+                 headTop: r ? r.top : null, headRight: r ? r.right : null,
+                 headBeforeImg: !!(head && imgs.length && (head.compareDocumentPosition(
+                     imgs[0]) & Node.DOCUMENT_POSITION_FOLLOWING)),
+                 firstImgTop: imgs.length ? imgs[0].getBoundingClientRect().top : null};
+      var pre = document.createElement('pre');
+      pre.id = 'cmix-measure'; pre.textContent = JSON.stringify(out);
+      document.body.appendChild(pre);
+    });</script>"""
+    html_file = tmp_path / "probe.html"
+    html_file.write_text(page.replace("</body>", probe + "</body>"))
+    import subprocess
+
+    out = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+         f"--window-size={width},900", "--virtual-time-budget=10000", "--dump-dom",
+         html_file.as_uri()], capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="cmix-measure">(.*?)</pre>', out.stdout, re.S)
+    assert found, out.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="needs /usr/bin/chromium")
+def test_report_renders_in_chromium(tmp_path):
+    """The page in a real browser at 1280 px: no horizontal scroll, every figure loads,
+    the headline table comes before the first figure and fits the window."""
+    methods = ["covariates", "prs", "logreg", "manifold_mixup", "cmix_random_mix", "cmix"]
+    write_runs_with_predictions(tmp_path / "runs", "hair_colour_with_a_rather_long_name",
+                                [0.55, 0.3, 0.1, 0.05], methods, [100, 10000], [1, 2, 3])
+    write_runs_with_predictions(tmp_path / "runs", "asthma", [0.92, 0.08], methods,
+                                [100, 10000], [1, 2, 3])
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    names = {p.name for p in (tmp_path / "rep").glob("*.png")}
+    assert {"asthma.curves.png", "asthma.tsne.png",
+            "hair_colour_with_a_rather_long_name.curves.png"} <= names
+    page = (tmp_path / "rep" / "report.html").read_text()
+    m = render_in_chromium(page, tmp_path)
+    assert m["innerWidth"] == 1280
+    assert m["scrollWidth"] <= 1280 and m["bodyScrollWidth"] <= 1280, m
+    assert len(m["natural"]) == len(names) and all(w > 0 for w in m["natural"]), m["natural"]
+    assert all(r <= 1280 for r in m["shown"]), m["shown"]
+    assert m["headBeforeImg"] and m["headTop"] < m["firstImgTop"]
+    assert m["headRight"] <= 1280

@@ -13,8 +13,9 @@
   the best epoch count; resumable at every epoch.
 - :func:`finish`: the one metrics.json writer.
 
-Run folder: ``checkpoint.pt``, ``train_log.jsonl``, ``metrics.json`` (written last),
-``.cmix.lock`` (held while the run is going).
+Run folder: ``checkpoint.pt``, ``train_log.jsonl``, ``predictions.npz`` (the test rows'
+classes, probabilities and, where the method has one, latent; no IDs), ``metrics.json``
+(written last), ``.cmix.lock`` (held while the run is going).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from ..io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
 
 METRICS_FILE = "metrics.json"
+PREDICTIONS_FILE = "predictions.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.jsonl"
 
@@ -523,21 +525,37 @@ def refit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val,
 
 
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
-    """accuracy, balanced accuracy, AUROC (binary: of class 1) or macro one-vs-rest AUROC
-    over the classes present (None when fewer than 2 classes are present)."""
-    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+    """Test metrics of probabilities ``prob`` (n, C) against true classes ``y`` (n,) ints.
 
+    accuracy and balanced accuracy of the argmax; ``mcc``: Matthews correlation of the
+    argmax (multi-class form; in [-1, 1], 0 when undefined); ``brier``: half the mean
+    squared distance between each row of ``prob`` and the one-hot truth, in [0, 1] (for
+    2 classes the usual binary Brier score of class 1). Binary: ``auroc`` and ``ap``
+    (average precision) of class 1; more classes: ``macro_auroc`` and ``macro_ap``, the
+    one-vs-rest mean over the classes present. Ranking metrics are None when fewer than
+    2 classes are present."""
+    from sklearn.metrics import (average_precision_score, balanced_accuracy_score,
+                                 matthews_corrcoef, roc_auc_score)
+
+    y = np.asarray(y, dtype=np.int64)
+    prob = np.asarray(prob, dtype=np.float64)
     pred = prob.argmax(1)
+    onehot = np.eye(prob.shape[1])[y]
     out = {"accuracy": float(np.mean(pred == y)),
-           "balanced_accuracy": float(balanced_accuracy_score(y, pred))}
+           "balanced_accuracy": float(balanced_accuracy_score(y, pred)),
+           "mcc": float(matthews_corrcoef(y, pred)),
+           "brier": float(0.5 * np.mean(np.sum((prob - onehot) ** 2, axis=1)))}
     present = np.unique(y)
-    auc = None
+    auc = ap = None
     if len(present) >= 2:
         if n_classes == 2:
             auc = float(roc_auc_score(y, prob[:, 1]))
+            ap = float(average_precision_score(y, prob[:, 1]))
         else:
             auc = float(np.mean([roc_auc_score(y == c, prob[:, c]) for c in present]))
+            ap = float(np.mean([average_precision_score(y == c, prob[:, c]) for c in present]))
     out["auroc" if n_classes == 2 else "macro_auroc"] = auc
+    out["ap" if n_classes == 2 else "macro_ap"] = ap
     return out
 
 
@@ -586,9 +604,11 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
 
 
 def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: dict,
-           pseudo_labels: dict | None = None) -> dict:
-    """Test metrics of ``test_prob`` (n_test, C); writes metrics.json (last, atomically)
-    and the final checkpoint; returns the metrics dict."""
+           pseudo_labels: dict | None = None, latent=None) -> dict:
+    """Test metrics of ``test_prob`` (n_test, C); writes predictions.npz, then
+    metrics.json (last; each atomically) and the final checkpoint; returns the metrics
+    dict. ``latent``: the test rows' latent (n_test, d) where the method has one (numpy
+    or torch), kept in predictions.npz for the report's t-SNE."""
     import torch
 
     from .config import sections_config
@@ -613,11 +633,29 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
         "store": ctx.store_path.resolve().name,
         "store_sha256": ctx.store_sha256,
     }
+    provenance = ctx.root.attrs.get("provenance")
+    if provenance is not None:
+        result["provenance"] = (json.loads(provenance) if isinstance(provenance, str)
+                                else provenance)
     state.parts["predict"] = prediction_record(ctx, test_prob)
     state.stage = "done"
     ctx.save(state)
+    write_predictions(ctx.out_dir / PREDICTIONS_FILE, s.label[s.test], test_prob, latent)
     with atomic_path(ctx.out_dir / METRICS_FILE) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
     log(f"{ctx.trait} {ctx.method.name} budget {ctx.budget} seed {ctx.seed}: test accuracy "
         f"{metrics['accuracy']:.4f}, balanced {metrics['balanced_accuracy']:.4f}")
     return result
+
+
+def write_predictions(path, y: np.ndarray, prob: np.ndarray, latent=None) -> None:
+    """predictions.npz (atomically): ``y`` int64 (n_test,) true classes, ``prob`` float32
+    (n_test, C), and ``latent`` float32 (n_test, d) when given. Test rows in store
+    order; no sample IDs."""
+    arrays = {"y": np.asarray(y, dtype=np.int64), "prob": np.asarray(prob, dtype=np.float32)}
+    if latent is not None:
+        if hasattr(latent, "detach"):
+            latent = latent.detach().float().cpu().numpy()
+        arrays["latent"] = np.asarray(latent, dtype=np.float32)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)

@@ -265,11 +265,14 @@ def run_trainer(ctx, state) -> dict:
     inputs_of = trainer_inputs(ctx, model)
     head, validation = predictor_stage(ctx, state, model, inputs_of, su_pos)
     check_frozen(model, frozen)
-    prob = predict_proba(head, inputs_of(ctx.splits.test))
+    x_test = inputs_of(ctx.splits.test)
+    prob = predict_proba(head, x_test)
     lp = state.parts.get("lp_info") or []
     keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
             "heldout_accuracy", "head_accuracy", "mean_weight")
-    return finish(ctx, state, prob, validation, pseudo_labels=(
+    # the frozen encoder's test rows (the covariates sit after them), for the report's t-SNE
+    latent = x_test[:, :x_test.shape[1] - ctx.n_cov] if ctx.cfg["pretrain"] else None
+    return finish(ctx, state, prob, validation, latent=latent, pseudo_labels=(
         {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
         if lp else None))
 
