@@ -12,6 +12,7 @@ import pytest
 import zarr
 
 from conftest import requires_plink2
+from test_workflow import ukb_standin  # noqa: F401  (a fixture)
 
 from cmix.cli import main
 from cmix.simulate import simulate_cohort
@@ -174,3 +175,57 @@ def test_refusals_name_the_problem(small, tmp_path, capsys, extra, message):
     assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5", *extra) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------ the workflow
+def test_workflow_plans_a_gwas_per_discovery_trait(ukb_standin, tmp_path):
+    """config/ukb.yaml takes the discovery route for every trait; an empty list takes the
+    external summary statistics; a wrong multiclass choice fails before any job."""
+    from test_workflow import plan, snakemake
+
+    cfg_path, cfg = ukb_standin
+    args = ("-n", "-p", "--cores", "1", "--configfile", str(cfg_path), "--directory",
+            str(tmp_path))
+    res = snakemake(*args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rules = [j["rule"] for j in plan(res.stdout)]
+    assert rules.count("gwas") == len(cfg["traits"]) == rules.count("select_snps")
+    assert "--discovery results/ukbtiny/discovery/hair_colour.discovery.id" in res.stdout
+    res = snakemake(*args, "--config", "discovery={'traits': []}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "gwas" not in [j["rule"] for j in plan(res.stdout)]
+    assert "--overlap unknown" in res.stdout
+    res = snakemake(*args, "--config", "discovery={'multiclass': {'hair_colour': 'auburn'}}")
+    assert res.returncode != 0
+    assert ("discovery.multiclass.hair_colour: 'auburn' is neither class_index nor one of "
+            "its classes") in res.stdout + res.stderr
+
+
+def test_demo_runs_either_way_to_the_stores(tmp_path):
+    """The demo with one trait on the discovery route and one on the simulator's summary
+    statistics: real jobs up to the stores, which record their SNP source and hold none
+    of the discovery people."""
+    import yaml
+    from test_workflow import REPO, snakemake
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="disc", simulate={"n_samples": 500, "n_variants": 800, "seed": 4},
+               selection={"top": 40}, traits=["mean_platelet_volume", "hair_colour"],
+               budgets=[40])
+    cfg["discovery"]["traits"] = ["hair_colour"]
+    path = tmp_path / "disc.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "results/disc"
+    stores = [f"results/disc/traits/{t}.zarr" for t in cfg["traits"]]
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path),
+                    *stores)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    disc = set(pd.read_csv(out / "discovery/hair_colour.discovery.id", sep="\t", dtype=str)["IID"])
+    hair = zarr.open_group(str(out / "traits/hair_colour.zarr"), mode="r")
+    assert hair.attrs["provenance"]["snp_source"]["kind"] == "discovery"
+    assert hair.attrs["provenance"]["snp_source"]["n_discovery"] == len(disc) > 50
+    assert not disc & {str(i) for i in hair["sample_id"][:]}
+    mpv = zarr.open_group(str(out / "traits/mean_platelet_volume.zarr"), mode="r")
+    assert mpv.attrs["provenance"]["snp_source"] == {
+        "kind": "external", "file": "mean_platelet_volume.txt.gz", "overlap": "no"}
+    assert disc & {str(i) for i in mpv["sample_id"][:]}     # only hair colour's route

@@ -13,6 +13,9 @@ SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 # covariates stored beside the dosages (cmix.genotypes.covariates); PCs from the sample QC
 COVARIATES = config.get("covariates") or {}
+# traits whose SNPs come from the cohort's own discovery GWAS (rules/discovery.smk)
+DISCOVERY = config.get("discovery") or {}
+DISCOVERY_TRAITS = [t for t in DISCOVERY.get("traits", []) if t in TRAITS]
 RUNS_PER_JOB = int(config["train"].get("runs_per_job", 1))
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
 # the manifest of fetchable public files (rule fetch_resource), relative to the repository
@@ -95,7 +98,7 @@ def check_config():
         for key in ("sample_qc", "withdrawn", "phenotypes", "kinship"):
             if inputs.get(key) and not os.path.exists(inputs[key]):
                 fail(f"inputs.{key}: {inputs[key]} not found")
-        for trait in TRAITS:
+        for trait in (t for t in TRAITS if t not in DISCOVERY_TRAITS):
             path = (inputs.get("sumstats") or {}).get(trait)
             if not path:
                 fail(
@@ -225,6 +228,8 @@ def input_path(key):
 
 
 def sumstats_path(trait):
+    if trait in DISCOVERY_TRAITS:
+        return f"{OUT}/discovery/{trait}.sumstats.gz"
     if SIMULATED:
         return f"{OUT}/cohort/sumstats/{trait}.txt.gz"
     return config["inputs"]["sumstats"][trait]
