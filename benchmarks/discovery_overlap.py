@@ -5,7 +5,7 @@ includes the test people inflates prs / logreg test accuracy.
 Per seed: simulate a cohort; sample filters, variant QC and the unrelated set as the
 workflow does; then per trait four SNP sources, each giving a top-k selection
 (``cmix select``) and a store of the SAME target people (the unrelated QC-passing people
-outside trait's discovery set, same test split), on which ``prs`` and ``logreg`` train
+outside the trait's discovery set, same test split), on which ``prs`` and ``logreg`` train
 with one labeled budget:
 
 - ``discovery``: plink2 --glm on the trait's discovery set (``fraction`` of the people
