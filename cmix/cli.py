@@ -391,6 +391,15 @@ def _add_store(sub):
                    choices=["kinship table", "KING from genotypes", "not applied"],
                    help="how --keep's unrelated set was chosen, for the provenance record "
                         "(default: not applied)")
+    src = p.add_argument_group("where the SNPs came from (the store's provenance)")
+    src.add_argument("--discovery", metavar="IDS",
+                     help="the trait's discovery set (`cmix gwas --ids-out`): its people are "
+                          "left out of the store, which records its size and IDs' sha256")
+    src.add_argument("--sumstats", help="the external summary statistics the SNPs were "
+                                        "selected from (its file name is recorded)")
+    src.add_argument("--overlap", choices=("yes", "no", "unknown"), default="unknown",
+                     help="with --sumstats: may its GWAS include this cohort's people "
+                          "(default unknown)")
     p.add_argument("--force", action="store_true", help="overwrite an existing store")
     p.add_argument("--out", required=True, help="output store (folder, e.g. trait.zarr)")
     p.set_defaults(func=_run_store)
@@ -443,10 +452,14 @@ def _load_covariates(text: str | None) -> dict | None:
 
 
 def _run_store(args):
-    from .io import log
+    from .io import CmixError, log
+    from .genotypes.gwas import snp_source
     from .genotypes.store import build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
+    if args.discovery is not None and args.sumstats is not None:
+        raise CmixError("give --discovery (SNPs from the cohort's own discovery GWAS) or "
+                        "--sumstats (external summary statistics), not both")
     sample_filters = None
     if args.sample_filters:
         from .genotypes.samples import read_filters_summary
@@ -457,9 +470,65 @@ def _run_store(args):
                           test_fraction=args.test_fraction, split_seed=args.split_seed,
                           force=args.force, covariates=_load_covariates(args.covariates),
                           sample_qc=args.sample_qc, eigenvec=args.eigenvec,
-                          sample_filters=sample_filters, **_genotype_kwargs(args))
+                          sample_filters=sample_filters, discovery=args.discovery,
+                          snp_source=snp_source(discovery=args.discovery,
+                                                sumstats=args.sumstats, overlap=args.overlap),
+                          **_genotype_kwargs(args))
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
+
+
+def _add_gwas(sub):
+    p = sub.add_parser(
+        "gwas",
+        help="GWAS of one trait with plink2 --glm on a held-out discovery set, for `cmix select`",
+        description="Draw the trait's discovery set (a stratified, seeded fraction of the kept "
+                    "samples with a phenotype and every covariate), run plink2 --glm on it "
+                    "per chromosome with the covariates (hide-covar; firth-fallback for a "
+                    "binary trait) and merge the results into one gzipped table in the "
+                    "BOLT-LMM layout (SNP CHR BP ALLELE1 ALLELE0 A1FREQ INFO BETA SE "
+                    "P_BOLT_LMM). See cmix.genotypes.gwas for the GWAS phenotype of each "
+                    "trait kind.")
+    _add_genotype_args(p, bgen=True)
+    p.add_argument("--keep", help="candidate samples (plink --keep list, e.g. unrelated.id)")
+    p.add_argument("--extract", help="QC-passed SNPs (.snplist, one ID a line)")
+    p.add_argument("--pheno", required=True, help="phenotype table (eid + trait columns)")
+    p.add_argument("--trait", required=True, help="trait name")
+    p.add_argument("--trait-config", required=True, metavar="JSON_OR_FILE",
+                   help="trait config as for `cmix store`")
+    p.add_argument("--multiclass", metavar="class_index|CLASS",
+                   help="GWAS phenotype of a trait with more than 2 classes: class_index "
+                        "(linear on the class index, for ordered classes) or one class "
+                        "name (that class vs the others, logistic)")
+    p.add_argument("--covariates", metavar="JSON_OR_FILE",
+                   help="covariates as for `cmix store` (samples missing one are left out)")
+    p.add_argument("--sample-qc", help="UK Biobank sample QC table (PCs, genotyping array)")
+    p.add_argument("--eigenvec", help="cmix pca / plink2 .eigenvec (pcs_from: eigenvec)")
+    p.add_argument("--discovery-fraction", type=_fraction, default=None,
+                   help="test only this stratified fraction of the candidates (the discovery "
+                        "set, written to --ids-out); default: all of them")
+    p.add_argument("--discovery-seed", type=int, default=0,
+                   help="seed of the discovery draw (default 0)")
+    p.add_argument("--ids-out", help="write the people tested here (#FID IID list)")
+    p.add_argument("--plink2", default="plink2", help="plink2 executable (default: on PATH)")
+    p.add_argument("--threads", type=_positive_int, default=1, help="plink2 threads")
+    p.add_argument("--out", required=True, help="output summary statistics (.gz)")
+    p.set_defaults(func=_run_gwas)
+
+
+def _run_gwas(args):
+    from .io import log
+    from .genotypes.gwas import run_gwas
+
+    s = run_gwas(args.out, pheno=args.pheno, trait=args.trait,
+                 trait_config=_load_trait_config(args.trait_config, args.trait),
+                 keep=args.keep, extract=args.extract,
+                 covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
+                 eigenvec=args.eigenvec, discovery_fraction=args.discovery_fraction,
+                 discovery_seed=args.discovery_seed, ids_out=args.ids_out,
+                 multiclass=args.multiclass, threads=args.threads, plink2=args.plink2,
+                 **_genotype_kwargs(args))
+    log(f"gwas {args.trait}: {s['n_tested']} people tested ({s['phenotype']})")
 
 
 def _add_verify(sub):
@@ -742,7 +811,7 @@ def _run_pca(args):
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
 _SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
-               _add_pca, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
+               _add_pca, _add_gwas, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
                _add_predict, _add_report]
 
 

@@ -39,7 +39,9 @@ whose full hash would take minutes at UKB size, {"size", "mtime", "sha256_first_
 array file: chunks and .zarray metadata), ``complete`` (True, written last). Stores written by :func:`build_store` also hold
 ``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
 [low_max, high_min], computed on the training split; null for categorical ones) and
-``counts`` (samples and SNPs at each step, no IDs), and ``dosage_encoding`` ({"kind":
+``counts`` (samples and SNPs at each step, no IDs), ``provenance`` ({"snp_source": where
+the SNPs and betas came from, :func:`cmix.genotypes.gwas.snp_source`}; absent: not
+recorded), and ``dosage_encoding`` ({"kind":
 "hard calls" or "fractional", "dtype", "scale", "valid", "missing", "fill", "source":
 which files and precision the dosages came from}; a store without it holds hard calls).
 :func:`load_rows` decodes a fractional store to float32 expected copies.
@@ -416,7 +418,8 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                 test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
                 sample_chunk: int | None = None, pfile=None, fam=None, bgen=None,
                 sample=None, chroms=None, covariates: dict | None = None, sample_qc=None,
-                eigenvec=None, sample_filters: dict | None = None) -> dict:
+                eigenvec=None, sample_filters: dict | None = None, discovery=None,
+                snp_source: dict | None = None) -> dict:
     """Write the trait's store from genotypes, a `cmix select` table and a phenotype table.
 
     Genotypes: ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``),
@@ -482,6 +485,15 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         sample_idx, n_unknown = match_samples(read_sample_ids(keep), bf.fam, keep)
     else:
         sample_idx, n_unknown = np.arange(bf.n_samples), 0
+    n_discovery_left_out = 0
+    if discovery is not None:   # the discovery GWAS's people never enter the store
+        disc = read_sample_ids(discovery)
+        in_disc = pd.Index(disc["fid"] + "\t" + disc["iid"]).get_indexer(
+            bf.fam["fid"].to_numpy()[sample_idx] + "\t" + bf.fam["iid"].to_numpy()[sample_idx]) >= 0
+        n_discovery_left_out = int(in_disc.sum())
+        sample_idx = sample_idx[~in_disc]
+        log(f"store {trait}: {n_discovery_left_out} kept samples are in the discovery set; "
+            "left out")
     n_not_in_bgen = 0
     if bgen is not None:    # kept samples the imputed data lack are left out
         in_bgen = np.ones(len(sample_idx), bool)
@@ -538,7 +550,8 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
 
         sample_files = ([p for _, p in expand(sample, getattr(bf, "chroms", None))]
                         if is_pattern(sample) else [sample])
-    checksums = _input_checksums(bf, [snps, pheno, keep, fam, *dict.fromkeys(sample_files)])
+    checksums = _input_checksums(bf, [snps, pheno, keep, fam, discovery,
+                                     *dict.fromkeys(sample_files)])
     attrs = {
         "dosage_source": source,
         "trait": trait,
@@ -555,10 +568,13 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
                    "left_out_missing_covariate": n_missing_cov,
                    "kept_not_in_bgen": n_not_in_bgen,
+                   "discovery_left_out": n_discovery_left_out,
                    "variants": int(n_variants),
                    "variants_effect_is_bim_a2": int(count_a2.sum())},
         "input_checksums": checksums,
     }
+    if snp_source is not None:
+        attrs.setdefault("provenance", {})["snp_source"] = snp_source
     if sample_filters is not None:
         attrs.setdefault("provenance", {})["sample_filters"] = sample_filters
     write_store(out, dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],

@@ -42,6 +42,9 @@ SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 # covariates stored beside the dosages (cmix.genotypes.covariates); PCs from the sample QC
 COVARIATES = config.get("covariates") or {}
+# traits whose SNPs come from the cohort's own discovery GWAS (rules/discovery.smk)
+DISCOVERY = config.get("discovery") or {}
+DISCOVERY_TRAITS = [t for t in DISCOVERY.get("traits", []) if t in TRAITS]
 RUNS_PER_JOB = int(config["train"].get("runs_per_job", 1))
 QC_CHROMS = [str(c) for c in config["variant_qc"].get("chromosomes", range(1, 23))]
 # the manifest of fetchable public files (rule fetch_resource), relative to the repository
@@ -157,7 +160,7 @@ def check_values():
                 fail(f"inputs.{key}: {inputs[key]} not found")
             if inputs.get(key):
                 input_file(inputs[key], f"inputs.{key}")
-        for trait in TRAITS:
+        for trait in (t for t in TRAITS if t not in DISCOVERY_TRAITS):
             path = (inputs.get("sumstats") or {}).get(trait)
             if not path:
                 fail(
@@ -363,6 +366,8 @@ def input_path(key):
 
 
 def sumstats_path(trait):
+    if trait in DISCOVERY_TRAITS:
+        return f"{OUT}/discovery/{trait}.sumstats.gz"
     if SIMULATED:
         return f"{OUT}/cohort/sumstats/{trait}.txt.gz"
     return config["inputs"]["sumstats"][trait]

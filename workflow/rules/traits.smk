@@ -47,6 +47,7 @@ rule store:
             if COVARIATES.get("pcs_from") == "eigenvec"
             else []
         ),
+        discovery=lambda wc: discovery_ids(wc.trait),
     output:
         directory(f"{OUT}/traits/{{trait}}.zarr"),
     log:
@@ -71,9 +72,10 @@ rule store:
         relatedness=(
             "kinship table" if input_path("kinship") else "KING from genotypes"
         ),
+        snp_source=lambda wc, input: snp_source_args(wc.trait, input.discovery),
     shell:
         "cmix store {params.genotypes:q} --keep {input.keep:q} --snps {input.snps:q} "
         "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
-        "{params.covariates:q} --sample-filters {input.filters:q} "
+        "{params.covariates:q} {params.snp_source:q} --sample-filters {input.filters:q} "
         "--relatedness {params.relatedness:q} --test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
         "--out {output:q} 2> {log:q}"

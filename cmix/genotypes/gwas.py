@@ -1,0 +1,321 @@
+"""A trait's own GWAS on a held-out discovery set of the cohort (plink2 ``--glm``).
+
+Summary statistics from a GWAS that included the cohort's test people let those people's
+phenotypes choose the SNPs and set the PRS weights, which makes every test metric
+optimistic. The discovery route sets part of the cohort aside instead:
+
+Discovery set (:func:`discovery_split`)
+    Drawn among the candidate samples (the unrelated, QC-passing ones of the keep list)
+    that have a phenotype for the trait (categorical: a listed code; continuous: a value
+    not in ``missing_codes``) and every configured covariate. Stratified like the test
+    split (categorical: by class; continuous: by decile of the raw value) and seeded:
+    in each stratum ``round(n_stratum * fraction)`` samples
+    (:func:`cmix.genotypes.phenotypes.test_split`). These people never enter the
+    trait's store (``cmix store --discovery``); the store's test split is drawn among
+    the rest.
+
+GWAS phenotype (:func:`gwas_phenotype`)
+    continuous: the raw measurement, linear regression. Categorical with 2 classes:
+    logistic regression, the second class of ``classes`` the case (plink2 code 2), the
+    first the control (1); ``firth-fallback``. Categorical with more than 2 classes has
+    no single GWAS; the trait's ``multiclass`` setting must choose one, else the route
+    is refused:
+    ``"class_index"``: linear regression of the class index (0, 1, ... in the order of
+    ``classes``, written to plink2 as 1..K), sensible when the classes are ordered
+    (what a GWAS of the UKB field's codes as a number does); a class name, e.g.
+    ``"never"``: logistic regression of that class (case) against the other listed
+    classes (control), e.g. never vs ever smoking ("smoking initiation").
+
+Association (:func:`run_gwas`)
+    plink2 ``--glm hide-covar`` (``firth-fallback`` for a binary phenotype;
+    ``allow-no-covars`` without covariates) with ``--covar-variance-standardize``, run
+    once per chromosome (one file per chromosome of a ``{chrom}`` pattern, else
+    ``--chr`` on the one file set) on the discovery people, restricted to ``extract``
+    (the QC-passed SNPs) when given. Covariates are those of the store
+    (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs, ...).
+
+Output: the per-chromosome results merged, in chromosome order, into one gzipped,
+tab-separated table in the UK Biobank BOLT-LMM layout that ``cmix select`` reads
+without options::
+
+    SNP CHR BP ALLELE1 ALLELE0 A1FREQ INFO BETA SE P_BOLT_LMM
+
+SNP, CHR, BP: plink2's ID, #CHROM, POS. ALLELE1 is plink2's A1 (the tested, counted
+allele), ALLELE0 the variant's other allele; A1FREQ plink2's A1_FREQ among the people
+tested; INFO 1 (hard calls). BETA and SE are the linear BETA and SE, or for a binary
+phenotype the log odds ratio and its SE (plink2's ``cols=+beta``, printed by plink2:
+no re-rounding). P is plink2's P as printed. A test plink2 could not run (a variant
+constant among the discovery people, a failed fit) is written with NA, which
+``cmix select`` drops.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io import CmixError, atomic_outputs, log
+from . import phenotypes as ph
+
+BOLT_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
+                "P_BOLT_LMM"]
+ENGINE = "plink2 --glm"
+
+
+def ids_sha256(iids) -> str:
+    """sha256 hex of the sorted IIDs (str) joined by newlines: identifies a sample set
+    without listing it."""
+    return hashlib.sha256("\n".join(sorted(str(i) for i in iids)).encode()).hexdigest()
+
+
+def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
+                   multiclass: str | None = None, path="") -> tuple[np.ndarray, bool, str]:
+    """The GWAS phenotype of samples ``iids`` (see the module docstring).
+
+    Returns (values float64 (n,), NaN = no phenotype; binary (bool): values are plink2
+    case/control codes 1/2; a description of the phenotype for the log). Raises
+    CmixError for a categorical trait of more than 2 classes without ``multiclass``,
+    or with one that is neither "class_index" nor one of its classes.
+    """
+    kind = ph.check_trait_config(config, trait)
+    column = ph.trait_column(pheno.columns, config, trait, path)
+    values = ph._numeric(pheno[column].reindex(np.asarray(iids, dtype=str)).fillna("")).copy()
+    if kind == "continuous":
+        codes = [float(c) for c in config.get("missing_codes", [])]
+        values[np.isin(values, codes)] = np.nan
+        return values, False, f"{column} as measured (linear)"
+    names = [str(c) for c in config["classes"]]
+    label = ph.categorical_labels(values, config["classes"]).astype(float)
+    label[label < 0] = np.nan
+    if len(names) == 2:
+        return label + 1, True, f"{names[1]} (case) vs {names[0]} (control), logistic"
+    if multiclass is None:
+        raise CmixError(f"trait {trait!r}: {len(names)} classes ({', '.join(names)}) have no "
+                        "single GWAS; choose one (config discovery: multiclass: {TRAIT: ...}, or "
+                        "`cmix gwas --multiclass`): 'class_index' (linear "
+                        "regression on the class index, in the order of 'classes': for "
+                        "ordered classes) or one class name (that class vs the other "
+                        "classes, logistic)")
+    if multiclass == "class_index":
+        return label + 1, False, f"class index over {', '.join(names)} (linear)"
+    if multiclass not in names:
+        raise CmixError(f"trait {trait!r}: multiclass {multiclass!r} is neither 'class_index' "
+                        f"nor one of its classes ({', '.join(names)})")
+    k = names.index(multiclass)
+    binary = np.where(np.isnan(label), np.nan, np.where(label == k, 2.0, 1.0))
+    return binary, True, f"{multiclass} (case) vs the other classes (control), logistic"
+
+
+def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fraction: float,
+                    seed: int, complete=None, path="") -> np.ndarray:
+    """Positions (int64, sorted) into ``iids`` of the trait's discovery set.
+
+    iids: the candidate samples (str (n,), e.g. the unrelated kept samples in .fam
+    order); complete: bool (n,), samples with every covariate (default all). Drawn among
+    the candidates with a phenotype and complete covariates, stratified by class
+    (categorical) or by decile of the raw value (continuous), ``fraction`` of each
+    stratum, seeded (:func:`cmix.genotypes.phenotypes.test_split`).
+    """
+    if not 0.0 < fraction < 1.0:
+        raise CmixError(f"trait {trait!r}: discovery fraction must be in (0, 1), got {fraction}")
+    kind = ph.check_trait_config(config, trait)
+    column = ph.trait_column(pheno.columns, config, trait, path)
+    iids = np.asarray(iids, dtype=str)
+    values = ph._numeric(pheno[column].reindex(iids).fillna(""))
+    if kind == "categorical":
+        strata = ph.categorical_labels(values, config["classes"]).astype(np.int64)
+        ok = strata >= 0
+    else:
+        codes = [float(c) for c in config.get("missing_codes", [])]
+        ok = np.isfinite(values) & ~np.isin(values, codes)
+        strata = np.full(len(iids), -1, dtype=np.int64)
+        strata[ok] = ph.continuous_strata(values[ok])
+    if complete is not None:
+        ok &= np.asarray(complete, dtype=bool)
+    has = np.flatnonzero(ok)
+    if len(has) == 0:
+        raise CmixError(f"{path}: trait {trait!r}: no candidate sample has a phenotype (and "
+                        "every covariate) to draw a discovery set from")
+    chosen = ph.test_split(strata[has], fraction, seed) == 1
+    return has[chosen].astype(np.int64)
+
+
+def find_plink2(plink2: str = "plink2") -> str:
+    """The plink2 executable (a name on PATH or a path); CmixError naming it if absent."""
+    found = shutil.which(plink2)
+    if found is None:
+        raise CmixError(f"{plink2}: not found; the discovery GWAS runs plink2 --glm. Install "
+                        "plink2 (e.g. `conda install -c bioconda plink2`, as in "
+                        "workflow/envs/cmix.yaml) or put it on PATH")
+    return found
+
+
+def _plink2(exe: str, args: list, out_prefix: Path) -> None:
+    res = subprocess.run([exe, *map(str, args), "--out", str(out_prefix)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        logfile = Path(f"{out_prefix}.log")
+        text = logfile.read_text() if logfile.exists() else res.stdout + res.stderr
+        err = [ln for ln in text.splitlines() if ln.startswith("Error")] or text.splitlines()[-3:]
+        raise CmixError(f"plink2 --glm failed (exit {res.returncode}): {' '.join(err)}")
+
+
+def _chrom_inputs(bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
+                  bim_chroms=()) -> list[tuple[str, list]]:
+    """[(chrom, plink2 input arguments)] of one run per chromosome."""
+    from .sources import expand, is_pattern
+
+    if bgen is not None:
+        def args(path, c):
+            s = sample.replace("{chrom}", c) if sample and "{chrom}" in sample else sample
+            return ["--bgen", path, "ref-first", "--sample", s]
+        src = bgen
+    elif pfile is not None:
+        def args(path, c):
+            return ["--pgen", f"{path}.pgen", "--pvar", f"{path}.pvar",
+                    "--psam", fam or f"{path}.psam"]
+        src = pfile
+    else:
+        def args(path, c):
+            return ["--bed", f"{path}.bed", "--bim", f"{path}.bim", "--fam", fam or f"{path}.fam"]
+        src = str(bfile)
+        for ext in (".bed", ".bim", ".fam"):
+            src = src[: -len(ext)] if src.endswith(ext) else src
+    if is_pattern(src):
+        return [(c, args(p, c)) for c, p in expand(src, chroms)]
+    return [(c, args(src, c) + ["--chr", c]) for c in bim_chroms]
+
+
+def _merge_glm(files: list[Path]) -> pd.DataFrame:
+    """plink2 .glm.linear / .glm.logistic.hybrid tables -> the BOLT-LMM layout (str cells)."""
+    parts = []
+    for f in files:
+        t = pd.read_csv(f, sep="\t", dtype=str, keep_default_na=False)
+        t = t[t["TEST"] == "ADD"]
+        beta = "BETA" if "BETA" in t.columns else None
+        se = "SE" if "SE" in t.columns else "LOG(OR)_SE"
+        if beta is None:
+            raise CmixError(f"{f}: no BETA column in plink2's output (columns "
+                            f"{', '.join(t.columns)})")
+        other = np.where(t["A1"] == t["ALT"], t["REF"], t["ALT"])
+        parts.append(pd.DataFrame({
+            "SNP": t["ID"], "CHR": t["#CHROM"], "BP": t["POS"], "ALLELE1": t["A1"],
+            "ALLELE0": other, "A1FREQ": t["A1_FREQ"], "INFO": "1", "BETA": t[beta],
+            "SE": t[se], "P_BOLT_LMM": t["P"]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=BOLT_COLUMNS)
+
+
+def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=None,
+             pfile=None, fam=None, bgen=None, sample=None, chroms=None, extract=None,
+             covariates: dict | None = None, sample_qc=None, eigenvec=None,
+             discovery_fraction: float | None = None, discovery_seed: int = 0,
+             ids_out=None, multiclass: str | None = None, threads: int = 1,
+             plink2: str = "plink2") -> dict:
+    """GWAS of one trait with plink2 --glm, written to ``out`` (BOLT-LMM layout, gzipped).
+
+    The people tested: the ``keep`` samples (default all) with a phenotype and every
+    covariate; with ``discovery_fraction``, only the trait's discovery set drawn among
+    them (:func:`discovery_split`, seed ``discovery_seed``), whose IDs are written to
+    ``ids_out`` (a plink2 ``#FID IID`` list, the ``cmix store --discovery`` input).
+    Genotypes as for ``cmix store`` (a .bed/.pgen prefix or ``{chrom}`` pattern with
+    ``fam``; or ``bgen`` + ``sample``); extract: QC-passed SNP list. Returns a summary
+    (counts, the IDs' sha256; no IDs).
+    """
+    from .plink import match_samples, read_sample_ids, write_sample_ids
+    from .store import open_source
+
+    exe = find_plink2(plink2)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
+                     chroms=chroms)
+    sample_idx = (match_samples(read_sample_ids(keep), bf.fam, keep)[0] if keep is not None
+                  else np.arange(bf.n_samples))
+    pheno_table = ph.read_phenotypes(pheno)
+    iids = bf.fam["iid"].astype(str).to_numpy()[sample_idx]
+    cov_names, cov = [], np.zeros((len(sample_idx), 0))
+    if covariates:
+        from .covariates import covariate_matrix
+
+        cov_names, cov, _ = covariate_matrix(covariates, bf.fam, sample_idx, pheno=pheno_table,
+                                             pheno_path=pheno, sample_qc=sample_qc,
+                                             eigenvec=eigenvec)
+    complete = ~np.isnan(cov).any(axis=1)
+    y, binary, what = gwas_phenotype(pheno_table, trait, trait_config, iids, multiclass, pheno)
+    if discovery_fraction is not None:
+        chosen = discovery_split(pheno_table, trait, trait_config, iids, discovery_fraction,
+                                 discovery_seed, complete, pheno)
+    else:
+        chosen = np.flatnonzero(complete & np.isfinite(y))
+    chosen = chosen[np.isfinite(y[chosen])]
+    if len(chosen) < 2:
+        raise CmixError(f"trait {trait!r}: {len(chosen)} sample(s) with a phenotype and every "
+                        "covariate to run the GWAS on")
+    fam_rows = sample_idx[chosen]
+    fid = bf.fam["fid"].astype(str).to_numpy()[fam_rows]
+    iid = iids[chosen]
+    bim_chroms = list(dict.fromkeys(bf.bim["chrom"].astype(str)))
+    runs = _chrom_inputs(bfile, pfile, fam, bgen, sample, chroms, bim_chroms)
+    log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
+        f"{len(runs)} chromosome run(s)")
+    with tempfile.TemporaryDirectory(prefix=".cmix_gwas.", dir=Path(out).parent) as tmp:
+        tmp = Path(tmp)
+        keep_file = tmp / "people.id"
+        write_sample_ids(keep_file, bf.fam, fam_rows)
+        table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y[chosen]})
+        table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
+        glm = "--glm hide-covar cols=+a1freq,+beta".split()
+        glm += ["firth-fallback"] if binary else []
+        args = ["--keep", keep_file, "--pheno", tmp / "pheno.tsv", "--pheno-name", "Y"]
+        if cov_names:
+            names = [f"COV{j + 1}" for j in range(len(cov_names))]
+            ctab = pd.DataFrame(cov[chosen], columns=names)
+            ctab.insert(0, "IID", iid)
+            ctab.insert(0, "#FID", fid)
+            ctab.to_csv(tmp / "covar.tsv", sep="\t", index=False, float_format="%.17g")
+            args += ["--covar", tmp / "covar.tsv", "--covar-variance-standardize"]
+        else:
+            glm.append("allow-no-covars")
+        args += ["--extract", extract] if extract is not None else []
+        args += [*glm, "--threads", threads]
+        files = []
+        for chrom, inputs in runs:
+            prefix = tmp / f"chr{chrom}"
+            _plink2(exe, inputs + args, prefix)
+            found = sorted(tmp.glob(f"chr{chrom}.Y.glm.*"))
+            files += [f for f in found if not f.name.endswith(".id")]
+        merged = _merge_glm(files)
+        outs = [Path(out)] + ([Path(ids_out)] if ids_out is not None else [])
+        with atomic_outputs(*outs) as tmps:
+            with gzip.GzipFile(tmps[0], "wb", mtime=0) as gz:
+                gz.write(merged[BOLT_COLUMNS].to_csv(sep="\t", index=False).encode())
+            if ids_out is not None:
+                write_sample_ids(tmps[1], bf.fam, np.sort(fam_rows))
+    n_na = int((merged["P_BOLT_LMM"].isin(["NA", "nan", ""])).sum())
+    log(f"gwas {trait}: wrote {out} ({len(merged)} variants, {n_na} without a test)")
+    return {"n_tested": int(len(chosen)), "n_variants": int(len(merged)), "n_na": n_na,
+            "binary": bool(binary), "phenotype": what, "covariates": list(cov_names),
+            "ids_sha256": ids_sha256(iid)}
+
+
+def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown") -> dict | None:
+    """The store's ``provenance["snp_source"]``: discovery (the ``discovery`` ID list's size
+    and sha256 of the sorted IIDs) or external (the ``sumstats`` file's name and whether
+    its GWAS may include this cohort); None when neither is given."""
+    from .plink import read_sample_ids
+
+    if discovery is not None:
+        iids = read_sample_ids(discovery)["iid"]
+        return {"kind": "discovery", "n_discovery": int(len(iids)),
+                "ids_sha256": ids_sha256(iids), "engine": ENGINE}
+    if sumstats is not None:
+        if overlap not in ("yes", "no", "unknown"):
+            raise CmixError(f"overlap must be yes, no or unknown, got {overlap!r}")
+        return {"kind": "external", "file": os.path.basename(str(sumstats)), "overlap": overlap}
+    return None

@@ -1,0 +1,231 @@
+"""The discovery route: `cmix gwas` against plink2 --glm run by hand, the discovery set
+kept out of the store, and the store's provenance."""
+
+import gzip
+import hashlib
+import json
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+
+from conftest import requires_plink2
+from test_workflow import ukb_standin  # noqa: F401  (a fixture)
+
+from cmix.cli import main
+from cmix.simulate import simulate_cohort
+
+pytestmark = requires_plink2
+
+COVARIATES = {"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}
+MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
+SMOKING = {"field": 20116, "kind": "categorical", "classes": {"never": [0], "ever": [1, 2]}}
+HAIR = {"field": 1747, "kind": "categorical",
+        "classes": {"blonde": [1], "red": [2], "light_brown": [3], "dark_brown": [4],
+                    "black": [5]}}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gwas")
+    simulate_cohort(d / "c", n_samples=500, n_variants=1200, n_discovery=500, seed=5)
+    return d
+
+
+def gwas(d, trait, config, out, *extra):
+    c = d / "c"
+    return main(["gwas", "--bfile", str(c / "genotypes"), "--pheno", str(c / "phenotypes.tsv"),
+                 "--trait", trait, "--trait-config", json.dumps(config),
+                 "--covariates", json.dumps(COVARIATES), "--sample-qc", str(c / "sample_qc.tsv"),
+                 "--out", str(out), *extra])
+
+
+def by_hand(d, ids_file, column, codes, tmp):
+    """plink2 --glm on the whole .bed, with phenotype and covariate files made here from
+    the cohort's tables (not by cmix), for the people of ``ids_file``."""
+    c = d / "c"
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
+    sqc = pd.read_csv(c / "sample_qc.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
+    ids = pd.read_csv(ids_file, sep="\t", dtype=str)
+    y = pheno.loc[ids["IID"], column]
+    if codes is not None:      # binary: control codes -> 1, case codes -> 2
+        y = y.map(lambda v: 1 if v in codes[0] else (2 if v in codes[1] else np.nan))
+    pd.DataFrame({"#FID": ids["#FID"].to_numpy(), "IID": ids["IID"].to_numpy(),
+                  "Y": y.to_numpy()}).to_csv(tmp / "y.tsv", sep="\t", index=False, na_rep="NA")
+    cov = pd.concat([pheno.loc[ids["IID"], ["f.21022.0.0", "f.31.0.0"]],
+                     sqc.loc[ids["IID"], [f"PC{k}" for k in range(1, 11)]]], axis=1)
+    cov.insert(0, "IID", ids["IID"].to_numpy())
+    cov.insert(0, "#FID", ids["#FID"].to_numpy())
+    cov.to_csv(tmp / "cov.tsv", sep="\t", index=False)
+    glm = ["--glm", "hide-covar"] + (["firth-fallback"] if codes is not None else [])
+    r = subprocess.run(["plink2", "--bfile", str(c / "genotypes"), "--keep", str(ids_file),
+                        "--pheno", str(tmp / "y.tsv"), "--covar", str(tmp / "cov.tsv"),
+                        "--covar-variance-standardize", *glm, "--threads", "1",
+                        "--out", str(tmp / "hand")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (f,) = [p for p in tmp.glob("hand.Y.glm.*") if not p.name.endswith(".id")]
+    return pd.read_csv(f, sep="\t", na_values=["NA"])
+
+
+@pytest.mark.parametrize("trait, config, column, codes", [
+    ("mean_platelet_volume", MPV, "f.30100.0.0", None),
+    ("smoking_status", SMOKING, "f.20116.0.0", ([0], [1, 2])),
+])
+def test_gwas_equals_plink2_glm_by_hand(small, tmp_path, trait, config, column, codes):
+    out, ids = tmp_path / "ss.gz", tmp_path / "disc.id"
+    assert gwas(small, trait, config, out, "--discovery-fraction", "0.5",
+                "--ids-out", str(ids)) == 0
+    ours = pd.read_csv(out, sep="\t", na_values=["NA"])
+    assert list(ours.columns) == ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO",
+                                  "BETA", "SE", "P_BOLT_LMM"]
+    hand = by_hand(small, ids, column, codes, tmp_path)
+    assert list(ours["SNP"]) == list(hand["ID"])            # every variant, .bim order
+    assert (ours["ALLELE1"] == hand["A1"]).all()
+    other = np.where(hand["A1"] == hand["ALT"], hand["REF"], hand["ALT"])
+    assert (ours["ALLELE0"] == other).all()
+    # linear: BETA; logistic: plink2's default OR column, our log odds exponentiated
+    effect = ours["BETA"] if codes is None else np.exp(ours["BETA"])
+    beta = hand["BETA"] if codes is None else hand["OR"]
+    se = hand["SE"] if codes is None else hand["LOG(OR)_SE"]
+    tested = hand["P"].notna()
+    assert tested.sum() > 500 and (ours["P_BOLT_LMM"].notna() == tested).all()
+    # the same fits, to plink2's printing precision (6 significant digits)
+    np.testing.assert_allclose(effect[tested], beta[tested], rtol=1e-5)
+    np.testing.assert_allclose(ours["SE"][tested], se[tested], rtol=2e-5)
+    np.testing.assert_allclose(ours["P_BOLT_LMM"][tested], hand["P"][tested], rtol=1e-5)
+    # the selection reads it like any BOLT-LMM file
+    assert main(["select", "--sumstats", str(out), "--bfile", str(small / "c/genotypes"),
+                 "--top", "20", "--out", str(tmp_path / "snps.tsv")]) == 0
+
+
+def test_discovery_people_never_enter_the_store(small, tmp_path):
+    c = small / "c"
+    keep = tmp_path / "keep.id"
+    fam = pd.read_csv(c / "genotypes.fam", sep=r"\s+", header=None, dtype=str)
+    fam.iloc[::2, :2].to_csv(keep, sep="\t", header=["#FID", "IID"], index=False)  # drop some
+    ids, ss = tmp_path / "disc.id", tmp_path / "ss.gz"
+    assert gwas(small, "hair_colour", HAIR, ss, "--keep", str(keep), "--discovery-fraction",
+                "0.4", "--discovery-seed", "3", "--ids-out", str(ids),
+                "--multiclass", "class_index") == 0
+    disc = set(pd.read_csv(ids, sep="\t", dtype=str)["IID"])
+    assert disc <= set(fam[1].iloc[::2])
+    assert main(["select", "--sumstats", str(ss), "--bfile", str(c / "genotypes"),
+                 "--top", "30", "--out", str(tmp_path / "snps.tsv")]) == 0
+    store = tmp_path / "hair.zarr"
+    assert main(["store", "--bfile", str(c / "genotypes"), "--keep", str(keep),
+                 "--snps", str(tmp_path / "snps.tsv"), "--pheno", str(c / "phenotypes.tsv"),
+                 "--trait", "hair_colour", "--trait-config", json.dumps(HAIR),
+                 "--covariates", json.dumps(COVARIATES), "--sample-qc", str(c / "sample_qc.tsv"),
+                 "--discovery", str(ids), "--out", str(store)]) == 0
+    root = zarr.open_group(str(store), mode="r")
+    stored = np.array([str(i) for i in root["sample_id"][:]])
+    split = root["sample_split"][:]
+    for rows in (split == 0, split == 1):         # training rows (labeled and not) and test
+        assert rows.any() and not disc & set(stored[rows])
+    # everyone else with a listed hair colour is in the store
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
+    has = {i for i in fam[1].iloc[::2] if pheno.loc[i, "f.1747.0.0"] in (1, 2, 3, 4, 5)}
+    assert set(stored) == has - disc
+    # stratified, about 40% of each class
+    n_disc = pheno.loc[sorted(disc), "f.1747.0.0"].value_counts()
+    n_all = pheno.loc[sorted(has), "f.1747.0.0"].value_counts()
+    assert (abs(n_disc / n_all[n_disc.index] - 0.4) < 0.1).all()
+    source = root.attrs["provenance"]["snp_source"]
+    assert source == {"kind": "discovery", "n_discovery": len(disc), "engine": "plink2 --glm",
+                      "ids_sha256": hashlib.sha256("\n".join(sorted(disc)).encode()).hexdigest()}
+
+
+def test_discovery_draw_is_seeded(small, tmp_path):
+    sets = []
+    for k, seed in enumerate(["1", "1", "2"]):
+        ids = tmp_path / f"d{k}.id"
+        assert gwas(small, "mean_platelet_volume", MPV, tmp_path / f"s{k}.gz",
+                    "--discovery-fraction", "0.5", "--discovery-seed", seed,
+                    "--ids-out", str(ids)) == 0
+        sets.append(ids.read_text())
+    assert sets[0] == sets[1] != sets[2]
+    assert (gzip.open(tmp_path / "s0.gz").read() == gzip.open(tmp_path / "s1.gz").read())
+
+
+def test_external_source_is_recorded_with_its_overlap(small, tmp_path):
+    c = small / "c"
+    ss = c / "sumstats/smoking_status.txt.gz"
+    assert main(["select", "--sumstats", str(ss), "--bfile", str(c / "genotypes"),
+                 "--top", "20", "--out", str(tmp_path / "snps.tsv")]) == 0
+    for extra, overlap in ([], "unknown"), (["--overlap", "yes"], "yes"):
+        store = tmp_path / f"s_{overlap}.zarr"
+        assert main(["store", "--bfile", str(c / "genotypes"), "--snps",
+                     str(tmp_path / "snps.tsv"), "--pheno", str(c / "phenotypes.tsv"),
+                     "--trait", "smoking_status", "--trait-config", json.dumps(SMOKING),
+                     "--sumstats", str(ss), *extra, "--out", str(store)]) == 0
+        assert zarr.open_group(str(store), mode="r").attrs["provenance"] == {
+            "snp_source": {"kind": "external", "file": "smoking_status.txt.gz",
+                           "overlap": overlap}}
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "5 classes (blonde, red, light_brown, dark_brown, black) have no single GWAS"),
+    (["--multiclass", "auburn"], "multiclass 'auburn' is neither 'class_index' nor one of"),
+    (["--multiclass", "red", "--plink2", "/nonexistent/plink2"], "/nonexistent/plink2: not found"),
+])
+def test_refusals_name_the_problem(small, tmp_path, capsys, extra, message):
+    out = tmp_path / "ss.gz"
+    assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5", *extra) == 1
+    assert message in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------ the workflow
+def test_workflow_plans_a_gwas_per_discovery_trait(ukb_standin, tmp_path):
+    """config/ukb.yaml takes the discovery route for every trait; an empty list takes the
+    external summary statistics; a wrong multiclass choice fails before any job."""
+    from test_workflow import plan, snakemake
+
+    cfg_path, cfg = ukb_standin
+    args = ("-n", "-p", "--cores", "1", "--configfile", str(cfg_path), "--directory",
+            str(tmp_path))
+    res = snakemake(*args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rules = [j["rule"] for j in plan(res.stdout)]
+    assert rules.count("gwas") == len(cfg["traits"]) == rules.count("select_snps")
+    assert "--discovery results/ukbtiny/discovery/hair_colour.discovery.id" in res.stdout
+    res = snakemake(*args, "--config", "discovery={'traits': []}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "gwas" not in [j["rule"] for j in plan(res.stdout)]
+    assert "--overlap unknown" in res.stdout
+    res = snakemake(*args, "--config", "discovery={'multiclass': {'hair_colour': 'auburn'}}")
+    assert res.returncode != 0
+    assert ("discovery.multiclass.hair_colour: 'auburn' is neither class_index nor one of "
+            "its classes") in res.stdout + res.stderr
+
+
+def test_demo_runs_either_way_to_the_stores(tmp_path):
+    """The demo with one trait on the discovery route and one on the simulator's summary
+    statistics: real jobs up to the stores, which record their SNP source and hold none
+    of the discovery people."""
+    import yaml
+    from test_workflow import REPO, snakemake
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="disc", simulate={"n_samples": 500, "n_variants": 800, "seed": 4},
+               selection={"top": 40}, traits=["mean_platelet_volume", "hair_colour"],
+               budgets=[40])
+    cfg["discovery"]["traits"] = ["hair_colour"]
+    path = tmp_path / "disc.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "results/disc"
+    stores = [f"results/disc/traits/{t}.zarr" for t in cfg["traits"]]
+    res = snakemake("--cores", "2", "--configfile", str(path), "--directory", str(tmp_path),
+                    *stores)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    disc = set(pd.read_csv(out / "discovery/hair_colour.discovery.id", sep="\t", dtype=str)["IID"])
+    hair = zarr.open_group(str(out / "traits/hair_colour.zarr"), mode="r")
+    assert hair.attrs["provenance"]["snp_source"]["kind"] == "discovery"
+    assert hair.attrs["provenance"]["snp_source"]["n_discovery"] == len(disc) > 50
+    assert not disc & {str(i) for i in hair["sample_id"][:]}
+    mpv = zarr.open_group(str(out / "traits/mean_platelet_volume.zarr"), mode="r")
+    assert mpv.attrs["provenance"]["snp_source"] == {
+        "kind": "external", "file": "mean_platelet_volume.txt.gz", "overlap": "no"}
+    assert disc & {str(i) for i in mpv["sample_id"][:]}     # only hair colour's route

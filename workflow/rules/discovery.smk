@@ -1,0 +1,54 @@
+# The discovery route (config `discovery:`): per listed trait, a stratified, seeded share
+# of the unrelated, QC-passing people with a phenotype is set aside; plink2 --glm on them
+# (with the configured covariates) gives the summary statistics that `cmix select` ranks
+# and whose betas the prs uses; the store leaves them out (cmix.genotypes.gwas).
+
+
+rule gwas:
+    input:
+        genotypes=lambda wc: bgen_files() or genotype_files(),
+        keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
+        snplist=f"{OUT}/qc/variants.snplist",
+        pheno=input_path("phenotypes"),
+        sample_qc=input_path("sample_qc") if COVARIATES else [],
+        eigenvec=(
+            f"{OUT}/pca/pcs.eigenvec"
+            if COVARIATES.get("pcs_from") == "eigenvec"
+            else []
+        ),
+    output:
+        sumstats=f"{OUT}/discovery/{{trait}}.sumstats.gz",
+        ids=f"{OUT}/discovery/{{trait}}.discovery.id",
+    log:
+        f"{OUT}/logs/gwas/{{trait}}.log",
+    benchmark:
+        f"{OUT}/benchmarks/gwas/{{trait}}.tsv"
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        genotypes=lambda wc, input: (
+            bgen_args()
+            if bgen_files()
+            else genotype_args() + ["--extract", input.snplist]
+        ),
+        trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
+        multiclass=lambda wc: (
+            ["--multiclass", DISCOVERY["multiclass"][wc.trait]]
+            if wc.trait in (DISCOVERY.get("multiclass") or {})
+            else []
+        ),
+        covariates=lambda wc, input: (
+            ["--covariates", json.dumps(COVARIATES), "--sample-qc", input.sample_qc]
+            + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
+            if COVARIATES
+            else []
+        ),
+        fraction=DISCOVERY.get("fraction", 0.5),
+        seed=DISCOVERY.get("seed", 0),
+    shell:
+        "cmix gwas {params.genotypes:q} --keep {input.keep:q} --pheno {input.pheno:q} "
+        "--trait {wildcards.trait} --trait-config {params.trait_config:q} "
+        "{params.multiclass:q} {params.covariates:q} "
+        "--discovery-fraction {params.fraction:q} --discovery-seed {params.seed:q} "
+        "--threads {threads} --ids-out {output.ids:q} --out {output.sumstats:q} 2> {log:q}"
