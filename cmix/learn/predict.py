@@ -22,38 +22,51 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_path, log
+from ..io import CmixError, atomic_path, load_torch, log
 
 
 def load_run(run_dir) -> dict:
-    """metrics.json and the checkpoint's parts of a finished run."""
-    import torch
-
+    """metrics.json and the checkpoint's parts of a finished run, checked to belong
+    together (the same run key) and to be intact (:func:`cmix.io.load_torch`)."""
     run_dir = Path(run_dir)
     metrics_path, ckpt = run_dir / "metrics.json", run_dir / "checkpoint.pt"
     if not metrics_path.is_file() or not ckpt.is_file():
         raise CmixError(f"{run_dir}: not a finished cmix run (needs metrics.json and "
                         "checkpoint.pt)")
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    if state.get("stage") != "done" or "predict" not in state.get("parts", {}):
-        raise CmixError(f"{run_dir}: the checkpoint has no prediction record (a run that is "
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CmixError(f"{metrics_path}: not valid JSON ({err}); the run's record is "
+                        "damaged: retrain it or restore the file") from None
+    if not isinstance(metrics, dict):
+        raise CmixError(f"{metrics_path}: expected a JSON object (a cmix run's metrics)")
+    state = load_torch(ckpt)
+    if not isinstance(state, dict) or state.get("stage") != "done" or \
+            "predict" not in state.get("parts", {}):
+        raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
-    return {"dir": run_dir, "metrics": json.loads(metrics_path.read_text()),
-            "parts": state["parts"]}
+    if metrics.get("run_key") != state.get("run_key"):
+        raise CmixError(f"{ckpt}: not the checkpoint of the run {metrics_path.name} "
+                        "describes (another seed, budget, method, config or store); "
+                        "put the run's own checkpoint back, or retrain it")
+    return {"dir": run_dir, "metrics": metrics, "parts": state["parts"]}
 
 
 def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
-    file's A2). Matched by ID, else by chrom:pos; a variant found whose alleles are not
+    file's A2). Matched by ID, else by chrom:pos (a position that ``bim`` lists twice
+    matches by ID only); a variant found whose alleles are not
     the store's two alleles is an error (:func:`cmix.genotypes.plink.allele_flips`)."""
     from ..genotypes.plink import allele_flips
 
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
-    by_pos = pd.Index(bim["chrom"].astype(str) + ":" + bim["pos"].astype(str))
+    by_pos = bim["chrom"].astype(str) + ":" + bim["pos"].astype(str)
+    unique = ~by_pos.duplicated(keep=False).to_numpy()     # a shared position matches none
     key = np.char.add(np.char.add(np.asarray(info["contig"], dtype=str), ":"),
                       np.asarray(info["position"]).astype(str))
-    alt = by_pos.get_indexer(key) if by_pos.is_unique else np.full(len(key), -1)
+    alt = pd.Index(by_pos[unique]).get_indexer(key)
+    alt = np.where(alt >= 0, np.flatnonzero(unique)[np.maximum(alt, 0)], -1)
     row = np.where(pos >= 0, pos, alt)
     other, effect = np.asarray(info["allele"], dtype=str).T
     flip = allele_flips(bim, row, info["variant_id"], effect, other, where, "the run's store")
@@ -142,10 +155,15 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
     first = runs[0]["parts"]["predict"]
     for r in runs[1:]:
         info = r["parts"]["predict"]
-        if (info["store_sha256"], info["family"], info["class_names"]) != (
-                first["store_sha256"], first["family"], first["class_names"]):
-            raise CmixError(f"{r['dir']}: not the same store, method and classes as "
-                            f"{runs[0]['dir']}; an ensemble averages seeds of one method")
+        differ = [what for what, a, b in (
+            ("store", info["store_sha256"], first["store_sha256"]),
+            (f"method ({r['metrics'].get('method')} vs {runs[0]['metrics'].get('method')})",
+             r["metrics"].get("method"), runs[0]["metrics"].get("method")),
+            ("classes", info["class_names"], first["class_names"])) if a != b]
+        if differ:
+            raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
+                            f"{runs[0]['dir']}; an ensemble averages seeds of one method "
+                            "on one store")
     bf = open_bfile(bfile)
     row, flip = match_variants(first, bf.bim, f"{bf.prefix}.bim")
     n_shared = int((row >= 0).sum())
