@@ -372,3 +372,31 @@ def test_one_duplicated_position_does_not_switch_off_position_matching(cohort, t
                      str(cohort / "sample_qc.tsv"), "--out", str(outs[name])]) == 0
     a, b = (pd.read_csv(outs[k], sep="\t") for k in ("same", "renamed"))
     np.testing.assert_allclose(a[["prob_low", "prob_high"]], b[["prob_low", "prob_high"]])
+
+
+@pytest.mark.parametrize("case", ["other_fit", "other_eigenval"])
+def test_predict_refuses_another_pca(cohort, pca_trained, pca_pcs_file, tmp_path, capsys,
+                                     case):
+    """--pca naming another cmix pca fit (other fitted people), or the run's own fit with
+    another fit's .eigenval: refused, naming the prefix; the run recorded its PCA."""
+    d, _, run, held = pca_trained
+    _, bfile, _ = pca_pcs_file
+    bf = plink.open_bfile(cohort / "genotypes")
+    fit = np.sort(np.random.default_rng(9).choice(bf.n_samples, int(0.6 * bf.n_samples),
+                                                  replace=False))
+    plink.write_sample_ids(tmp_path / "fit.id", bf.fam, fit)
+    assert main(["pca", "--bfile", str(cohort / "genotypes"), "--keep", str(tmp_path / "fit.id"),
+                 "--indep-pairwise", "200", "20", "0.2", "--pcs", "4", "--threads", "2",
+                 "--out", str(tmp_path / "other")]) == 0
+    prefix = tmp_path / "other"
+    if case == "other_eigenval":
+        for s in ("eigenvec", "eigenvec.allele", "acount"):
+            shutil.copy(d / f"pcs.{s}", tmp_path / f"mixed.{s}")
+        shutil.copy(tmp_path / "other.eigenval", tmp_path / "mixed.eigenval")
+        prefix = tmp_path / "mixed"
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", str(run), "--bfile", str(bfile), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--pca", str(prefix), "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert f"{prefix}: not the PCA the run's PCs came from" in err, err
+    assert not out.exists()

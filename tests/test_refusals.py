@@ -341,6 +341,24 @@ def test_no_space_message_without_a_mount(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+
+def test_no_space_in_several_outputs_names_the_set_not_the_last(tmp_path):
+    """A full disk while writing the first of several outputs (cmix pca's) names the
+    output set, not the last file of the list, and leaves nothing."""
+    import errno
+
+    from cmix.io import atomic_outputs
+
+    names = [tmp_path / f"pcs.{s}" for s in ("eigenvec", "eigenval", "prune.in", "prune.out")]
+    with pytest.raises(CmixError) as err:
+        with atomic_outputs(*names) as tmps:
+            tmps[0].write_text("partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(err.value).startswith(f"{tmp_path}: no space left on device writing "
+                                     f"{names[0]} and 3 more outputs")
+    assert "prune.out:" not in str(err.value)
+    assert not list(tmp_path.iterdir())
+
 # ------------------------------------------------------------------ leftovers of killed steps
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
     from cmix.io import _HOST

@@ -912,6 +912,28 @@ def read_pca_model(prefix) -> dict:
             "p_alt": p_alt, "eigenvalues": eigenvalues[: len(pcs)], "pcs": pcs}
 
 
+def pca_identity(prefix) -> str | None:
+    """sha256 hex identifying one ``cmix pca`` fit: of the bytes of OUT.eigenvec.allele
+    (the allele weights), OUT.acount (the fitted allele counts) and OUT.eigenval, in
+    that order. prefix: OUT, or OUT.eigenvec. None when one of the three is absent."""
+    import hashlib
+
+    prefix = Path(prefix)
+    if prefix.name.endswith(".eigenvec"):
+        prefix = prefix.with_name(prefix.name[: -len(".eigenvec")])
+    paths = [prefix.with_name(f"{prefix.name}.{s}") for s in ("eigenvec.allele", "acount",
+                                                              "eigenval")]
+    if not all(p.is_file() for p in paths):
+        return None
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 0.8,
                        block: int = 4096) -> tuple[np.ndarray, dict]:
     """PC scores of new people on a saved PCA's axes (:func:`read_pca_model`).

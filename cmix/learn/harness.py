@@ -580,6 +580,7 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
             "mean": ctx.mean, "sd": ctx.sd,
             "cov_names": ([str(c) for c in root["covariate_name"][:]] if ctx.n_cov else []),
             "cov_spec": cov_attrs.get("spec", {}), "cov_mu": ctx.cov_mu, "cov_sd": ctx.cov_sd,
+            "pca_sha256": cov_attrs.get("pca_sha256"),
             "store_path": str(ctx.store_path.resolve()), "store_sha256": ctx.store_sha256,
             "test_prob": np.asarray(test_prob)}
 

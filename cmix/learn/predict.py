@@ -184,7 +184,7 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
                         "come from a .eigenvec (covariates pcs_from: "
                         f"{spec.get('pcs_from', '-')}, pcs: {spec.get('pcs', 0)}); leave them out")
     if pca is not None:
-        eigenvec = _projected_pcs(bf, pca, min_shared)
+        eigenvec = _projected_pcs(bf, pca, min_shared, first.get("pca_sha256"), runs[0]["dir"])
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
     sample_idx = np.flatnonzero(keep)
@@ -226,12 +226,24 @@ def _training_overlap(info: dict, iids: np.ndarray) -> int:
     return int(np.isin(iids, train).sum())
 
 
-def _projected_pcs(bf, pca_prefix, min_shared: float) -> pd.DataFrame:
+def _projected_pcs(bf, pca_prefix, min_shared: float, want: str | None,
+                   run_dir) -> pd.DataFrame:
     """The people of ``bf`` projected onto a saved PCA: a table IID, PC1.. (.eigenvec's
-    columns) for the covariates."""
-    from ..genotypes.pca import project_new_people, read_pca_model
+    columns) for the covariates. The PCA must be the fit the run's PCs came from: its
+    :func:`cmix.genotypes.pca.pca_identity` equal to ``want``, the run's record."""
+    from ..genotypes.pca import pca_identity, project_new_people, read_pca_model
 
     model = read_pca_model(pca_prefix)
+    if want is None:
+        raise CmixError(f"{run_dir}: the run did not record which cmix pca fit its PCs came "
+                        "from (its store was built from an .eigenvec without the "
+                        ".eigenvec.allele, .acount and .eigenval beside it); give the new "
+                        "people's PCs with --eigenvec instead of --pca")
+    if pca_identity(pca_prefix) != want:
+        raise CmixError(f"{pca_prefix}: not the PCA the run's PCs came from (its "
+                        ".eigenvec.allele, .acount or .eigenval differ from those of the fit "
+                        f"recorded by {run_dir}); the projected PCs would be on other axes: "
+                        "give that fit's prefix")
     scores, counts = project_new_people(bf, model, min_shared=min_shared)
     log(f"predict: PCs projected onto {pca_prefix}'s axes: {counts['n_shared']} of its "
         f"{counts['n_variants']} variants shared ({counts['n_flipped']} with swapped alleles), "
