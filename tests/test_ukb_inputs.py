@@ -450,3 +450,18 @@ def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
     assert head["sample_ids"] is not None and len(head["sample_ids"]) == len(sample) == 500
     bgen_mod._check_embedded_ids(ukb / "imp_chr1.bgen", head["sample_ids"], sample,
                                  ukb / "imp_chr1.sample")
+
+
+def test_truncated_pgen_is_one_message(ukb, capsys, tmp_path):
+    """A .pgen cut short (a copy that stopped): qc refuses it, naming the file, with no
+    traceback and no outputs."""
+    for ext in (".pgen", ".pvar", ".psam"):
+        shutil.copy(ukb / f"merged{ext}", tmp_path / f"cut{ext}")
+    data = (tmp_path / "cut.pgen").read_bytes()
+    (tmp_path / "cut.pgen").write_bytes(data[: len(data) * 2 // 3])
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "cut"), *QC_FLAGS,
+                          "--out", str(tmp_path / "q")])
+    line = [ln for ln in err.splitlines() if "error" in ln][0]
+    assert f"{tmp_path / 'cut.pgen'}: cannot read variants" in line
+    assert "truncated or damaged" in line and "Traceback" not in err
+    assert not list(tmp_path.glob("q*"))
