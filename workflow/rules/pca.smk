@@ -18,7 +18,7 @@ rule pca:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        genotypes=genotype_args(),
+        genotypes=lambda wc: genotype_args(),
         out=lambda wc, output: output[0][: -len(".eigenvec")],
         regions=(
             f"--exclude-regions {shlex.quote(PCA_REGIONS)}"
