@@ -275,6 +275,34 @@ def test_multi_file_outputs_never_mix_old_and_new(tmp_path):
             t.write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pcs.a", "pcs.b", "pcs.c"]
 
+
+def test_resume_from_a_corrupted_checkpoint_names_it(two_stores, tmp_path, capsys):
+    """--resume from a checkpoint with one flipped bit: one message naming the
+    checkpoint and the CRC failure, exit 1, no metrics.json."""
+    import zipfile
+
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    assert main(train_args(a, run, cfg)) == 0
+    (run / "metrics.json").unlink()
+    ckpt = run / "checkpoint.pt"
+    with zipfile.ZipFile(ckpt) as zf:         # the largest tensor's bytes
+        info = max((i for i in zf.infolist() if "/data/" in i.filename),
+                   key=lambda i: i.compress_size)
+    data = bytearray(ckpt.read_bytes())
+    name_len, extra_len = np.frombuffer(bytes(data[info.header_offset + 26:
+                                                   info.header_offset + 30]), "<u2")
+    data[info.header_offset + 30 + int(name_len) + int(extra_len)
+         + info.compress_size // 2 + 3] ^= 0x40      # an exponent bit of a float32
+    ckpt.write_bytes(bytes(data))
+    assert main([*train_args(a, run, cfg), "--resume"]) == 1
+    line = first_error_line(capsys)
+    assert f"{ckpt}: corrupt checkpoint (member" in line and "CRC32" in line
+    assert "bug" not in line
+    assert not (run / "metrics.json").exists()
+
 # ------------------------------------------------------------------ config values
 @pytest.mark.parametrize("text,key,want", [('{"lr": "abc"}', "lr", "a number"),
                                            ('{"epochs": 2.5}', "epochs", "an integer"),
