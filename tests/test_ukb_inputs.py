@@ -439,6 +439,9 @@ def test_bgen_that_does_not_fit_its_index_or_sample_is_refused(ukb, bgen_sel, tm
             (d / f"x{ext}").rename(d / f"imp_chr2{ext}")
     line = _bgen_store_error(capsys, sel, d, tmp_path / "s.zarr")
     assert message in line, line
+    if case.startswith("truncated"):                 # indexing it again says the same
+        err = _error(capsys, ["bgen-index", str(d / "imp_chr1.bgen")])
+        assert f"{d / 'imp_chr1.bgen'}: the file ends inside" in err and "Traceback" not in err
     ids = set(pd.read_csv(ukb / "cal.fam", sep=r"\s+", header=None, dtype=str)[1])
     assert not any(i in line for i in ids)                    # no sample IDs in messages
 

@@ -140,6 +140,7 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     rows = []
     fd = os.open(bgen, os.O_RDONLY)
     try:
+        file_size = os.fstat(fd).st_size
         at = head["first_variant"]
         for _ in range(head["n_variants"]):
             try:
@@ -153,6 +154,10 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
                                 "(truncated?)")
             (glen,) = struct.unpack("<I", raw)
             size = used + 4 + glen
+            if at + size > file_size:
+                raise CmixError(f"{bgen}: the file ends inside the genotype block of "
+                                f"variant {rsid!r} (byte {at}; {file_size} bytes in the "
+                                "file): truncated?")
             rows.append((chrom, pos, rsid, len(alleles), alleles[0],
                          alleles[1] if len(alleles) > 1 else None, at, size))
             at += size
@@ -390,7 +395,6 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
     if len(samples) != head["n_samples"]:
         raise CmixError(f"{sample}: {len(samples)} samples, but {path} holds "
                         f"{head['n_samples']}; the .sample does not belong to this .bgen")
-    _check_embedded_ids(path, head["sample_ids"], samples, sample)
     index, n_indexed = read_bgi(bgi, positions)
     if n_indexed != head["n_variants"]:
         raise CmixError(f"{bgi}: indexes {n_indexed} variants, {path} holds "
@@ -413,6 +417,7 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
                         "a1": index["allele2"].astype(str), "a2": index["allele1"]})[BIM_COLUMNS]
     target = samples if fam is None else fam
     rows = match_sample_file(target, samples, sample)
+    _check_embedded_ids(path, head["sample_ids"], samples, sample)
     return BgenFile(path, target.reset_index(drop=True), bim,
                     index["start"].to_numpy(np.int64), rows, head["n_samples"],
                     index["rsid"].astype(str).to_numpy())

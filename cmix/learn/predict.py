@@ -45,6 +45,9 @@ def load_run(run_dir) -> dict:
             "predict" not in state.get("parts", {}):
         raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
+    if "run_key" not in metrics:
+        raise CmixError(f"{metrics_path}: no run_key (a run of an older cmix); cannot check "
+                        f"that {ckpt.name} is this run's checkpoint: retrain it")
     if metrics.get("run_key") != state.get("run_key"):
         raise CmixError(f"{ckpt}: not the checkpoint of the run {metrics_path.name} "
                         "describes (another seed, budget, method, config or store); "
