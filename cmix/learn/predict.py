@@ -8,7 +8,9 @@ the new file set (matched by ID, else by chrom:pos with the same two alleles; sw
 alleles flip the dosage), gives variants the file set lacks the training mean (a missing
 call), and averages the class probabilities over the runs (an ensemble of seeds).
 
-Refusals (one clear message each): runs of different stores or methods; a file set that
+Refusals (one clear message each): a checkpoint that fails its CRC32 check, or whose run
+key is not its metrics.json's; runs of different stores or methods; ``--pca`` of another
+``cmix pca`` fit than the run's PCs came from; a file set that
 shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
 store's (another allele coding or strand); people who were among the run's training rows,
 unless ``allow_overlap``; a run trained with covariates when none are supplied.
