@@ -769,8 +769,8 @@ def _add_pca(sub):
                     "OUT.prune.in/.prune.out. Project new people with plink2 --read-freq "
                     "OUT.acount --score OUT.eigenvec.allele 2 5 header-read no-mean-imputation "
                     "variance-standardize cols=+scoresums; PCk = PCk_SUM / (m sqrt(eigenvalue "
-                    "k)), m = variants in OUT.prune.in.")
-    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix")
+                    "k)), m = variants in OUT.acount.")
+    _add_genotype_args(p)
     p.add_argument("--keep", default=None,
                    help="samples to fit on (plink --keep list, e.g. unrelated.king.cutoff.in.id; "
                         "default all)")
@@ -803,9 +803,9 @@ def _run_pca(args):
 
     prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
     regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)
-    run_pca(args.bfile, args.out, keep=args.keep, project=args.project, extract=args.extract,
-            regions=regions, prune=prune, n_pcs=args.pcs, seed=args.seed,
-            threads=args.threads)
+    run_pca(out_prefix=args.out, **_genotype_kwargs(args), keep=args.keep,
+            project=args.project, extract=args.extract, regions=regions, prune=prune,
+            n_pcs=args.pcs, seed=args.seed, threads=args.threads)
 
 
 # ------------------------------------------------------------------ parser and main

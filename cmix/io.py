@@ -13,6 +13,7 @@ import glob
 import gzip
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import zlib
@@ -76,18 +77,47 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
 
 
 @contextlib.contextmanager
-def atomic_outputs(*paths: str | os.PathLike) -> Iterator[list[Path]]:
-    """Like :func:`atomic_path` for several files at once: all appear, or none do."""
-    stack = contextlib.ExitStack()
-    with stack:
-        tmps = [stack.enter_context(atomic_path(p)) for p in paths]
+def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]:
+    """Like :func:`atomic_path` for several files at once: yields one temporary path
+    per output (beside it). On success the old outputs (and the files ``remove``, stale
+    outputs of another kind of run) are deleted first, then every new file is renamed
+    into place, so the files present at any moment are all old or all new: a process
+    killed in between leaves an incomplete set (a missing file marks it unfinished),
+    never new files beside old ones. On an exception nothing changes."""
+    paths = [Path(p) for p in paths]
+    tmps = []
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(path)
+        tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+        _remove(tmp)
+        tmps.append(tmp)
+    try:
         yield tmps
+        missing = [t for t in tmps if not t.exists()]
+        if missing:
+            raise RuntimeError(f"atomic_outputs: {missing[0]} was not written")
+        for old in [*paths, *map(Path, remove)]:
+            if old.exists() or old.is_symlink():
+                _remove(old)
+        for tmp, path in zip(tmps, paths):
+            os.replace(tmp, path)
+    except BaseException as err:
+        for tmp in tmps:
+            _remove(tmp)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            what = (f"{paths[0]}" + (f" and {len(paths) - 1} more outputs" if len(paths) > 1
+                                     else ""))
+            raise CmixError(f"{paths[0].parent}: no space left on device writing {what} "
+                            f"({err.strerror}); nothing was written") from None
+        raise
 
 
 def save_torch(obj, path: str | os.PathLike) -> None:
     """torch.save ``obj`` to ``path`` atomically. It is serialised in memory first and
     written in one call, so a full disk surfaces as OSError ENOSPC (reported as "no
-    space left on device"), not as torch's "unexpected pos"."""
+    space left on device"), not as torch's "unexpected pos". torch writes a zip file:
+    :func:`load_torch` checks each member's CRC32 before loading."""
     import io
 
     import torch
@@ -96,6 +126,35 @@ def save_torch(obj, path: str | os.PathLike) -> None:
     torch.save(obj, buf)
     with atomic_path(path) as tmp:
         tmp.write_bytes(buf.getbuffer())
+
+
+def load_torch(path: str | os.PathLike, what: str = "checkpoint"):
+    """The object :func:`save_torch` wrote to ``path`` (tensors on the CPU), after checking
+    the file's integrity: it must be a complete zip whose every member matches its
+    CRC32. Raises CmixError naming the file for a truncated, corrupted or unreadable one."""
+    import io
+    import zipfile
+
+    import torch
+
+    path = Path(path)
+    data = path.read_bytes()
+    fix = "; it cannot be trusted: delete it (and retrain, or restore a copy)"
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+            NotImplementedError, zlib.error) as err:
+        raise CmixError(f"{path}: truncated or corrupt {what} (not a complete torch zip file: "
+                        f"{err}){fix}") from None
+    if bad is not None:
+        raise CmixError(f"{path}: corrupt {what} (member {bad} fails its CRC32 check: the "
+                        f"bytes changed after it was written){fix}")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as err:    # noqa: BLE001 - any unpickling failure is a bad file
+        raise CmixError(f"{path}: unreadable {what} ({type(err).__name__}: {err}){fix}") \
+            from None
 
 
 def _remove(p: Path) -> None:
@@ -141,12 +200,29 @@ def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
     import time
 
     folder = check_writable_dir(folder)
-    fh = open(folder / ".cmix.lock", "a+")
+    path = folder / ".cmix.lock"
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            fd = os.open(path, flags)
+    except OSError as err:
+        why = ("it is a symbolic link; cmix writes its lock only to a plain file it made"
+               if err.errno == errno.ELOOP else err.strerror)
+        raise CmixError(f"{path}: cannot use this lock file ({why}); remove it") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+        os.close(fd)
+        raise CmixError(f"{path}: not a lock file cmix made (expected a plain file of yours "
+                        "with one link; this one is another file or a hard link to one); "
+                        "remove it")
+    fh = os.fdopen(fd, "r+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.seek(0)
-        who = fh.read().strip() or "another process"
+        who = fh.read(4096).strip() or "another process"
         fh.close()
         raise CmixError(f"{folder}: in use by {who}; wait for it to end or use another "
                         "folder") from None

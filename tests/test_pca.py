@@ -335,3 +335,61 @@ def test_fewer_varying_variants_than_pcs(tmp_path, capsys):
           "--out", tmp_path / "o", expect="--pcs 2: only 1 of the 6 variants vary among the "
           "fitted founders")
     assert not list(tmp_path.glob("o.*"))
+
+
+# ------------------------------------------------- every genotype source, non-varying variants
+def test_pca_of_chromosome_sets_and_pgen_equals_merged_bed(setup, tmp_path):
+    """cmix pca on per-chromosome .bed files sharing one .fam, on a .pgen and on a
+    per-chromosome .pgen set gives byte-identical outputs to cmix pca on the merged .bed
+    (the files are written by plink2)."""
+    d = setup["dir"]
+    bed = setup["bfile"]
+    chroms = sorted(setup["bf"].bim["chrom"].astype(str).unique(), key=int)
+    plink2("--bfile", bed, "--make-pgen", "--out", tmp_path / "merged", cwd=tmp_path)
+    for c in chroms:
+        plink2("--bfile", bed, "--chr", c, "--make-bed", "--out", tmp_path / f"b{c}",
+               cwd=tmp_path)
+        plink2("--bfile", bed, "--chr", c, "--make-pgen", "--out", tmp_path / f"p{c}",
+               cwd=tmp_path)
+    common = ["--keep", d / "fit.id", "--project", d / "everyone.id", "--extract",
+              d / "qc.snplist", "--indep-pairwise", "200kb", "1", "0.1", "--pcs", "4",
+              "--threads", "2"]
+    sources = {"bed": ["--bfile", bed],
+               "bed_set": ["--bfile", tmp_path / "b{chrom}", "--fam", f"{bed}.fam",
+                           "--chroms", *chroms],
+               "pgen": ["--pfile", tmp_path / "merged"],
+               "pgen_set": ["--pfile", tmp_path / "p{chrom}", "--fam",
+                            tmp_path / "merged.psam", "--chroms", *chroms]}
+    for name, args in sources.items():
+        cmix("pca", *args, *common, "--out", tmp_path / name)
+    for ext in ("eigenvec", "eigenval", "eigenvec.allele", "acount", "prune.in", "prune.out"):
+        want = (tmp_path / f"bed.{ext}").read_bytes()
+        for name in ("bed_set", "pgen", "pgen_set"):
+            assert (tmp_path / f"{name}.{ext}").read_bytes() == want, (name, ext)
+    assert len(chroms) > 1 and len(lines(tmp_path / "bed.eigenval")) == 4
+
+
+def test_eigenvalues_leave_out_variants_that_do_not_vary(setup, tmp_path):
+    """A .bed whose fitted founders are monomorphic or uncalled at some variants: cmix
+    pca leaves those out of the PCA (and of m), so its eigenvalues equal plink2 --pca
+    meanimpute on the varying variants alone; the outputs list only those."""
+    d = setup["dir"]
+    bf = setup["bf"]
+    snps = lines(d / "qc.snplist")[:1500]
+    rows = np.flatnonzero(bf.bim["variant_id"].isin(snps))
+    g = plink.read_genotypes(bf, rows)
+    bim = bf.bim.iloc[rows].reset_index(drop=True)
+    g[::5] = 0                                         # monomorphic (A2/A2 everywhere)
+    g[1::7] = -1                                       # no call at all
+    flat = np.zeros(len(bim), bool)
+    flat[::5] = flat[1::7] = True
+    plink.write_bfile(tmp_path / "x", g, bf.fam, bim)
+    bim.loc[~flat, "variant_id"].to_csv(tmp_path / "varying.txt", index=False, header=False)
+    cmix("pca", "--bfile", tmp_path / "x", "--keep", d / "fit.id", "--no-prune",
+         "--no-exclude-regions", "--pcs", "5", "--threads", "2", "--out", tmp_path / "cm")
+    plink2("--bfile", tmp_path / "x", "--keep", d / "fit.id", "--extract",
+           tmp_path / "varying.txt", "--pca", "5", "meanimpute", "--out", "p2", cwd=tmp_path)
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "cm.eigenval"),
+                               np.loadtxt(tmp_path / "p2.eigenval"), rtol=0.01)
+    acount = pd.read_csv(tmp_path / "cm.acount", sep="\t")
+    assert acount["ID"].tolist() == bim.loc[~flat, "variant_id"].tolist()

@@ -285,3 +285,118 @@ def test_predict_pca_refusals(cohort, trained, pca_trained, tmp_path, capsys, ca
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
     assert message in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------ a run's files checked before use
+def _copy_run(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _flip_a_bit_in_the_weights(ckpt):
+    """Flip one bit inside the largest stored member (the fitted weights), as a disk or a
+    copy might: the zip stays well-formed, only the member's bytes change."""
+    import zipfile
+
+    with zipfile.ZipFile(ckpt) as zf:
+        info = max(zf.infolist(), key=lambda i: i.compress_size)
+    data = bytearray(ckpt.read_bytes())
+    name_len, extra_len = np.frombuffer(bytes(data[info.header_offset + 26:
+                                                   info.header_offset + 30]), "<u2")
+    at = info.header_offset + 30 + int(name_len) + int(extra_len) + info.compress_size // 2
+    data[at] ^= 0x10
+    ckpt.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("bit_flip", "checkpoint.pt: corrupt checkpoint (member"),
+    ("truncated", "checkpoint.pt: truncated or corrupt checkpoint"),
+    ("bad_metrics", "metrics.json: not valid JSON"),
+    ("other_seed", "checkpoint.pt: not the checkpoint of the run metrics.json describes"),
+    ("other_method", "not the same method (mlp vs cmix)"),
+])
+def test_predict_refuses_a_damaged_or_mismatched_run(cohort, trained, tmp_path, capsys, case,
+                                                     message):
+    """A checkpoint with a flipped bit or cut short, a metrics.json that is not JSON, a
+    checkpoint of another seed beside a run's metrics.json, and runs of two methods
+    averaged together: each one message naming the file, exit 1, no output."""
+    d, store, runs = trained
+    bfile = subset_bfile(cohort, store_test_ids(store), tmp_path / "b")
+    run_args = [str(_copy_run(runs["cmix"], tmp_path / "run"))]
+    run = tmp_path / "run"
+    if case == "bit_flip":
+        _flip_a_bit_in_the_weights(run / "checkpoint.pt")
+    elif case == "truncated":
+        data = (run / "checkpoint.pt").read_bytes()
+        (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+    elif case == "bad_metrics":
+        (run / "metrics.json").write_text('{"trait": "mpv", ')
+    elif case == "other_seed":
+        shutil.copy(d / "runs" / "logreg_seed2" / "checkpoint.pt", run / "checkpoint.pt")
+        shutil.copy(runs["logreg"] / "metrics.json", run / "metrics.json")
+    else:
+        run_args = [str(runs["cmix"]), str(runs["mlp"])]
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", *run_args, "--bfile", str(bfile), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--sample-qc", str(cohort / "sample_qc.tsv"),
+                 "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert message in err, err
+    assert "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob(".p.tsv*"))
+
+
+def test_one_duplicated_position_does_not_switch_off_position_matching(cohort, trained,
+                                                                       tmp_path):
+    """New people's .bim with other variant IDs (so matching is by chrom:pos) and one
+    extra variant at an existing position: the other variants still match, and the
+    probabilities equal those from the file with the run's own IDs."""
+    d, store, runs = trained
+    ids = store_test_ids(store)
+    same = subset_bfile(cohort, ids, tmp_path / "same")
+    renamed = tmp_path / "renamed"
+    bf = plink.open_bfile(same)
+    bim = bf.bim.copy()
+    bim["variant_id"] = "x" + bim["variant_id"]
+    g = plink.read_genotypes(bf)
+    in_store = {str(v) for v in open_store(store)["variant_id"][:]}
+    other = int(np.flatnonzero(~bf.bim["variant_id"].isin(in_store))[0])   # not the run's
+    dup = bim.iloc[[other]].assign(variant_id="dup", a1="T", a2="G")
+    order = np.r_[np.arange(len(bim)), other]
+    plink.write_bfile(renamed, g[order], bf.fam, pd.concat([bim, dup], ignore_index=True))
+    outs = {}
+    for name, b in (("same", same), ("renamed", renamed)):
+        outs[name] = tmp_path / f"{name}.tsv"
+        assert main(["predict", "--run", str(runs["logreg"]), "--bfile", str(b), "--pheno",
+                     str(cohort / "phenotypes.tsv"), "--sample-qc",
+                     str(cohort / "sample_qc.tsv"), "--out", str(outs[name])]) == 0
+    a, b = (pd.read_csv(outs[k], sep="\t") for k in ("same", "renamed"))
+    np.testing.assert_allclose(a[["prob_low", "prob_high"]], b[["prob_low", "prob_high"]])
+
+
+@pytest.mark.parametrize("case", ["other_fit", "other_eigenval"])
+def test_predict_refuses_another_pca(cohort, pca_trained, pca_pcs_file, tmp_path, capsys,
+                                     case):
+    """--pca naming another cmix pca fit (other fitted people), or the run's own fit with
+    another fit's .eigenval: refused, naming the prefix; the run recorded its PCA."""
+    d, _, run, held = pca_trained
+    _, bfile, _ = pca_pcs_file
+    bf = plink.open_bfile(cohort / "genotypes")
+    fit = np.sort(np.random.default_rng(9).choice(bf.n_samples, int(0.6 * bf.n_samples),
+                                                  replace=False))
+    plink.write_sample_ids(tmp_path / "fit.id", bf.fam, fit)
+    assert main(["pca", "--bfile", str(cohort / "genotypes"), "--keep", str(tmp_path / "fit.id"),
+                 "--indep-pairwise", "200", "20", "0.2", "--pcs", "4", "--threads", "2",
+                 "--out", str(tmp_path / "other")]) == 0
+    prefix = tmp_path / "other"
+    if case == "other_eigenval":
+        for s in ("eigenvec", "eigenvec.allele", "acount"):
+            shutil.copy(d / f"pcs.{s}", tmp_path / f"mixed.{s}")
+        shutil.copy(tmp_path / "other.eigenval", tmp_path / "mixed.eigenval")
+        prefix = tmp_path / "mixed"
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", str(run), "--bfile", str(bfile), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--pca", str(prefix), "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
+    assert f"{prefix}: not the PCA the run's PCs came from" in err, err
+    assert not out.exists()

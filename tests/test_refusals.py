@@ -214,6 +214,95 @@ def test_lock_is_released_when_the_holder_is_killed(tmp_path):
         pass
 
 
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_lock_file_linked_elsewhere_is_refused_and_left_alone(two_stores, tmp_path, capsys,
+                                                              kind):
+    """A .cmix.lock that is a symbolic or hard link to another file: train refuses,
+    naming the lock file, and the file it points to keeps its bytes."""
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    run.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    if kind == "symlink":
+        (run / ".cmix.lock").symlink_to(precious)
+    else:
+        os.link(precious, run / ".cmix.lock")
+    assert main(train_args(a, run, cfg, seed=2)) == 1
+    line = first_error_line(capsys)
+    assert f"{run / '.cmix.lock'}: " in line
+    assert ("symbolic link" if kind == "symlink" else "not a lock file cmix made") in line
+    assert precious.read_text() == "keep me\n"
+    assert not (run / "metrics.json").exists() and not (run / "checkpoint.pt").exists()
+
+
+_KILL_BETWEEN_RENAMES = """
+import os, sys
+from cmix import io
+names = [sys.argv[1] + s for s in (".a", ".b", ".c")]
+real, n = os.replace, [0]
+def replace(src, dst):
+    n[0] += 1
+    if n[0] == 2:
+        os.kill(os.getpid(), 9)
+    real(src, dst)
+io.os.replace = replace
+with io.atomic_outputs(*names) as tmps:
+    for t in tmps:
+        open(t, "w").write("new")
+"""
+
+
+def test_multi_file_outputs_never_mix_old_and_new(tmp_path):
+    """A step killed (SIGKILL) between renaming its outputs into place leaves no new file
+    beside an old one: the files there are all of one generation, and at least one is
+    missing, so the set does not look finished. The next run completes it."""
+    out = tmp_path / "pcs"
+    for s in (".a", ".b", ".c"):
+        Path(f"{out}{s}").write_text("old")
+    r = subprocess.run([sys.executable, "-c", _KILL_BETWEEN_RENAMES, str(out)])
+    assert r.returncode == -9
+    texts = {s: Path(f"{out}{s}").read_text() for s in (".a", ".b", ".c")
+             if Path(f"{out}{s}").exists()}
+    assert len(set(texts.values())) <= 1 and len(texts) < 3, texts
+    from cmix.io import atomic_outputs
+
+    with atomic_outputs(*[f"{out}{s}" for s in (".a", ".b", ".c")]) as tmps:
+        for t in tmps:
+            t.write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pcs.a", "pcs.b", "pcs.c"]
+
+
+def test_resume_from_a_corrupted_checkpoint_names_it(two_stores, tmp_path, capsys):
+    """--resume from a checkpoint with one flipped bit: one message naming the
+    checkpoint and the CRC failure, exit 1, no metrics.json."""
+    import zipfile
+
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    run = tmp_path / "run"
+    assert main(train_args(a, run, cfg)) == 0
+    (run / "metrics.json").unlink()
+    ckpt = run / "checkpoint.pt"
+    with zipfile.ZipFile(ckpt) as zf:         # the largest tensor's bytes
+        info = max((i for i in zf.infolist() if "/data/" in i.filename),
+                   key=lambda i: i.compress_size)
+    data = bytearray(ckpt.read_bytes())
+    name_len, extra_len = np.frombuffer(bytes(data[info.header_offset + 26:
+                                                   info.header_offset + 30]), "<u2")
+    data[info.header_offset + 30 + int(name_len) + int(extra_len)
+         + info.compress_size // 2 + 3] ^= 0x40      # an exponent bit of a float32
+    ckpt.write_bytes(bytes(data))
+    assert main([*train_args(a, run, cfg), "--resume"]) == 1
+    line = first_error_line(capsys)
+    assert f"{ckpt}: corrupt checkpoint (member" in line and "CRC32" in line
+    assert "bug" not in line
+    assert not (run / "metrics.json").exists()
+
 # ------------------------------------------------------------------ config values
 @pytest.mark.parametrize("text,key,want", [('{"lr": "abc"}', "lr", "a number"),
                                            ('{"epochs": 2.5}', "epochs", "an integer"),
@@ -279,6 +368,24 @@ def test_no_space_message_without_a_mount(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert not list(tmp_path.iterdir())
 
+
+
+def test_no_space_in_several_outputs_names_the_set_not_the_last(tmp_path):
+    """A full disk while writing the first of several outputs (cmix pca's) names the
+    output set, not the last file of the list, and leaves nothing."""
+    import errno
+
+    from cmix.io import atomic_outputs
+
+    names = [tmp_path / f"pcs.{s}" for s in ("eigenvec", "eigenval", "prune.in", "prune.out")]
+    with pytest.raises(CmixError) as err:
+        with atomic_outputs(*names) as tmps:
+            tmps[0].write_text("partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(err.value).startswith(f"{tmp_path}: no space left on device writing "
+                                     f"{names[0]} and 3 more outputs")
+    assert "prune.out:" not in str(err.value)
+    assert not list(tmp_path.iterdir())
 
 # ------------------------------------------------------------------ leftovers of killed steps
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):

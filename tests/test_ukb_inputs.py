@@ -226,7 +226,7 @@ def test_bgi_offsets_match_cbgen_index(ukb, tmp_path):
     rsids = [r.decode() for p in parts for r in p.rsid]
     fd = __import__("os").open(path, __import__("os").O_RDONLY)
     try:
-        starts = [int(s) + bgen_mod._read_variant_header(fd, int(s))[-1] for s in ours.start]
+        starts = [int(s) + bgen_mod._read_variant_header(fd, int(s), path)[-1] for s in ours.start]
     finally:
         __import__("os").close(fd)
     assert starts == offsets.tolist()
@@ -342,3 +342,129 @@ def test_categorical_encoding_refused_on_fractional_store(ukb, capsys, tmp_path)
                               str(tmp_path / "cfg.json"), "--device", "cpu", "--out",
                               str(tmp_path / method)])
         assert "fractional (imputed) dosages" in err and "encoding: dosage" in err
+
+
+# ------------------------------------------------- a BGEN checked against its index and .sample
+@pytest.fixture(scope="module")
+def bgen_sel(ukb, tmp_path_factory):
+    """A selection from the BGEN set (its SNPs on chromosomes 1-3) for `cmix store`."""
+    d = tmp_path_factory.mktemp("bgen_sel")
+    _select(ukb, d / "sel.tsv", "--bgen", str(ukb / "imp_chr{chrom}.bgen"), "--sample",
+            str(ukb / "imp_chr{chrom}.sample"), "--fam", str(ukb / "cal.fam"), "--chroms",
+            *CHROMS, top=30)
+    plink2("--pfile", ukb / "frac", "--chr", "1", "--export", "bgen-1.2", "bits=16",
+           "--out", d / "imp16_chr1")
+    assert main(["bgen-index", str(d / "imp16_chr1.bgen")]) == 0
+    return d / "sel.tsv", d
+
+
+def _bgen_copy(ukb, d):
+    for c in CHROMS:
+        for ext in (".bgen", ".bgen.bgi", ".sample"):
+            shutil.copy(ukb / f"imp_chr{c}{ext}", d / f"imp_chr{c}{ext}")
+    return d
+
+
+def _bgen_store_error(capsys, sel, d, out):
+    err = _error(capsys, ["store", "--bgen", str(d / "imp_chr{chrom}.bgen"), "--sample",
+                          str(d / "imp_chr{chrom}.sample"), "--fam", str(d.parent / "cal.fam")
+                          if (d.parent / "cal.fam").exists() else str(d / "cal.fam"),
+                          "--chroms", *CHROMS, "--snps", str(sel), "--pheno",
+                          str(d / "phenotypes.tsv"), "--trait", "mpv", "--trait-config",
+                          TRAIT_CONFIG, "--out", str(out)])
+    assert "Traceback" not in err
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
+    return [ln for ln in err.splitlines() if "error" in ln][0]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("sample_reordered", "imp_chr1.sample, line 3: not the sample"),
+    ("bgi_rows_swapped", "imp_chr1.bgen.bgi: its entry for variant"),
+    ("bgi_of_16_bit_file", "imp_chr1.bgen.bgi: its entry for variant"),
+    ("truncated_in_genotypes", "imp_chr1.bgen: the file ends inside the genotype block"),
+    ("truncated_in_header", "imp_chr1.bgen: the file ends inside the header of the variant"),
+    ("sample_without_types_line", "imp_chr1.sample, line 2: expected the column types line"),
+    ("files_swapped", "imp_chr1.bgen: the file of chromosome 1 in the set"),
+])
+def test_bgen_that_does_not_fit_its_index_or_sample_is_refused(ukb, bgen_sel, tmp_path, capsys,
+                                                               case, message):
+    """Each way a BGEN set can disagree with itself is one message naming the file, exit
+    1, no store: a .sample with its rows reordered (the .bgen embeds the IDs), a .bgi
+    whose rows point at each other's blocks or that indexes the 16-bit export of the same
+    variants, a .bgen cut inside a genotype block or a variant header, a .sample without
+    its types line, and chromosome files swapped."""
+    import sqlite3
+
+    sel, d16 = bgen_sel
+    d = _bgen_copy(ukb, tmp_path)
+    shutil.copy(ukb / "cal.fam", d / "cal.fam")
+    shutil.copy(ukb / "c" / "phenotypes.tsv", d / "phenotypes.tsv")
+    chosen = pd.read_csv(sel, sep="\t", dtype={"chrom": str})
+    on1 = chosen[chosen["chrom"] == "1"]["variant_id"].tolist()
+    bgi = d / "imp_chr1.bgen.bgi"
+    if case == "sample_reordered":
+        lines = (d / "imp_chr1.sample").read_text().splitlines()
+        rows = lines[2:]
+        rows[0], rows[1] = rows[1], rows[0]
+        (d / "imp_chr1.sample").write_text("\n".join(lines[:2] + rows) + "\n")
+    elif case == "bgi_rows_swapped":
+        con = sqlite3.connect(bgi)
+        (a, sa), (b, sb) = con.execute(
+            "SELECT rsid, file_start_position FROM Variant WHERE rsid IN (?, ?)",
+            on1[:2]).fetchall()
+        con.execute("UPDATE Variant SET file_start_position = -1 WHERE rsid = ?", (a,))
+        con.execute("UPDATE Variant SET file_start_position = ? WHERE rsid = ?", (sa, b))
+        con.execute("UPDATE Variant SET file_start_position = ? WHERE rsid = ?", (sb, a))
+        con.commit()
+        con.close()
+    elif case == "bgi_of_16_bit_file":
+        shutil.copy(d16 / "imp16_chr1.bgen.bgi", bgi)
+    elif case.startswith("truncated"):
+        con = sqlite3.connect(bgi)
+        start, size = max(con.execute(       # the last selected variant in the file
+            "SELECT file_start_position, size_in_bytes FROM Variant WHERE rsid IN "
+            f"({','.join('?' * len(on1))})", on1).fetchall())
+        con.close()
+        data = (d / "imp_chr1.bgen").read_bytes()
+        cut = start + size - 5 if case == "truncated_in_genotypes" else start + 10
+        (d / "imp_chr1.bgen").write_bytes(data[:cut])
+        # the .bgi still lists every variant; only the selected ones are read
+    elif case == "sample_without_types_line":
+        lines = (d / "imp_chr1.sample").read_text().splitlines()
+        (d / "imp_chr1.sample").write_text("\n".join(lines[:1] + lines[2:]) + "\n")
+    else:
+        for ext in (".bgen", ".bgen.bgi", ".sample"):
+            (d / f"imp_chr1{ext}").rename(d / f"x{ext}")
+            (d / f"imp_chr2{ext}").rename(d / f"imp_chr1{ext}")
+            (d / f"x{ext}").rename(d / f"imp_chr2{ext}")
+    line = _bgen_store_error(capsys, sel, d, tmp_path / "s.zarr")
+    assert message in line, line
+    if case.startswith("truncated"):                 # indexing it again says the same
+        err = _error(capsys, ["bgen-index", str(d / "imp_chr1.bgen")])
+        assert f"{d / 'imp_chr1.bgen'}: the file ends inside" in err and "Traceback" not in err
+    ids = set(pd.read_csv(ukb / "cal.fam", sep=r"\s+", header=None, dtype=str)[1])
+    assert not any(i in line for i in ids)                    # no sample IDs in messages
+
+
+def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
+    """plink2's BGEN embeds its sample IDs; the .sample written with it agrees, row by row."""
+    head = bgen_mod._header(ukb / "imp_chr1.bgen")
+    sample = bgen_mod.read_sample_file(ukb / "imp_chr1.sample")
+    assert head["sample_ids"] is not None and len(head["sample_ids"]) == len(sample) == 500
+    bgen_mod._check_embedded_ids(ukb / "imp_chr1.bgen", head["sample_ids"], sample,
+                                 ukb / "imp_chr1.sample")
+
+
+def test_truncated_pgen_is_one_message(ukb, capsys, tmp_path):
+    """A .pgen cut short (a copy that stopped): qc refuses it, naming the file, with no
+    traceback and no outputs."""
+    for ext in (".pgen", ".pvar", ".psam"):
+        shutil.copy(ukb / f"merged{ext}", tmp_path / f"cut{ext}")
+    data = (tmp_path / "cut.pgen").read_bytes()
+    (tmp_path / "cut.pgen").write_bytes(data[: len(data) * 2 // 3])
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "cut"), *QC_FLAGS,
+                          "--out", str(tmp_path / "q")])
+    line = [ln for ln in err.splitlines() if "error" in ln][0]
+    assert f"{tmp_path / 'cut.pgen'}: cannot read variants" in line
+    assert "truncated or damaged" in line and "Traceback" not in err
+    assert not list(tmp_path.glob("q*"))

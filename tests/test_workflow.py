@@ -605,3 +605,35 @@ def test_fetchable_sumstats_pass_the_check(ukb_standin, tmp_path):
                     str(tmp_path))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "rule fetch_resource" in res.stdout
+
+@pytest.mark.plink2
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+@pytest.mark.parametrize("key", ["bfile", "pfile"])
+def test_pca_rule_reads_every_chromosome_of_a_set(ukb_standin, tmp_path, key):
+    """Per-chromosome .bed or .pgen sets with `pcs_from: eigenvec`: the pca job is given
+    the whole set (the pattern, the shared sample file and every chromosome), not the
+    first chromosome's files."""
+    from test_ukb_inputs import plink2
+
+    _, cfg = ukb_standin
+    merged = Path(cfg["inputs"]["bfile"])
+    chroms = [str(k) for k in cfg["variant_qc"]["chromosomes"]]
+    make = "--make-bed" if key == "bfile" else "--make-pgen"
+    for k in chroms:
+        plink2("--bfile", merged, "--chr", k, make, "--out", tmp_path / f"g_chr{k}")
+    shared = f"{merged}.fam" if key == "bfile" else str(tmp_path / "g_chr1.psam")
+    cfg = copy.deepcopy(cfg)
+    cfg["run_name"] = "pcaset"
+    cfg["covariates"] = {"fields": [21022, 31], "pcs": 4, "pcs_from": "eigenvec"}
+    cfg["inputs"].pop("bfile")
+    cfg["inputs"].update({key: str(tmp_path / "g_chr{chrom}"), "fam": shared})
+    path = tmp_path / "pcaset.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = snakemake("-n", "-p", "--configfile", str(path), "--directory", str(tmp_path),
+                    "results/pcaset/pca/pcs.eigenvec")
+    assert res.returncode == 0, res.stdout + res.stderr
+    cmd = [ln.split("Shell command: ", 1)[-1] for ln in res.stdout.splitlines()
+           if "cmix pca " in ln]
+    assert len(cmd) == 1, res.stdout
+    assert (f"--{key} {tmp_path}/g_chr{{chrom}} --fam {shared} --chroms {' '.join(chroms)} "
+            in cmd[0].replace("'", "")), cmd[0]

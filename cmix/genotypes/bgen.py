@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, first_line, input_file, read_table
+from ..io import CmixError, first_line, input_file, read_table, text_lines
 from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables
 
 BGI_SQL = """
@@ -51,6 +51,9 @@ def _header(path: Path) -> dict:
         offset, hlen, m, n, magic = struct.unpack("<IIII4s", head[:20])
         fh.seek(4 + hlen - 4)
         flags = struct.unpack("<I", fh.read(4))[0]
+        sample_ids = None
+        if flags >> 31:             # a sample identifier block follows the header
+            sample_ids = _sample_block(fh.read(max(0, offset - hlen)), n, path)
     if magic not in (b"bgen", b"\x00\x00\x00\x00"):
         raise CmixError(f"{path}: not a BGEN file (magic {magic!r}, expected b'bgen')")
     layout = (flags >> 2) & 0xF
@@ -58,7 +61,28 @@ def _header(path: Path) -> dict:
         raise CmixError(f"{path}: BGEN layout {layout}; cmix reads BGEN v1.2 (layout 2), "
                         "as UK Biobank ships and `plink2 --export bgen-1.2` writes")
     return {"first_variant": 4 + offset, "n_variants": m, "n_samples": n,
-            "compression": flags & 3, "layout": layout}
+            "compression": flags & 3, "layout": layout, "sample_ids": sample_ids}
+
+
+def _sample_block(buf: bytes, n: int, path) -> list[str]:
+    """The sample IDs a BGEN embeds after its header (flag bit 31): uint32 block length,
+    uint32 count, then a uint16 length and the bytes of each ID."""
+    try:
+        length, count = struct.unpack_from("<II", buf, 0)
+        at, ids = 8, []
+        for _ in range(count):
+            (k,) = struct.unpack_from("<H", buf, at)
+            if at + 2 + k > len(buf):
+                raise IndexError
+            ids.append(buf[at + 2:at + 2 + k].decode())
+            at += 2 + k
+    except (IndexError, struct.error, UnicodeDecodeError):
+        raise CmixError(f"{path}: its sample identifier block is cut short or damaged "
+                        "(truncated file?)") from None
+    if count != n:
+        raise CmixError(f"{path}: its sample identifier block lists {count} samples, its "
+                        f"header {n}; the file is damaged")
+    return ids
 
 
 def _variant_header(buf: bytes, at: int = 0):
@@ -86,8 +110,10 @@ def _variant_header(buf: bytes, at: int = 0):
     return out[0], out[1], out[2], pos, alleles, at
 
 
-def _read_variant_header(fd: int, start: int):
-    """The identifying block of the variant at file offset ``start`` (one or two preads)."""
+def _read_variant_header(fd: int, start: int, path):
+    """The identifying block of the variant at file offset ``start`` (one or two preads).
+    Raises CmixError naming ``path`` when the file ends inside it, or UnicodeDecodeError
+    when the bytes there are not a variant header."""
     size = 1024
     while True:
         buf = os.pread(fd, size, start)
@@ -95,7 +121,8 @@ def _read_variant_header(fd: int, start: int):
             return _variant_header(buf)
         except (IndexError, struct.error):
             if len(buf) < size:
-                raise CmixError("BGEN file ended inside a variant header (truncated?)") from None
+                raise CmixError(f"{path}: the file ends inside the header of the variant at "
+                                f"byte {start} (truncated?)") from None
             size *= 16
 
 
@@ -113,11 +140,24 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     rows = []
     fd = os.open(bgen, os.O_RDONLY)
     try:
+        file_size = os.fstat(fd).st_size
         at = head["first_variant"]
         for _ in range(head["n_variants"]):
-            _, rsid, chrom, pos, alleles, used = _read_variant_header(fd, at)
-            (glen,) = struct.unpack("<I", os.pread(fd, 4, at + used))
+            try:
+                _, rsid, chrom, pos, alleles, used = _read_variant_header(fd, at, bgen)
+            except UnicodeDecodeError:
+                raise CmixError(f"{bgen}: no variant header at byte {at} (a damaged "
+                                "file)") from None
+            raw = os.pread(fd, 4, at + used)
+            if len(raw) < 4:
+                raise CmixError(f"{bgen}: the file ends inside the variant at byte {at} "
+                                "(truncated?)")
+            (glen,) = struct.unpack("<I", raw)
             size = used + 4 + glen
+            if at + size > file_size:
+                raise CmixError(f"{bgen}: the file ends inside the genotype block of "
+                                f"variant {rsid!r} (byte {at}; {file_size} bytes in the "
+                                "file): truncated?")
             rows.append((chrom, pos, rsid, len(alleles), alleles[0],
                          alleles[1] if len(alleles) > 1 else None, at, size))
             at += size
@@ -165,13 +205,34 @@ def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
                                        "allele2", "start", "size"]), n_all
 
 
+def bgi_chromosomes(bgi) -> list[str]:
+    """The lowest and highest chromosome code a .bgi lists (two lookups in its primary
+    key, whose first column is the chromosome); [] for an empty index."""
+    try:
+        con = sqlite3.connect(f"file:{bgi}?mode=ro", uri=True)
+        try:
+            return [r[0] for order in ("ASC", "DESC") for r in con.execute(
+                f"SELECT chromosome FROM Variant ORDER BY chromosome {order} LIMIT 1")]
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        raise CmixError(f"{bgi}: not a bgenix .bgi index ({err}); remake it with "
+                        "`cmix bgen-index` or `bgenix -index`") from None
+
+
 def read_sample_file(path: str | os.PathLike) -> pd.DataFrame:
     """A BGEN .sample file as .fam columns (fid = ID_1, iid = ID_2), in file order."""
     path = input_file(path, "BGEN .sample file")
-    head = first_line(path, "BGEN .sample file").split()
+    lines = text_lines(path, "BGEN .sample file")
+    head = next(lines, (1, ""))[1].split()
+    types = next(lines, (2, ""))[1].split()
     if head[:2] != ["ID_1", "ID_2"]:
         raise CmixError(f"{path}, line 1: expected a .sample header starting ID_1 ID_2, "
                         f"found {' '.join(head[:2])!r}")
+    if types[:2] != ["0", "0"]:
+        raise CmixError(f"{path}, line 2: expected the column types line (starting 0 0, "
+                        "e.g. `0 0 0 D`), found another line: a .sample has two header "
+                        "lines before its samples")
     raw = read_table(path, "BGEN .sample file",
                      empty=pd.DataFrame({"fid": pd.Series(dtype=str), "iid": pd.Series(dtype=str)}),
                      sep=r"\s+", header=None, skiprows=2, usecols=[0, 1], dtype=str,
@@ -199,13 +260,38 @@ def match_sample_file(fam: pd.DataFrame, sample: pd.DataFrame, path) -> np.ndarr
     return rows.astype(np.int64)
 
 
+def _check_embedded_ids(path, embedded, samples: pd.DataFrame, sample_path) -> None:
+    """Compare the sample IDs a .bgen embeds (None: it embeds none) with its .sample
+    rows, in order. An embedded ID may be the .sample's ID_2, its ID_1, or
+    ``ID_1_ID_2`` (plink2 --export bgen-1.2 with family IDs). Raises CmixError naming
+    the first .sample line that differs (no IDs in the message)."""
+    if embedded is None:
+        return
+    got = np.asarray(embedded, dtype=object)
+    fid, iid = samples["fid"].to_numpy(object), samples["iid"].to_numpy(object)
+    candidates = [iid, fid, fid + "_" + iid]
+    if any((got == c).all() for c in candidates):
+        return
+    best = max(candidates, key=lambda c: int((got == c).sum()))
+    i = int(np.flatnonzero(got != best)[0])
+    same_set = set(got) == set(best)
+    raise CmixError(f"{sample_path}, line {i + 3}: not the sample {path} holds at position "
+                    f"{i + 1} (the .bgen embeds its sample IDs; "
+                    + ("the .sample lists the same samples in another order" if same_set
+                       else f"{int((got != best).sum())} of {len(got)} differ")
+                    + "): the dosages would go to other people; use the .sample written "
+                    "with this .bgen")
+
+
 @dataclass
 class BgenFile(Tables):
     """One indexed .bgen with its .sample, matched to a target sample table.
 
     fam: the target samples (.fam columns); sample_row: int64 (len(fam),), each one's
     row in the .bgen (-1 = not in it). bim: the .bgi's variants as .bim columns;
-    start: int64 (n_variants,) byte offset of each variant block.
+    start: int64 (n_variants,) byte offset of each variant block; rsid: the index's
+    rsid of each (the .bim ID differs for an rsid listed twice). Each block read is
+    checked against its index entry (:meth:`_check_variant`).
     """
 
     path: Path
@@ -214,6 +300,7 @@ class BgenFile(Tables):
     start: np.ndarray
     sample_row: np.ndarray
     n_bgen_samples: int
+    rsid: np.ndarray = None     # str (n_variants,) the rsid each block's header must carry
 
     @property
     def prefix(self) -> Path:
@@ -235,10 +322,11 @@ class BgenFile(Tables):
             return out
         fd = os.open(self.path, os.O_RDONLY)
         try:
+            size = os.fstat(fd).st_size
             with cbgen.bgen_file(self.path) as bg:
                 for k, v in enumerate(variant_idx):
                     start = int(self.start[v])
-                    *_, alleles, used = _read_variant_header(fd, start)
+                    used = self._check_variant(fd, v, start, size)
                     gt = bg.read_genotype(start + used, precision=32)
                     prob = gt.probability
                     if prob.shape[1] != 3 or gt.phased:
@@ -251,6 +339,35 @@ class BgenFile(Tables):
         finally:
             os.close(fd)
         return out
+
+    def _check_variant(self, fd: int, v: int, start: int, size: int) -> int:
+        """Check that the block at ``start`` is variant ``v`` of the index (rsid,
+        position, alleles) and lies whole inside the file; returns the length of its
+        identifying block. CmixError otherwise: an index of another file, or a damaged or
+        truncated .bgen."""
+        bgi = f"{self.path}.bgi"
+        fix = f"remake it with `cmix bgen-index {self.path}`"
+        try:
+            _, rsid, _, pos, alleles, used = _read_variant_header(fd, start, self.path)
+        except UnicodeDecodeError:
+            raise CmixError(f"{bgi}: its entry for variant {self.rsid[v]!r} points at byte "
+                            f"{start} of {self.path}, where no variant starts; the index "
+                            f"does not belong to this file: {fix}") from None
+        want = (str(self.rsid[v]), int(self.bim["pos"].iloc[v]),
+                [str(self.bim["a2"].iloc[v]), str(self.bim["a1"].iloc[v])])
+        if (rsid, pos, alleles) != want:
+            raise CmixError(f"{bgi}: its entry for variant {want[0]!r} (position {want[1]}, "
+                            f"alleles {'/'.join(want[2])}) points at byte {start} of "
+                            f"{self.path}, which holds {rsid!r} (position {pos}, alleles "
+                            f"{'/'.join(alleles)}); the index does not belong to this file: "
+                            f"{fix}")
+        raw = os.pread(fd, 4, start + used)
+        end = start + used + 4 + (struct.unpack("<I", raw)[0] if len(raw) == 4 else 0)
+        if len(raw) < 4 or end > size:
+            raise CmixError(f"{self.path}: the file ends inside the genotype block of variant "
+                            f"{want[0]!r} (byte {start}; {size} bytes in the file): "
+                            "truncated?")
+        return used
 
 
 def _strip_chrom(chrom: pd.Series) -> pd.Series:
@@ -302,8 +419,10 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
                         "a1": index["allele2"].astype(str), "a2": index["allele1"]})[BIM_COLUMNS]
     target = samples if fam is None else fam
     rows = match_sample_file(target, samples, sample)
+    _check_embedded_ids(path, head["sample_ids"], samples, sample)
     return BgenFile(path, target.reset_index(drop=True), bim,
-                    index["start"].to_numpy(np.int64), rows, head["n_samples"])
+                    index["start"].to_numpy(np.int64), rows, head["n_samples"],
+                    index["rsid"].astype(str).to_numpy())
 
 
 def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
@@ -332,6 +451,7 @@ def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
                 keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
             part.bim = part.bim[keep].reset_index(drop=True)
             part.start = part.start[keep]
+            part.rsid = part.rsid[keep]
         return part
     parts, names = [], []
     for chrom, path in expand(bgen, chroms):
@@ -341,6 +461,11 @@ def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
                             "--chroms names the chromosomes of a set)")
         sample_path = str(sample).replace("{chrom}", chrom)
         part = open_bgen(path, sample_path, target, wanted(chrom))
+        other = sorted(set(_strip_chrom(pd.Series(bgi_chromosomes(f"{path}.bgi")))) - {chrom})
+        if other:
+            raise CmixError(f"{path}: the file of chromosome {chrom} in the set {bgen} "
+                            f"holds variants of chromosome {', '.join(other)}; the files "
+                            "are named for other chromosomes (swapped or misnamed?)")
         if target is None:
             target = part.fam
         parts.append(part)

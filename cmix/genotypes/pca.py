@@ -21,8 +21,8 @@ projected samples, .fam order), OUT.eigenval, OUT.eigenvec.allele (allele weight
 ``plink2 --freq counts``), OUT.prune.in / OUT.prune.out. New people are projected
 with ``plink2 --read-freq OUT.acount --score OUT.eigenvec.allele 2 5 header-read
 no-mean-imputation variance-standardize cols=+scoresums --score-col-nums 6-...``:
-PCk of OUT.eigenvec = PCk_SUM / (m sqrt(eigenvalue_k)), m the number of variants
-(:meth:`Pca.score_scale`). plink2 2.00a3.5 needs 'no-mean-imputation' here: with mean
+PCk of OUT.eigenvec = PCk_SUM / (m sqrt(eigenvalue_k)), m the number of variants in
+OUT.acount: those that vary among the fitted founders (:meth:`Pca.score_scale`). plink2 2.00a3.5 needs 'no-mean-imputation' here: with mean
 imputation and variance-standardize it adds w (2p / sd) for a missing call instead of 0.
 """
 
@@ -428,13 +428,12 @@ def _prune_piece(bf, gv: np.ndarray, pos: np.ndarray, byte_idx, shift, settings,
                  else int(np.searchsorted(pos, pos[0] + settings.window, side="right")))
     state = np.array([0, 0, min(first_end, L), 0], np.int64)
     thresh = settings.r2 * (1.0 + K_SMALL_EPSILON)
-    packed_all = bf.packed()
     loaded = 0
     while not _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, pos, n, settings.window,
                                settings.step, settings.kb, thresh, loaded, state, win, wrem,
                                first_unchecked, removed):
         stop = min(L, loaded + batch)
-        rows = np.ascontiguousarray(packed_all[gv[loaded:stop]])
+        rows = bf.packed_rows(gv[loaded:stop])
         counts = np.zeros((stop - loaded, 4), np.int64)
         _pack_hom_r2h(rows, byte_idx, shift, np.arange(loaded, stop) % cap, hom, r2h, counts)
         c00, _, c10, c11 = counts.T
@@ -563,8 +562,8 @@ def standardized_dask(bf, variant_idx: np.ndarray, sample_idx: np.ndarray, lut: 
                       dtype=np.float32, block_bytes: int = 64 << 20):
     """A lazy dask array of standardised genotypes, (n_variants, n_samples) of ``dtype``.
 
-    Each chunk (about ``block_bytes``) reads its variants' .bed rows from the memory
-    map and decodes them through ``lut`` (see :func:`standardizing_table`), so any
+    Each chunk (about ``block_bytes``) reads its variants' .bed rows (``bf.packed_rows``:
+    any genotype source of :mod:`cmix.genotypes.sources`) and decodes them through ``lut`` (see :func:`standardizing_table`), so any
     computation over it streams the file in bounded memory.
     """
     import dask.array as da
@@ -577,7 +576,7 @@ def standardized_dask(bf, variant_idx: np.ndarray, sample_idx: np.ndarray, lut: 
 
     def block(block_info=None):
         (v0, v1), _ = block_info[None]["array-location"]
-        rows = np.ascontiguousarray(bf.packed()[variant_idx[v0:v1]])
+        rows = bf.packed_rows(variant_idx[v0:v1])
         out = np.empty((v1 - v0, len(byte_idx)), dtype)
         _standardize_block(rows, byte_idx, shift, lut[v0:v1], out)
         return out
@@ -677,12 +676,15 @@ class Pca:
 
     eigenvectors: float64 (n_fit, k), unit columns (plink2's .eigenvec values).
     eigenvalues: float64 (k,) of the GRM Z Z' / m (plink2's .eigenval), Z the
-    standardised genotypes of the fitted samples (n_fit x m), m = number of variants.
+    standardised genotypes of the fitted samples (n_fit x m), m = number of variants
+    that vary among the fitted founders.
     loadings: float64 (m, k), unit SNP loadings v_k = Z' u_k / sqrt(m lambda_k).
     projected: float64 (n_other, k), Z_other v_k / sqrt(m lambda_k): on the scale of
     the eigenvectors (a fitted sample would get back its own eigenvector entry).
     alt_count, allele_count: int64 (m,), A1 (ALT) alleles and called alleles among the
     fitted founders (the frequencies that standardise). n_passes: over the .bed.
+    m counts only the variants that vary among the fitted founders (``used``); the
+    others are not part of the PCA or its outputs.
     """
 
     eigenvectors: np.ndarray
@@ -692,6 +694,7 @@ class Pca:
     alt_count: np.ndarray
     allele_count: np.ndarray
     n_passes: int
+    used: np.ndarray = None     # bool (len(variant_idx) given,): the variants that vary
 
     @property
     def n_variants(self) -> int:
@@ -726,11 +729,16 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
     hom_a1, het, hom_a2 = (counts.hom_a1[variant_idx], counts.het[variant_idx],
                            counts.hom_a2[variant_idx])
     lut, _ = standardizing_table(hom_a1, het, hom_a2)
-    n_informative = int((lut != 0).any(axis=1).sum())
+    used = (lut != 0).any(axis=1)
+    n_informative = int(used.sum())
     if n_informative < n_pcs:
         raise CmixError(f"--pcs {n_pcs}: only {n_informative} of the {len(variant_idx)} "
                         "variants vary among the fitted founders; ask for fewer PCs or "
                         "keep more variants")
+    # a variant without variance among the fitted founders (monomorphic, or no call) adds
+    # nothing to Z Z' and is left out of m too, so it does not dilute the eigenvalues
+    variant_idx, lut = variant_idx[used], lut[used]
+    hom_a1, het, hom_a2 = hom_a1[used], het[used], hom_a2[used]
     x = standardized_dask(bf, variant_idx, fit_idx, lut, np.float32, block_bytes)
     x_all = standardized_dask(bf, variant_idx, np.concatenate([fit_idx, other_idx]), lut,
                               np.float64, block_bytes)
@@ -742,7 +750,7 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
                                                        n_threads)
     return Pca(eigenvectors=u, eigenvalues=eigenvalues, loadings=loadings,
                projected=projected / scale, alt_count=2 * hom_a1 + het,
-               allele_count=2 * (hom_a1 + het + hom_a2), n_passes=n_passes + 1)
+               allele_count=2 * (hom_a1 + het + hom_a2), n_passes=n_passes + 1, used=used)
 
 
 def _loadings_and_projection(x_all, n_fit: int, u_scaled: np.ndarray, threads: int):
@@ -804,7 +812,9 @@ def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
         w[0::2], w[1::2] = 0.0 - w_alt[s:e], w_alt[s:e]
         return [*cols, a1, w]
 
-    with atomic_outputs(*paths) as tmp:
+    stale = ([] if prune is not None else      # of an earlier pruned run into this prefix
+             [prefix.with_name(f"{prefix.name}.{x}") for x in ("prune.in", "prune.out")])
+    with atomic_outputs(*paths, remove=stale) as tmp:
         sub = fam.iloc[sample_rows]
         _write_table(tmp[0], "#FID\tIID\t" + pcs, len(sub),
                      lambda s, e: [sub["fid"].to_numpy()[s:e], sub["iid"].to_numpy()[s:e],
@@ -906,6 +916,28 @@ def read_pca_model(prefix) -> dict:
             "p_alt": p_alt, "eigenvalues": eigenvalues[: len(pcs)], "pcs": pcs}
 
 
+def pca_identity(prefix) -> str | None:
+    """sha256 hex identifying one ``cmix pca`` fit: of the bytes of OUT.eigenvec.allele
+    (the allele weights), OUT.acount (the fitted allele counts) and OUT.eigenval, in
+    that order. prefix: OUT, or OUT.eigenvec. None when one of the three is absent."""
+    import hashlib
+
+    prefix = Path(prefix)
+    if prefix.name.endswith(".eigenvec"):
+        prefix = prefix.with_name(prefix.name[: -len(".eigenvec")])
+    paths = [prefix.with_name(f"{prefix.name}.{s}") for s in ("eigenvec.allele", "acount",
+                                                              "eigenval")]
+    if not all(p.is_file() for p in paths):
+        return None
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 0.8,
                        block: int = 4096) -> tuple[np.ndarray, dict]:
     """PC scores of new people on a saved PCA's axes (:func:`read_pca_model`).
@@ -967,13 +999,15 @@ def check_n_pcs(n_pcs: int, n_fit: int, what: str = "fitted samples") -> None:
                         f"{max(n_fit - 1, 0)} PCs (n centred samples span n - 1 dimensions)")
 
 
-def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
-            regions=HIGH_LD_REGIONS, prune: PruneSettings | None = None, n_pcs: int = 10,
-            seed: int = 0, threads: int | None = None,
-            block_bytes: int = 64 << 20) -> dict:
+def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, keep=None,
+            project=None, extract=None, regions=HIGH_LD_REGIONS,
+            prune: PruneSettings | None = None, n_pcs: int = 10, seed: int = 0,
+            threads: int | None = None, block_bytes: int = 64 << 20) -> dict:
     """What ``cmix pca`` does; returns a summary (counts, no sample IDs).
 
-    keep: samples to fit on (plink --keep list, e.g. the unrelated set; None = all).
+    bfile / pfile / fam / chroms: the genotypes, as every step takes them
+    (:func:`cmix.genotypes.store.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
+    pattern of per-chromosome files read as if merged. keep: samples to fit on (plink --keep list, e.g. the unrelated set; None = all).
     project: more samples (list) to project onto the fitted axes. extract: candidate
     variants (a .snplist; None = all autosomal). regions: long-range LD regions to
     drop (None = none). prune: --indep-pairwise settings (None = no pruning).
@@ -983,7 +1017,11 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
 
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
-    bf = plink.open_bfile(bfile)
+    from .store import open_source
+
+    if out_prefix is None:
+        raise CmixError("cmix pca needs --out")
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
     fit_idx = _sample_rows(bf, keep, "--keep") if keep else np.arange(bf.n_samples)
     other_idx = np.zeros(0, np.int64)
     if project:
@@ -993,7 +1031,7 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
 
     bim = bf.bim
     candidate = autosomal(bim["chrom"])
-    steps = {"variants in the .bim": bf.n_variants, "autosomal": int(candidate.sum())}
+    steps = {"variants in the genotypes": bf.n_variants, "autosomal": int(candidate.sum())}
     if extract:
         candidate &= bim["variant_id"].isin(_read_variant_ids(extract)).to_numpy()
         steps["in --extract"] = int(candidate.sum())
@@ -1021,7 +1059,8 @@ def run_pca(bfile, out_prefix, *, keep=None, project=None, extract=None,
     order = np.argsort(all_idx, kind="stable")
     write_pca_outputs(out_prefix, fam=bf.fam, sample_rows=all_idx[order],
                       scores=np.vstack([pca.eigenvectors, pca.projected])[order], pca=pca,
-                      bim=bim.iloc[variant_idx], prune=prune_ids)
+                      bim=bim.iloc[variant_idx[pca.used]], prune=prune_ids)
+    steps["varying among the fitted founders (m)"] = pca.n_variants
     summary = {**steps, "fitted samples": n_fit, "projected samples": len(other_idx),
                "PCs": n_pcs, "passes over the .bed": pca.n_passes + 1,
                "eigenvalues": [round(float(v), 4) for v in pca.eigenvalues]}

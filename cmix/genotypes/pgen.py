@@ -174,6 +174,14 @@ class Pfile(Tables):
                             f"variants) and .psam ({self.n_samples} samples); pgenlib: "
                             f"{msg}") from None
 
+    def _damaged(self, err: RuntimeError, first: int, last: int) -> CmixError:
+        """The CmixError for a pgenlib read failure among variants first..last (0-based)."""
+        msg = err.args[0] if err.args else err
+        msg = (msg.decode(errors="replace") if isinstance(msg, bytes) else str(msg)).strip()
+        return CmixError(f"{self.pgen_path}: cannot read variants {first + 1}-{last + 1} of "
+                         f"{self.n_variants} (pgenlib: {msg}); the file is truncated or "
+                         "damaged: rewrite it (plink2 --make-pgen)")
+
     def _read(self, variant_idx, sample_idx, dosages: bool) -> np.ndarray:
         variant_idx = np.asarray(variant_idx, dtype=np.int64)
         n = self.n_samples if sample_idx is None else len(sample_idx)
@@ -192,10 +200,13 @@ class Pfile(Tables):
         try:
             for s in range(0, len(variant_idx), READ_BLOCK):
                 vi = variant_idx[s:s + READ_BLOCK].astype(np.uint32)
-                if dosages:
-                    reader.read_dosages_list(vi, out[s:s + len(vi)])
-                else:
-                    reader.read_list(vi, out[s:s + len(vi)])
+                try:
+                    if dosages:
+                        reader.read_dosages_list(vi, out[s:s + len(vi)])
+                    else:
+                        reader.read_list(vi, out[s:s + len(vi)])
+                except RuntimeError as err:
+                    raise self._damaged(err, int(vi.min()), int(vi.max())) from None
         finally:
             reader.close()
         if dosages:
@@ -235,7 +246,10 @@ class Pfile(Tables):
             for s in range(0, self.n_variants, block):
                 e = min(s + block, self.n_variants)
                 g = np.empty((e - s, self.n_samples), np.int8)
-                reader.read_range(s, e, g)
+                try:
+                    reader.read_range(s, e, g)
+                except RuntimeError as err:
+                    raise self._damaged(err, s, e - 1) from None
                 g[g == PGEN_MISSING] = -1
                 yield s, e, encode(g).ravel()
         finally:

@@ -505,7 +505,12 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                 "file; left out")
         sample_idx = sample_idx[in_bgen]
     pheno_table = ph.read_phenotypes(pheno)
-    cov_names, cov, n_missing_cov = [], None, 0
+    cov_names, cov, n_missing_cov, pca_sha256 = [], None, 0, None
+    if covariates and covariates.get("pcs") and covariates.get("pcs_from") == "eigenvec" \
+            and eigenvec is not None:      # which cmix pca fit the PCs came from
+        from .pca import pca_identity
+
+        pca_sha256 = pca_identity(eigenvec)
     if covariates:
         from .covariates import covariate_matrix
 
@@ -564,6 +569,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                                     else f"{ph.N_CONTINUOUS_STRATA} quantile bins of the "
                                          "raw value")},
         "covariates": {"spec": covariates or {}, "names": list(cov_names),
+                       "pca_sha256": pca_sha256,
                        "missing_rule": "samples missing a covariate are left out"},
         "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
                    "left_out_missing_covariate": n_missing_cov,

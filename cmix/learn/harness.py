@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import CmixError, atomic_path, check_writable_dir, log, progress, save_torch
+from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log, progress,
+                  save_torch)
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
@@ -256,15 +257,14 @@ def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:
     after Snakemake removes a job's outputs to rerun it; beside a metrics.json, or with
     ``resume``, it is an error. ``resume`` without a checkpoint is an error.
     """
-    import torch
-
     metrics_path, ckpt_path = out_dir / METRICS_FILE, out_dir / CHECKPOINT_FILE
     if not ckpt_path.exists():
         if resume:
             raise CmixError(f"{out_dir}: --resume given but there is no {CHECKPOINT_FILE}")
         return None
+    saved = load_torch(ckpt_path)
     try:
-        state = RunState(**torch.load(ckpt_path, map_location="cpu", weights_only=False))
+        state = RunState(**saved)
     except Exception as err:
         raise CmixError(f"{ckpt_path}: unreadable checkpoint ({type(err).__name__}: "
                         f"{err}); delete it to start over") from None
@@ -599,6 +599,7 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
             "mean": ctx.mean, "sd": ctx.sd,
             "cov_names": ([str(c) for c in root["covariate_name"][:]] if ctx.n_cov else []),
             "cov_spec": cov_attrs.get("spec", {}), "cov_mu": ctx.cov_mu, "cov_sd": ctx.cov_sd,
+            "pca_sha256": cov_attrs.get("pca_sha256"),
             "store_path": str(ctx.store_path.resolve()), "store_sha256": ctx.store_sha256,
             "test_prob": np.asarray(test_prob)}
 
@@ -632,6 +633,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
         "covariates": ([str(c) for c in ctx.root["covariate_name"][:]] if ctx.n_cov else []),
         "store": ctx.store_path.resolve().name,
         "store_sha256": ctx.store_sha256,
+        "run_key": ctx.run_key,
     }
     provenance = ctx.root.attrs.get("provenance")
     if provenance is not None:

@@ -8,7 +8,9 @@ the new file set (matched by ID, else by chrom:pos with the same two alleles; sw
 alleles flip the dosage), gives variants the file set lacks the training mean (a missing
 call), and averages the class probabilities over the runs (an ensemble of seeds).
 
-Refusals (one clear message each): runs of different stores or methods; a file set that
+Refusals (one clear message each): a checkpoint that fails its CRC32 check, or whose run
+key is not its metrics.json's; runs of different stores or methods; ``--pca`` of another
+``cmix pca`` fit than the run's PCs came from; a file set that
 shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
 store's (another allele coding or strand); people who were among the run's training rows,
 unless ``allow_overlap``; a run trained with covariates when none are supplied.
@@ -22,38 +24,54 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_path, log
+from ..io import CmixError, atomic_path, load_torch, log
 
 
 def load_run(run_dir) -> dict:
-    """metrics.json and the checkpoint's parts of a finished run."""
-    import torch
-
+    """metrics.json and the checkpoint's parts of a finished run, checked to belong
+    together (the same run key) and to be intact (:func:`cmix.io.load_torch`)."""
     run_dir = Path(run_dir)
     metrics_path, ckpt = run_dir / "metrics.json", run_dir / "checkpoint.pt"
     if not metrics_path.is_file() or not ckpt.is_file():
         raise CmixError(f"{run_dir}: not a finished cmix run (needs metrics.json and "
                         "checkpoint.pt)")
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    if state.get("stage") != "done" or "predict" not in state.get("parts", {}):
-        raise CmixError(f"{run_dir}: the checkpoint has no prediction record (a run that is "
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CmixError(f"{metrics_path}: not valid JSON ({err}); the run's record is "
+                        "damaged: retrain it or restore the file") from None
+    if not isinstance(metrics, dict):
+        raise CmixError(f"{metrics_path}: expected a JSON object (a cmix run's metrics)")
+    state = load_torch(ckpt)
+    if not isinstance(state, dict) or state.get("stage") != "done" or \
+            "predict" not in state.get("parts", {}):
+        raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
-    return {"dir": run_dir, "metrics": json.loads(metrics_path.read_text()),
-            "parts": state["parts"]}
+    if "run_key" not in metrics:
+        raise CmixError(f"{metrics_path}: no run_key (a run of an older cmix); cannot check "
+                        f"that {ckpt.name} is this run's checkpoint: retrain it")
+    if metrics.get("run_key") != state.get("run_key"):
+        raise CmixError(f"{ckpt}: not the checkpoint of the run {metrics_path.name} "
+                        "describes (another seed, budget, method, config or store); "
+                        "put the run's own checkpoint back, or retrain it")
+    return {"dir": run_dir, "metrics": metrics, "parts": state["parts"]}
 
 
 def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
-    file's A2). Matched by ID, else by chrom:pos; a variant found whose alleles are not
+    file's A2). Matched by ID, else by chrom:pos (a position that ``bim`` lists twice
+    matches by ID only); a variant found whose alleles are not
     the store's two alleles is an error (:func:`cmix.genotypes.plink.allele_flips`)."""
     from ..genotypes.plink import allele_flips
 
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
-    by_pos = pd.Index(bim["chrom"].astype(str) + ":" + bim["pos"].astype(str))
+    by_pos = bim["chrom"].astype(str) + ":" + bim["pos"].astype(str)
+    unique = ~by_pos.duplicated(keep=False).to_numpy()     # a shared position matches none
     key = np.char.add(np.char.add(np.asarray(info["contig"], dtype=str), ":"),
                       np.asarray(info["position"]).astype(str))
-    alt = by_pos.get_indexer(key) if by_pos.is_unique else np.full(len(key), -1)
+    alt = pd.Index(by_pos[unique]).get_indexer(key)
+    alt = np.where(alt >= 0, np.flatnonzero(unique)[np.maximum(alt, 0)], -1)
     row = np.where(pos >= 0, pos, alt)
     other, effect = np.asarray(info["allele"], dtype=str).T
     flip = allele_flips(bim, row, info["variant_id"], effect, other, where, "the run's store")
@@ -150,10 +168,15 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
     first = runs[0]["parts"]["predict"]
     for r in runs[1:]:
         info = r["parts"]["predict"]
-        if (info["store_sha256"], info["family"], info["class_names"]) != (
-                first["store_sha256"], first["family"], first["class_names"]):
-            raise CmixError(f"{r['dir']}: not the same store, method and classes as "
-                            f"{runs[0]['dir']}; an ensemble averages seeds of one method")
+        differ = [what for what, a, b in (
+            ("store", info["store_sha256"], first["store_sha256"]),
+            (f"method ({r['metrics'].get('method')} vs {runs[0]['metrics'].get('method')})",
+             r["metrics"].get("method"), runs[0]["metrics"].get("method")),
+            ("classes", info["class_names"], first["class_names"])) if a != b]
+        if differ:
+            raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
+                            f"{runs[0]['dir']}; an ensemble averages seeds of one method "
+                            "on one store")
     bf = open_bfile(bfile)
     row, flip = match_variants(first, bf.bim, f"{bf.prefix}.bim")
     n_shared = int((row >= 0).sum())
@@ -174,7 +197,7 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
                         "come from a .eigenvec (covariates pcs_from: "
                         f"{spec.get('pcs_from', '-')}, pcs: {spec.get('pcs', 0)}); leave them out")
     if pca is not None:
-        eigenvec = _projected_pcs(bf, pca, min_shared)
+        eigenvec = _projected_pcs(bf, pca, min_shared, first.get("pca_sha256"), runs[0]["dir"])
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
     sample_idx = np.flatnonzero(keep)
@@ -216,12 +239,24 @@ def _training_overlap(info: dict, iids: np.ndarray) -> int:
     return int(np.isin(iids, train).sum())
 
 
-def _projected_pcs(bf, pca_prefix, min_shared: float) -> pd.DataFrame:
+def _projected_pcs(bf, pca_prefix, min_shared: float, want: str | None,
+                   run_dir) -> pd.DataFrame:
     """The people of ``bf`` projected onto a saved PCA: a table IID, PC1.. (.eigenvec's
-    columns) for the covariates."""
-    from ..genotypes.pca import project_new_people, read_pca_model
+    columns) for the covariates. The PCA must be the fit the run's PCs came from: its
+    :func:`cmix.genotypes.pca.pca_identity` equal to ``want``, the run's record."""
+    from ..genotypes.pca import pca_identity, project_new_people, read_pca_model
 
     model = read_pca_model(pca_prefix)
+    if want is None:
+        raise CmixError(f"{run_dir}: the run did not record which cmix pca fit its PCs came "
+                        "from (its store was built from an .eigenvec without the "
+                        ".eigenvec.allele, .acount and .eigenval beside it); give the new "
+                        "people's PCs with --eigenvec instead of --pca")
+    if pca_identity(pca_prefix) != want:
+        raise CmixError(f"{pca_prefix}: not the PCA the run's PCs came from (its "
+                        ".eigenvec.allele, .acount or .eigenval differ from those of the fit "
+                        f"recorded by {run_dir}); the projected PCs would be on other axes: "
+                        "give that fit's prefix")
     scores, counts = project_new_people(bf, model, min_shared=min_shared)
     log(f"predict: PCs projected onto {pca_prefix}'s axes: {counts['n_shared']} of its "
         f"{counts['n_variants']} variants shared ({counts['n_flipped']} with swapped alleles), "

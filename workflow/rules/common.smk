@@ -415,8 +415,9 @@ def final_outputs():
 
 
 def pca_reads_the_calls():
-    """`cmix pca` reads one .bed/.bim/.fam trio; with per-chromosome sets or .pgen the
-    PCs come from the sample QC (covariates: pcs_from: sample_qc)."""
+    """Whether the PCs are a final output by themselves: for one .bed/.bim/.fam trio.
+    For per-chromosome sets or .pgen `cmix pca` runs when a trait's covariates use its
+    PCs (covariates: pcs_from: eigenvec)."""
     key, src = genotype_source()
     return key == "bfile" and CHROM not in src and not INPUTS.get("fam")
 

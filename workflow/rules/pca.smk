@@ -3,7 +3,7 @@
 
 rule pca:
     input:
-        genotype_files(),
+        genotypes=genotype_files(),
         fit=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         project=f"{OUT}/qc/samples.keep",
         snplist=f"{OUT}/qc/variants.snplist",
@@ -18,7 +18,7 @@ rule pca:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        bfile=lambda wc, input: input[0][: -len(".bed")],
+        genotypes=lambda wc: genotype_args(),
         out=lambda wc, output: output[0][: -len(".eigenvec")],
         regions=(
             f"--exclude-regions {shlex.quote(PCA_REGIONS)}"
@@ -33,6 +33,6 @@ rule pca:
         n_pcs=config["pca"]["n_pcs"],
         seed=config["pca"]["seed"],
     shell:
-        "cmix pca --bfile {params.bfile:q} --keep {input.fit:q} --project {input.project:q} "
+        "cmix pca {params.genotypes:q} --keep {input.fit:q} --project {input.project:q} "
         "--extract {input.snplist:q} {params.regions} {params.prune} --pcs {params.n_pcs} "
         "--seed {params.seed} --threads {threads} --out {params.out:q} 2> {log:q}"
