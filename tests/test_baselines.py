@@ -2,6 +2,7 @@
 test rows for fitting, VIME's corruption and losses against direct computations."""
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -120,10 +121,17 @@ def _fitted(path):
         out["head"] = parts["predictor"]["best"]
     if "refit" in parts:
         out["refit"] = parts["refit"]["head"]
+    if "pca" in parts:                   # PCA axes of the training rows' genotypes
+        out["pca"] = {"components": parts["pca"].components_, "mean": parts["pca"].mean_}
     if "fitted" in parts:
         model = parts["fitted"]["model"]
-        out["fitted"] = {"coef": model.coef_, "intercept": model.intercept_,
-                         **{k: v for k, v in parts["fitted"].items() if k != "model"}}
+        if hasattr(model, "coef_"):
+            state = {"coef": model.coef_, "intercept": model.intercept_}
+        elif hasattr(model, "label_distributions_"):      # label spreading: nodes and labels
+            state = {"nodes": model.X_, "labels": model.label_distributions_}
+        else:                                              # trees, an offset model: the pickle
+            state = {"pickle": pickle.dumps(model)}
+        out["fitted"] = {**state, **{k: v for k, v in parts["fitted"].items() if k != "model"}}
     return out
 
 
