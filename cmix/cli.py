@@ -614,6 +614,11 @@ def _run_unrelated(args):
     from .io import CmixError
     from .genotypes.relatedness import unrelated_from_genotypes, unrelated_from_table
 
+    if (os.path.basename(sys.argv[0]) == "cmix" and args.device == "cpu"
+            and "scipy.linalg" not in sys.modules):
+        # as in _run_qc: numba's first kernel load would import scipy.linalg (0.6 s) to
+        # offer BLAS inside jitted code, which the KING kernels never use
+        sys.modules["scipy.linalg.cython_blas"] = None
     if args.threads:
         from .genotypes.qc import set_numba_threads
 
