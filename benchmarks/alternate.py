@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 from typing import Callable
 
@@ -25,21 +26,22 @@ def loadavg() -> float:
         return float("nan")
 
 
-def run_process(cmd: list[str], env=None, cwd=None, quiet: bool = True) -> dict:
-    """Run a command to completion; return wall (s), cpu (user + system s) and rss
-    (peak resident MiB of the child, from wait4's rusage). A failure exits with its
-    output."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE if quiet else None,
-                            stderr=subprocess.STDOUT if quiet else None)
-    out = proc.stdout.read() if quiet else b""
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}\n"
-                         f"{out.decode(errors='replace')[-4000:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+def run_process(cmd: list[str], env=None, cwd=None) -> dict:
+    """Run a command to completion; return wall (s), cpu (user + system s) and rss (peak
+    resident MiB of the command and its children). The command runs under GNU time
+    (/usr/bin/time): a child forked from this Python process would start from its
+    resident size, so wait4's ru_maxrss here would never read below ours. A failure
+    exits with the command's output."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as stats:
+        t0 = time.perf_counter()
+        res = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", stats.name, *map(str, cmd)],
+                             env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - t0
+        if res.returncode != 0:
+            raise SystemExit(f"failed ({res.returncode}): {' '.join(map(str, cmd))}\n"
+                             f"{res.stdout.decode(errors='replace')[-4000:]}")
+        user, system, kib = stats.read().split()[-3:]
+    return {"wall": wall, "cpu": float(user) + float(system), "rss": int(kib) / 1024}
 
 
 def alternate(runs: dict[str, Callable[[], dict]], repeats: int,
