@@ -19,9 +19,10 @@ integers summed per pair over variant blocks, so the result does not depend on t
 thread count. Memory: 12 bytes per pair of a pass's row strip (capped, 256 MiB by
 default; more strips mean more passes over the .bed) plus one block of 4,096 variants.
 
-On a GPU (:func:`_king_torch`) the same counts come from matrix products. The numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts
-g in {0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and
-H the het indicators (samples x variants),
+On a GPU (:func:`_king_torch`) the same counts come from matrix products. The
+numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts g in
+{0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and H the het
+indicators (samples x variants),
 
     numerator = G2 C^T + C G2^T - 2 G G^T,   N_het_i = H C^T,   N_het_j = C H^T
 
@@ -31,9 +32,10 @@ G G^T: one float32 matrix product per (sample block, sample block, variant block
 exact because every partial sum is an integer below 2^24. The missing-call terms are
 sparse (CSR) float64 products M P^T with P = G2 + s H packed into one exact number
 (s > 4 n_variants). Variants with no het call and one homozygote only add nothing and
-are skipped. The products run with torch (a GPU, or the CPU in tests). Memory: the accumulators of one pass (about 20 bytes per sample
-pair of its row strips, capped by ``max_memory_bytes``; more strips mean more passes
-over the .bed) plus one variant block. Pairs above the reporting threshold are then
+are skipped. The products run with torch (on a GPU; on the CPU in tests). Memory: the
+accumulators of one pass (about 20 bytes per sample pair of its row strips, capped by
+``max_memory_bytes``; more strips mean more passes over the .bed) plus one variant
+block. Pairs above the reporting threshold are then
 recounted exactly (NSNP, HETHET, IBS0) from the genotypes, and the two must agree.
 
 plink2's pruning order (``KinshipPruneDestructive`` in plink2_matrix_calc.cc): while
