@@ -604,7 +604,7 @@ def _add_unrelated(sub):
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to compute KING (default auto: CUDA when torch sees a GPU)")
     p.add_argument("--block-size", type=_positive_int, default=1024,
-                   help="samples per tile edge of the kinship products (default 1024)")
+                   help="samples per tile edge of the GPU route's kinship products (default 1024)")
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="CPU threads (default: all cores)")
     p.set_defaults(func=_run_unrelated)
