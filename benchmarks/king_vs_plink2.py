@@ -101,7 +101,8 @@ def main() -> None:
                  str(args.threads), "--out", str(work / "plink2")]
     cmix_cmd = ["cmix", "unrelated", "--bfile", str(prefix), "--cutoff", "0.0884", "--threads",
                 str(args.threads), "--device", "cpu", "--out", str(work / "cmix")]
-    runs = {"plink2": lambda: run_process(plink_cmd, env), "cmix": lambda: run_process(cmix_cmd, env)}
+    runs = {"plink2": lambda: run_process(plink_cmd, env),
+            "cmix": lambda: run_process(cmix_cmd, env)}
     for run in runs.values():                   # untimed: page cache, numba's kernel cache
         run()
     same = []
@@ -151,7 +152,8 @@ def main() -> None:
     t_cmix = [r["wall"] for r in got["cmix"]]
     print(f"table route, {args.table_samples} samples, {args.table_pairs} pairs (ukb_rel.dat), "
           f"{int(summary_tsv['samples_dropped'])} dropped")
-    print(f"  cmix unrelated --kinship (whole command): {summary(t_cmix, ' s', '{:.2f}')}; peak RSS "
+    print(f"  cmix unrelated --kinship (whole command): {summary(t_cmix, ' s', '{:.2f}')}; "
+          f"peak RSS "
           f"{summary([r['rss'] for r in got['cmix']], ' MiB', '{:.0f}')}")
     print(f"  ratio to pandas.read_csv of the table alone: "
           f"{summary(ratios(t_cmix, [r['wall'] for r in got['read']]), 'x', '{:.1f}')}")
