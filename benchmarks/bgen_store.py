@@ -1,7 +1,7 @@
 """Benchmark: a 1,000-SNP fractional store from 22 BGEN files against plink2 --export A.
 
 Makes UK Biobank-like imputed data: 22 per-chromosome BGEN v1.2 files, 8-bit, of
-``--n-samples`` people (default 50,000), with variants per chromosome in proportion to
+``--n-samples`` people (default 20,000; RESULTS.md's 50,000 with the flag), with variants per chromosome in proportion to
 GRCh37 chromosome lengths (default 16,000 in all). Dosages are written with pgenlib
 (hard calls from random allele frequencies plus noise, 0.1% missing) and exported by
 plink2 (--export bgen-1.2 bits=8); cmix bgen-index writes each .bgi. Then times, in the
@@ -12,12 +12,13 @@ same run on the same files:
   plink2       --bgen FILE ref-last --sample ... --extract --export A --export-allele,
                one run per chromosome (plink2 reads one BGEN per run), summed
 
-both as whole commands with peak RSS (/usr/bin/time), checks the store's dosages
+both as whole commands with peak RSS (/usr/bin/time), in ``--repeats`` alternating
+rounds (benchmarks/alternate.py: median and min of the per-round ratio, load average), checks the store's dosages
 against plink2's to the stated quantisation, and compares cmix's peak RSS for 200
 SNPs from the longest chromosome's file and from the shortest (memory must not grow
 with chromosome length). Goal (issue 17): cmix <= 2x plink2.
 
-    python benchmarks/bgen_store.py [--n-samples 50000] [--n-variants 16000] [--workdir DIR]
+    python benchmarks/bgen_store.py [--n-samples 20000] [--n-variants 16000] [--repeats 3] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alternate import alternate, load_summary, ratios, summary  # noqa: E402
 
 # GRCh37 autosome lengths in Mb (chromosome 1..22)
 CHROM_MB = [249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107, 103, 90,
@@ -115,7 +119,8 @@ def store_cmd(work: Path, snps: Path, out: Path, chroms: list[int]) -> list[str]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n-samples", type=int, default=50_000)
+    ap.add_argument("--n-samples", type=int, default=20_000)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-variants", type=int, default=16_000)
     ap.add_argument("--n-snps", type=int, default=1000)
     ap.add_argument("--workdir", default=None)
@@ -152,30 +157,44 @@ def main():
     rows = rng.choice(len(bim), args.n_snps, replace=False)
     sel = write_selection(work / "sel.tsv", bim, rows, rng)
 
-    # cmix store and plink2 --export A (one run per chromosome), in the same run
-    t_cmix, rss_cmix = timed(store_cmd(work, work / "sel.tsv", work / "store.zarr", chroms),
-                             work / "cmix_store.log")
-    t_p2, rss_p2 = 0.0, 0
+    # cmix store and plink2 --export A (one run per chromosome), alternating rounds
+    def cmix_run():
+        t, rss = timed(store_cmd(work, work / "sel.tsv", work / "store.zarr", chroms),
+                       work / "cmix_store.log")
+        return {"wall": t, "rss": rss}
+
+    def plink2_run():
+        t_p2, rss_p2 = 0.0, 0
+        for c in chroms:
+            part = sel[sel["chrom"] == str(c)]
+            if not len(part):
+                continue
+            part["variant_id"].to_csv(work / "extract.txt", index=False, header=False)
+            part[["variant_id", "effect_allele"]].to_csv(work / "allele.txt", sep="\t",
+                                                        index=False, header=False)
+            t_c, rss_c = timed(["plink2", "--bgen", str(work / f"imp_chr{c}.bgen"), "ref-last",
+                                "--sample", str(work / f"imp_chr{c}.sample"), "--extract",
+                                str(work / "extract.txt"), "--export", "A", "--export-allele",
+                                str(work / "allele.txt"), "--threads", "2", "--out",
+                                str(work / f"p2_chr{c}")], work / f"p2_chr{c}.log")
+            t_p2 += t_c
+            rss_p2 = max(rss_p2, rss_c)
+        return {"wall": t_p2, "rss": rss_p2}
+
+    got, loads = alternate({"cmix": cmix_run, "plink2": plink2_run}, args.repeats)
     ref = []
     for c in chroms:
-        part = sel[sel["chrom"] == str(c)]
-        if not len(part):
+        if not (sel["chrom"] == str(c)).any():
             continue
-        part["variant_id"].to_csv(work / "extract.txt", index=False, header=False)
-        part[["variant_id", "effect_allele"]].to_csv(work / "allele.txt", sep="\t",
-                                                    index=False, header=False)
-        t_c, rss_c = timed(["plink2", "--bgen", str(work / f"imp_chr{c}.bgen"), "ref-last",
-                            "--sample", str(work / f"imp_chr{c}.sample"), "--extract",
-                            str(work / "extract.txt"), "--export", "A", "--export-allele",
-                            str(work / "allele.txt"), "--threads", "2", "--out",
-                            str(work / f"p2_chr{c}")], work / f"p2_chr{c}.log")
-        t_p2 += t_c
-        rss_p2 = max(rss_p2, rss_c)
         raw = pd.read_csv(work / f"p2_chr{c}.raw", sep="\t", dtype={"IID": str},
                           usecols=lambda col: col not in ("FID", "PAT", "MAT", "SEX",
                                                           "PHENOTYPE"))
         ref.append(raw.set_index("IID").rename(columns=lambda col: col.rsplit("_", 1)[0]))
     ref = pd.concat(ref, axis=1)
+    t_cmix = [r["wall"] for r in got["cmix"]]
+    t_p2 = [r["wall"] for r in got["plink2"]]
+    rss_cmix = max(r["rss"] for r in got["cmix"])
+    rss_p2 = max(r["rss"] for r in got["plink2"])
 
     root = open_store(work / "store.zarr")
     x = load_rows(root, np.arange(root["call_dosage"].shape[0]))
@@ -197,10 +216,13 @@ def main():
         mem[c] = timed(store_cmd(work, work / f"sel_chr{c}.tsv", work / f"store_chr{c}.zarr",
                                  chroms), work / f"cmix_store_chr{c}.log")
 
-    print(f"cmix store (22 BGEN -> {args.n_snps} SNPs x {len(sid)} samples): {t_cmix:.1f} s, "
-          f"peak RSS {rss_cmix} MiB, store {size / 2**20:.1f} MiB")
-    print(f"plink2 --extract --export A (22 runs): {t_p2:.1f} s, peak RSS {rss_p2} MiB")
-    print(f"cmix / plink2: {t_cmix / t_p2:.2f}x (goal <= 2x)")
+    print(f"cmix store (22 BGEN -> {args.n_snps} SNPs x {len(sid)} samples): "
+          f"{summary(t_cmix, ' s', '{:.1f}')}, peak RSS {rss_cmix} MiB, store {size / 2**20:.1f} MiB")
+    print(f"plink2 --extract --export A (22 runs): {summary(t_p2, ' s', '{:.1f}')}, "
+          f"peak RSS {rss_p2} MiB")
+    print(f"cmix / plink2 (goal <= 2x), {args.repeats} alternating rounds: "
+          f"{summary(ratios(t_cmix, t_p2))}")
+    print(load_summary(loads))
     print(f"dosages vs plink2: max |difference| {max_err:.5f} (stated quantisation 0.004 + "
           f"plink2's 3 printed decimals), missing calls identical: {same_missing}")
     for c, (t_c, rss_c) in mem.items():

@@ -12,7 +12,9 @@ The same ``cmix.learn.train.train_run`` (method cmix) on one store, in two modes
 Every measurement is a fresh process (MKL reads MKL_CBWR once, at its first call), the
 modes alternate ABBA ABBA ..., ``--repeats`` runs each, all at ``--threads`` threads
 (OMP_NUM_THREADS). Printed: median seconds per stage of each mode and their ratio
-(deterministic / defaults), whether each mode's repeats gave identical test metrics, and
+(deterministic / defaults), the median and min of the total's ratio within each ABBA
+round, the load average before each round (benchmarks/alternate.py), whether each
+mode's repeats gave identical test metrics, and
 whether one deterministic run at 1 thread gave the same metrics as those at ``--threads``.
 
 With ``--pieces``, instead: the time of one pre-training epoch (default config, every
@@ -41,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from alternate import load_summary, loadavg, ratios, summary  # noqa: E402
 
 
 def _torch_reconstruction_loss(out, x, embed):
@@ -143,16 +147,18 @@ def pieces(store, args) -> None:
     print(f"one pre-training epoch (min of 3), store {args.n_samples} x {args.n_snps}, "
           f"{args.threads} threads, {args.repeats} processes per setting")
     secs = {s: [] for s in settings}
+    loads = []
     for i in range(args.repeats):
+        loads.append(loadavg())
         for s in (settings if i % 2 == 0 else settings[::-1]):
             r = run_child("epoch:" + s, store, "-", {}, args.threads)
             secs[s].append(r["seconds"])
             print(f"  {s or 'none':13s} {r['seconds']:.2f} s", flush=True)
-    base = statistics.median(secs[""])
-    print("\nmedian seconds per epoch (ratio to none)")
+    print("\nmedian seconds per epoch; ratio to none within each round: median, min")
     for s in settings:
         m = statistics.median(secs[s])
-        print(f"  {s or 'none':13s} {m:7.2f} s   {m / base:.3f}x")
+        print(f"  {s or 'none':13s} {m:7.2f} s   {summary(ratios(secs[s], secs['']), 'x', '{:.3f}')}")
+    print(load_summary(loads))
 
 
 def main(argv=None):
@@ -192,7 +198,9 @@ def main(argv=None):
         print(f"store {args.n_samples} x {args.n_snps}, 3 classes, budget 500, cmix with "
               f"{cfg}, {args.threads} threads, {args.repeats} repeats per mode (ABBA)")
         results = {"deterministic": [], "defaults": []}
+        loads = []
         for i in range(args.repeats):
+            loads.append(loadavg())
             order = ["deterministic", "defaults"] if i % 2 == 0 else ["defaults", "deterministic"]
             for mode in order:
                 r = run_child(mode, store, str(Path(tmp) / f"{mode}{i}"), cfg, args.threads)
@@ -207,6 +215,10 @@ def main(argv=None):
             a = stat(stages(r["seconds"])[key] for r in results["deterministic"])
             b = stat(stages(r["seconds"])[key] for r in results["defaults"])
             print(f"  {key:18s} {a:10.2f} {b:10.2f}   {a / b if b else float('nan'):.3f}x")
+    totals = {m: [stages(r["seconds"])["total"] for r in rs] for m, rs in results.items()}
+    print(f"\ntotal, deterministic / defaults within each round: "
+          f"{summary(ratios(totals['deterministic'], totals['defaults']), 'x', '{:.3f}')}")
+    print(load_summary(loads))
     for mode, rs in results.items():
         same = all(r["test"] == rs[0]["test"] for r in rs)
         print(f"{mode}: the {len(rs)} repeats at {args.threads} threads gave "

@@ -1,22 +1,22 @@
 """`cmix pca` against `plink2 --pca approx` on the same .bed, in the same run.
 
 Data: a cohort written block by block by simulate's compiled genotype kernel (default
-50,000 samples x 100,000 variants, 0.2% missing calls) in four populations whose allele
+10,000 samples x 20,000 variants, about 2 min; RESULTS.md's 50,000 x 100,000 with flags, 0.2% missing calls) in four populations whose allele
 frequencies drift from a common spectrum (Balding-Nichols, Fst 0.005, 0.01, 0.03 and
 0.08), so the top PCs carry real structure.
 
 Timing: `cmix pca --no-prune --no-exclude-regions --pcs 10` (allele counting, the
 randomized Krylov passes, loadings and outputs) and `plink2 --pca 10 approx`, both on
-``--threads`` threads, run ``--repeats`` times alternately; the minimum wall time of
-each counts. Prints the time ratio (goal <= 3; wall and CPU seconds, the latter
-steadier when other jobs share the cores), the peak resident memory of both (GNU
+``--threads`` threads, in ``--repeats`` alternating rounds (benchmarks/alternate.py).
+Prints the median and min over rounds of the time ratio (goal <= 3; wall and CPU
+seconds, the latter steadier when other jobs share the cores), the load average, the peak resident memory of both (GNU
 time), the agreement of the two (canonical correlations of the top PCs,
 eigenvalues), and cmix's peak memory on a quarter of the variants (every 4th, via
 --extract) against all of them: flat memory in the number of variants means the two
 peaks are close.
 
     python benchmarks/pca.py                                    # the sizes above
-    python benchmarks/pca.py --n-samples 5000 --n-variants 10000 --repeats 1
+    python benchmarks/pca.py --n-samples 50000 --n-variants 100000   # big
     python benchmarks/pca.py --plink2-blas /tmp/openblas/usr/lib/x86_64-linux-gnu/openblas-pthread
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,20 +34,16 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
 FST = (0.005, 0.01, 0.03, 0.08)
+sys.path.insert(0, str(REPO / "benchmarks"))
+from alternate import alternate, load_summary, ratios, summary  # noqa: E402
+from alternate import run_process  # noqa: E402
 
 
 def timed(cmd: list[str], env=None) -> tuple[float, float, float]:
     """Run a command; return (wall seconds, CPU seconds (user + system), peak RSS in
-    MiB) via GNU time. On a shared machine the CPU seconds are the steadier measure."""
-    t0 = time.perf_counter()
-    res = subprocess.run(["/usr/bin/time", "-f", "RUSAGE %M %U %S", *cmd],
-                         capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - t0
-    if res.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{res.stdout}\n{res.stderr}")
-    usage = [line for line in res.stderr.splitlines() if line.startswith("RUSAGE")][-1]
-    rss, user, system = usage.split()[1:]
-    return wall, float(user) + float(system), int(rss) / 1024
+    MiB). On a shared machine the CPU seconds are the steadier measure."""
+    r = run_process(cmd, env)
+    return r["wall"], r["cpu"], r["rss"]
 
 
 def write_cohort(prefix: Path, n_samples: int, n_variants: int, seed: int,
@@ -91,11 +86,11 @@ def agreement(ours: Path, theirs: Path, k: int) -> tuple[np.ndarray, np.ndarray]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n-samples", type=int, default=50_000)
-    ap.add_argument("--n-variants", type=int, default=100_000)
+    ap.add_argument("--n-samples", type=int, default=10_000)
+    ap.add_argument("--n-variants", type=int, default=20_000)
     ap.add_argument("--pcs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", default=None, help="keep the data here (default: a temp dir)")
     ap.add_argument("--plink2-blas", default=None, metavar="DIR",
@@ -127,13 +122,12 @@ def main() -> None:
         blas_env = {**os.environ, "LD_LIBRARY_PATH": args.plink2_blas,
                     "OPENBLAS_NUM_THREADS": str(args.threads)}
         runs["plink2+blas"] = (plink2, blas_env, "plink2_blas")
-    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
-    for r in range(args.repeats):
-        for name, (cmd, run_env, out) in runs.items():
-            times[name].append(timed(cmd + ["--out", str(work / out)], run_env))
-        print(f"repeat {r + 1}: " + ", ".join(
-            f"{name} {t[-1][0]:.1f} s ({t[-1][1]:.1f} CPU s)" for name, t in times.items()),
-            flush=True)
+    def job(cmd, run_env, out):
+        return lambda: dict(zip(("wall", "cpu", "rss"), timed(cmd + ["--out", str(work / out)],
+                                                              run_env)))
+
+    got, loads = alternate({name: job(*spec) for name, spec in runs.items()}, args.repeats)
+    times = {name: [(r["wall"], r["cpu"], r["rss"]) for r in rs] for name, rs in got.items()}
     best = {name: min(t) for name, t in times.items()}
     c_wall, c_cpu, c_rss = best["cmix"]
     canon, ev = agreement(work / "cmix", work / "plink2", args.pcs)
@@ -144,15 +138,18 @@ def main() -> None:
                                          "--out", str(work / "cmix_quarter")], env)
 
     print(f"\nPCA of {args.n_samples:,} samples x {args.n_variants:,} variants, "
-          f"{args.pcs} PCs, {args.threads} threads (min of {args.repeats})")
+          f"{args.pcs} PCs, {args.threads} threads, {args.repeats} alternating rounds")
     labels = {"cmix": "cmix pca", "plink2": "plink2 --pca approx",
               "plink2+blas": "  same, optimized BLAS"}
-    for name, (wall, cpu, rss) in best.items():
-        print(f"  {labels[name]:<22} {wall:7.1f} s wall {cpu:7.1f} s CPU   peak RSS {rss:6.0f} MiB")
-    for name in best:
+    for name, t in times.items():
+        print(f"  {labels[name]:<22} wall {summary([x[0] for x in t], ' s', '{:.1f}')}; CPU "
+              f"{summary([x[1] for x in t], ' s', '{:.1f}')}; peak RSS {max(x[2] for x in t):.0f} MiB")
+    for name in times:
         if name != "cmix":
-            print(f"  ratio cmix / {name}: {c_wall / best[name][0]:.2f} wall, "
-                  f"{c_cpu / best[name][1]:.2f} CPU (goal <= 3)")
+            wall = ratios([x[0] for x in times["cmix"]], [x[0] for x in times[name]])
+            cpu = ratios([x[1] for x in times["cmix"]], [x[1] for x in times[name]])
+            print(f"  ratio cmix / {name} (goal <= 3): wall {summary(wall)}; CPU {summary(cpu)}")
+    print(f"  {load_summary(loads)}")
     print(f"  canonical correlations with plink2 approx: {np.round(canon, 4).tolist()}")
     print(f"  eigenvalue ratio - 1: {np.round(ev, 4).tolist()}")
     print("memory in the number of variants (cmix pca):")

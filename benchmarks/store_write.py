@@ -1,4 +1,4 @@
-"""Benchmark: write a UK Biobank-sized trait store (300,000 samples x 1,000 SNPs) from a .bed.
+"""Benchmark: write a trait store (default 100,000 samples x 1,000 SNPs) from a .bed.
 
 Makes an LD-free cohort with cmix.simulate.simulate_genotypes_fast (300,000 x 2,000
 SNPs; 1,000 of them, in random order as a p-value ranking gives, are selected and a
@@ -11,9 +11,12 @@ the same run on the same inputs:
 
 and checks the store's dosages against bed-reader's. Then times the store's checksum
 check (what every training run does first) and ``cmix verify``'s full check against
-reading every row. Prints the times, the ratios and the store's size on disk. Goals: < 60 s on 2 cores, < 300 MB.
+reading every row. The compared runs alternate over ``--repeats`` rounds
+(benchmarks/alternate.py); prints the median and min of the per-round ratios, the load
+average, the median times and the store's size on disk. Goals at UK Biobank size
+(--n-samples 300000): < 60 s on 2 cores, < 300 MB.
 
-    python benchmarks/store_write.py [--n-samples 300000] [--n-snps 1000] [--workdir DIR]
+    python benchmarks/store_write.py [--n-samples 100000] [--n-snps 1000] [--repeats 3] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -21,13 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
+import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alternate import alternate, load_summary, ratios, run_process  # noqa: E402
+from alternate import summary as summary_of  # noqa: E402
 
 
 def du(path: Path) -> int:
@@ -36,7 +44,8 @@ def du(path: Path) -> int:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n-samples", type=int, default=300_000)
+    ap.add_argument("--n-samples", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-snps", type=int, default=1000)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--seed", type=int, default=1)
@@ -76,51 +85,81 @@ def main():
     config = {"field": 1747, "kind": "categorical",
               "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}
 
-    out = work / "trait.zarr"
-    t = time.perf_counter()
-    summary = store.build_store(out, bfile=prefix, snps=work / "trait.snps.tsv",
-                                pheno=work / "pheno.tsv", trait="hair_colour",
-                                trait_config=config, keep=work / "keep.id", force=True)
-    t_cmix = time.perf_counter() - t
-    size = du(out)
-
     import zarr
     from bed_reader import open_bed
 
+    from cmix.genotypes.store import load_rows
+
+    out = work / "trait.zarr"
+    (work / "snps.extract").write_text("\n".join(snps.variant_id) + "\n")
+    built = {}
+
+    def build():
+        t = time.perf_counter()
+        built["summary"] = store.build_store(
+            out, bfile=prefix, snps=work / "trait.snps.tsv", pheno=work / "pheno.tsv",
+            trait="hair_colour", trait_config=config, keep=work / "keep.id", force=True)
+        wall = time.perf_counter() - t
+        if "ids" not in built:
+            ids = zarr.open_group(str(out), mode="r", zarr_format=2)["sample_id"][:]
+            built["ids"] = ids
+            (work / "ids.keep").write_text("".join(f"{i}\t{i}\n" for i in ids))
+        return {"wall": wall}
+
+    def bedreader():
+        sample_pos = pd.Index(bf.fam.iid).get_indexer(built["ids"])
+        t = time.perf_counter()
+        with open_bed(str(bf.bed_path), count_A1=True, num_threads=2) as bed:
+            built["a1"] = bed.read(index=np.s_[sample_pos, var], dtype="int8")
+        return {"wall": time.perf_counter() - t}
+
+    def plink2():
+        return run_process(["plink2", "--bfile", str(prefix), "--keep", str(work / "ids.keep"),
+                            "--extract", str(work / "snps.extract"), "--make-bed", "--threads",
+                            "2", "--out", str(work / "subset")])
+
+    runs = {"cmix": build, "bed-reader": bedreader}
+    if shutil.which("plink2"):
+        runs["plink2"] = plink2
+    build()                      # untimed: page cache, numba's kernel cache
+    got, loads = alternate(runs, args.repeats)
+    wall = {name: [r["wall"] for r in rs] for name, rs in got.items()}
+    summary = built["summary"]
+    t_cmix = statistics.median(wall["cmix"])
+    t_bedreader = statistics.median(wall["bed-reader"])
+    size = du(out)
     root = zarr.open_group(str(out), mode="r", zarr_format=2)
-    sample_pos = pd.Index(bf.fam.iid).get_indexer(root["sample_id"][:])
-    t = time.perf_counter()
-    with open_bed(str(bf.bed_path), count_A1=True, num_threads=2) as bed:
-        a1 = bed.read(index=np.s_[sample_pos, var], dtype="int8")
-    t_bedreader = time.perf_counter() - t
-    expected = np.where(a1 == -127, -1, np.where(flip[None, :], 2 - a1, a1))
+    expected = np.where(built["a1"] == -127, -1, np.where(flip[None, :], 2 - built["a1"], built["a1"]))
     t = time.perf_counter()
     same = np.array_equal(root["call_dosage"][:], expected)
     t_read = time.perf_counter() - t
 
     # the checksum check every training run does first, and cmix verify's full check,
-    # against reading every row as memory-mode training does
-    from cmix.genotypes.store import load_rows
+    # against reading every row as memory-mode training does (alternating rounds)
+    def timer(fn):
+        def run():
+            t = time.perf_counter()
+            fn()
+            return {"wall": time.perf_counter() - t}
+        return run
 
-    t = time.perf_counter()
-    load_rows(root, np.arange(root["call_dosage"].shape[0]))
-    t_load = time.perf_counter() - t
-    t = time.perf_counter()
-    store.verify_store(out)
-    t_verify = time.perf_counter() - t
-    t = time.perf_counter()
-    store.verify_store(out, decode=True)
-    t_verify_full = time.perf_counter() - t
-
-    (work / "ids.keep").write_text("".join(f"{i}\t{i}\n" for i in root["sample_id"][:]))
-    (work / "snps.extract").write_text("\n".join(snps.variant_id) + "\n")
-    t_plink2 = None
-    if shutil.which("plink2"):
-        t = time.perf_counter()
-        subprocess.run(["plink2", "--bfile", str(prefix), "--keep", str(work / "ids.keep"),
-                        "--extract", str(work / "snps.extract"), "--make-bed", "--threads", "2",
-                        "--out", str(work / "subset")], check=True, capture_output=True)
-        t_plink2 = time.perf_counter() - t
+    checks, check_loads = alternate({
+        "load": timer(lambda: load_rows(root, np.arange(root["call_dosage"].shape[0]))),
+        "verify": timer(lambda: store.verify_store(out)),
+        "verify_full": timer(lambda: store.verify_store(out, decode=True))}, args.repeats)
+    cwall = {name: [r["wall"] for r in rs] for name, rs in checks.items()}
+    t_load, t_verify = statistics.median(cwall["load"]), statistics.median(cwall["verify"])
+    t_verify_full = statistics.median(cwall["verify_full"])
+    t_plink2 = statistics.median(wall["plink2"]) if "plink2" in wall else None
+    print(f"store write, {args.repeats} alternating rounds: cmix build_store "
+          f"{summary_of(wall['cmix'], ' s')}")
+    print(f"  ratio cmix / bed-reader read: {summary_of(ratios(wall['cmix'], wall['bed-reader']))}")
+    if t_plink2 is not None:
+        print(f"  ratio cmix / plink2 --make-bed subset: "
+              f"{summary_of(ratios(wall['cmix'], wall['plink2']))}")
+    print(f"  {load_summary(loads)}")
+    print(f"  checksum check / loading every row: "
+          f"{summary_of(ratios(cwall['verify'], cwall['load']))}; {load_summary(check_loads)}")
 
     result = {
         "n_samples_stored": summary["n_samples"], "n_snps": k,
@@ -140,6 +179,7 @@ def main():
         "verify_full_s": round(t_verify_full, 2),
         "dosages_equal_bed_reader": bool(same),
     }
+    result["load_average"] = [round(x, 1) for x in loads]
     print(json.dumps(result, indent=1))
     if not same:
         raise SystemExit("store dosages differ from bed-reader's")

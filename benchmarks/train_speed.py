@@ -11,10 +11,13 @@ Measured in one run on one store (random dosages, --n-samples x --n-snps, chunks
    printed as a ratio to the trainer's consumption (the target is >= 10x).
 3. label propagation (kNN k=3 + sparse CG to convergence per class) on --lp-nodes
    latent rows (width 256, 2 classes, 1% labeled); the target is < 60 s on CPU.
-4. compute-boundness: the multiply-adds of every nn.Linear call in the timed epoch (counted
+4. compute-boundness: the multiply-adds of every nn.Linear call in each timed epoch (counted
    by forward hooks from the layer shapes and the rows each call saw; backward counted as
    2x forward) as achieved float32 FLOP/s, divided by the machine's own float32 GEMM
-   throughput (torch.mm of 2,048^2 matrices, same threads) measured in the same run.
+   throughput (torch.mm of 2,048^2 matrices, same threads) measured right before or after
+   that epoch: ``--repeats`` epochs alternate with the GEMM reference
+   (benchmarks/alternate.py), and the median and min of the per-round fraction are
+   printed with the load average.
 5. with --compile: the same pre-training epoch with the embedding, decoder and projection
    head wrapped in ``torch.compile`` (dynamic shapes: the mixed rows vary per step), after
    one warm-up epoch that pays for compilation; printed as a ratio to eager.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +48,9 @@ from cmix.genotypes.store import open_store  # noqa: E402
 from cmix.io import resolve_device  # noqa: E402
 from cmix.learn.config import DEFAULTS as DEFAULT_CONFIG  # noqa: E402
 from cmix.learn.train import pretrain_epoch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alternate import alternate, load_summary, ratios, summary  # noqa: E402
 
 
 def gemm_peak(dev, n: int = 2048, reps: int = 10) -> float:
@@ -67,6 +74,8 @@ def main(argv=None):
     p.add_argument("--n-snps", type=int, default=1000)
     p.add_argument("--lp-nodes", type=int, default=50000)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed epochs, each alternating with a GEMM reference")
     p.add_argument("--encoding", default=DEFAULT_CONFIG["encoding"])
     p.add_argument("--hidden", type=int, default=DEFAULT_CONFIG["hidden"],
                    help="encoder width; 0 = the paper's (embedded width)")
@@ -102,32 +111,46 @@ def main(argv=None):
             macs[0] += inp[0].numel() // mod.in_features * mod.in_features * mod.out_features
         hooks = [m.register_forward_hook(count) for m in model.modules()
                  if isinstance(m, torch.nn.Linear)]
-        t = time.perf_counter()
-        pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 1, dev, 2)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t_train = time.perf_counter() - t
+        epoch = [0]
+
+        def one_epoch():
+            macs[0] = 0
+            epoch[0] += 1
+            t = time.perf_counter()
+            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0], dev, 2)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            wall = time.perf_counter() - t
+            return {"wall": wall, "flops": 2 * 3 * macs[0] / wall}  # forward + 2x backward
+
+        # the GEMM reference and the timed epochs alternate, so both see the same load
+        got, loads = alternate({"gemm": lambda: {"flops": gemm_peak(dev, reps=3)},
+                                "epoch": one_epoch}, args.repeats)
         for h in hooks:
             h.remove()
-        flops = 2 * 3 * macs[0]          # 2 FLOPs per multiply-add; forward + 2x backward
-        peak = gemm_peak(dev)
-        print(f"pre-training FLOP/s: {flops / t_train / 1e9:.1f} GFLOP/s achieved in nn.Linear "
-              f"({flops / 1e9:.1f} GFLOP per epoch, width {model.encoder.out_dim}, "
-              f"{cfg['encoding']}) = {flops / t_train / peak:.0%} of this machine's float32 "
-              f"GEMM ({peak / 1e9:.1f} GFLOP/s)")
+        achieved = [r["flops"] for r in got["epoch"]]
+        peaks = [r["flops"] for r in got["gemm"]]
+        t_train = statistics.median(r["wall"] for r in got["epoch"])
+        print(f"pre-training, {args.repeats} epochs alternating with the float32 GEMM reference "
+              f"(torch.mm of 2,048^2 matrices; width {model.encoder.out_dim}, {cfg['encoding']}):")
+        print(f"  nn.Linear GFLOP/s achieved: {summary([a / 1e9 for a in achieved], '', '{:.1f}')}")
+        print(f"  GEMM GFLOP/s: {summary([g / 1e9 for g in peaks], '', '{:.1f}')}")
+        print(f"  fraction of the GEMM (per round): "
+              f"{summary([100 * r for r in ratios(achieved, peaks)], '%', '{:.0f}')}")
+        print(f"  {load_summary(loads)}")
         n_per_epoch = args.n_samples + loader.n_batches() * cfg["labeled_batch_size"]
         train_rate = n_per_epoch / t_train
-        print(f"pre-training: {t_train:.2f} s/epoch, {train_rate:,.0f} samples/s "
+        print(f"pre-training: {t_train:.2f} s/epoch (median), {train_rate:,.0f} samples/s "
               f"({args.n_samples} unlabeled + {cfg['labeled_batch_size']} labeled per step)")
 
         if args.compile:
             t = time.perf_counter()
             for name in ("embed", "decoder", "proj"):
                 setattr(model, name, torch.compile(getattr(model, name), dynamic=True))
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 2, dev, 2)
+            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0] + 1, dev, 2)
             t_warm = time.perf_counter() - t
             t = time.perf_counter()
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, 3, dev, 2)
+            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0] + 2, dev, 2)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t_comp = time.perf_counter() - t

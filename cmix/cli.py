@@ -701,7 +701,7 @@ def _add_unrelated(sub):
                     "and OUT.king.summary.tsv. Route 1: --kinship ukb_rel.dat (or a plink2 "
                     ".kin0) with the samples from --bfile/--fam/--keep. Route 2: --bfile "
                     "alone: KING-robust kinship over jointly called autosomal variants "
-                    "(torch, GPU when available), also writing OUT.kin0 (pairs > 0.0442).")
+                    "(bit-packed counts on the CPU, torch on a GPU), also writing OUT.kin0 (pairs > 0.0442).")
     p.add_argument("--kinship", default=None,
                    help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
                         "or plink2 --make-king-table output (.kin0)")
@@ -725,9 +725,9 @@ def _add_unrelated(sub):
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to compute KING (default auto: CUDA when torch sees a GPU)")
     p.add_argument("--block-size", type=_positive_int, default=1024,
-                   help="samples per tile edge of the kinship products (default 1024)")
+                   help="samples per tile edge of the GPU route's kinship products (default 1024)")
     p.add_argument("--threads", type=_positive_int, default=None,
-                   help="CPU threads for torch (default: torch's default)")
+                   help="CPU threads (default: all cores)")
     p.set_defaults(func=_run_unrelated)
 
 
@@ -735,10 +735,19 @@ def _run_unrelated(args):
     from .io import CmixError
     from .genotypes.relatedness import unrelated_from_genotypes, unrelated_from_table
 
+    if (os.path.basename(sys.argv[0]) == "cmix" and args.device == "cpu"
+            and "scipy.linalg" not in sys.modules):
+        # as in _run_qc: numba's first kernel load would import scipy.linalg (0.6 s) to
+        # offer BLAS inside jitted code, which the KING kernels never use
+        sys.modules["scipy.linalg.cython_blas"] = None
     if args.threads:
-        import torch
+        from .genotypes.qc import set_numba_threads
 
-        torch.set_num_threads(args.threads)
+        set_numba_threads(args.threads)             # the CPU route's kernels
+        if args.device != "cpu":
+            import torch
+
+            torch.set_num_threads(args.threads)
     if args.kinship is not None:
         if args.extract is not None:
             raise CmixError("--extract applies to kinship from genotypes; it cannot be used "

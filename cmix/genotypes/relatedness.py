@@ -12,9 +12,17 @@ autosomal variants called in both samples i and j:
 
     phi_ij = 0.5 - (4 N_IBS0 + N_het_i,hom_j + N_hom_i,het_j) / (4 min(N_het_i, N_het_j))
 
-The numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts
-g in {0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and
-H the het indicators (samples x variants),
+On the CPU (:func:`_king_bitplanes`) the counts come from bit planes, as in plink2: per
+sample and 64 variants, one word each for "homozygous", "A1/A1" and "het"; a pair's
+counts are popcounts of ANDs of its two samples' words (:mod:`cmix.genotypes.kernels`),
+integers summed per pair over variant blocks, so the result does not depend on the
+thread count. Memory: 12 bytes per pair of a pass's row strip (capped, 256 MiB by
+default; more strips mean more passes over the .bed) plus one block of 4,096 variants.
+
+On a GPU (:func:`_king_torch`) the same counts come from matrix products. The
+numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts g in
+{0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and H the het
+indicators (samples x variants),
 
     numerator = G2 C^T + C G2^T - 2 G G^T,   N_het_i = H C^T,   N_het_j = C H^T
 
@@ -24,10 +32,10 @@ G G^T: one float32 matrix product per (sample block, sample block, variant block
 exact because every partial sum is an integer below 2^24. The missing-call terms are
 sparse (CSR) float64 products M P^T with P = G2 + s H packed into one exact number
 (s > 4 n_variants). Variants with no het call and one homozygote only add nothing and
-are skipped. The products run with torch on a GPU when there is one and on the CPU
-otherwise (same code). Memory: the accumulators of one pass (about 20 bytes per sample
-pair of its row strips, capped by ``max_memory_bytes``; more strips mean more passes
-over the .bed) plus one variant block. Pairs above the reporting threshold are then
+are skipped. The products run with torch (on a GPU; on the CPU in tests). Memory: the
+accumulators of one pass (about 20 bytes per sample pair of its row strips, capped by
+``max_memory_bytes``; more strips mean more passes over the .bed) plus one variant
+block. Pairs above the reporting threshold are then
 recounted exactly (NSNP, HETHET, IBS0) from the genotypes, and the two must agree.
 
 plink2's pruning order (``KinshipPruneDestructive`` in plink2_matrix_calc.cc): while
@@ -256,23 +264,23 @@ class _Pass:
 def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
                 min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 1024,
                 variant_block: int = 2048, device: str = "auto",
-                max_memory_bytes: int = 2 << 30) -> pd.DataFrame:
+                max_memory_bytes: int | None = None) -> pd.DataFrame:
     """KING-robust kinship of all pairs of the selected samples, over autosomal variants.
 
     bf: an opened .bed trio. variant_idx: int positions in the .bim to use (default all;
     non-autosomal ones are dropped, as plink2 does). sample_idx: sorted int positions in
     the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
-    block_size: samples per tile edge; variant_block: variants per product.
-    max_memory_bytes bounds the accumulators (about 20 bytes per pair of a strip) held at
-    once; further row strips are done in further passes over the .bed.
+    device "cpu" (or "auto" without a GPU): bit-packed pair counts on numba's threads
+    (:func:`_king_bitplanes`); "cuda": float products with torch (block_size: samples
+    per tile edge; variant_block: variants per product).
+    max_memory_bytes bounds the per-pair accumulators held at once (default 256 MiB on
+    the CPU, 12 bytes a pair; 2 GiB with torch, about 20 bytes a pair); further row
+    strips are done in further passes over the .bed.
 
     Returns a DataFrame, one row per kept pair in plink2's .kin0 order (by the later
     sample, then the earlier): idx1 (later .fam position), idx2 (earlier), nsnp, hethet,
     ibs0, het1_hom2, het2_hom1 (int64 counts over jointly called variants), kinship.
     """
-    import torch
-
-    dev = resolve_device(device)
     variant_idx = np.arange(bf.n_variants) if variant_idx is None else np.asarray(variant_idx)
     variant_idx = np.sort(variant_idx[autosomal(bf.bim["chrom"].iloc[variant_idx])])
     sample_idx = np.arange(bf.n_samples) if sample_idx is None else np.sort(np.asarray(sample_idx))
@@ -284,6 +292,95 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
         return empty
     if n_var >= _MAX_VARIANTS:
         raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
+    if device == "cpu" or resolve_device(device).type == "cpu":
+        pos_i, pos_j, kin = _king_bitplanes(bf, variant_idx, sample_idx, min_kinship,
+                                            max_memory_bytes or _CPU_MEMORY)
+    else:
+        pos_i, pos_j, kin = _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size,
+                                        variant_block, resolve_device(device),
+                                        max_memory_bytes or (2 << 30))
+    if len(pos_i) == 0:
+        return empty
+    # exact counts for the kept pairs, in .kin0 order (later sample first)
+    order = np.lexsort((pos_i, pos_j))
+    later, earlier = pos_j[order], pos_i[order]
+    counts = pair_counts(bf, variant_idx, sample_idx, later, earlier, block=8192)
+    fast = kin[order]
+    if not np.allclose(fast, counts["kinship"].to_numpy(), rtol=0, atol=1e-9, equal_nan=True):
+        raise RuntimeError("KING-robust: blocked counts and exact pair counts disagree "
+                           "(internal error; please report)")
+    counts.insert(0, "idx1", sample_idx[later].astype(np.int64))
+    counts.insert(1, "idx2", sample_idx[earlier].astype(np.int64))
+    if min_kinship is not None:
+        counts = counts[counts["kinship"] > min_kinship].reset_index(drop=True)
+    return counts
+
+
+#: default cap on the CPU route's pair accumulators (12 bytes a pair)
+_CPU_MEMORY = 256 << 20
+#: variants per bit-packed block of the CPU route (64 words of 64 variants)
+_PLANE_VARIANTS = 4096
+
+
+def _king_bitplanes(bf, variant_idx, sample_idx, min_kinship, max_memory_bytes):
+    """KING-robust on the CPU from bit planes (:mod:`cmix.genotypes.kernels`).
+
+    Rows (samples, in ``sample_idx`` order) are split into passes whose upper-triangle
+    pairs fit ``max_memory_bytes`` at 12 bytes a pair (int32 num, het_i, het_j); each
+    pass streams the .bed in blocks of 4,096 variants, packs the samples from its first
+    row on into bit planes (n - a0, 3, 64) uint64 and adds every pair's counts. Memory:
+    the accumulators plus one block (its .bed bytes and 24 bytes a sample).
+    Returns (i, j, kinship) over pairs with kinship > min_kinship (all when None),
+    positions within ``sample_idx``.
+    """
+    from . import kernels
+
+    n, n_var = len(sample_idx), len(variant_idx)
+    passes, a0 = [], 0
+    while a0 < n - 1:                   # greedy: add rows while the pass fits the budget
+        a1, pairs = a0, 0
+        while a1 < n - 1 and (a1 == a0 or 12 * (pairs + n - a1 - 1) <= max_memory_bytes):
+            pairs += n - a1 - 1
+            a1 += 1
+        passes.append((a0, a1, pairs))
+        a0 = a1
+    blocks = list(plink.variant_blocks(n_var, _PLANE_VARIANTS))
+    n_words = _PLANE_VARIANTS // 64
+    tile = kernels.KING_TILE
+    found_i, found_j, found_k = [], [], []
+    bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
+    for a0, a1, n_pairs in passes:
+        width = n - a0
+        lens = width - 1 - np.arange(a1 - a0, dtype=np.int64)      # pairs of each row
+        offsets = np.zeros(a1 - a0, np.int64)
+        np.cumsum(lens[:-1], out=offsets[1:])
+        tiles = np.array([(r, c) for r in range(0, a1 - a0, tile) for c in range(r, width, tile)],
+                         np.int64).reshape(-1, 2)
+        acc = np.zeros((3, n_pairs), np.int32)
+        planes = np.empty((width, kernels.KING_PLANES, n_words), np.uint64)
+        pos = np.ascontiguousarray(sample_idx[a0:], dtype=np.int64)
+        for v0, v1 in blocks:
+            kernels.pack_king_planes(bf.packed_rows(variant_idx[v0:v1]), pos, planes)
+            kernels.king_accumulate(planes, (v1 - v0 + 63) // 64, 0, a1 - a0, offsets, tiles, acc)
+            bar.update(1)
+        i, j, kin = kernels.king_select(acc, offsets, 0, a1 - a0, width,
+                                        -np.inf if min_kinship is None else float(min_kinship),
+                                        min_kinship is None)
+        del acc
+        found_i.append(i + a0)
+        found_j.append(j + a0)
+        found_k.append(kin)
+    bar.close()
+    return np.concatenate(found_i), np.concatenate(found_j), np.concatenate(found_k)
+
+
+def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_block, dev,
+                max_memory_bytes):
+    """KING-robust from float products with torch (the GPU route; module docstring).
+    Returns (i, j, kinship) as :func:`_king_bitplanes`."""
+    import torch
+
+    n, n_var = len(sample_idx), len(variant_idx)
     variant_block = int(max(1, variant_block))
     block_size = int(max(1, block_size))
     if 20 * block_size * n > max_memory_bytes:      # one row strip must fit the budget
@@ -327,23 +424,9 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
             found_k.append(kin)
         ps.acc = {}
     bar.close()
-    pos_i = np.concatenate(found1) if found1 else np.zeros(0, np.int64)
-    pos_j = np.concatenate(found2) if found2 else np.zeros(0, np.int64)
-    if len(pos_i) == 0:
-        return empty
-    # exact counts for the kept pairs, in .kin0 order (later sample first)
-    order = np.lexsort((pos_i, pos_j))
-    later, earlier = pos_j[order], pos_i[order]
-    counts = pair_counts(bf, variant_idx, sample_idx, later, earlier, block=8192)
-    fast = np.concatenate(found_k)[order]
-    if not np.allclose(fast, counts["kinship"].to_numpy(), rtol=0, atol=1e-9, equal_nan=True):
-        raise RuntimeError("KING-robust: blocked products and exact pair counts disagree "
-                           "(internal error; please report)")
-    counts.insert(0, "idx1", sample_idx[later].astype(np.int64))
-    counts.insert(1, "idx2", sample_idx[earlier].astype(np.int64))
-    if min_kinship is not None:
-        counts = counts[counts["kinship"] > min_kinship].reset_index(drop=True)
-    return counts
+    if not found1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return np.concatenate(found1), np.concatenate(found2), np.concatenate(found_k)
 
 
 def _accumulate_block(geno: np.ndarray, ps: _Pass, scale: float, device) -> None:
@@ -645,11 +728,11 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
     if len(sample_idx) < 2:
         raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
                         f"{len(sample_idx)}")
-    dev = resolve_device(device)
+    dev = "cpu" if device == "cpu" else resolve_device(device).type
     log(f"unrelated: KING-robust over {len(variant_idx)} autosomal variants "
         f"({n_non_auto} non-autosomal excluded"
         + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
-        + f") and {len(sample_idx)} samples on {dev.type}")
+        + f") and {len(sample_idx)} samples on {dev}")
     if n_keep_unknown:
         log(f"unrelated: {n_keep_unknown} IDs of the keep list are not in the .fam; ignored")
     pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=REPORT_MIN_KINSHIP,

@@ -108,4 +108,4 @@ rule unrelated:
         ),
     shell:
         "cmix unrelated {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "
-        "--out {params.out:q} 2> {log:q}"
+        "--threads {threads} --out {params.out:q} 2> {log:q}"
