@@ -194,7 +194,8 @@ def _one_run(args):
     import torch
 
     torch.set_num_threads(1)
-    shutil.rmtree(run_dir, ignore_errors=True)
+    if not (run_dir / "metrics.json").exists():      # a finished run is read back as it is
+        shutil.rmtree(run_dir, ignore_errors=True)
     t = time.perf_counter()
     m = train_run(store, budget, seed, run_dir, method=method, config=config, device="cpu")
     m["seconds"] = time.perf_counter() - t
