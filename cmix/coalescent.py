@@ -387,12 +387,7 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
                         "sex": rng_ped.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
 
     # missing calls: sporadic plus a few bad samples and SNPs, as in cmix.simulate
-    sample_miss = rng_miss.exponential(0.003, size=n_samples)
-    bad = rng_miss.choice(n_samples, size=max(1, n_samples // 500), replace=False)
-    sample_miss[bad] = rng_miss.uniform(0.05, 0.2, size=len(bad))
-    variant_miss = rng_miss.exponential(0.003, size=n_variants)
-    bad_v = rng_miss.choice(n_variants, size=max(1, n_variants // 100), replace=False)
-    variant_miss[bad_v] = rng_miss.uniform(0.05, 0.3, size=len(bad_v))
+    sample_miss, variant_miss, bad, bad_v = sim.missingness_rates(rng_miss, n_samples, n_variants)
     miss_p = 1 - np.outer(1 - variant_miss, 1 - sample_miss)
     called = dos.copy()
     called[rng_miss.random(dos.shape, dtype=np.float32) < miss_p] = -1

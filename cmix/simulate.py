@@ -590,6 +590,20 @@ def _resolve_populations(populations):
 
 
 # --------------------------------------------------------------------------- the cohort
+def missingness_rates(rng, n_samples: int, n_variants: int):
+    """Per-sample (n_samples,) and per-variant (n_variants,) missing-call rates: sporadic
+    (exponential, mean 0.3%), plus one sample in 500 at 5-20% and one variant in 100 at
+    5-30% (targets for --mind and --geno), and the indices of those bad samples and variants. Draws
+    from ``rng`` in a fixed order."""
+    sample_miss = rng.exponential(0.003, size=n_samples)
+    bad = rng.choice(n_samples, size=max(1, n_samples // 500), replace=False)
+    sample_miss[bad] = rng.uniform(0.05, 0.2, size=len(bad))
+    variant_miss = rng.exponential(0.003, size=n_variants)
+    bad_v = rng.choice(n_variants, size=max(1, n_variants // 100), replace=False)
+    variant_miss[bad_v] = rng.uniform(0.05, 0.3, size=len(bad_v))
+    return sample_miss, variant_miss, bad, bad_v
+
+
 def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
                     n_chrom: int | None = None, n_discovery: int | None = None,
                     seed: int = 1, block_size: int = 512, populations="default") -> dict:
@@ -695,12 +709,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     hwe_f[hwe_idx] = np.where(np.arange(n_hwe) % 2 == 0, 0.3, f_borderline)
 
     # missingness: sporadic, plus a few bad samples and variants (--mind / --geno targets)
-    sample_miss = rng_miss.exponential(0.003, size=n_samples)
-    bad = rng_miss.choice(n_samples, size=max(1, n_samples // 500), replace=False)
-    sample_miss[bad] = rng_miss.uniform(0.05, 0.2, size=len(bad))
-    variant_miss = rng_miss.exponential(0.003, size=n_variants)
-    bad_v = rng_miss.choice(n_variants, size=max(1, n_variants // 100), replace=False)
-    variant_miss[bad_v] = rng_miss.uniform(0.05, 0.3, size=len(bad_v))
+    sample_miss, variant_miss, bad, bad_v = missingness_rates(rng_miss, n_samples, n_variants)
 
     # traits: polygenic causal SNPs among MAF >= 1% (raw effects N(0, 1) per standardised
     # genotype, rescaled after the genotypes are drawn) plus the large loci (exact effects)

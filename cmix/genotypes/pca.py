@@ -40,7 +40,8 @@ from numba import njit
 
 from . import plink
 from ..io import CmixError, log
-from .qc import K_SMALL_EPSILON, popcount, founder_flags
+from .kernels import popcount
+from .qc import K_SMALL_EPSILON, founder_flags
 from .relatedness import autosomal
 
 #: long-range LD regions shipped with cmix as package data (cmix/data/, GRCh37; see the

@@ -39,6 +39,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from ..io import CmixError
+from .kernels import popcount
 
 # plink2's constants (plink2_stats.cc): the probability scale of the observed table and
 # the relative tolerance below which two tables count as equally likely.
@@ -50,16 +51,6 @@ _M55 = np.uint64(0x5555555555555555)
 _ONE = np.uint64(1)
 
 AUTOSOME_CODES = {str(c) for c in range(1, 23)} | {f"chr{c}" for c in range(1, 23)}
-
-
-@intrinsic
-def popcount(typingctx, x):
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
 
 
 @intrinsic

@@ -109,7 +109,6 @@ def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarra
     for train, held in StratifiedKFold(k, shuffle=True, random_state=seed).split(x, y):
         cm = cov_fit(train)
         off_tr = covariate_logits(cm, cov[train], n_classes)
-        off_ho = covariate_logits(cm, cov[held], n_classes)
         coef = None
         for i, c in enumerate(cs):                 # small C first: warm starts grow
             coef = _fit_offset(x[train], y[train], off_tr, n_classes, c, coef)
