@@ -87,7 +87,8 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
     """
     kind = ph.check_trait_config(config, trait)
     column = ph.trait_column(pheno.columns, config, trait, path)
-    values = ph._numeric(pheno[column].reindex(np.asarray(iids, dtype=str)).fillna("")).copy()
+    values = ph.trait_values(pheno, column, iids, path or pheno.attrs.get("path", "phenotype table"),
+                             trait)
     if kind == "continuous":
         codes = [float(c) for c in config.get("missing_codes", [])]
         values[np.isin(values, codes)] = np.nan
@@ -129,7 +130,8 @@ def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fractio
     kind = ph.check_trait_config(config, trait)
     column = ph.trait_column(pheno.columns, config, trait, path)
     iids = np.asarray(iids, dtype=str)
-    values = ph._numeric(pheno[column].reindex(iids).fillna(""))
+    values = ph.trait_values(pheno, column, iids, path or pheno.attrs.get("path", "phenotype table"),
+                             trait)
     if kind == "categorical":
         strata = ph.categorical_labels(values, config["classes"]).astype(np.int64)
         ok = strata >= 0

@@ -117,6 +117,17 @@ def trait_column(columns, config: dict, trait: str = "", path="") -> str:
 
 
 #: Cells read as a missing value in a numeric column (besides the empty cell).
+def trait_values(pheno: pd.DataFrame, column: str, sample_ids, path, trait: str) -> np.ndarray:
+    """float64 (len(sample_ids),) values of a trait's column for ``sample_ids`` (NaN where
+    a sample has no row or a blank/NA cell); every cell of the column is checked to be a
+    number (:func:`numeric_column`), naming the file line of the first that is not."""
+    all_values = numeric_column(pheno[column], path, column,
+                                lambda i: data_line(path, i, "phenotype table"),
+                                f"trait {trait!r} is numeric")
+    return pd.Series(all_values, index=pheno.index).reindex(
+        np.asarray(sample_ids, dtype=str)).to_numpy(float, copy=True)
+
+
 MISSING_TEXT = ("", "NA", "nan", "NaN")
 
 
@@ -329,11 +340,8 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     column = trait_column(pheno.columns, config, trait, path)
     sample_ids = np.asarray(sample_ids, dtype=str)
     path = path or pheno.attrs.get("path", "phenotype table")
-    all_values = numeric_column(pheno[column], path, column,
-                                lambda i: data_line(path, i, "phenotype table"),
-                                f"trait {trait!r} is numeric")
     raw = pheno[column].reindex(sample_ids)
-    values = pd.Series(all_values, index=pheno.index).reindex(sample_ids).to_numpy(float)
+    values = trait_values(pheno, column, sample_ids, path, trait)
     counts = {"candidates": int(len(sample_ids)),
               "in_phenotype_table": int(raw.notna().sum())}
     if kind == "categorical":
