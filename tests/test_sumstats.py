@@ -641,6 +641,7 @@ def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
     cfg = yaml.safe_load((repo / "config/ukb.yaml").read_text())
     cfg["run_name"] = "cols"
     cfg["traits"] = [trait]
+    cfg["discovery"]["traits"] = []          # SNPs from the mapped external file
     cfg["budgets"], cfg["seeds"] = [50], [1]
     cfg["variant_qc"].update(chromosomes=[1, 2, 3, 4, 5], split_by_chrom=False)
     cfg["inputs"] = {

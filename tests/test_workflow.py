@@ -52,6 +52,9 @@ def ukb_standin(tmp_path_factory):
     cfg["variant_qc"]["chromosomes"] = [1, 2, 3, 4, 5]   # the stand-in's autosomes
     cfg["budgets"] = [50, 100]
     cfg["seeds"] = [1, 2]
+    # the external summary statistics route (the discovery route has its own tests in
+    # tests/test_gwas.py)
+    cfg["discovery"]["traits"] = []
     path = d / "ukb.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path, cfg

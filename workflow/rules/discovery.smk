@@ -10,7 +10,7 @@ rule gwas:
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         snplist=f"{OUT}/qc/variants.snplist",
         pheno=input_path("phenotypes"),
-        sample_qc=input_path("sample_qc") if COVARIATES else [],
+        sample_qc=(input_path("sample_qc") or []) if COVARIATES else [],
         eigenvec=(
             f"{OUT}/pca/pcs.eigenvec"
             if COVARIATES.get("pcs_from") == "eigenvec"
@@ -39,7 +39,8 @@ rule gwas:
             else []
         ),
         covariates=lambda wc, input: (
-            ["--covariates", json.dumps(COVARIATES), "--sample-qc", input.sample_qc]
+            ["--covariates", json.dumps(COVARIATES)]
+            + (["--sample-qc", input.sample_qc] if input.sample_qc else [])
             + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
             if COVARIATES
             else []
