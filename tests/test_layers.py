@@ -54,6 +54,37 @@ def test_no_private_names_cross_modules():
     assert not bad, bad
 
 
+def _module_aliases(path: Path) -> set[str]:
+    """Local names bound to cmix modules in a module (``from . import phenotypes as ph``,
+    ``from .. import simulate as sim``, ``import cmix.io as io``)."""
+    package = ["cmix", *path.relative_to(PKG).parent.parts]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level and not node.module:
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - node.level + 1]
+            parent = PKG.parent.joinpath(*base, *node.module.split("."))
+            names |= {a.asname or a.name for a in node.names
+                      if (parent / f"{a.name}.py").exists()}
+        elif isinstance(node, ast.Import):
+            names |= {a.asname for a in node.names if a.name.startswith("cmix") and a.asname}
+    return names
+
+
+def test_no_private_attribute_of_another_module():
+    """``ph._numeric`` on a module alias is a private name crossing modules too."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        aliases = _module_aliases(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not bad, bad
+
+
 def test_importing_every_genotype_step_loads_nothing_of_learn_or_torch():
     modules = [f"cmix.genotypes.{p.stem}" for p in sorted((PKG / "genotypes").glob("*.py"))
                if p.stem != "__init__"]
