@@ -181,9 +181,16 @@ def test_refusals_name_the_problem(small, tmp_path, capsys, extra, message):
 def test_workflow_plans_a_gwas_per_discovery_trait(ukb_standin, tmp_path):
     """config/ukb.yaml takes the discovery route for every trait; an empty list takes the
     external summary statistics; a wrong multiclass choice fails before any job."""
-    from test_workflow import plan, snakemake
+    import copy
 
-    cfg_path, cfg = ukb_standin
+    import yaml
+    from test_workflow import REPO, plan, snakemake
+
+    _, cfg = ukb_standin
+    cfg = copy.deepcopy(cfg)          # the stand-in with config/ukb.yaml's discovery route
+    cfg["discovery"] = yaml.safe_load((REPO / "config/ukb.yaml").read_text())["discovery"]
+    cfg_path = tmp_path / "ukb.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
     args = ("-n", "-p", "--cores", "1", "--configfile", str(cfg_path), "--directory",
             str(tmp_path))
     res = snakemake(*args)
