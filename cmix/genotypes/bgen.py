@@ -71,11 +71,8 @@ def _sample_block(buf: bytes, n: int, path) -> list[str]:
         length, count = struct.unpack_from("<II", buf, 0)
         at, ids = 8, []
         for _ in range(count):
-            (k,) = struct.unpack_from("<H", buf, at)
-            if at + 2 + k > len(buf):
-                raise IndexError
-            ids.append(buf[at + 2:at + 2 + k].decode())
-            at += 2 + k
+            text, at = _prefixed_text(buf, at, "<H")
+            ids.append(text)
     except (IndexError, struct.error, UnicodeDecodeError):
         raise CmixError(f"{path}: its sample identifier block is cut short or damaged "
                         "(truncated file?)") from None
@@ -83,6 +80,18 @@ def _sample_block(buf: bytes, n: int, path) -> list[str]:
         raise CmixError(f"{path}: its sample identifier block lists {count} samples, its "
                         f"header {n}; the file is damaged")
     return ids
+
+
+def _prefixed_text(buf: bytes, at: int, length_format: str) -> tuple[str, int]:
+    """A UTF-8 string stored as its byte length (struct ``length_format``, "<H" or "<I")
+    then its bytes, at ``at`` in ``buf``: (text, offset after it). IndexError or
+    struct.error when ``buf`` is too short; UnicodeDecodeError for bytes that are not
+    UTF-8."""
+    (k,) = struct.unpack_from(length_format, buf, at)
+    start = at + struct.calcsize(length_format)
+    if start + k > len(buf):
+        raise IndexError
+    return buf[start:start + k].decode(), start + k
 
 
 def _variant_header(buf: bytes, at: int = 0):
@@ -93,20 +102,14 @@ def _variant_header(buf: bytes, at: int = 0):
     """
     out = []
     for _ in range(3):
-        (k,) = struct.unpack_from("<H", buf, at)
-        if at + 2 + k > len(buf):
-            raise IndexError
-        out.append(buf[at + 2:at + 2 + k].decode())
-        at += 2 + k
+        text, at = _prefixed_text(buf, at, "<H")
+        out.append(text)
     pos, n_alleles = struct.unpack_from("<IH", buf, at)
     at += 6
     alleles = []
     for _ in range(n_alleles):
-        (k,) = struct.unpack_from("<I", buf, at)
-        if at + 4 + k > len(buf):
-            raise IndexError
-        alleles.append(buf[at + 4:at + 4 + k].decode())
-        at += 4 + k
+        text, at = _prefixed_text(buf, at, "<I")
+        alleles.append(text)
     return out[0], out[1], out[2], pos, alleles, at
 
 
