@@ -235,9 +235,19 @@ def _run_report(args):
 
 
 # ------------------------------------------------------------------------- genotypes
-def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True, chroms: bool = True):
-    """--bfile / --pfile (prefix or {chrom} pattern) and --fam; with bgen, --bgen and
-    --sample too."""
+_CHROMS_HELP = ("only these chromosomes, as plink2 --chr: codes 1-22, X, Y, XY, MT (chr1 "
+                "and 01 read as 1), comma lists and ranges (e.g. 1-4,22, or 1 2 3); with a "
+                "{chrom} pattern only their files are read (default for a pattern: 1-22, "
+                "else all)")
+
+
+def _add_chroms_arg(p):
+    p.add_argument("--chroms", nargs="+", metavar="SPEC", default=None, help=_CHROMS_HELP)
+
+
+def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True):
+    """--bfile / --pfile (prefix or {chrom} pattern), --fam and --chroms; with bgen,
+    --bgen and --sample too."""
     g = p.add_argument_group("genotypes (one of --bfile, --pfile" + (", --bgen)" if bgen else ")"))
     g.add_argument("--bfile", help="PLINK .bed/.bim/.fam prefix, or a pattern with {chrom} "
                                    "for one .bed/.bim per chromosome 1-22 (e.g. "
@@ -248,9 +258,7 @@ def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True, chroms: bool 
                                      "or .psam for --pfile)" + ("; with --bgen, the samples "
                                                                 "to match the .sample to"
                                                                 if bgen else ""))
-    if chroms:
-        g.add_argument("--chroms", nargs="+", metavar="CHR", default=None,
-                       help="the chromosomes of a {chrom} pattern (default 1-22)")
+    _add_chroms_arg(g)
     if bgen:
         g.add_argument("--bgen", help="BGEN v1.2 file, or a {chrom} pattern (e.g. "
                                       "ukb_imp_chr{chrom}_v3.bgen), each with its .bgi index")
@@ -258,15 +266,18 @@ def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True, chroms: bool 
 
 
 def _genotype_kwargs(args) -> dict:
+    """The genotype arguments of a step as keyword arguments, --chroms parsed."""
+    from .genotypes.selection import parse_chroms
     from .io import CmixError
 
     given = [k for k in ("bfile", "pfile", "bgen") if getattr(args, k, None) is not None]
     if len(given) != 1:
         names = "--bfile, --pfile" + (" or --bgen" if hasattr(args, "bgen") else "")
         raise CmixError(f"give exactly one of {names} (got {len(given) or 'none'})")
-    return {k: getattr(args, k, None) for k in ("bfile", "pfile", "fam", "bgen", "sample",
-                                                 "chroms")
-            if getattr(args, k, None) is not None}
+    kwargs = {k: getattr(args, k, None) for k in ("bfile", "pfile", "fam", "bgen", "sample")
+              if getattr(args, k, None) is not None}
+    chroms = parse_chroms(getattr(args, "chroms", None))
+    return {**kwargs, "chroms": chroms} if chroms is not None else kwargs
 
 
 def _add_bgen_index(sub):
@@ -614,8 +625,9 @@ def _add_qc(sub):
                     "order (sample filters, --mind, --geno, --hwe, --maf) with plink2 "
                     "2.00a3.5's boundary rules. Writes OUT.snplist (IDs passing, as plink2 "
                     "--write-snplist), OUT.vqc.tsv (per-variant table) and OUT.mindrem.id "
-                    "(samples --mind removed).")
-    _add_genotype_args(p, chroms=False)
+                    "(samples --mind removed). Without --mind, runs on disjoint --chroms "
+                    "(one job per chromosome) concatenated in .bim order equal one whole run.")
+    _add_genotype_args(p)
     p.add_argument("--keep", help="keep only these samples (plink --keep file: FID IID or IID)")
     p.add_argument("--remove", help="remove these samples (plink --remove file)")
     p.add_argument("--maf", type=_fraction, nargs="?", const=0.01, default=None,
@@ -626,10 +638,6 @@ def _add_qc(sub):
                    help="remove variants with missing call rate > T (default 0.1)")
     p.add_argument("--mind", type=_fraction, nargs="?", const=0.1, default=None,
                    help="remove samples with missing call rate > T first (default 0.1)")
-    p.add_argument("--chr", dest="chroms", nargs="+", default=None, metavar="CHR",
-                   help="only these chromosomes (as in the .bim): per-chromosome jobs whose "
-                        "outputs, concatenated in .bim order, equal one whole run; with a "
-                        "{chrom} pattern only their files are read")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
     p.add_argument("--threads", type=_positive_int, default=None,
@@ -655,7 +663,8 @@ def _run_qc(args):
     geno_args = _genotype_kwargs(args)
     run_qc_cli(geno_args.get("bfile"), args.out, keep=args.keep, remove=args.remove,
                maf=args.maf, hwe=hwe, geno=args.geno, mind=args.mind,
-               autosome_only=args.autosome, chroms=args.chroms, threads=args.threads,
+               autosome_only=args.autosome, chroms=geno_args.get("chroms"),
+               threads=args.threads,
                pfile=geno_args.get("pfile"), fam=geno_args.get("fam"))
 
 
@@ -713,8 +722,7 @@ def _add_unrelated(sub):
                    help="PLINK 2 .pgen/.pvar/.psam prefix or {chrom} pattern (route 2)")
     p.add_argument("--fam", default=None, help="with --kinship: a .fam giving the samples; "
                                                "with a {chrom} pattern: the shared .fam")
-    p.add_argument("--chroms", nargs="+", metavar="CHR", default=None,
-                   help="the chromosomes of a {chrom} pattern (default 1-22)")
+    _add_chroms_arg(p)
     p.add_argument("--extract", default=None,
                    help="variant IDs to use (e.g. the QC's .snplist); default all autosomal")
     p.add_argument("--keep", default=None, help="samples to consider (plink --keep format)")
@@ -741,7 +749,7 @@ def _run_unrelated(args):
         # offer BLAS inside jitted code, which the KING kernels never use
         sys.modules["scipy.linalg.cython_blas"] = None
     if args.threads:
-        from .genotypes.qc import set_numba_threads
+        from .genotypes.kernels import set_numba_threads
 
         set_numba_threads(args.threads)             # the CPU route's kernels
         if args.device != "cpu":
@@ -755,9 +763,12 @@ def _run_unrelated(args):
         unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
+        from .genotypes.selection import parse_chroms
+
         unrelated_from_genotypes(args.bfile, args.out, cutoff=args.cutoff, extract=args.extract,
                                  keep=args.keep, device=args.device, block_size=args.block_size,
-                                 pfile=args.pfile, fam=args.fam, chroms=args.chroms)
+                                 pfile=args.pfile, fam=args.fam,
+                                 chroms=parse_chroms(args.chroms))
     else:
         raise CmixError("give --kinship TABLE (with --bfile, --fam or --keep for the samples) "
                         "or --bfile PREFIX to compute kinship from genotypes")

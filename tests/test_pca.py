@@ -10,6 +10,7 @@ import pytest
 from scipy.linalg import subspace_angles
 
 from cmix.genotypes import plink
+from cmix.genotypes import selection
 from cmix.cli import main
 from cmix.io import CmixError
 from cmix.genotypes.pca import HIGH_LD_REGIONS, PruneSettings, ld_prune, read_regions, run_pca
@@ -53,7 +54,7 @@ def setup(cohort, tmp_path_factory):
     cmix("unrelated", "--kinship", cohort / "kinship.dat", "--bfile", cohort / "genotypes",
          "--keep", d / "all.keep", "--out", d / "unrel")
     bf = plink.open_bfile(cohort / "genotypes")
-    unrel, _ = plink.match_samples(plink.read_sample_ids(d / "unrel.king.cutoff.in.id"), bf.fam)
+    unrel, _ = selection.match_samples(selection.read_sample_ids(d / "unrel.king.cutoff.in.id"), bf.fam)
     held = np.random.default_rng(0).choice(unrel, N_HELD_OUT, replace=False)
     write_ids(d / "fit.id", bf.fam, np.setdiff1d(unrel, held))
     (d / "everyone.id").write_text((d / "all.keep").read_text())
@@ -79,7 +80,7 @@ def plink2_prune(setup, settings, extract=True, out="p2"):
 ])
 def test_prune_in_identical_to_plink2(setup, settings, extract):
     bf, d = setup["bf"], setup["dir"]
-    fit, _ = plink.match_samples(plink.read_sample_ids(d / "fit.id"), bf.fam)
+    fit, _ = selection.match_samples(selection.read_sample_ids(d / "fit.id"), bf.fam)
     ids = bf.bim["variant_id"]
     candidates = (np.flatnonzero(ids.isin(set(lines(d / "qc.snplist"))).to_numpy())
                   if extract else np.arange(bf.n_variants))
@@ -179,8 +180,8 @@ def test_projection_matches_plink2_score(setup, pca_run):
     same scores as OUT.eigenvec, after the documented scale m sqrt(eigenvalue)."""
     d = pca_run
     bf = setup["bf"]
-    fit, _ = plink.match_samples(plink.read_sample_ids(d / "fit.id"), bf.fam)
-    everyone, _ = plink.match_samples(plink.read_sample_ids(d / "everyone.id"), bf.fam)
+    fit, _ = selection.match_samples(selection.read_sample_ids(d / "fit.id"), bf.fam)
+    everyone, _ = selection.match_samples(selection.read_sample_ids(d / "everyone.id"), bf.fam)
     held = np.setdiff1d(everyone, fit)
     assert len(held) >= N_HELD_OUT
     write_ids(d / "held.id", bf.fam, held)

@@ -8,6 +8,7 @@ import pytest
 from bed_reader import open_bed
 
 from cmix.genotypes import plink
+from cmix.genotypes import selection
 from cmix.io import CmixError
 from conftest import requires_plink2
 
@@ -101,9 +102,9 @@ def test_sample_id_lists(tmp_path):
     fam = pd.DataFrame({"fid": ["a", "b", "c"], "iid": ["1", "2", "3"]})
     (tmp_path / "k1").write_text("#FID\tIID\nc\t3\na\t1\nz\t9\n")
     (tmp_path / "k2").write_text("2\n3\n")
-    idx, unknown = plink.match_samples(plink.read_sample_ids(tmp_path / "k1"), fam)
+    idx, unknown = selection.match_samples(selection.read_sample_ids(tmp_path / "k1"), fam)
     assert list(idx) == [0, 2] and unknown == 1
-    ids = plink.read_sample_ids(tmp_path / "k2")          # one column: IID, FID = IID (plink2)
+    ids = selection.read_sample_ids(tmp_path / "k2")          # one column: IID, FID = IID (plink2)
     assert list(ids.fid) == ["2", "3"]
     with pytest.raises(CmixError, match="none of its 2 IDs"):
-        plink.match_samples(ids, fam, tmp_path / "k2")
+        selection.match_samples(ids, fam, tmp_path / "k2")

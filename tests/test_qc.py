@@ -12,6 +12,7 @@ import pytest
 from scipy.special import gammaln, logsumexp
 
 from cmix.genotypes import plink
+from cmix.genotypes import selection
 from cmix.genotypes import qc
 from cmix.cli import main
 from cmix.io import CmixError
@@ -130,7 +131,7 @@ def cmix_result(prefix, keep_path=None, **kw):
     bf = plink.open_bfile(prefix)
     idx = None
     if keep_path is not None:
-        idx, _ = plink.match_samples(plink.read_sample_ids(keep_path), bf.fam)
+        idx, _ = selection.match_samples(selection.read_sample_ids(keep_path), bf.fam)
     return qc.run_qc(bf, idx, **kw)
 
 
@@ -280,7 +281,7 @@ def test_streaming_and_threads_do_not_change_results(edge):
 def test_counts_match_dense_decode(edge):
     prefix, keep = edge
     bf = plink.open_bfile(prefix)
-    idx, _ = plink.match_samples(plink.read_sample_ids(keep), bf.fam)
+    idx, _ = selection.match_samples(selection.read_sample_ids(keep), bf.fam)
     c = qc.count_genotypes(bf, idx, sample_missing=True, block_bytes=3000)
     g = plink.read_genotypes(bf)
     founders = qc.founder_flags(bf.fam)
@@ -391,7 +392,7 @@ def test_remove_and_keep_together_match_plink2(edge, tmp_path):
 
 
 def test_per_chromosome_runs_concatenate_to_the_whole_run(cohort, tmp_path):
-    """The workflow's split: one `cmix qc --chr C` job per chromosome, outputs concatenated
+    """The workflow's split: one `cmix qc --chroms C` job per chromosome, outputs concatenated
     in .bim order, equals one whole run (and plink2's snplist)."""
     import subprocess
     import sys
@@ -408,7 +409,7 @@ def test_per_chromosome_runs_concatenate_to_the_whole_run(cohort, tmp_path):
 
     whole = qc(out=tmp_path / "whole")
     chroms = pd.read_csv(cohort / "genotypes.bim", sep="\t", header=None)[0].astype(str).unique()
-    parts = [qc("--chr", c, out=tmp_path / f"chr{c}") for c in chroms]
+    parts = [qc("--chroms", c, out=tmp_path / f"chr{c}") for c in chroms]
     snps = "".join(p.with_suffix(".snplist").read_text() for p in parts)
     assert snps == whole.with_suffix(".snplist").read_text()
     vqc = pd.concat([pd.read_csv(p.with_suffix(".vqc.tsv"), sep="\t") for p in parts],
@@ -419,6 +420,6 @@ def test_per_chromosome_runs_concatenate_to_the_whole_run(cohort, tmp_path):
                    check=True, capture_output=True)
     assert snps == (tmp_path / "p2.snplist").read_text()
     res = subprocess.run([sys.executable, "-m", "cmix.cli", "qc", "--bfile",
-                          str(cohort / "genotypes"), "--mind", "0.1", "--chr", "1", "--out",
+                          str(cohort / "genotypes"), "--mind", "0.1", "--chroms", "1", "--out",
                           str(tmp_path / "bad")], capture_output=True, text=True)
-    assert res.returncode == 1 and "cannot be combined with --chr" in res.stderr
+    assert res.returncode == 1 and "cannot be combined with --chroms" in res.stderr

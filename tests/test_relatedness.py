@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from cmix.genotypes import plink
-from cmix.genotypes import relatedness
+from cmix.genotypes import relatedness, selection
 from cmix.cli import main
 from cmix.simulate import king_robust_pair
 
@@ -250,7 +250,7 @@ def test_bitplanes_match_torch_products_and_thread_count(families):
     import torch
 
     bf = families["bf"]
-    auto = np.flatnonzero(relatedness.autosomal(bf.bim["chrom"]))
+    auto = np.flatnonzero(selection.is_autosome(bf.bim["chrom"]))
     samples = np.arange(bf.n_samples)
     ref = relatedness._king_torch(bf, auto, samples, None, 64, 2048, torch.device("cpu"), 2 << 30)
     order = np.lexsort((ref[1], ref[0]))

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from cmix.genotypes import plink
+from cmix.genotypes import selection
 from cmix.genotypes import sumstats as S
 from cmix.cli import main
 from cmix.io import CmixError
@@ -205,13 +206,13 @@ def test_clump_matches_plink19(ld_cohort, tmp_path):
         pytest.skip("plink1.9 not installed")
     prefix, ss, snplist, keep = ld_cohort
     bf = plink.open_bfile(prefix)
-    table, _ = S.harmonise(S.read_sumstats(ss), bf.bim, S.read_snplist(snplist))
+    table, _ = S.harmonise(S.read_sumstats(ss), bf.bim, set(selection.read_variant_ids(snplist)))
     ranked = S.rank(table)
     ranked = ranked[ranked.log10_p > -300].reset_index(drop=True)  # plink reads doubles
     clump_in = tmp_path / "in.txt"
     pd.DataFrame({"SNP": ranked.variant_id, "P": ranked.p}).to_csv(clump_in, sep="\t",
                                                                      index=False)
-    sample_idx, _ = plink.match_samples(plink.read_sample_ids(keep), bf.fam)
+    sample_idx, _ = selection.match_samples(selection.read_sample_ids(keep), bf.fam)
     for r2, kb, p1, p2 in [(0.5, 250, 1, 1), (0.2, 50, 1e-3, 0.05), (0.8, 500, 1, 1)]:
         subprocess.run(["plink1.9", "--bfile", str(prefix), "--keep", str(keep), "--clump",
                         str(clump_in), "--clump-r2", str(r2), "--clump-kb", str(kb),

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from cmix.cli import main
-from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples
+from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples, selection
 from cmix.io import CmixError, read_id_list, read_id_set
 
 BOM = "\ufeff"
@@ -80,8 +80,9 @@ def _spec(**kw):
 READERS = {
     "read_fam": ("genotypes.fam", lambda p, fam: plink.read_fam(p)),
     "read_bim": ("genotypes.bim", lambda p, fam: plink.read_bim(p)),
-    "read_sample_ids (--keep/--remove)": ("keep.txt", lambda p, fam: plink.read_sample_ids(p)),
-    "read_id_list (--extract)": ("extract.txt", lambda p, fam: read_id_list(p, "ids")),
+    "read_sample_ids (--keep/--remove)": ("keep.txt", lambda p, fam: selection.read_sample_ids(p)),
+    "read_id_list": ("extract.txt", lambda p, fam: read_id_list(p, "ids")),
+    "read_variant_ids (--extract)": ("extract.txt", lambda p, fam: selection.read_variant_ids(p)),
     "read_id_set": ("extract.txt", lambda p, fam: sorted(read_id_set(p, "ids"))),
     "read_withdrawn": ("withdrawn.txt", lambda p, fam: sorted(samples.read_withdrawn(p))),
     "read_sample_qc (tidy)": ("sample_qc.tsv", lambda p, fam: samples.read_sample_qc(p, fam)),
@@ -366,7 +367,7 @@ def chrom_set(cohort, tmp_path_factory):
 
 
 def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsys):
-    """c2's files hold chromosome 1's variants: `cmix qc --chr 2` and the whole set
+    """c2's files hold chromosome 1's variants: `cmix qc --chroms 2` and the whole set
     are refused instead of reading them as chromosome 2's (or finding none)."""
     d, chroms = chrom_set
     assert len(chroms) >= 2
@@ -375,11 +376,11 @@ def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsy
     for ext in (".bed", ".bim", ".fam"):       # chromosome 1's files under chromosome 2's name
         shutil.copy(d / f"c{chroms[0]}{ext}", e / f"c{chroms[1]}{ext}")
     out = tmp_path / "out"
-    assert main(["qc", "--bfile", str(d / "c{chrom}"), "--fam", str(d / "c.fam"), "--chr",
+    assert main(["qc", "--bfile", str(d / "c{chrom}"), "--fam", str(d / "c.fam"), "--chroms",
                  *chroms, "--out", str(tmp_path / "ok" / "v")]) == 0
     capsys.readouterr()
     for sel in ([chroms[1]], chroms):
-        fails(capsys, ["qc", "--bfile", e / "c{chrom}", "--fam", e / "c.fam", "--chr", *sel,
+        fails(capsys, ["qc", "--bfile", e / "c{chrom}", "--fam", e / "c.fam", "--chroms", *sel,
                        "--out", out / "v"], e / f"c{chroms[1]}.bim",
               f"chromosome '{chroms[0]}', but the file is chromosome {chroms[1]}'s", out)
 

@@ -102,7 +102,7 @@ def test_qc_on_chromosome_sets_and_pgen_equals_merged_and_plink2(ukb, tmp_path):
     pd.testing.assert_frame_equal(pgen_table, table)
     for flag, pattern, shared in (("--bfile", "cal_chr{chrom}", "cal.fam"),
                                   ("--pfile", "pg_chr{chrom}", "shared.psam")):
-        parts = [_qc([flag, str(ukb / pattern), "--fam", str(ukb / shared), "--chr", c],
+        parts = [_qc([flag, str(ukb / pattern), "--fam", str(ukb / shared), "--chroms", c],
                      tmp_path / f"{flag[2:]}{c}") for c in CHROMS]
         assert "".join(p[0] for p in parts) == reference
         pd.testing.assert_frame_equal(pd.concat([p[1] for p in parts], ignore_index=True),

@@ -435,7 +435,8 @@ def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     fam: path of the target .fam (default: the first .sample's samples). positions:
     {chromosome: positions} to list only those variants (see :func:`open_bgen`).
     """
-    from .sources import ChromSet, chrom_range, expand, is_pattern
+    from .selection import chrom_text
+    from .sources import ChromSet, expand, is_pattern
     from .plink import read_fam
 
     target = read_fam(fam) if fam is not None else None
@@ -460,7 +461,7 @@ def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     for chrom, path in expand(bgen, chroms):
         if not Path(path).is_file():
             raise CmixError(f"{path}: missing chromosome {chrom} file of the per-chromosome "
-                            f"set {bgen} (expected chromosomes {chrom_range(chroms)}; "
+                            f"set {bgen} (expected chromosomes {chrom_text(chroms or None)}; "
                             "--chroms names the chromosomes of a set)")
         sample_path = str(sample).replace("{chrom}", chrom)
         part = open_bgen(path, sample_path, target, wanted(chrom))

@@ -231,14 +231,17 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
     ``fam``; or ``bgen`` + ``sample``); extract: QC-passed SNP list. Returns a summary
     (counts, the IDs' sha256; no IDs).
     """
-    from .plink import match_samples, read_sample_ids, write_sample_ids
+    from .plink import write_sample_ids
+    from .selection import chrom_mask, read_variant_ids, sample_rows
     from .store import open_source
 
     exe = find_plink2(plink2)
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
                      chroms=chroms)
-    sample_idx = (match_samples(read_sample_ids(keep), bf.fam, keep)[0] if keep is not None
+    sample_idx = (sample_rows(bf.fam, keep, step=f"gwas {trait}")[0] if keep is not None
                   else np.arange(bf.n_samples))
+    if extract is not None:
+        read_variant_ids(extract)         # a missing or empty list fails here, not in plink2
     pheno_table = ph.read_phenotypes(pheno)
     iids = bf.fam["iid"].astype(str).to_numpy()[sample_idx]
     cov_names, cov = [], np.zeros((len(sample_idx), 0))
@@ -262,7 +265,8 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
     fam_rows = sample_idx[chosen]
     fid = bf.fam["fid"].astype(str).to_numpy()[fam_rows]
     iid = iids[chosen]
-    bim_chroms = list(dict.fromkeys(bf.bim["chrom"].astype(str)))
+    bim_chrom = bf.bim["chrom"].astype(str)
+    bim_chroms = list(dict.fromkeys(bim_chrom[chrom_mask(bim_chrom, chroms)]))
     runs = _chrom_inputs(bfile, pfile, fam, bgen, sample, chroms, bim_chroms)
     log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
         f"{len(runs)} chromosome run(s)")
@@ -310,7 +314,7 @@ def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown") -> di
     """The store's ``provenance["snp_source"]``: discovery (the ``discovery`` ID list's size
     and sha256 of the sorted IIDs) or external (the ``sumstats`` file's name and whether
     its GWAS may include this cohort); None when neither is given."""
-    from .plink import read_sample_ids
+    from .selection import read_sample_ids
 
     if discovery is not None:
         iids = read_sample_ids(discovery)["iid"]

@@ -40,9 +40,9 @@ from numba import njit
 
 from . import plink
 from ..io import CmixError, log
-from .kernels import popcount
-from .qc import K_SMALL_EPSILON, founder_flags
-from .relatedness import autosomal
+from .kernels import K_SMALL_EPSILON, count_genotypes, founder_flags, popcount, set_numba_threads
+from .selection import (chrom_code, chrom_codes, chrom_mask, extract_mask, is_autosome,
+                        sample_rows)
 
 #: long-range LD regions shipped with cmix as package data (cmix/data/, GRCh37; see the
 #: file's header); a real path in a source tree and in a pip install, -e or not
@@ -54,7 +54,8 @@ def read_regions(path) -> pd.DataFrame:
     """Read a region list: columns chrom, start, end (1-based, inclusive bp), label.
 
     Whitespace separated; lines starting with '#' and blank lines are skipped. The
-    chromosome may be written 6 or chr6. Errors name the line.
+    chromosome may be written 6, 06 or chr6 (:func:`cmix.genotypes.selection.chrom_code`).
+    Errors name the line.
     """
     path = Path(path)
     if not path.exists():
@@ -80,20 +81,15 @@ def read_regions(path) -> pd.DataFrame:
                                 if start > end else
                                 f"{path}, line {lineno}: negative start {start}")
             label = fields[3] if len(fields) > 3 else f"region{len(rows) + 1}"
-            rows.append((_chrom_key(fields[0]), start, end, label))
+            rows.append((chrom_code(fields[0]), start, end, label))
     return pd.DataFrame(rows, columns=["chrom", "start", "end", "label"])
-
-
-def _chrom_key(chrom: str) -> str:
-    chrom = str(chrom)
-    return chrom[3:] if chrom.lower().startswith("chr") else chrom
 
 
 def in_regions(bim: pd.DataFrame, regions: pd.DataFrame) -> np.ndarray:
     """bool (n_variants,): True where the variant lies in a region (bounds inclusive,
     as plink2 --exclude range)."""
     out = np.zeros(len(bim), bool)
-    chrom = bim["chrom"].astype(str).map(_chrom_key).to_numpy()
+    chrom = chrom_codes(bim["chrom"])
     pos = bim["pos"].to_numpy()
     for c, s, e in zip(regions["chrom"], regions["start"], regions["end"]):
         out |= (chrom == c) & (pos >= s) & (pos <= e)
@@ -721,8 +717,6 @@ def fit_and_project(bf, variant_idx: np.ndarray, fit_idx: np.ndarray, other_idx:
     """
     from threadpoolctl import threadpool_limits
 
-    from .qc import set_numba_threads, count_genotypes
-
     variant_idx = np.asarray(variant_idx, np.int64)
     fit_idx = np.asarray(fit_idx, np.int64)
     other_idx = np.asarray(other_idx, np.int64)
@@ -983,13 +977,6 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
 
 
 # ---------------------------------------------------------------- the `cmix pca` step
-def _sample_rows(bf, path, what: str) -> np.ndarray:
-    idx, n_unknown = plink.match_samples(plink.read_sample_ids(path), bf.fam, path)
-    if n_unknown:
-        log(f"pca: {n_unknown} IDs in {path} ({what}) are not in the .fam and were ignored")
-    return idx
-
-
 def check_n_pcs(n_pcs: int, n_fit: int, what: str = "fitted samples") -> None:
     """CmixError unless 1 <= n_pcs <= n_fit - 1 (n centred samples span n - 1
     dimensions); ``what`` describes n_fit in the message."""
@@ -1008,14 +995,13 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
 
     bfile / pfile / fam / chroms: the genotypes, as every step takes them
     (:func:`cmix.genotypes.store.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
-    pattern of per-chromosome files read as if merged. keep: samples to fit on (plink --keep list, e.g. the unrelated set; None = all).
-    project: more samples (list) to project onto the fitted axes. extract: candidate
+    pattern of per-chromosome files read as if merged; chroms: only these chromosomes
+    (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`). keep: samples to
+    fit on (plink --keep list, e.g. the unrelated set; None = all). project: more samples (list) to project onto the fitted axes. extract: candidate
     variants (a .snplist; None = all autosomal). regions: long-range LD regions to
     drop (None = none). prune: --indep-pairwise settings (None = no pruning).
     threads: numba and BLAS threads (None = all cores).
     """
-    from .qc import set_numba_threads
-
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
     from .store import open_source
@@ -1023,18 +1009,24 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
     if out_prefix is None:
         raise CmixError("cmix pca needs --out")
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
-    fit_idx = _sample_rows(bf, keep, "--keep") if keep else np.arange(bf.n_samples)
+    fit_idx = (sample_rows(bf.fam, keep, step="pca")[0] if keep
+               else np.arange(bf.n_samples))
     other_idx = np.zeros(0, np.int64)
     if project:
-        other_idx = np.setdiff1d(_sample_rows(bf, project, "--project"), fit_idx)
+        other_idx = np.setdiff1d(sample_rows(bf.fam, project, step="pca",
+                                             keep_flag="--project")[0], fit_idx)
     n_fit = len(fit_idx)
     check_n_pcs(n_pcs, n_fit)
 
     bim = bf.bim
-    candidate = autosomal(bim["chrom"])
+    candidate = is_autosome(bim["chrom"])
     steps = {"variants in the genotypes": bf.n_variants, "autosomal": int(candidate.sum())}
+    on_chroms = chrom_mask(bim["chrom"], chroms)
+    if not on_chroms.all():
+        candidate &= on_chroms
+        steps["on --chroms"] = int(candidate.sum())
     if extract:
-        candidate &= bim["variant_id"].isin(_read_variant_ids(extract)).to_numpy()
+        candidate &= extract_mask(bim["variant_id"], extract, f"{bf.prefix}.bim")[0]
         steps["in --extract"] = int(candidate.sum())
     if regions is not None:
         candidate &= ~in_regions(bim, read_regions(regions))
@@ -1068,12 +1060,3 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
     for key, value in summary.items():
         log(f"pca: {key}: {value}")
     return summary
-
-
-def _read_variant_ids(path) -> set[str]:
-    from ..io import read_id_set
-
-    ids = read_id_set(path, "--extract variant list")
-    if not ids:
-        raise CmixError(f"{path}: no variant IDs in the --extract file")
-    return ids

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file, read_table, text_lines
+from ..io import CmixError, input_file, read_table
 
 BED_MAGIC = b"\x6c\x1b\x01"
 FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
@@ -448,31 +448,6 @@ def write_bfile(prefix, dosage: np.ndarray, fam: pd.DataFrame, bim: pd.DataFrame
         w.write(dosage)
 
 
-def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a plink-style sample ID list (--keep/--remove): columns fid, iid.
-
-    Accepts an optional ``#FID IID`` / ``#IID`` header, two columns (FID IID) or one
-    (IID, FID taken equal to it as plink2 does), whitespace separated; extra columns
-    are ignored.
-    """
-    path = input_file(path, "sample ID list")
-    rows = []
-    two_columns = None
-    for lineno, line in text_lines(path, "sample ID list"):
-        fields = line.split()
-        if not fields:
-            continue
-        if lineno == 1 and fields[0].startswith("#"):
-            two_columns = fields[0].lstrip("#").upper() == "FID"
-            continue
-        if two_columns is None:
-            two_columns = len(fields) >= 2
-        if two_columns and len(fields) < 2:
-            raise CmixError(f"{path}, line {lineno}: expected FID and IID, found one column")
-        rows.append((fields[0], fields[1]) if two_columns else (fields[0], fields[0]))
-    return pd.DataFrame(rows, columns=["fid", "iid"], dtype=str)
-
-
 def allele_flips(bim: pd.DataFrame, row: np.ndarray, ids, effect, other, where,
                  whose: str) -> np.ndarray:
     """Orient variants found in ``bim`` to a reference's alleles.
@@ -497,25 +472,6 @@ def allele_flips(bim: pd.DataFrame, row: np.ndarray, ids, effect, other, where,
                         f"{effect[i]}/{other[i]} ({int(bad.sum())} such variants): another "
                         "allele coding or strand; harmonise the file set first")
     return swapped & found
-
-
-def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.ndarray, int]:
-    """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``.
-
-    Returns (indices, n_unknown). IDs not in the .fam are counted, as plink2 ignores
-    them; an empty ID list, or one that matches no sample at all, is an error.
-    """
-    if len(ids) == 0:
-        raise CmixError(f"{path or 'sample list'}: no sample IDs in the file (expected lines "
-                        "of FID IID, or IID)")
-    key = pd.Index(fam["fid"] + "\t" + fam["iid"])
-    pos = key.get_indexer(ids["fid"] + "\t" + ids["iid"])
-    n_unknown = int((pos < 0).sum())
-    idx = np.unique(pos[pos >= 0])
-    if len(idx) == 0:
-        raise CmixError(f"{path or 'sample list'}: none of its {len(ids)} IDs is in the .fam "
-                        "(check the FID/IID columns)")
-    return idx, n_unknown
 
 
 def write_sample_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:

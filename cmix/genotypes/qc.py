@@ -1,13 +1,14 @@
 """Variant QC as plink2 (2.00a3.5) does it: genotype counts, MAF, missingness, HWE.
 
-One pass over the packed .bed bytes counts, per variant, the genotypes of the kept
-founders (for --maf and --hwe) and the missing calls of all kept samples (for --geno);
-with --mind it also counts each sample's missing calls. The .bed is read in blocks of
-variants into two reusable buffers (the next block is read while the current one is
-counted), so memory stays flat in the number of variants. The counting kernel works on
-64-bit words (32 samples each) with three popcounts per word; a per-word bit mask
-selects the kept (founder) samples, so --keep, --remove, founders and the padding of
-each variant's last byte are handled by the same AND.
+One pass over the packed .bed bytes (:func:`cmix.genotypes.kernels.count_genotypes`)
+counts, per variant, the genotypes of the kept founders (for --maf and --hwe) and the
+missing calls of all kept samples (for --geno); with --mind it also counts each
+sample's missing calls. The .bed is read in blocks of variants into two reusable
+buffers (the next block is read while the current one is counted), so memory stays flat
+in the number of variants. The counting kernel works on 64-bit words (32 samples each)
+with three popcounts per word; a per-word bit mask selects the kept (founder) samples,
+so --keep, --remove, founders and the padding of each variant's last byte are handled
+by the same AND.
 
 Filters, in plink2's order: sample filters (--keep/--remove) -> --mind -> --geno ->
 --hwe -> --maf. Counts for --hwe/--maf are taken once, after --mind. Boundary rules
@@ -35,34 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from ..io import CmixError
-from .kernels import popcount
+from .kernels import K_SMALL_EPSILON, Counts, count_genotypes, founder_flags
+from .selection import chrom_mask, chrom_text, is_autosome
 
 # plink2's constants (plink2_stats.cc): the probability scale of the observed table and
 # the relative tolerance below which two tables count as equally likely.
 K_EXACT_TEST_BIAS = 0.00000000000000000000000010339757656912845935892608650874535669572651386260986328125
-K_SMALL_EPSILON = 0.00000000000005684341886080801486968994140625  # 2^-44
 _DBL_MAX = 1.7976931348623157e308
-
-_M55 = np.uint64(0x5555555555555555)
-_ONE = np.uint64(1)
-
-AUTOSOME_CODES = {str(c) for c in range(1, 23)} | {f"chr{c}" for c in range(1, 23)}
-
-
-@intrinsic
-def _ctz(typingctx, x):
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        from llvmlite import ir
-
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
-
-    return sig, codegen
 
 
 # ---------------------------------------------------------------- HWE exact test
@@ -192,151 +175,6 @@ def hwe_exact_p(het, hom_a1, hom_a2, midp: bool = False) -> np.ndarray:
     return out
 
 
-# ---------------------------------------------------------------- counting kernel
-@njit(parallel=True, cache=True, nogil=True)
-def _count_block(block, n_rows, bpv, mask_f, mask_nf, nf_words, mask_keep, row_ok,
-                 sample_missing, counts):
-    """Count genotypes for ``n_rows`` packed variants in ``block`` (uint8, row-major).
-
-    mask_f / mask_nf / mask_keep: uint64 (n_words,), bit 2k set when sample 32w+k is a
-    kept founder / kept non-founder / kept sample. nf_words: int64 indices of words
-    with a kept non-founder. counts: int64 (n_rows, 4) <- founders' hom A2 (code 11),
-    het (code 10), missing (code 01), and all kept samples' missing.
-    sample_missing: int64 (n_chunks, n_samples) per-sample missing counts, added to
-    when it has columns (one row per parallel chunk, summed by the caller), for rows
-    with row_ok[v] != 0 (uint8 (n_rows,)).
-    """
-    n_words = mask_f.shape[0]
-    n_chunks = sample_missing.shape[0]
-    want_samples = sample_missing.shape[1] > 0
-    per = (n_rows + n_chunks - 1) // n_chunks
-    for t in prange(n_chunks):
-        buf8 = np.zeros(n_words * 8, np.uint8)
-        buf = buf8.view(np.uint64)
-        v0 = t * per
-        v1 = min(n_rows, v0 + per)
-        for v in range(v0, v1):
-            off = v * bpv
-            buf8[:bpv] = block[off:off + bpv]
-            n11 = np.uint64(0)
-            nlo = np.uint64(0)
-            nhi = np.uint64(0)
-            for w in range(n_words):
-                x = buf[w]
-                lo = x & _M55
-                hi = (x >> _ONE) & _M55
-                m = mask_f[w]
-                nlo += popcount(lo & m)
-                nhi += popcount(hi & m)
-                n11 += popcount(lo & hi & m)
-            miss_nf = np.uint64(0)
-            for k in range(nf_words.shape[0]):
-                w = nf_words[k]
-                x = buf[w]
-                miss_nf += popcount(x & ~(x >> _ONE) & _M55 & mask_nf[w])
-            counts[v, 0] = n11
-            counts[v, 1] = nhi - n11
-            counts[v, 2] = nlo - n11
-            counts[v, 3] = nlo - n11 + miss_nf
-            if want_samples and row_ok[v]:
-                for w in range(n_words):
-                    x = buf[w]
-                    miss = x & ~(x >> _ONE) & _M55 & mask_keep[w]
-                    while miss:
-                        bit = _ctz(miss)
-                        sample_missing[t, w * 32 + (bit >> _ONE)] += 1
-                        miss &= miss - _ONE
-
-
-def _word_mask(sample_flags: np.ndarray) -> np.ndarray:
-    """bool (n_samples,) -> uint64 (ceil(n/32),) with bit 2k set where sample 32w+k is True."""
-    n = sample_flags.shape[0]
-    n_words = (n + 31) // 32
-    flags = np.zeros(n_words * 32, np.uint64)
-    flags[:n] = sample_flags
-    shifts = (2 * np.arange(32)).astype(np.uint64)
-    return (flags.reshape(n_words, 32) << shifts).sum(axis=1, dtype=np.uint64)
-
-
-def founder_flags(fam) -> np.ndarray:
-    """bool (n_samples,): True where the .fam lists no parent (both columns "0").
-
-    plink2 treats a sample as a founder when neither parent ID is given, whether or not
-    the parents are in the file (checked by tests/test_qc.py against plink2).
-    """
-    return ((fam["father"] == "0") & (fam["mother"] == "0")).to_numpy()
-
-
-@dataclass
-class Counts:
-    """Per-variant counts over the kept samples; arrays are int64 (n_variants,)."""
-
-    hom_a1: np.ndarray
-    het: np.ndarray
-    hom_a2: np.ndarray
-    missing_founders: np.ndarray
-    missing: np.ndarray  # all kept samples, founders or not
-    n_samples: int       # kept samples
-    n_founders: int      # kept founders
-    sample_missing: np.ndarray | None = None  # int64 (n_samples_in_fam,), --mind only
-
-
-def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
-                    variant_ok=None, threads: int | None = None, block_bytes: int = 32 << 20,
-                    show_progress: bool = True) -> Counts:
-    """Count genotypes per variant over the kept samples in one streaming pass.
-
-    bf: an opened :class:`cmix.genotypes.plink.Bfile`. sample_idx: int indices into the .fam of
-    the kept samples (None = all). Founders (no parents in the .fam) give the genotype
-    counts; all kept samples give ``missing``. ``sample_missing=True`` also counts
-    each sample's missing calls (for --mind) over the variants where ``variant_ok``
-    (bool (n_variants,), None = all) is True. Peak memory: two blocks of
-    ``block_bytes`` plus the per-variant arrays.
-    """
-    from ..io import progress
-
-    n, m = bf.n_samples, bf.n_variants
-    keep = np.zeros(n, bool)
-    keep[np.arange(n) if sample_idx is None else np.asarray(sample_idx, np.int64)] = True
-    founders = founder_flags(bf.fam)
-    mask_f = _word_mask(keep & founders)
-    mask_nf = _word_mask(keep & ~founders)
-    mask_keep = _word_mask(keep)
-    nf_words = np.flatnonzero(mask_nf).astype(np.int64)
-    bpv = bf.bytes_per_variant
-    n_threads = set_numba_threads(threads)
-    block = max(1, min(m, block_bytes // max(bpv, 1)))
-    counts = np.zeros((m, 4), np.int64)
-    row_ok = (np.ones(m, np.uint8) if variant_ok is None
-              else np.asarray(variant_ok, bool).astype(np.uint8))
-    n_chunks = max(1, n_threads)
-    smiss = np.zeros((n_chunks, n if sample_missing else 0), np.int64)
-    if n > 0:
-        bar = progress(total=m, desc="counting genotypes", unit="variant",
-                       disable=None if show_progress else True)
-        for s, e, buf in bf.packed_blocks(block):
-            _count_block(buf, e - s, bpv, mask_f, mask_nf, nf_words, mask_keep, row_ok[s:e],
-                         smiss, counts[s:e])
-            bar.update(e - s)
-        bar.close()
-    n_founders = int((keep & founders).sum())
-    hom_a2, het, miss_f, miss = counts.T
-    return Counts(hom_a1=n_founders - hom_a2 - het - miss_f, het=het.copy(),
-                  hom_a2=hom_a2.copy(), missing_founders=miss_f.copy(), missing=miss.copy(),
-                  n_samples=int(keep.sum()), n_founders=n_founders,
-                  sample_missing=smiss.sum(axis=0) if sample_missing else None)
-
-
-def set_numba_threads(threads: int | None) -> int:
-    import numba
-
-    if threads is None:
-        threads = numba.config.NUMBA_NUM_THREADS
-    threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
-    return threads
-
-
 def _subtract_samples(bf, counts: Counts, removed_idx: np.ndarray) -> None:
     """Remove the contribution of samples ``removed_idx`` from ``counts`` (in place)."""
     from .plink import variant_blocks
@@ -409,9 +247,9 @@ class QcResult:
 def check_autosomes(bim, path) -> None:
     """Raise unless every variant is on an autosome (chrX/Y/XY/MT follow other rules)."""
     chrom = bim["chrom"]
-    bad = ~chrom.isin(AUTOSOME_CODES)
+    bad = ~is_autosome(chrom)
     if bad.any():
-        first = int(np.flatnonzero(bad.to_numpy())[0])
+        first = int(np.flatnonzero(bad)[0])
         line = int(chrom.index[first]) + 1          # .bim row, also for a subset of rows
         raise CmixError(
             f"{path}, line {line}: {int(bad.sum())} variants are not on autosomes 1-22 "
@@ -429,7 +267,8 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
 
     bf: opened Bfile; sample_idx: kept samples (sorted int indices, None = all).
     Thresholds as plink2's flags (None = filter off). ``chroms``: only these chromosomes
-    (as written in the .bim); the table then holds only their variants. Every filter but
+    (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`; "1" also selects a
+    .bim's "chr1" or "01"); the table then holds only their variants. Every filter but
     --mind is per variant, so per-chromosome runs concatenated in .bim order equal one
     whole run; --mind counts all variants and is refused with ``chroms``.
     Returns a :class:`QcResult`.
@@ -443,14 +282,14 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
     if chroms is not None:
         if mind is not None:
             raise CmixError("--mind counts each sample's missing calls over all variants: "
-                            "it cannot be combined with --chr")
-        selected = bim["chrom"].isin([str(c) for c in chroms]).to_numpy()
+                            "it cannot be combined with --chroms")
+        selected = chrom_mask(bim["chrom"], chroms)
         if not selected.any():
             raise CmixError(f"{bf.prefix}.bim: no variant on chromosome(s) "
-                            f"{', '.join(map(str, chroms))}")
+                            f"{chrom_text(chroms)}")
     variant_ok = selected.copy()
     if autosome_only:
-        variant_ok &= bim["chrom"].isin(AUTOSOME_CODES).to_numpy()
+        variant_ok &= is_autosome(bim["chrom"])
     else:
         check_autosomes(bim[selected], bf.prefix.with_name(bf.prefix.name + ".bim"))
     if sample_idx is None:
@@ -568,34 +407,12 @@ def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
     may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_genotypes`, shared ``fam``);
     with ``chroms`` only those chromosomes' files are opened.
     """
-    from .sources import is_pattern, open_genotypes
+    from .sources import open_genotypes
     from ..io import log
-    from .plink import match_samples, read_sample_ids
+    from .selection import sample_rows
 
-    bf = open_genotypes(bfile, pfile=pfile, fam=fam,
-                        chroms=chroms if is_pattern(bfile or pfile) else None)
-    keep_mask = np.ones(bf.n_samples, bool)
-    for path, is_keep in ((keep, True), (remove, False)):
-        if path is None:
-            continue
-        ids = read_sample_ids(path)
-        if is_keep and len(ids) == 0:
-            raise CmixError(f"{path}: no sample IDs in the --keep file")
-        try:
-            idx, n_unknown = match_samples(ids, bf.fam, path)
-        except CmixError:
-            if is_keep:
-                raise
-            idx, n_unknown = np.zeros(0, np.int64), len(ids)
-        if n_unknown:
-            log(f"qc: warning: {n_unknown} of {len(ids)} IDs in {path} are not in the .fam "
-                "and were ignored (as plink2 does)")
-        sel = np.zeros(bf.n_samples, bool)
-        sel[idx] = True
-        keep_mask &= sel if is_keep else ~sel
-    sample_idx = np.flatnonzero(keep_mask)
-    if len(sample_idx) == 0:
-        raise CmixError("no samples left after --keep/--remove")
+    bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
+    sample_idx, _ = sample_rows(bf.fam, keep, remove, step="qc")
     hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
     result = run_qc(bf, sample_idx, maf=maf, hwe=hwe_p, hwe_midp=midp,
                     hwe_keep_fewhet=fewhet, geno=geno, mind=mind,

@@ -55,8 +55,10 @@ import numpy as np
 import pandas as pd
 
 from . import plink
+from .selection import (chrom_mask, chrom_text, extract_mask, is_autosome, read_sample_ids,
+                        sample_rows)
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
-                 read_id_list, resolve_device)
+                 resolve_device)
 
 #: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
 DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
@@ -81,13 +83,6 @@ def check_cutoff(cutoff: float) -> float:
                         "and 0.5 (0.0884 drops second-degree relatives and closer, 0.177 "
                         "first-degree, 0.354 duplicates)")
     return cutoff
-
-
-def autosomal(chrom: pd.Series) -> np.ndarray:
-    """Boolean mask of .bim chromosome codes 1-22 (also written chr1..chr22)."""
-    code = chrom.astype(str).str.replace(r"^chr", "", case=False, regex=True)
-    num = pd.to_numeric(code, errors="coerce")
-    return (num >= 1).to_numpy() & (num <= 22).to_numpy()
 
 
 # ------------------------------------------------------------------------------ pruning
@@ -282,7 +277,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     ibs0, het1_hom2, het2_hom1 (int64 counts over jointly called variants), kinship.
     """
     variant_idx = np.arange(bf.n_variants) if variant_idx is None else np.asarray(variant_idx)
-    variant_idx = np.sort(variant_idx[autosomal(bf.bim["chrom"].iloc[variant_idx])])
+    variant_idx = np.sort(variant_idx[is_autosome(bf.bim["chrom"].iloc[variant_idx])])
     sample_idx = np.arange(bf.n_samples) if sample_idx is None else np.sort(np.asarray(sample_idx))
     n, n_var = len(sample_idx), len(variant_idx)
     empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in
@@ -642,7 +637,7 @@ def _write_kin0(path, fam: pd.DataFrame, pairs: pd.DataFrame) -> None:
 
 # ---------------------------------------------------------------------------- the routes
 def _sample_universe(bfile=None, fam_path=None, keep=None):
-    """(fam, sample_idx, n_keep_unknown): the sample table in .fam order and the kept positions."""
+    """(fam, sample_idx): the sample table in .fam order and the kept positions."""
     if fam_path is not None:
         from .pgen import read_psam
 
@@ -652,20 +647,19 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
 
         fam = open_genotypes(bfile).fam
     elif keep is not None:
-        fam = plink.read_sample_ids(keep)
+        fam = read_sample_ids(keep)
         if len(fam) == 0:
             raise CmixError(f"{keep}: no sample IDs in the file (expected lines of FID IID, "
                             "or IID)")
         dup = fam.duplicated()
         if dup.any():
             fam = fam[~dup].reset_index(drop=True)
-        return fam, np.arange(len(fam)), 0
+        return fam, np.arange(len(fam))
     else:
         raise CmixError("the kinship-table route needs the samples: give --bfile, --fam or --keep")
     if keep is None:
-        return fam, np.arange(len(fam)), 0
-    idx, n_unknown = plink.match_samples(plink.read_sample_ids(keep), fam, keep)
-    return fam, idx, n_unknown
+        return fam, np.arange(len(fam))
+    return fam, sample_rows(fam, keep, step="unrelated")[0]
 
 
 def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, bfile=None,
@@ -676,7 +670,7 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
     listed); a table none of whose pairs match is an error (wrong ID columns).
     """
     cutoff = check_cutoff(cutoff)
-    fam, sample_idx, n_keep_unknown = _sample_universe(bfile, fam_path, keep)
+    fam, sample_idx = _sample_universe(bfile, fam_path, keep)
     table = read_kinship_table(kinship_path)
     pairs, n_unknown = match_kinship_pairs(table, fam)
     if len(table) and len(pairs) == 0:
@@ -690,8 +684,6 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
     if n_unknown:
         log(f"unrelated: {n_unknown} of {len(table)} kinship-table pairs name a sample not in "
             "the cohort; ignored")
-    if n_keep_unknown:
-        log(f"unrelated: {n_keep_unknown} IDs of the keep list are not in the cohort; ignored")
     pairs = pairs[inside].reset_index(drop=True)
     summary_extra = {"table_pairs": len(table), "table_pairs_unknown_ids": n_unknown,
                      "table_pairs_outside_keep": n_outside}
@@ -703,28 +695,27 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
                              pfile=None, fam=None, chroms=None) -> dict:
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
     the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
-    a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``)."""
+    a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``);
+    ``chroms``: only these chromosomes (a --chroms spec); ``keep``: a --keep list."""
     from .sources import open_genotypes
 
     cutoff = check_cutoff(cutoff)
     bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
     fam = bf.fam
-    sample_idx, n_keep_unknown = _keep_positions(fam, keep)
-    variant_idx = np.arange(bf.n_variants)
+    sample_idx = (sample_rows(fam, keep, step="unrelated")[0] if keep is not None
+                  else np.arange(len(fam)))
+    chosen = chrom_mask(bf.bim["chrom"], chroms)
     n_extract_unknown = 0
     if extract is not None:
-        ids = read_id_list(extract, "variant ID list for --extract")
-        pos = pd.Index(bf.bim["variant_id"]).get_indexer(ids)
-        n_extract_unknown = int((pos < 0).sum())
-        variant_idx = np.unique(pos[pos >= 0])
-        if len(ids) and len(variant_idx) == 0:
-            raise CmixError(f"{extract}: none of its {len(ids)} variant IDs is in {bf.prefix}.bim")
-    is_auto = autosomal(bf.bim["chrom"].iloc[variant_idx])
-    n_non_auto = int((~is_auto).sum())
-    variant_idx = variant_idx[is_auto]
+        listed, n_extract_unknown = extract_mask(bf.bim["variant_id"], extract,
+                                                 f"{bf.prefix}.bim")
+        chosen &= listed
+    is_auto = is_autosome(bf.bim["chrom"])
+    n_non_auto = int((chosen & ~is_auto).sum())
+    variant_idx = np.flatnonzero(chosen & is_auto)
     if len(variant_idx) == 0:
         raise CmixError(f"{bf.prefix}.bim: no autosomal variants (chromosomes 1-22) to compute "
-                        "kinship from")
+                        "kinship from" + (f" on --chroms {chrom_text(chroms)}" if chroms else ""))
     if len(sample_idx) < 2:
         raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
                         f"{len(sample_idx)}")
@@ -733,15 +724,8 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
         f"({n_non_auto} non-autosomal excluded"
         + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
         + f") and {len(sample_idx)} samples on {dev}")
-    if n_keep_unknown:
-        log(f"unrelated: {n_keep_unknown} IDs of the keep list are not in the .fam; ignored")
     pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=REPORT_MIN_KINSHIP,
                         block_size=block_size, device=device)
     extra = {"variants_used": len(variant_idx), "variants_non_autosomal_excluded": n_non_auto}
     return write_unrelated(out, fam, sample_idx, pairs, cutoff, kin0=pairs, extra_summary=extra)
 
-
-def _keep_positions(fam: pd.DataFrame, keep):
-    if keep is None:
-        return np.arange(len(fam)), 0
-    return plink.match_samples(plink.read_sample_ids(keep), fam, keep)

@@ -19,9 +19,9 @@ import pandas as pd
 
 from ..io import CmixError
 from .plink import Tables
+from .selection import AUTOSOMES, chrom_code, chrom_text, parse_chroms
 
 CHROM_FIELD = "{chrom}"
-AUTOSOMES = tuple(str(c) for c in range(1, 23))
 
 
 def is_pattern(path) -> bool:
@@ -29,40 +29,25 @@ def is_pattern(path) -> bool:
 
 
 def expand(pattern, chroms=None) -> list[tuple[str, str]]:
-    """[(chrom, path)] of a ``{chrom}`` pattern over ``chroms`` (default 1-22)."""
-    return [(str(c), str(pattern).replace(CHROM_FIELD, str(c))) for c in (chroms or AUTOSOMES)]
-
-
-#: plink's numeric codes of the non-autosomes, by name.
-_PLINK_CHROM_CODES = {"X": "23", "Y": "24", "XY": "25", "MT": "26", "M": "26"}
-
-
-def _chrom_code(chrom) -> str:
-    """A chromosome name as plink's number: no "chr" prefix, no leading zeros, X/Y/XY/MT
-    as 23-26 ("chr03" -> "3", "X" -> "23")."""
-    text = str(chrom).strip()
-    text = text[3:] if text[:3].lower() == "chr" else text
-    text = _PLINK_CHROM_CODES.get(text.upper(), text)
-    return text.lstrip("0") or text
+    """[(chrom, path)] of a ``{chrom}`` pattern over ``chroms`` (a --chroms spec,
+    :func:`cmix.genotypes.selection.parse_chroms`; default 1-22), each code written into
+    the pattern as parse_chroms gives it (1-22, X, Y, XY, MT)."""
+    codes = parse_chroms(chroms) if chroms else AUTOSOMES
+    return [(c, str(pattern).replace(CHROM_FIELD, c)) for c in codes]
 
 
 def check_part_chrom(bim: pd.DataFrame, chrom: str, path) -> None:
     """Raise unless every variant of a per-chromosome file (``bim``: its .bim/.pvar
     table) is on ``chrom``, the chromosome its name gives: a file under another
     chromosome's name would be read as that chromosome."""
-    codes = bim["chrom"].astype(str).map(_chrom_code).to_numpy()
-    bad = codes != _chrom_code(chrom)
+    codes = bim["chrom"].astype(str).map(chrom_code).to_numpy()
+    bad = codes != chrom_code(chrom)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise CmixError(f"{path}, variant row {i + 1}: chromosome {bim['chrom'].iloc[i]!r}, but the "
                         f"file is chromosome {chrom}'s of the per-chromosome set "
                         f"({int(bad.sum())} of its {len(bad)} variants on another chromosome); "
                         "check the file names")
-
-
-def chrom_range(chroms) -> str:
-    chroms = list(chroms or AUTOSOMES)
-    return "1-22" if chroms == list(AUTOSOMES) else ", ".join(chroms)
 
 
 @dataclass
@@ -155,7 +140,7 @@ def open_genotypes(bfile=None, *, pfile=None, fam=None, chroms=None):
             f = prefix.with_name(prefix.name + ext)
             if not f.is_file():
                 raise CmixError(f"{f}: missing chromosome {chrom} file of the per-chromosome "
-                                f"set {src} (expected chromosomes {chrom_range(chroms)}; "
+                                f"set {src} (expected chromosomes {chrom_text(chroms or None)}; "
                                 "--chroms names the chromosomes of a set)")
         part = opener(prefix, fam)
         check_part_chrom(part.bim, chrom, prefix.with_name(prefix.name + exts[1]))

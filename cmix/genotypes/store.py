@@ -424,8 +424,8 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
 
     Genotypes: ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``),
     or ``bgen`` (+ its ``sample`` file, either a ``{chrom}`` pattern; ``fam`` gives the
-    target samples, default the .sample's; ``chroms``: the pattern's chromosomes, default
-    1-22). A .bed gives hard calls (int8); a .bgen, or a
+    target samples, default the .sample's; ``chroms``: only these chromosomes, a --chroms
+    spec: a pattern's files, default 1-22; every selected SNP must lie on them). A .bed gives hard calls (int8); a .bgen, or a
     .pgen holding dosages, gives a fractional store (:data:`DOSAGE_ENCODINGS`), each SNP
     read from its own chromosome's file (BGEN through the .bgi: only the selected SNPs
     are decoded). snps: path of the selected-SNP table
@@ -446,7 +446,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
 
     from . import phenotypes as ph
     from ..io import log
-    from .plink import match_samples, read_sample_ids
+    from .selection import chrom_mask, chrom_text, read_sample_ids, sample_rows
     from .sumstats import read_selection
 
     out = Path(out)
@@ -456,6 +456,12 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
                         "cmix store, so remove it yourself or choose another --out")
     snp_table = read_selection(snps)
+    off_chroms = ~chrom_mask(snp_table["chrom"].astype(str), chroms)
+    if off_chroms.any():
+        i = int(np.flatnonzero(off_chroms)[0])
+        raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
+                        f"on chromosome {snp_table['chrom'].iloc[i]}, outside --chroms "
+                        f"{chrom_text(chroms)} ({int(off_chroms.sum())} such variants)")
     positions = None
     if bgen is not None:   # list only the selected SNPs' positions from the .bgi indexes
         positions = {str(c): g["pos"].to_numpy()
@@ -482,7 +488,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
                         f"{snp_table['variant_id'].iloc[i]!r} are not the .bim's {a1[i]}/{a2[i]}")
 
     if keep is not None:
-        sample_idx, n_unknown = match_samples(read_sample_ids(keep), bf.fam, keep)
+        sample_idx, n_unknown = sample_rows(bf.fam, keep, step=f"store {trait}")
     else:
         sample_idx, n_unknown = np.arange(bf.n_samples), 0
     n_discovery_left_out = 0

@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
-                 open_maybe_gzip, read_id_set)
+                 open_maybe_gzip)
 
 OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
                   "log10_p", "p", "bim_index"]
@@ -542,11 +542,6 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     return out
 
 
-def read_snplist(path: str | os.PathLike) -> set[str]:
-    """Read a plink ``.snplist`` (first whitespace field of each non-empty line)."""
-    return read_id_set(path, "QC-passed SNP list")
-
-
 # ---------------------------------------------------------------------- harmonising
 def _normalise_chrom(chrom) -> pd.Series:
     return pd.Series(_map_unique(chrom, _chrom_name))
@@ -862,7 +857,8 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
 
     Genotypes: ``bfile``/``pfile`` (prefix, ``{chrom}`` pattern with a shared ``fam``,
     or an opened source) or ``bgen`` + ``sample`` (indexed BGEN, or a ``{chrom}``
-    pattern; ``chroms``: the pattern's chromosomes, default 1-22): the summary
+    pattern; ``chroms``: only these chromosomes, a --chroms spec, and for a pattern the
+    files read, default 1-22): the summary
     statistics are harmonised against the union of the files'
     variants. extract: path of a .snplist (or None). min_info: keep only variants with
     imputation INFO >= this, from the ``mfi`` file(s) (UK Biobank ukb_mfi_chr{chrom}_v3.txt)
@@ -871,12 +867,12 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     calls (.bed/.pgen). keep: path of a plink sample list whose samples give the
     clumping r2 (None = all). Returns (selected table, steps table).
     """
-    from .plink import match_samples, read_sample_ids
+    from .selection import chrom_mask, chrom_text, read_variant_ids, sample_rows
     from .store import open_source
 
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample, chroms=chroms)
     sumstats = read_sumstats(sumstats_path, column_map)
-    qc = read_snplist(extract) if extract is not None else None
+    qc = set(read_variant_ids(extract)) if extract is not None else None
     info_step = None
     if min_info is not None:
         if mfi is not None:
@@ -897,6 +893,12 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     if info_step is not None:
         steps = pd.concat([pd.DataFrame([info_step], columns=steps.columns), steps],
                           ignore_index=True)
+    on_chroms = chrom_mask(table["chrom"], chroms)
+    if not on_chroms.all():
+        steps = pd.concat([steps, pd.DataFrame(
+            [(f"on --chroms {chrom_text(chroms)}", int((~on_chroms).sum()),
+              int(on_chroms.sum()))], columns=steps.columns)], ignore_index=True)
+        table = table[on_chroms].reset_index(drop=True)
     if len(table) == 0:
         raise CmixError(f"{sumstats_path}: no SNP left after harmonising with the variants "
                         f"of {bf.prefix} (steps: " + "; ".join(
@@ -910,7 +912,7 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
                             "--pfile (the array calls), not --bgen")
         sample_idx = None
         if keep is not None:
-            sample_idx, _ = match_samples(read_sample_ids(keep), bf.fam, keep)
+            sample_idx, _ = sample_rows(bf.fam, keep, step="select")
         rows = clump(ranked, bf, sample_idx, max_index=top, **clump_params)
         steps_rows.append((f"clumped (r2 > {clump_params.get('r2', 0.5)}, "
                            f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",

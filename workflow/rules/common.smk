@@ -297,14 +297,12 @@ def genotype_files(chrom="all"):
 
 
 def genotype_args(chrom=None):
-    """`cmix` arguments for the genotype calls; with a pattern, its chromosomes (or, for
-    a QC job, `--chr` of its one chromosome, or all of them)."""
+    """`cmix` arguments for the genotype calls: with a pattern, `--chroms` of its
+    chromosomes; for a QC job (``chrom``), `--chroms` of its one chromosome."""
     key, src = genotype_source()
     args = [f"--{key}", src] + (["--fam", INPUTS["fam"]] if INPUTS.get("fam") else [])
-    if chrom is not None:  # cmix qc: --chr restricts the variants
-        if chrom != "all":
-            return args + ["--chr", chrom]
-        return args + (["--chr", *QC_CHROMS] if CHROM in src else [])
+    if chrom is not None and chrom != "all":
+        return args + ["--chroms", chrom]
     return args + (["--chroms", *QC_CHROMS] if CHROM in src else [])
 
 
