@@ -312,6 +312,49 @@ def summarise(results: list) -> str:
     return "\n".join(lines)
 
 
+def markdown_tables(results: list, methods: list) -> str:
+    """Two Markdown tables over budgets: each method's test accuracy (mean ± sd over
+    seeds, n), in ``methods`` order (the ablation ladder mlp -> cmix_selfsl ->
+    cmix_selfsl_pl -> cmix first, when listed so); and cmix minus each other method on
+    the same seeds (mean ± sd of the paired differences, two-sided paired t-test;
+    "identical" where every seed's accuracy is equal)."""
+    from scipy.stats import ttest_rel
+
+    budgets = sorted({r["budget"] for r in results})
+    acc = {(r["method"], r["budget"], r["seed"]): r["test"]["accuracy"] for r in results}
+    head = "| {} | " + " | ".join(f"budget {b}" for b in budgets) + " |"
+    rule = "|---|" + "---|" * len(budgets)
+    lines = [head.format("method"), rule]
+    for m in methods:
+        cells = []
+        for b in budgets:
+            v = np.array([a for (mm, bb, _), a in acc.items() if mm == m and bb == b])
+            cells.append(f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f} (n={len(v)})"
+                         if len(v) else "-")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    if "cmix" in methods:
+        lines += ["", head.format("cmix minus"), rule]
+        for m in methods:
+            if m == "cmix":
+                continue
+            cells = []
+            for b in budgets:
+                seeds = sorted(s for (mm, bb, s) in acc if mm == m and bb == b
+                               and ("cmix", b, s) in acc)
+                x = np.array([acc[("cmix", b, s)] for s in seeds])
+                y = np.array([acc[(m, b, s)] for s in seeds])
+                if len(seeds) < 2:
+                    cells.append("-")
+                elif np.array_equal(x, y):
+                    cells.append(f"0 (identical, n={len(seeds)})")
+                else:
+                    d = x - y
+                    cells.append(f"{d.mean():+.3f} ± {d.std(ddof=1):.3f}, "
+                                 f"p = {ttest_rel(x, y).pvalue:.2g} (n={len(seeds)})")
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def paired(results: list, a: str = "cmix", b: str = "mlp", key: str = "accuracy") -> str:
     """Per budget: a - b test ``key`` on the same seeds (same labeled rows), their mean and
     sd, and a one-sided paired t-test (H1: a > b)."""
@@ -393,6 +436,7 @@ def main(argv=None):
                        per_method)
     print(f"\n{args.dataset}: config {json.dumps(config)}; {time.perf_counter() - t:.0f} s total")
     print(summarise(results))
+    print(markdown_tables(results, args.methods))
     for other in args.methods:
         if other != "cmix" and "cmix" in args.methods:
             print(paired(results, "cmix", other))
