@@ -220,14 +220,22 @@ def _one_run(args):
     return m
 
 
+def _pool(jobs: int):
+    """A process pool of ``jobs`` fresh interpreters (spawned, not forked: a worker forked
+    from a parent that has imported torch and dask can hang on a lock held by one of the
+    parent's threads)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
 def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
              jobs: int = 1, per_method: dict | None = None) -> list:
     """Every (budget, seed, method) run through ``train_run``, ``jobs`` processes at a
     time (one torch thread each); results in order, also written to out/results.json.
     ``per_method``: method -> config overrides on top of ``config`` (a method absent from
     it takes the entry of :data:`TUNED_AS`'s method, else none)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     per_method = per_method or {}
 
     def config_of(method):
@@ -236,7 +244,7 @@ def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
     tasks = [(store, out / f"{method}_b{budget}_s{seed}", budget, seed, method, config_of(method))
              for budget in budgets for seed in seeds for method in methods]
     results = []
-    with ProcessPoolExecutor(jobs) as pool:
+    with _pool(jobs) as pool:
         for m in pool.map(_one_run, tasks):
             results.append(m)
             print(f"{m['method']:15s} budget {m['budget']:5d} seed {m['seed']}: acc "
@@ -255,8 +263,6 @@ def tune(store: Path, out: Path, budgets, methods, seeds, config: dict, grid: di
     tuning split) and out/chosen.json (method -> the overrides with the best mean), and
     returns the latter. Ties go to the earlier configuration (the grid lists defaults
     first)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     tasks, keys = [], []
     for method in methods:
         for i, overrides in enumerate(grid[method]):
@@ -266,7 +272,7 @@ def tune(store: Path, out: Path, budgets, methods, seeds, config: dict, grid: di
                                   method, {**config, **overrides}))
                     keys.append((method, i))
     scores: dict = {}
-    with ProcessPoolExecutor(jobs) as pool:
+    with _pool(jobs) as pool:
         for key, m in zip(keys, pool.map(_one_run, tasks)):
             scores.setdefault(key, []).append(m["test"]["accuracy"])
             print(f"{key[0]:15s} config {key[1]} budget {m['budget']} seed {m['seed']}: "
