@@ -400,3 +400,51 @@ def test_predict_refuses_another_pca(cohort, pca_trained, pca_pcs_file, tmp_path
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
     assert f"{prefix}: not the PCA the run's PCs came from" in err, err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- other genotype formats
+def _plink2(*args):
+    r = subprocess.run(["plink2", "--threads", "1", *map(str, args)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def new_people_formats(cohort, trained, tmp_path_factory):
+    """The store's test people as a .bed (a third of the alleles swapped), and plink2's
+    .pgen and 8-bit BGEN (with its .sample and a .bgi) of that .bed."""
+    d = tmp_path_factory.mktemp("formats")
+    bfile = subset_bfile(cohort, store_test_ids(trained[1]), d / "people", swap_every=3)
+    _plink2("--bfile", bfile, "--make-pgen", "--out", d / "people_pgen")
+    _plink2("--bfile", bfile, "--export", "bgen-1.2", "bits=8", "--out", d / "people_bgen")
+    assert main(["bgen-index", str(d / "people_bgen.bgen")]) == 0
+    return {"bed": ["--bfile", str(bfile)],
+            "pgen": ["--pfile", str(d / "people_pgen")],
+            "bgen": ["--bgen", str(d / "people_bgen.bgen"),
+                     "--sample", str(d / "people_bgen.sample")]}
+
+
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+@pytest.mark.parametrize("method", ["logreg", "cmix"])
+def test_predict_from_pgen_and_bgen_equals_predict_from_the_bed(cohort, trained,
+                                                                 new_people_formats, tmp_path,
+                                                                 method):
+    """plink2's .pgen and 8-bit BGEN of a .bed hold its hard calls exactly, so predict
+    gives the same people the same probabilities from each as from the .bed."""
+    d, store, runs = trained
+    extra = ["--pheno", str(cohort / "phenotypes.tsv"), "--sample-qc",
+             str(cohort / "sample_qc.tsv")]
+    got = {}
+    for kind, flags in new_people_formats.items():
+        out = tmp_path / f"{kind}.tsv"
+        assert main(["predict", "--run", str(runs[method]), *flags, *extra,
+                     "--out", str(out)]) == 0
+        got[kind] = pd.read_csv(out, sep="\t", dtype={"IID": str})
+    want = torch.load(runs[method] / "checkpoint.pt", weights_only=False)["parts"]["predict"]
+    np.testing.assert_allclose(got["bed"][["prob_low", "prob_high"]].to_numpy(),
+                               want["test_prob"], atol=1e-6)
+    for kind in ("pgen", "bgen"):
+        assert list(got[kind]["IID"]) == list(got["bed"]["IID"])
+        np.testing.assert_allclose(got[kind][["prob_low", "prob_high"]].to_numpy(),
+                                   got["bed"][["prob_low", "prob_high"]].to_numpy(),
+                                   rtol=0, atol=1e-6)
