@@ -38,8 +38,8 @@ ENCODINGS = (HARD_CALLS, HARD_CALLS_AND_DOSAGES, FRACTIONAL)
 class GenotypeSource(Protocol):
     """Opened genotypes of any format.
 
-    ``fam``: the samples in file order (.fam columns: fid, iid, father, mother, sex,
-    phenotype; all str). ``bim``: the variants in file order (.bim columns: chrom,
+    ``fam``: the samples in file order, or for a BGEN the target samples matched to its
+    .sample (.fam columns: fid, iid, father, mother, sex, phenotype; all str). ``bim``: the variants in file order (.bim columns: chrom,
     variant_id, cm, pos, a1, a2; a .pvar's ALT and a BGEN's second allele are ``a1``,
     the counted allele). Arrays read are variant-major: (n_variants, n_samples), rows
     in ``variant_idx`` order, columns in ``sample_idx`` order (None = all).
