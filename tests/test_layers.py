@@ -94,3 +94,97 @@ def test_importing_every_genotype_step_loads_nothing_of_learn_or_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=PKG.parent, check=True).stdout.strip()
     assert out == "[]", out
+
+
+def _module_name(path: Path) -> str:
+    parts = ["cmix", *path.relative_to(PKG).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{cmix module: the cmix modules it imports}, from every import statement in it
+    (module level or inside a function). ``from . import x`` reaches the module x when
+    there is one, else the package it names from."""
+    modules = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for module, names in _imports(path):
+            for target in _targets(module, names)[1:] or [module]:
+                reached = target if target in modules else module
+                if reached in modules and reached != name:
+                    edges.add(reached)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search)."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "d": {"a", "c"}}) is None
+
+
+def test_the_import_graph_sees_function_level_and_package_imports():
+    graph = import_graph()
+    assert "cmix.genotypes.sources" in graph["cmix.genotypes.store"]
+    assert "cmix.genotypes.phenotypes" in graph["cmix.genotypes.store"]   # from . import x
+
+
+def test_no_import_cycle():
+    """No cmix module reaches itself through imports, at module level or in a function."""
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _protocol_members(protocol) -> set[str]:
+    names = set()
+    for klass in protocol.__mro__:
+        if klass.__module__ == "cmix.genotypes.sources":
+            names |= set(getattr(klass, "__annotations__", {}))
+            names |= {n for n in vars(klass) if not n.startswith("_")}
+    return names
+
+
+def test_every_reader_is_a_genotype_source():
+    """The readers and the per-chromosome set carry every member of the source protocol
+    (hard-call readers also the packed one), and say what they hold in the layer's names."""
+    import dataclasses
+
+    from cmix.genotypes import sources
+    from cmix.genotypes.bgen import BgenFile
+    from cmix.genotypes.pgen import Pfile
+    from cmix.genotypes.plink import Bfile
+
+    for cls, protocol in ((Bfile, sources.PackedSource), (Pfile, sources.PackedSource),
+                          (sources.ChromSet, sources.PackedSource),
+                          (BgenFile, sources.GenotypeSource)):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted(n for n in _protocol_members(protocol)
+                         if not hasattr(cls, n) and n not in fields)
+        assert not missing, f"{cls.__name__} lacks {missing}"
+    assert [c.encoding for c in (Bfile, Pfile, BgenFile)] == list(sources.ENCODINGS)

@@ -232,7 +232,7 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
     (counts, the IDs' sha256; no IDs).
     """
     from .plink import match_samples, read_sample_ids, write_sample_ids
-    from .store import open_source
+    from .sources import open_source
 
     exe = find_plink2(plink2)
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,

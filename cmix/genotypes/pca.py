@@ -943,7 +943,8 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
                        block: int = 4096) -> tuple[np.ndarray, dict]:
     """PC scores of new people on a saved PCA's axes (:func:`read_pca_model`).
 
-    bf: an opened .bed file set (any samples, any variant order); sample_idx: its
+    bf: a :class:`cmix.genotypes.sources.GenotypeSource` of hard calls (any samples, any
+    variant order); sample_idx: its
     samples to score (None = all). Variants are matched by ID; a variant whose ALT is
     the file's A2 is flipped; one with other alleles is an error. Each call becomes
     z = (g_ALT - 2p) / sqrt(2p(1-p)) with the fitted p, missing calls and absent
@@ -957,7 +958,7 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
     ids = model["variant_id"]
     row = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(ids)
     found = row >= 0
-    where = f"{bf.prefix}.bim"
+    where = str(bf.variant_file)
     flip = plink.allele_flips(bf.bim, row, ids, model["alt"], model["ref"], where,
                               "the PCA (ALT/REF)")
     m = len(ids)
@@ -973,7 +974,7 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
     scores = np.zeros((len(sample_idx), model["w_alt"].shape[1]))
     for s in range(0, len(have), block):         # fixed order: the same sum every run
         j = have[s:s + block]
-        a1_count = plink.read_genotypes(bf, row[j], sample_idx).astype(np.float64)
+        a1_count = bf.read(row[j], sample_idx).astype(np.float64)
         g = np.where(flip[j, None], 2 - a1_count, a1_count)                  # ALT counts
         z = (g - 2 * p[j, None]) / sd[j, None]
         z[a1_count < 0] = 0.0                                                # missing
@@ -1007,7 +1008,7 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
     """What ``cmix pca`` does; returns a summary (counts, no sample IDs).
 
     bfile / pfile / fam / chroms: the genotypes, as every step takes them
-    (:func:`cmix.genotypes.store.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
+    (:func:`cmix.genotypes.sources.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
     pattern of per-chromosome files read as if merged. keep: samples to fit on (plink --keep list, e.g. the unrelated set; None = all).
     project: more samples (list) to project onto the fitted axes. extract: candidate
     variants (a .snplist; None = all autosomal). regions: long-range LD regions to
@@ -1018,7 +1019,7 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
 
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
-    from .store import open_source
+    from .sources import open_source
 
     if out_prefix is None:
         raise CmixError("cmix pca needs --out")

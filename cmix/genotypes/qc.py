@@ -565,15 +565,15 @@ def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
     ignores them too); a --keep file matching no sample is an error. ``bfile``/``pfile``
-    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_genotypes`, shared ``fam``);
+    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_source`, shared ``fam``);
     with ``chroms`` only those chromosomes' files are opened.
     """
-    from .sources import is_pattern, open_genotypes
+    from .sources import is_pattern, open_source
     from ..io import log
     from .plink import match_samples, read_sample_ids
 
-    bf = open_genotypes(bfile, pfile=pfile, fam=fam,
-                        chroms=chroms if is_pattern(bfile or pfile) else None)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam,
+                     chroms=chroms if is_pattern(bfile or pfile) else None)
     keep_mask = np.ones(bf.n_samples, bool)
     for path, is_keep in ((keep, True), (remove, False)):
         if path is None:

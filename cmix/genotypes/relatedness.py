@@ -648,9 +648,9 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
 
         fam = read_psam(fam_path)       # a .fam, or a PLINK 2 .psam
     elif bfile is not None:
-        from .sources import open_genotypes
+        from .sources import open_source
 
-        fam = open_genotypes(bfile).fam
+        fam = open_source(bfile=bfile).fam
     elif keep is not None:
         fam = plink.read_sample_ids(keep)
         if len(fam) == 0:
@@ -704,10 +704,10 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
     the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
     a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``)."""
-    from .sources import open_genotypes
+    from .sources import open_source
 
     cutoff = check_cutoff(cutoff)
-    bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
     fam = bf.fam
     sample_idx, n_keep_unknown = _keep_positions(fam, keep)
     variant_idx = np.arange(bf.n_variants)

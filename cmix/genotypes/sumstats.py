@@ -872,7 +872,7 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     clumping r2 (None = all). Returns (selected table, steps table).
     """
     from .plink import match_samples, read_sample_ids
-    from .store import open_source
+    from .sources import FRACTIONAL, expand, is_pattern, open_source
 
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample, chroms=chroms)
     sumstats = read_sumstats(sumstats_path, column_map)
@@ -882,7 +882,8 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
         if mfi is not None:
             from .bgen import info_scores
 
-            info = info_scores(bf.bim, mfi, getattr(bf, "chroms", None))
+            info = info_scores(bf.bim, [p for _, p in expand(mfi, chroms)]
+                               if is_pattern(mfi) else [mfi])
             passing = set(bf.bim["variant_id"][info >= min_info])
             qc = passing if qc is None else qc & passing
             info_step = (f"INFO < {min_info} or not in the mfi files (variants of the "
@@ -905,9 +906,10 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     ranked = rank(table)
     steps_rows = list(steps.itertuples(index=False, name=None))
     if clump_params is not None:
-        if not hasattr(bf, "read") or bgen is not None:
-            raise CmixError("--clump computes LD from hard calls: clump with --bfile or "
-                            "--pfile (the array calls), not --bgen")
+        if bf.encoding == FRACTIONAL:
+            raise CmixError(f"--clump computes LD from hard calls, which {bf.prefix} "
+                            f"({bf.file_format}) does not hold: clump with --bfile or --pfile "
+                            "(the array calls)")
         sample_idx = None
         if keep is not None:
             sample_idx, _ = match_samples(read_sample_ids(keep), bf.fam, keep)

@@ -1,4 +1,5 @@
-"""Apply finished runs to new people: class probabilities from a PLINK file set.
+"""Apply finished runs to new people: class probabilities from their genotypes (a .bed,
+.pgen or BGEN, or a per-chromosome set of them: :func:`cmix.genotypes.sources.open_source`).
 
 A run's checkpoint holds what prediction needs (``parts["predict"]``, written by
 :func:`cmix.learn.harness.finish`): the store's variants and their effect alleles, the
@@ -7,13 +8,16 @@ model parts. :func:`predict` rebuilds the model of each run, reads the same vari
 the new file set (matched by ID, else by chrom:pos with the same two alleles; swapped
 alleles flip the dosage), gives variants the file set lacks the training mean (a missing
 call), and averages the class probabilities over the runs (an ensemble of seeds).
+Dosages are read as ``cmix store`` reads them: hard calls, or expected copies on the
+fractional store's 1/125 grid where the file holds fractional dosages.
 
 Refusals (one clear message each): a checkpoint that fails its CRC32 check, or whose run
 key is not its metrics.json's; runs of different stores or methods; ``--pca`` of another
 ``cmix pca`` fit than the run's PCs came from; a file set that
 shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
 store's (another allele coding or strand); people who were among the run's training rows,
-unless ``allow_overlap``; a run trained with covariates when none are supplied.
+unless ``allow_overlap``; a run trained with covariates when none are supplied;
+fractional dosages for a run that encodes SNPs as categorical levels.
 """
 
 from __future__ import annotations
@@ -78,16 +82,28 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
     return row, flip
 
 
-def _dosages(bf, row, flip, sample_idx) -> np.ndarray:
-    """int8 (n_samples, n_variants) effect-allele dosages; -1 missing or absent."""
-    from ..genotypes.plink import read_genotypes
+def _dosages(src, row, flip, sample_idx) -> np.ndarray:
+    """Effect-allele dosages (n_samples, n_variants) of a genotype source, as a store
+    holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
+    number of copies; else float32 expected copies rounded to the fractional store's
+    1/125 steps, -1.0 missing or absent (:func:`cmix.genotypes.store.load_rows`)."""
+    from ..genotypes.sources import HARD_CALLS
+    from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional,
+                                   fractional_copies, hard_call_codes)
 
-    out = np.full((len(sample_idx), len(row)), -1, np.int8)
     have = np.flatnonzero(row >= 0)
+    if src.encoding == HARD_CALLS:
+        out = np.full((len(sample_idx), len(row)), -1, np.int8)
+        if len(have):
+            g = src.read(row[have], sample_idx).T
+            out[:, have] = np.where(flip[have][None, :] & (g >= 0), 2 - g, g)
+        return out
+    codes = np.full((len(sample_idx), len(row)), DOSAGE_ENCODINGS["fractional"]["missing"],
+                    np.uint8)
     if len(have):
-        g = read_genotypes(bf, row[have], sample_idx).T
-        out[:, have] = np.where(flip[have][None, :] & (g >= 0), 2 - g, g)
-    return out
+        codes[:, have] = effect_dosage_fractional(src, row[have], sample_idx, flip[have])
+    hard = hard_call_codes(codes)
+    return hard if hard is not None else fractional_copies(codes)
 
 
 def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarray:
@@ -153,16 +169,22 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     return predict_proba(head, inputs)
 
 
-def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, pca=None,
+def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sample=None,
+            chroms=None, pheno=None, sample_qc=None, eigenvec=None, pca=None,
             min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
-    runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs).
+    runs) for every person of the genotypes; returns counts (no IDs).
+
+    Genotypes as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
+    ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen``
+    with its ``sample`` file (``fam``: the people to match the .sample to); ``chroms``:
+    a pattern's chromosomes.
 
     The covariates come from ``pheno`` (fields), ``sample_qc`` (PCs, array) and, for a
     run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs) or
     ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
     axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
-    from ..genotypes.plink import open_bfile
+    from ..genotypes.sources import open_source
 
     runs = [load_run(d) for d in run_dirs]
     first = runs[0]["parts"]["predict"]
@@ -177,18 +199,19 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
             raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
                             f"{runs[0]['dir']}; an ensemble averages seeds of one method "
                             "on one store")
-    bf = open_bfile(bfile)
-    row, flip = match_variants(first, bf.bim, f"{bf.prefix}.bim")
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
+                     chroms=chroms)
+    row, flip = match_variants(first, bf.bim, str(bf.variant_file))
     n_shared = int((row >= 0).sum())
     if n_shared < min_shared * len(row):
-        raise CmixError(f"{bf.prefix}.bim: shares {n_shared} of the run's {len(row)} variants "
+        raise CmixError(f"{bf.variant_file}: shares {n_shared} of the run's {len(row)} variants "
                         f"(fewer than {min_shared:.0%}); predictions would rest on imputed "
                         "means")
     iids = bf.fam["iid"].astype(str).to_numpy()
     if not allow_overlap:
         overlap = _training_overlap(first, iids)
         if overlap:
-            raise CmixError(f"{bf.prefix}.fam: {overlap} people were training rows of the run "
+            raise CmixError(f"{bf.prefix}: {overlap} people were training rows of the run "
                             "(their probabilities would be optimistic); leave them out, or "
                             "pass --allow-overlap")
     spec = first.get("cov_spec") or {}
@@ -200,8 +223,15 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
         eigenvec = _projected_pcs(bf, pca, min_shared, first.get("pca_sha256"), runs[0]["dir"])
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
-    sample_idx = np.flatnonzero(keep)
+    present = bf.samples_present()          # a BGEN's .sample may lack some of --fam
+    sample_idx = np.flatnonzero(keep & present)
     x = _dosages(bf, row, flip, sample_idx)
+    categorical = [str(r["dir"]) for r in runs
+                   if r["parts"]["predict"]["cfg"].get("encoding") == "categorical"]
+    if x.dtype != np.int8 and categorical:
+        raise CmixError(f"{bf.prefix}: holds fractional dosages, which have no 0/1/2 levels "
+                        f"for the categorical SNP encoding of {categorical[0]}; give hard "
+                        "calls (--bfile or --pfile of the array calls)")
     cov_std = ((cov[sample_idx] - np.asarray(first["cov_mu"])) / np.asarray(first["cov_sd"])
                if cov.shape[1] else np.zeros((len(sample_idx), 0)))
     prob = np.mean([_model_probabilities(r, x, cov_std) for r in runs], axis=0)
@@ -212,13 +242,16 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
     with atomic_path(out) as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     summary = {"n_people": int(len(sample_idx)), "n_left_out_missing_covariate":
-               int((~keep).sum()), "n_variants": len(row), "n_shared": n_shared,
+               int((~keep).sum()), "n_left_out_not_in_file": int((keep & ~present).sum()),
+               "n_variants": len(row), "n_shared": n_shared,
                "n_flipped": int(flip.sum()), "n_runs": len(runs)}
     log(f"predict: {summary['n_people']} people, {n_shared} of {len(row)} variants shared "
         f"({summary['n_flipped']} with swapped alleles), {len(row) - n_shared} absent and "
         f"given the training mean; {len(runs)} run(s) averaged"
         + (f"; {summary['n_left_out_missing_covariate']} people miss a covariate and are "
-           "left out" if summary["n_left_out_missing_covariate"] else ""))
+           "left out" if summary["n_left_out_missing_covariate"] else "")
+        + (f"; {summary['n_left_out_not_in_file']} people are not in {bf.prefix} and are "
+           "left out" if summary["n_left_out_not_in_file"] else ""))
     return summary
 
 
