@@ -48,6 +48,9 @@ from .io import CmixError, atomic_path, check_writable_dir, log
 
 PIECE_START_BP = 20_000_000      # every piece starts 20 Mb into its chromosome
 WHITE_BRITISH_IDS = {"CEU", "GBR", "EUR"}   # model populations flagged white British in the QC table
+PCA_METHOD = ("fit on used.in.pca.calculation samples; SNPs with pooled MAF >= 5% thinned to "
+              "haplotype r2 <= 0.1 with the last kept SNP (at most 2,000, evenly spaced); "
+              "every sample projected")
 
 
 def _stdpopsim():
@@ -285,11 +288,8 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
     log(f"coalescent cohort: {model}, {n_samples} samples ({counts}) + discovery {n_discovery}, "
         f"{n_variants} SNPs on {n_pieces} pieces of {piece_mb:g} Mb")
     trees = simulate_trees(model, samples, n_pieces, piece_mb, seed)
-    hap, variants, ind_pop, pieces_truth = _sample_sites(rng_var, trees, n_variants, maf_floor,
-                                                         piece_mb, mdl.mutation_rate, seed)
-    gmap = GeneticMap(variants.pos.to_numpy(), variants.piece.to_numpy(),
-                      [(PIECE_START_BP, PIECE_START_BP + piece_mb * 1e6)] * n_pieces,
-                      [t[2] for t in trees])
+    hap, variants, gmap, ind_pop, pieces_truth = _sample_sites(
+        rng_var, trees, n_variants, maf_floor, piece_mb, mdl.mutation_rate, seed)
     founder_cols, disc_cols = _individual_columns(trees[0][1], ind_pop, n_founders, disc_counts)
     h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
     first = list(counts)[0]
@@ -299,8 +299,7 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
     dos, pop_of, pairs = _cohort_dosages(rng_ped, peds, founder_cols, h0_all, h1_all, gmap)
     disc_dos, disc_pop = _discovery_dosages(h0_all, h1_all, disc_cols)
     fam_eid, spare_eids, fam = sim.simulate_fam(rng_ped, n_samples)
-    bed_path = out / "genotypes"
-    sample_miss, bad, bad_v = _write_bed(rng_miss, bed_path, fam, variants, dos)
+    sample_miss, bad, bad_v = _write_bed(rng_miss, out / "genotypes", fam, variants, dos)
 
     # traits, first population as the reference; summary statistics from the discovery cohort
     loci, taken = _trait_loci(rng_trait, p_ref, hwe_idx)
@@ -321,14 +320,11 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         pheno.to_csv(tmp_path, sep="\t", index=False)
 
     # sample QC with PCs (pooled MAF >= 5%, haplotype r2 <= 0.1 greedy thinning), kinship
-    het_missing, pca_fit = sim.pca_fit_samples(rng_out, sample_miss, pairs)
     pca_snps = _pca_variants(np.c_[h0_all[:, all_founders], h1_all[:, all_founders]], p_pool,
                              np.r_[hwe_idx, bad_v, np.flatnonzero(taken)], gmap.piece)
-    pcs = sim.ukb_pcs(bed_path, pca_snps, np.flatnonzero(pca_fit))
     white = np.array([p in WHITE_BRITISH_IDS for p in pop_of])
-    sim.write_sample_qc(rng_out, out / "sample_qc.tsv", fam_eid, het_missing, white, pca_fit, pcs)
-    sim.write_withdrawn(rng_out, out / "withdrawn.txt", fam_eid, spare_eids[0])
-    sim.write_kinship_table(out / "kinship.dat", bed_path, fam_eid, pairs)
+    pca_fit = sim.write_sample_files(rng_out, out, fam_eid, spare_eids[0], sample_miss, pairs,
+                                     white, pca_snps)
 
     truth = {
         "seed": seed, "haplotypes": "coalescent", "n_samples": n_samples,
@@ -341,9 +337,7 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         "traits": trait_truth, "causal": truth_causal,
         **sim.qc_truth(fam_eid, vid, pairs, hwe_idx, bad, bad_v),
         "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
-                "method": "fit on used.in.pca.calculation samples; SNPs with pooled MAF >= 5% "
-                          "thinned to haplotype r2 <= 0.1 with the last kept SNP (at most "
-                          "2,000, evenly spaced); every sample projected"},
+                "method": PCA_METHOD},
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
@@ -373,8 +367,9 @@ def _sample_sites(rng, trees, n_variants: int, maf_floor: float, piece_mb: float
 
     trees: :func:`simulate_trees`'s list. Returns (hap bool (n_variants, 2 x
     n_individuals), columns individual 0 haplotype 0, individual 0 haplotype 1, ...;
-    variants: the .bim columns with random rsIDs plus ``piece``; ind_pop (n_individuals,)
-    each individual's population id; the per-piece truth records).
+    variants: the .bim columns with random rsIDs plus ``piece``; their GeneticMap;
+    ind_pop (n_individuals,) each individual's population id; the per-piece truth
+    records).
     """
     n_pieces = len(trees)
     per_piece = np.full(n_pieces, n_variants // n_pieces)
@@ -403,7 +398,10 @@ def _sample_sites(rng, trees, n_variants: int, maf_floor: float, piece_mb: float
     variants = pd.concat(piece_rows, ignore_index=True)
     rs = rng.permutation(max(10 * n_variants, 1000))[:n_variants] + 10_000
     variants.insert(1, "variant_id", [f"rs{r}" for r in rs])
-    return hap, variants, ind_pop, pieces_truth
+    gmap = GeneticMap(variants.pos.to_numpy(), variants.piece.to_numpy(),
+                      [(PIECE_START_BP, PIECE_START_BP + piece_mb * 1e6)] * n_pieces,
+                      [t[2] for t in trees])
+    return hap, variants, gmap, ind_pop, pieces_truth
 
 
 def _piece_genotypes(ts, sites: np.ndarray, ind_nodes: np.ndarray):

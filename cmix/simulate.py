@@ -181,6 +181,10 @@ RED_HAIR = {"locus": "MC1R", "chrom": 16, "pos": 89_986_000,
 AGE_RANGE = (40, 70)   # UK Biobank recruited people aged 40-69 (field 21022, years)
 AGE_CENTRE = 55.0
 MISSING_SHARE = 0.02          # blank phenotype values per trait
+PCA_METHOD = ("fit on used.in.pca.calculation samples (unrelated, not het/missing outliers), "
+              "SNPs with first-population MAF >= 5% LD-thinned to latent r2 <= 0.1 (at most "
+              "2,000, evenly spaced), standardised; randomised subspace iteration; every "
+              "sample projected")
 SUMSTATS_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
                     "P_BOLT_LMM_INF", "P_BOLT_LMM"]
 
@@ -753,13 +757,9 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
 
     pairs = relatives.pairs()
     white_british_pop = np.array([p["white_british"] for p in pops])[anc.leaf_pop[cohort_leaf]]
-    het_missing, pca_fit = pca_fit_samples(rng_out, sample_miss, pairs)
     pca_snps = pca_variants(variants, np.r_[hwe_idx, bad_v, np.flatnonzero(~not_locus)])
-    pcs = ukb_pcs(bed_path, pca_snps, np.flatnonzero(pca_fit))
-    write_sample_qc(rng_out, out / "sample_qc.tsv", fam_eid, het_missing,
-                    white_british_pop, pca_fit, pcs)
-    write_withdrawn(rng_out, out / "withdrawn.txt", fam_eid, spare_eids[0])
-    write_kinship_table(out / "kinship.dat", bed_path, fam_eid, pairs)
+    pca_fit = write_sample_files(rng_out, out, fam_eid, spare_eids[0], sample_miss, pairs,
+                                 white_british_pop, pca_snps)
 
     truth = {
         "seed": seed, "n_samples": n_samples, "n_variants": n_variants, "n_chrom": n_chrom,
@@ -769,10 +769,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
         "causal": truth_causal,
         **qc_truth(fam_eid, vid, pairs, hwe_idx, bad, bad_v),
         "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
-                "method": "fit on used.in.pca.calculation samples (unrelated, not het/missing "
-                          "outliers), SNPs with first-population MAF >= 5% LD-thinned to latent "
-                          "r2 <= 0.1 (at most 2,000, evenly spaced), standardised; randomised "
-                          "subspace iteration; every sample projected"},
+                "method": PCA_METHOD},
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
@@ -1111,23 +1108,30 @@ def _discovery_sumstats(rng, out: Path, variants: pd.DataFrame, disc_path: Path,
                 gz.write(ss_table.to_csv(sep="\t", index=False).encode())
 
 
-def pca_fit_samples(rng, sample_miss: np.ndarray, pairs):
-    """The sample QC's heterozygosity/missingness outliers (a random 0.2%, plus samples
-    missing > 4% of calls) and the samples PCs are fitted on (the others, less the second
-    of each related pair). Returns two bool arrays (n_samples,)."""
+def write_sample_files(rng, out: Path, eids: np.ndarray, spare_eid, sample_miss: np.ndarray,
+                       pairs, white_british_population: np.ndarray,
+                       pca_snps: np.ndarray) -> np.ndarray:
+    """Write out/sample_qc.tsv (:func:`write_sample_qc`, PCs of out/genotypes fitted on
+    ``pca_snps``), out/withdrawn.txt and out/kinship.dat (:func:`write_kinship_table`).
+
+    Heterozygosity/missingness outliers: a random 0.2%, plus samples missing > 4% of calls
+    (sample_miss: (n_samples,) rates); PCs are fitted on the others less the second of each
+    related pair (pairs: (.fam row, .fam row, degree)). The withdrawals: max(2, n // 1000)
+    random cohort eids plus ``spare_eid``, one not in the cohort (UKB lists also hold eids
+    absent from a given dataset). Returns the PCA fit samples, bool (n_samples,).
+    """
     het_missing = (rng.random(len(sample_miss)) < 0.002) | (sample_miss > 0.04)
     pca_fit = ~het_missing
     pca_fit[[b for _, b, _ in pairs]] = False        # one of each related pair
-    return het_missing, pca_fit
-
-
-def write_withdrawn(rng, path: Path, eids: np.ndarray, spare_eid) -> None:
-    """The withdrawals list: max(2, n // 1000) random cohort eids plus ``spare_eid``, one
-    not in the cohort (UKB lists also hold eids absent from a given dataset)."""
+    pcs = ukb_pcs(out / "genotypes", pca_snps, np.flatnonzero(pca_fit))
+    write_sample_qc(rng, out / "sample_qc.tsv", eids, het_missing, white_british_population,
+                    pca_fit, pcs)
     withdrawn = list(rng.choice(eids, size=max(2, len(eids) // 1000), replace=False))
     withdrawn.append(str(spare_eid))
-    with atomic_path(path) as tmp_path:
+    with atomic_path(out / "withdrawn.txt") as tmp_path:
         tmp_path.write_text("".join(f"{e}\n" for e in withdrawn))
+    write_kinship_table(out / "kinship.dat", out / "genotypes", eids, pairs)
+    return pca_fit
 
 
 def _ancestry_truth(pops: list[dict], anc: Ancestry, rel: CohortRelatives,
@@ -1223,29 +1227,17 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
             "realised_genetic_variance_first_population": float(g[ref].var()) if ref.any() else None,
             "liability": "genetic + male * sex + age * (age - 55) + region smoking_shift "
                          "(smoking only) + N(0, 1 - h2)"})
-        cohort = liab[:n_samples]
         if spec["kind"] == "continuous":
-            values = np.round(spec["mean"] + spec["sd"] * cohort, spec["decimals"])
+            values = np.round(spec["mean"] + spec["sd"] * liab[:n_samples], spec["decimals"])
         else:
-            cut_ref = liab[ref] if ref.any() else liab
-            cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
-            coded = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, liab)]
+            coded = _categorical_codes(rng, name, spec, liab, ref, genetic["_red"])
             if name == "hair_colour":
-                # red (MC1R) overrides darkness, for the cohort and the discovery cohort
-                r_count = np.rint(genetic["_red"]).astype(int)
-                pen = RED_HAIR["penetrance"]
-                p_red = np.select([r_count >= 2, r_count == 1], [pen["2+"], pen["1"]], pen["0"])
-                coded[rng.random(n_total) < p_red] = 2
                 # the discovery GWAS of hair colour regresses on the code as a number
                 # (1 blonde, 2 red, 3 light brown, 4 dark brown, 5 black), as a naive GWAS
                 # of field 1747 would: darkness loci and MC1R both show up
                 liabilities[name] = coded
                 truth[name]["gwas_phenotype"] = "hair colour code (1-5) as a number"
-            values = coded[:n_samples].copy()
-            if name == "hair_colour":
-                values[rng.random(n_samples) < spec["other_share"]] = 6
-            for code, share in spec["special"].items():
-                values[rng.random(n_samples) < share] = code
+            values = _cohort_codes(rng, name, spec, coded[:n_samples].copy())
         values[rng.random(n_samples) < MISSING_SHARE] = np.nan
         table[f"f.{spec['field']}.0.0"] = values
     df = pd.DataFrame(table)
@@ -1254,6 +1246,34 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
         if spec["kind"] == "categorical":
             df[col] = df[col].astype("Int64")
     return df, liabilities, truth
+
+
+def _categorical_codes(rng, name: str, spec: dict, liab: np.ndarray, ref: np.ndarray,
+                       red_count: np.ndarray) -> np.ndarray:
+    """A categorical trait's codes (float, like liab (n_total,)): liability quantiles of
+    the reference people (``ref``, bool; everyone when none) cut at the spec's shares
+    into its codes; for hair colour, red (2) overrides darkness with the penetrance of
+    the person's MC1R R-allele count (``red_count``, (n_total,))."""
+    cut_ref = liab[ref] if ref.any() else liab
+    cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
+    coded = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, liab)]
+    if name == "hair_colour":
+        r_count = np.rint(red_count).astype(int)
+        pen = RED_HAIR["penetrance"]
+        p_red = np.select([r_count >= 2, r_count == 1], [pen["2+"], pen["1"]], pen["0"])
+        coded[rng.random(len(liab)) < p_red] = 2
+    return coded
+
+
+def _cohort_codes(rng, name: str, spec: dict, values: np.ndarray) -> np.ndarray:
+    """In place and returned: the cohort's codes (n_samples,) with hair colour's "other"
+    (6) and the spec's special answers (e.g. -3 prefer not to answer) at their shares."""
+    n_samples = len(values)
+    if name == "hair_colour":
+        values[rng.random(n_samples) < spec["other_share"]] = 6
+    for code, share in spec["special"].items():
+        values[rng.random(n_samples) < share] = code
+    return values
 
 
 def format_p(log10_p: np.ndarray) -> list[str]:
