@@ -274,13 +274,11 @@ def _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, bp, n, window, step, k
     the variant with the lower major allele frequency (the higher MAF) is kept
     (ties: the later one is removed), and f moves on.
     """
-    cap = hom.shape[0]
     L = bp.shape[0]
     cur = state[0]
     ws = state[1]
     ne = state[2]
     size = state[3]
-    grow = 1.0 + K_SMALL_EPSILON
     finished = False
     while True:
         if cur >= L:
@@ -298,78 +296,111 @@ def _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, bp, n, window, step, k
         cur += 1
         if cur != ne:
             continue
-        n_removed = 0
-        for i in range(size):
-            n_removed += wrem[i]
-        while True:
-            prev_removed = n_removed
-            fp = 0
-            while True:
-                while fp < size and wrem[fp]:
-                    fp += 1
-                if fp == size:
-                    break
-                f = win[fp]
-                fu = first_unchecked[f]
-                sp = fp + 1
-                while sp < size and (wrem[sp] or win[sp] < fu):
-                    sp += 1
-                if sp < size:
-                    while True:
-                        s = win[sp]
-                        if _r2_exceeds(hom, r2h, f % cap, s % cap, nm[f], vsum[f], vssq[f],
-                                       nm[s], vsum[s], vssq[s], n, thresh):
-                            if maj[f] > maj[s] * grow:
-                                wrem[fp] = 1
-                                removed[f] = 1
-                            else:
-                                wrem[sp] = 1
-                                removed[s] = 1
-                                nx = sp + 1
-                                while nx < size and wrem[nx]:
-                                    nx += 1
-                                first_unchecked[f] = win[nx] if nx < size else cur
-                            break
-                        sp += 1
-                        while sp < size and wrem[sp]:
-                            sp += 1
-                        if sp == size:
-                            first_unchecked[f] = cur
-                            break
-                fp += 1
-            n_removed = 0
-            for i in range(size):
-                n_removed += wrem[i]
-            if n_removed <= prev_removed:
-                break
+        _prune_window(hom, r2h, nm, vsum, vssq, maj, n, thresh, win, wrem, size, cur,
+                      first_unchecked, removed)
         if ne == L:
             cur = L
             finished = True
             break
-        if kb:
-            start_min = bp[ne] - window
-            ws += 1
-            while bp[ws] < start_min:
-                ws += 1
-            end_max = bp[ws] + window
-            ne += 1
-            while ne < L and bp[ne] <= end_max:
-                ne += 1
-        else:
-            ws += step
-            ne = min(ws + window, L)
-        k = 0
-        for i in range(size):
-            if wrem[i] == 0 and win[i] >= ws:
-                win[k] = win[i]
-                k += 1
-            wrem[i] = 0
-        size = k
+        ws, ne = _next_window(bp, window, step, kb, ws, ne)
+        size = _keep_window_tail(win, wrem, size, ws)
     state[0] = cur
     state[1] = ws
     state[2] = ne
     state[3] = size
     return finished
+
+
+@njit(cache=True, nogil=True)
+def _prune_window(hom, r2h, nm, vsum, vssq, maj, n, thresh, win, wrem, size, cur,
+                  first_unchecked, removed):
+    """Prune one complete window in place, in plink2's order (see :func:`_prune_subcontig`).
+
+    win[:size]: the window's variants (piece indices, rows t % cap of hom/r2h); wrem[:size]
+    their removed flags; cur: the first variant after the window. Passes repeat while
+    they remove something; updates wrem, removed and first_unchecked (per variant).
+    """
+    cap = hom.shape[0]
+    grow = 1.0 + K_SMALL_EPSILON
+    n_removed = 0
+    for i in range(size):
+        n_removed += wrem[i]
+    while True:
+        prev_removed = n_removed
+        fp = 0
+        while True:
+            while fp < size and wrem[fp]:
+                fp += 1
+            if fp == size:
+                break
+            f = win[fp]
+            fu = first_unchecked[f]
+            sp = fp + 1
+            while sp < size and (wrem[sp] or win[sp] < fu):
+                sp += 1
+            if sp < size:
+                while True:
+                    s = win[sp]
+                    if _r2_exceeds(hom, r2h, f % cap, s % cap, nm[f], vsum[f], vssq[f],
+                                   nm[s], vsum[s], vssq[s], n, thresh):
+                        if maj[f] > maj[s] * grow:
+                            wrem[fp] = 1
+                            removed[f] = 1
+                        else:
+                            wrem[sp] = 1
+                            removed[s] = 1
+                            nx = sp + 1
+                            while nx < size and wrem[nx]:
+                                nx += 1
+                            first_unchecked[f] = win[nx] if nx < size else cur
+                        break
+                    sp += 1
+                    while sp < size and wrem[sp]:
+                        sp += 1
+                    if sp == size:
+                        first_unchecked[f] = cur
+                        break
+            fp += 1
+        n_removed = 0
+        for i in range(size):
+            n_removed += wrem[i]
+        if n_removed <= prev_removed:
+            break
+
+
+@njit(cache=True, nogil=True)
+def _next_window(bp, window, step, kb, ws, ne):
+    """The next window's (start, end) variant indices: with a kb window (``kb`` true), the
+    start moves past the first variant and on until within ``window`` bp of the old end,
+    and the end extends to every variant within ``window`` bp of the new start; else the
+    start moves by ``step`` variants and the window holds ``window`` variants."""
+    L = bp.shape[0]
+    if kb:
+        start_min = bp[ne] - window
+        ws += 1
+        while bp[ws] < start_min:
+            ws += 1
+        end_max = bp[ws] + window
+        ne += 1
+        while ne < L and bp[ne] <= end_max:
+            ne += 1
+    else:
+        ws += step
+        ne = min(ws + window, L)
+    return ws, ne
+
+
+@njit(cache=True, nogil=True)
+def _keep_window_tail(win, wrem, size, ws):
+    """In place: keep the not-removed variants of win[:size] at or after ``ws`` (in order)
+    at the front of ``win`` and clear ``wrem``; returns their number."""
+    k = 0
+    for i in range(size):
+        if wrem[i] == 0 and win[i] >= ws:
+            win[k] = win[i]
+            k += 1
+        wrem[i] = 0
+    return k
 
 
 def _subcontigs(chrom: np.ndarray, pos: np.ndarray, settings: PruneSettings) -> list[np.ndarray]:
