@@ -292,11 +292,12 @@ def build_head(n_snps: int, n_classes: int, n_cov: int, cfg: dict, seed: int, *,
     the int8 dosages (encoding cfg["encoding"], moments mean/sd (M,)), the covariates
     beside it; else identity features on latent rows of width latent_dim with the K =
     n_cov covariates beside them. Then :class:`Predictor` (pred_hidden, pred_dropout),
-    a covariate term when n_cov > 0. The embedding draws from torch's global generator
-    seeded ``seed + 1``, the predictor from it seeded ``seed + 2``."""
-    from .streams import HEAD_FEATURES, HEAD_PREDICTOR
+    a covariate term when n_cov > 0. The embedding and the predictor draw their weights
+    from torch's global generator seeded by the run's ``seed`` and their streams
+    (:mod:`cmix.learn.streams`)."""
+    from .streams import HEAD_FEATURES, HEAD_PREDICTOR, manual_seed
 
-    torch.manual_seed(seed + HEAD_FEATURES)
+    manual_seed(seed, HEAD_FEATURES)
     if latent_dim is None:
         features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(device)
         if n_cov:
@@ -304,6 +305,6 @@ def build_head(n_snps: int, n_classes: int, n_cov: int, cfg: dict, seed: int, *,
         in_dim = features.out_dim
     else:
         features, in_dim = nn.Identity(), latent_dim + n_cov
-    torch.manual_seed(seed + HEAD_PREDICTOR)
+    manual_seed(seed, HEAD_PREDICTOR)
     return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
                                     cfg["pred_dropout"]).to(device))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-SPLITS = 0x5EED                 # labeled / validation rows (cmix.learn.data.make_splits)
+SPLITS = 0x5EED                 # labeled / validation rows: default_rng([seed, SPLITS]) (make_splits)
 PRETRAIN_STEPS = 1              # per epoch: cmix pre-training's layers, lambdas, partners
 PRETRAIN_BATCHES = 2            # per epoch: cmix pre-training's unlabeled batch order
 PREDICTOR_STEPS = 3             # per epoch: predictor batch order and latent mixup
@@ -32,8 +32,9 @@ HEAD_FEATURES = 1               # a head's SNP embedding
 HEAD_PREDICTOR = 2              # a head's predictor
 VIME_MASK_ESTIMATOR = 5         # VIME's mask estimator
 
-# scikit-learn's random_state (CV folds, randomized PCA, the trees' validation rows)
-# is the run's seed itself
+# scikit-learn's random_state is the run's seed itself: the logistic regressions' CV
+# folds (cmix.learn.linear) as given, the randomized PCA (cmix.learn.data.standardised_pcs)
+# and the trees' validation rows (gbdt) as its low 31 bits
 
 
 def seed_seq(seed: int, key: int, *more: int) -> list:
