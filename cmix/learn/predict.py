@@ -1,10 +1,11 @@
 """Apply finished runs to new people: class probabilities from their genotypes (a .bed,
 .pgen or BGEN, or a per-chromosome set of them: :func:`cmix.genotypes.sources.open_source`).
 
-A run's checkpoint holds what prediction needs (``parts["predict"]``, written by
-:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles, the
-standardisation moments of the dosages and covariates, the full config and the fitted
-model parts. :func:`predict` rebuilds the model of each run, reads the same variants from
+A run's checkpoint holds what prediction needs: ``parts["predict"]`` (written by
+:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles and the
+standardisation moments of the covariates; ``parts["model"]``: the fitted method's state
+dict (:mod:`cmix.learn.methods`). :func:`predict` rebuilds the method of each run from
+that dict alone, with no code per method, reads the same variants from
 the new file set (matched by ID, else by chrom:pos with the same two alleles; swapped
 alleles flip the dosage), gives variants the file set lacks the training mean (a missing
 call), and averages the class probabilities over the runs (an ensemble of seeds).
@@ -48,7 +49,7 @@ def load_run(run_dir) -> dict:
         raise CmixError(f"{metrics_path}: expected a JSON object (a cmix run's metrics)")
     state = load_torch(ckpt)
     if not isinstance(state, dict) or state.get("stage") != "done" or \
-            "predict" not in state.get("parts", {}):
+            not {"predict", "model"} <= set(state.get("parts", {})):
         raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
     if "run_key" not in metrics:
@@ -108,65 +109,11 @@ def _dosages(src, row, flip, sample_idx) -> np.ndarray:
 
 def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """Class probabilities (n, C) of one run for int8 dosages x (n, M) and standardised
-    covariates cov (n, K)."""
-    import torch
+    covariates cov (n, K): the run's method rebuilt from its state dict
+    (:func:`cmix.learn.methods.from_state_dict`)."""
+    from .methods import from_state_dict
 
-    from .baselines import gbdt_features
-    from .data import project_pcs, standardised_dosage
-    from .harness import predict_proba
-    from .nn import ContrastiveMixup, Predictor, SnpEmbedding, WithCovariates
-    from .train import Head
-
-    parts, info = run["parts"], run["parts"]["predict"]
-    cfg, family = info["cfg"], info["family"]
-    n_classes, n_cov = len(info["class_names"]), cov.shape[1]
-    mean, sd = np.asarray(info["mean"]), np.asarray(info["sd"])
-    if family in ("logreg", "prs", "covariates", "pca_logreg", "label_spreading", "gbdt"):
-        model = parts["fitted"]["model"]
-        if family == "logreg":
-            feats = standardised_dosage(x, mean, sd)
-        elif family in ("pca_logreg", "label_spreading"):
-            feats = project_pcs(parts["pca"], x, mean, sd)
-            if family == "label_spreading":      # genotype PCs only
-                cov = np.zeros((len(x), 0))
-        elif family == "gbdt":
-            feats = gbdt_features(x)
-        elif family == "prs":
-            d = x.astype(np.float64)
-            miss = d < 0
-            d[miss] = np.broadcast_to(mean, d.shape)[miss]
-            f = parts["fitted"]
-            feats = ((d @ np.asarray(info["beta"]) - f["score_mean"]) / f["score_sd"])[:, None]
-        else:
-            feats = np.zeros((len(x), 0))
-        feats = np.hstack([feats, cov.astype(np.float64)])
-        prob = np.zeros((len(x), n_classes))
-        prob[:, model.classes_] = model.predict_proba(feats)
-        return prob
-    final = parts["refit"]["head"] if "refit" in parts else (
-        parts["predictor"]["best"] or parts["predictor"]["head"])
-    xt = torch.from_numpy(x)
-    latent = family in ("ae", "vime") or (family == "trainer" and cfg["pretrain"])
-    if latent:
-        model = ContrastiveMixup(x.shape[1], cfg, mean, sd)
-        model.load_state_dict(parts["pretrain"]["model"])
-        model.eval()
-        with torch.no_grad():
-            inputs = torch.cat([model.encode(xt[s:s + 4096]).float()
-                                for s in range(0, len(xt), 4096)])
-        features, in_dim = torch.nn.Identity(), model.encoder.out_dim + n_cov
-    else:
-        inputs = xt
-        features = SnpEmbedding(x.shape[1], cfg["encoding"], mean, sd)
-        if n_cov:
-            features = WithCovariates(features, x.shape[1], n_cov)
-        in_dim = features.out_dim
-    if n_cov:
-        inputs = torch.cat([inputs.float(), torch.from_numpy(cov.astype(np.float32))], 1)
-    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
-                                    cfg.get("pred_dropout", 0.0)))
-    head.load_state_dict(final)
-    return predict_proba(head, inputs)
+    return from_state_dict(run["parts"]["model"]).predict_proba(x, cov)
 
 
 def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sample=None,
