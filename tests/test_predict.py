@@ -486,8 +486,9 @@ def test_predict_from_fractional_bgen_feeds_the_dosages_a_store_holds(cohort, tr
     x = load_rows(root, np.arange(root["call_dosage"].shape[0]))
     assert x.dtype == np.float32 and ((x > 0) & (x % 1 != 0)).mean() > 0.3
     info = torch.load(runs["logreg"] / "checkpoint.pt", weights_only=False)["parts"]
-    model, rec = info["fitted"]["model"], info["predict"]
-    z = (x.astype(np.float64) - np.asarray(rec["mean"])) / np.asarray(rec["sd"])
+    fitted, rec = info["model"], info["predict"]
+    model = fitted["model"]
+    z = (x.astype(np.float64) - np.asarray(fitted["mean"])) / np.asarray(fitted["sd"])
     z[x < 0] = 0.0
     cov = (root["sample_covariate"][:] - np.asarray(rec["cov_mu"])) / np.asarray(rec["cov_sd"])
     want = np.zeros((len(x), 2))

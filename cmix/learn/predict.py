@@ -174,7 +174,7 @@ def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sampl
     sample_idx = np.flatnonzero(keep & present)
     x = _dosages(bf, row, flip, sample_idx)
     categorical = [str(r["dir"]) for r in runs
-                   if r["parts"]["predict"]["cfg"].get("encoding") == "categorical"]
+                   if r["parts"]["model"]["cfg"].get("encoding") == "categorical"]
     if x.dtype != np.int8 and categorical:
         raise CmixError(f"{bf.prefix}: holds fractional dosages, which have no 0/1/2 levels "
                         f"for the categorical SNP encoding of {categorical[0]}; give hard "
