@@ -127,7 +127,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    from cmix.genotypes.bgen import open_bgen_set
+    from cmix.genotypes.sources import open_source
     from cmix.genotypes.store import load_rows
     from cmix.genotypes.store import open_store
 
@@ -151,8 +151,8 @@ def main():
     pd.DataFrame({"eid": ids, "f.30100.0.0": np.round(rng.normal(9, 1, n), 2)}).to_csv(
         work / "pheno.tsv", sep="\t", index=False)
 
-    src = open_bgen_set(work / "imp_chr{chrom}.bgen", work / "imp_chr{chrom}.sample",
-                        work / "cohort.fam")
+    src = open_source(bgen=work / "imp_chr{chrom}.bgen", sample=work / "imp_chr{chrom}.sample",
+                      fam=work / "cohort.fam")
     bim = src.bim
     rows = rng.choice(len(bim), args.n_snps, replace=False)
     sel = write_selection(work / "sel.tsv", bim, rows, rng)

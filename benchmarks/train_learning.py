@@ -18,6 +18,20 @@ balanced accuracy and AUROC, and writes every run's metrics to ``--out``/results
     python benchmarks/train_learning.py cohort --out /tmp/bench_cohort [--n-samples 20000]
     python benchmarks/train_learning.py cohort --out /tmp/tune --cohort-seed 8 --budgets 200 \
         --seeds 123 127 131 --config overrides.json        # tuning: another cohort
+
+Equal tuning budgets: ``--grid benchmarks/tuning_grid.json`` runs every configuration the
+grid lists for each method (the same number for every network method) on a tuning data
+set (``digits_tune``: the reported digits store's training rows with a test split of their
+own; or another cohort seed), writes every configuration's score to ``tuning.json`` and the
+best configuration per method (mean test accuracy of the tuning split over the seeds) to
+``chosen.json``. ``--chosen chosen.json`` then runs the reported data set with each
+method's chosen configuration (the cmix ablations take cmix's):
+
+    python benchmarks/train_learning.py digits_tune --out /tmp/tune_digits --seeds 1 2 3 \
+        --budgets 101 --grid benchmarks/tuning_grid.json --methods mlp ae vime manifold_mixup cmix
+    python benchmarks/train_learning.py digits --out /tmp/digits --chosen /tmp/tune_digits/chosen.json \
+        --seeds 123 127 131 137 130 139 149 151 157 163 --methods mlp ae vime manifold_mixup \
+        cmix_selfsl cmix_selfsl_pl cmix logreg pca_logreg label_spreading gbdt
 """
 
 from __future__ import annotations
@@ -189,6 +203,10 @@ def digits_store(path: Path, tuning: bool = False) -> Path:
     return path
 
 
+#: the method whose chosen configuration a method without its own entry in chosen.json takes
+TUNED_AS = {"cmix_selfsl": "cmix", "cmix_selfsl_pl": "cmix", "cmix_random_mix": "cmix"}
+
+
 def _one_run(args):
     store, run_dir, budget, seed, method, config = args
     import torch
@@ -202,16 +220,31 @@ def _one_run(args):
     return m
 
 
-def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
-             jobs: int = 1) -> list:
-    """Every (budget, seed, method) run through ``train_run``, ``jobs`` processes at a
-    time (one torch thread each); results in order, also written to out/results.json."""
+def _pool(jobs: int):
+    """A process pool of ``jobs`` fresh interpreters (spawned, not forked: a worker forked
+    from a parent that has imported torch and dask can hang on a lock held by one of the
+    parent's threads)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    tasks = [(store, out / f"{method}_b{budget}_s{seed}", budget, seed, method, config)
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
+             jobs: int = 1, per_method: dict | None = None) -> list:
+    """Every (budget, seed, method) run through ``train_run``, ``jobs`` processes at a
+    time (one torch thread each); results in order, also written to out/results.json.
+    ``per_method``: method -> config overrides on top of ``config`` (a method absent from
+    it takes the entry of :data:`TUNED_AS`'s method, else none)."""
+    per_method = per_method or {}
+
+    def config_of(method):
+        return {**config, **per_method.get(method, per_method.get(TUNED_AS.get(method), {}))}
+
+    tasks = [(store, out / f"{method}_b{budget}_s{seed}", budget, seed, method, config_of(method))
              for budget in budgets for seed in seeds for method in methods]
     results = []
-    with ProcessPoolExecutor(jobs) as pool:
+    with _pool(jobs) as pool:
         for m in pool.map(_one_run, tasks):
             results.append(m)
             print(f"{m['method']:15s} budget {m['budget']:5d} seed {m['seed']}: acc "
@@ -220,6 +253,51 @@ def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
                   f"({m['seconds']:.0f} s)", flush=True)
             (out / "results.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+def tune(store: Path, out: Path, budgets, methods, seeds, config: dict, grid: dict,
+         jobs: int = 1) -> dict:
+    """Every configuration of ``grid`` (method -> list of config overrides) for every
+    method in ``methods``, over ``seeds`` and ``budgets``. Writes out/tuning.json (one
+    record per method and configuration: overrides, mean and sd of test accuracy of the
+    tuning split) and out/chosen.json (method -> the overrides with the best mean), and
+    returns the latter. Ties go to the earlier configuration (the grid lists defaults
+    first)."""
+    tasks, keys = [], []
+    for method in methods:
+        for i, overrides in enumerate(grid[method]):
+            for budget in budgets:
+                for seed in seeds:
+                    tasks.append((store, out / f"{method}_c{i}_b{budget}_s{seed}", budget, seed,
+                                  method, {**config, **overrides}))
+                    keys.append((method, i))
+    scores: dict = {}
+    with _pool(jobs) as pool:
+        for key, m in zip(keys, pool.map(_one_run, tasks)):
+            scores.setdefault(key, []).append(m["test"]["accuracy"])
+            print(f"{key[0]:15s} config {key[1]} budget {m['budget']} seed {m['seed']}: "
+                  f"acc {m['test']['accuracy']:.4f} ({m['seconds']:.0f} s)", flush=True)
+    records, chosen = [], {}
+    for method in methods:
+        best = None
+        for i, overrides in enumerate(grid[method]):
+            acc = np.array(scores[(method, i)])
+            records.append({"method": method, "config": i, "overrides": overrides,
+                            "mean_accuracy": float(acc.mean()),
+                            "sd_accuracy": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
+                            "n_runs": len(acc)})
+            if best is None or acc.mean() > best[0]:
+                best = (acc.mean(), overrides)
+        chosen[method] = best[1]
+    (out / "tuning.json").write_text(json.dumps(records, indent=1))
+    (out / "chosen.json").write_text(json.dumps(chosen, indent=1))
+    lines = ["| method | config | overrides | tuning accuracy |", "|---|---|---|---|"]
+    for r in records:
+        mark = " (chosen)" if r["overrides"] == chosen[r["method"]] else ""
+        lines.append(f"| {r['method']} | {r['config']} | {json.dumps(r['overrides'])} | "
+                     f"{r['mean_accuracy']:.4f} ± {r['sd_accuracy']:.4f}{mark} |")
+    print("\n".join(lines))
+    return chosen
 
 
 def summarise(results: list) -> str:
@@ -237,6 +315,49 @@ def summarise(results: list) -> str:
         pl = [(r["pseudo_labels"] or {}).get("accuracy") for r in rs]
         lines.append(f"| {budget} | {method} | {len(rs)} | {ms([r['test']['accuracy'] for r in rs])} "
                      f"| {ms([r['test']['balanced_accuracy'] for r in rs])} | {ms(auc)} | {ms(pl)} |")
+    return "\n".join(lines)
+
+
+def markdown_tables(results: list, methods: list) -> str:
+    """Two Markdown tables over budgets: each method's test accuracy (mean ± sd over
+    seeds, n), in ``methods`` order (the ablation ladder mlp -> cmix_selfsl ->
+    cmix_selfsl_pl -> cmix first, when listed so); and cmix minus each other method on
+    the same seeds (mean ± sd of the paired differences, two-sided paired t-test;
+    "identical" where every seed's accuracy is equal)."""
+    from scipy.stats import ttest_rel
+
+    budgets = sorted({r["budget"] for r in results})
+    acc = {(r["method"], r["budget"], r["seed"]): r["test"]["accuracy"] for r in results}
+    head = "| {} | " + " | ".join(f"budget {b}" for b in budgets) + " |"
+    rule = "|---|" + "---|" * len(budgets)
+    lines = [head.format("method"), rule]
+    for m in methods:
+        cells = []
+        for b in budgets:
+            v = np.array([a for (mm, bb, _), a in acc.items() if mm == m and bb == b])
+            cells.append(f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0:.3f} (n={len(v)})"
+                         if len(v) else "-")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    if "cmix" in methods:
+        lines += ["", head.format("cmix minus"), rule]
+        for m in methods:
+            if m == "cmix":
+                continue
+            cells = []
+            for b in budgets:
+                seeds = sorted(s for (mm, bb, s) in acc if mm == m and bb == b
+                               and ("cmix", b, s) in acc)
+                x = np.array([acc[("cmix", b, s)] for s in seeds])
+                y = np.array([acc[(m, b, s)] for s in seeds])
+                if len(seeds) < 2:
+                    cells.append("-")
+                elif np.array_equal(x, y):
+                    cells.append(f"0 (identical, n={len(seeds)})")
+                else:
+                    d = x - y
+                    cells.append(f"{d.mean():+.3f} ± {d.std(ddof=1):.3f}, "
+                                 f"p = {ttest_rel(x, y).pvalue:.2g} (n={len(seeds)})")
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -277,6 +398,10 @@ def main(argv=None):
     p.add_argument("--cohort-seed", type=int, default=7,
                    help="simulation seed of the cohort (7 = the reported one; tune on another)")
     p.add_argument("--config", default=None, help="YAML or JSON file of config overrides")
+    p.add_argument("--grid", default=None,
+                   help="JSON: method -> list of config overrides; tune every one (tuning data only)")
+    p.add_argument("--chosen", default=None,
+                   help="JSON: method -> config overrides (a tuning run's chosen.json)")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -307,9 +432,17 @@ def main(argv=None):
     if args.config:
         config.update(read_config_file(args.config))
     t = time.perf_counter()
-    results = run_grid(store, out, budgets, args.methods, args.seeds, config, args.jobs)
+    if args.grid:
+        grid = json.loads(Path(args.grid).read_text())
+        tune(store, out, budgets, args.methods, args.seeds, config, grid, args.jobs)
+        print(f"tuning: {time.perf_counter() - t:.0f} s total")
+        return
+    per_method = json.loads(Path(args.chosen).read_text()) if args.chosen else None
+    results = run_grid(store, out, budgets, args.methods, args.seeds, config, args.jobs,
+                       per_method)
     print(f"\n{args.dataset}: config {json.dumps(config)}; {time.perf_counter() - t:.0f} s total")
     print(summarise(results))
+    print(markdown_tables(results, args.methods))
     for other in args.methods:
         if other != "cmix" and "cmix" in args.methods:
             print(paired(results, "cmix", other))

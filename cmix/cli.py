@@ -166,13 +166,13 @@ def _add_predict(sub):
         "predict",
         help="class probabilities for new people from finished runs (an ensemble of seeds)",
         description="Rebuild the model of each --run folder, read the store's variants from "
-                    "the PLINK file set (by ID, else chrom:pos with the same alleles; swapped "
+                    "the genotypes (by ID, else chrom:pos with the same alleles; swapped "
                     "alleles flip the dosage; absent variants get the training mean), "
                     "standardise with the training moments and write a TSV of class "
                     "probabilities (FID, IID, prob_<class>), averaged over the runs.")
     p.add_argument("--run", nargs="+", required=True, metavar="RUN_DIR",
                    help="finished run folder(s) of one method and store")
-    p.add_argument("--bfile", required=True, help="PLINK .bed/.bim/.fam prefix of the new people")
+    _add_genotype_args(p, bgen=True)
     p.add_argument("--pheno", help="phenotype table with the covariate fields (if the run used them)")
     p.add_argument("--sample-qc", help="sample QC table with the PCs / array (if the run used them)")
     pcs = p.add_mutually_exclusive_group()
@@ -193,9 +193,9 @@ def _add_predict(sub):
 def _run_predict(args):
     from .learn.predict import predict
 
-    predict(args.run, args.bfile, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
+    predict(args.run, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
             eigenvec=args.eigenvec, pca=args.pca, min_shared=args.min_shared,
-            allow_overlap=args.allow_overlap)
+            allow_overlap=args.allow_overlap, **_genotype_kwargs(args))
 
 
 # ---------------------------------------------------------------------------- report

@@ -37,6 +37,7 @@ import gzip
 import json
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,9 @@ from .io import CmixError, atomic_path, check_writable_dir, log
 
 PIECE_START_BP = 20_000_000      # every piece starts 20 Mb into its chromosome
 WHITE_BRITISH_IDS = {"CEU", "GBR", "EUR"}   # model populations flagged white British in the QC table
+PCA_METHOD = ("fit on used.in.pca.calculation samples; SNPs with pooled MAF >= 5% thinned to "
+              "haplotype r2 <= 0.1 with the last kept SNP (at most 2,000, evenly spaced); "
+              "every sample projected")
 
 
 def _stdpopsim():
@@ -210,15 +214,27 @@ def select_sites(rng, ts, n_keep: int, maf_floor: float) -> np.ndarray | None:
     return np.sort(np.array(chosen, dtype=np.int64))
 
 
-def _meiosis(rng, hap_a, hap_b, pos, piece, piece_bounds, rates):
+@dataclass(frozen=True)
+class GeneticMap:
+    """Where each SNP sits for meiosis: pos (n_variants,) bp and piece (n_variants,) its
+    contig piece; per piece its (left, right) bp bounds and recombination rate per bp per
+    generation."""
+
+    pos: np.ndarray
+    piece: np.ndarray
+    bounds: list
+    rates: list
+
+
+def _meiosis(rng, hap_a, hap_b, gmap: GeneticMap):
     """One transmitted haplotype (n_sites,) from a parent's two (n_sites,) bool arrays:
     per piece, the first haplotype at its start is a coin flip, crossovers are Poisson
     (piece length x rate, in Morgans) at uniform positions."""
-    switch = np.zeros(len(pos), dtype=bool)
-    for k, (left, right) in enumerate(piece_bounds):
-        sl = piece == k
-        pts = np.sort(rng.uniform(left, right, size=rng.poisson((right - left) * rates[k])))
-        switch[sl] = (np.searchsorted(pts, pos[sl]) + (rng.random() < 0.5)) % 2 == 1
+    switch = np.zeros(len(gmap.pos), dtype=bool)
+    for k, (left, right) in enumerate(gmap.bounds):
+        sl = gmap.piece == k
+        pts = np.sort(rng.uniform(left, right, size=rng.poisson((right - left) * gmap.rates[k])))
+        switch[sl] = (np.searchsorted(pts, gmap.pos[sl]) + (rng.random() < 0.5)) % 2 == 1
     return np.where(switch, hap_b, hap_a)
 
 
@@ -252,14 +268,7 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
     size), in the cohort's population proportions. Returns the truth dictionary written to
     ``truth.json``. Memory: the (n_variants x haplotypes) matrices are held in memory.
     """
-    if n_samples < 1 or n_variants < 1:
-        raise CmixError("--n-samples and --n-variants must be positive")
-    if not 0 <= maf_floor < 0.5:
-        raise CmixError(f"--maf-floor must be in [0, 0.5), got {maf_floor}")
-    if not 0.01 <= piece_mb <= 20:
-        raise CmixError(f"--piece-mb must be between 0.01 and 20, got {piece_mb}")
-    if n_chrom is not None and not 1 <= n_chrom <= 22:
-        raise CmixError(f"--n-chrom (contig pieces) must be between 1 and 22, got {n_chrom}")
+    _check_options(n_samples, n_variants, n_chrom, piece_mb, maf_floor)
     mdl = get_model(model)
     names = model_populations(mdl)
     counts = parse_population_counts(populations, n_samples, names)
@@ -273,24 +282,102 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         np.random.default_rng(s) for s in ss.spawn(7))
 
     # pedigrees, one per population; founders are sampled diploids
-    peds, n_founders = {}, {}
-    for name, n in counts.items():
-        peds[name] = sim.simulate_pedigree(n)
-        f, _, d, _ = peds[name].arrays()
-        n_founders[name] = int(((f < 0) & (d < 0)).sum())
+    peds = {name: sim.simulate_pedigree(n) for name, n in counts.items()}
+    n_founders = {name: _n_founders(ped) for name, ped in peds.items()}
     samples = {name: n_founders[name] + disc_counts[name] for name in counts}
     log(f"coalescent cohort: {model}, {n_samples} samples ({counts}) + discovery {n_discovery}, "
         f"{n_variants} SNPs on {n_pieces} pieces of {piece_mb:g} Mb")
     trees = simulate_trees(model, samples, n_pieces, piece_mb, seed)
+    hap, variants, gmap, ind_pop, pieces_truth = _sample_sites(
+        rng_var, trees, n_variants, maf_floor, piece_mb, mdl.mutation_rate, seed)
+    founder_cols, disc_cols = _individual_columns(trees[0][1], ind_pop, n_founders, disc_counts)
+    h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
+    first = list(counts)[0]
+    all_founders = np.concatenate(list(founder_cols.values()))
+    p_ref, p_pool = _founder_frequencies(hap, founder_cols[first], all_founders)
+    hwe_idx = _plant_hwe(rng_var, rng_hap, h0_all, h1_all, p_pool, len(all_founders))
+    dos, pop_of, pairs = _cohort_dosages(rng_ped, peds, founder_cols, h0_all, h1_all, gmap)
+    disc_dos, disc_pop = _discovery_dosages(h0_all, h1_all, disc_cols)
+    fam_eid, spare_eids, fam = sim.simulate_fam(rng_ped, n_samples)
+    sample_miss, bad, bad_v = _write_bed(rng_miss, out / "genotypes", fam, variants, dos)
 
-    # sites: per piece an equal share of n_variants, genotypes of every sample haplotype
+    # traits, first population as the reference; summary statistics from the discovery cohort
+    loci, taken = _trait_loci(rng_trait, p_ref, hwe_idx)
+    components = _trait_components(rng_trait, p_ref, loci, taken)
+    genetic = _genetic_values(components, dos, disc_dos)
+    male, age = sim.simulate_covariates(rng_cov, fam.sex, n_discovery)
+    reference = np.r_[pop_of == first, disc_pop == first]
+    pheno, liabilities, trait_truth = sim.simulate_phenotypes(
+        rng_trait, genetic, components, n_samples, male, age, reference,
+        np.zeros(n_samples + n_discovery))
+    code = {name: names.index(name) + 1 for name in counts}
+    sim.add_covariate_columns(pheno, fam_eid, male, age, [code[p] for p in pop_of])
+    vid = variants.variant_id.to_numpy()
+    truth_causal = _causal_truth(components, trait_truth, vid, loci["_red"], p_ref)
+    disc_y = np.column_stack([liabilities[t][n_samples:] for t in sim.TRAITS])
+    _write_sumstats(rng_out, out, variants, disc_dos, disc_y)
+    with atomic_path(out / "phenotypes.tsv") as tmp_path:
+        pheno.to_csv(tmp_path, sep="\t", index=False)
+
+    # sample QC with PCs (pooled MAF >= 5%, haplotype r2 <= 0.1 greedy thinning), kinship
+    pca_snps = _pca_variants(np.c_[h0_all[:, all_founders], h1_all[:, all_founders]], p_pool,
+                             np.r_[hwe_idx, bad_v, np.flatnonzero(taken)], gmap.piece)
+    white = np.array([p in WHITE_BRITISH_IDS for p in pop_of])
+    pca_fit = sim.write_sample_files(rng_out, out, fam_eid, spare_eids[0], sample_miss, pairs,
+                                     white, pca_snps)
+
+    truth = {
+        "seed": seed, "haplotypes": "coalescent", "n_samples": n_samples,
+        "n_variants": n_variants, "n_chrom": n_pieces, "n_discovery": n_discovery,
+        **_model_truth(mdl, names, counts, disc_counts, code),
+        "msprime_samples": samples,
+        "pieces": pieces_truth, "piece_mb": piece_mb, "maf_floor": maf_floor,
+        "reference_population": first,
+        "samples": {"eid": fam_eid.tolist(), "population": pop_of.tolist()},
+        "traits": trait_truth, "causal": truth_causal,
+        **sim.qc_truth(fam_eid, vid, pairs, hwe_idx, bad, bad_v),
+        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
+                "method": PCA_METHOD},
+    }
+    with atomic_path(out / "truth.json") as tmp_path:
+        tmp_path.write_text(json.dumps(truth, indent=1))
+    log(f"wrote {out} ({len(pairs)} related pairs, {len(counts)} populations of {model})")
+    return truth
+
+
+# ------------------------------------------------------- steps of simulate_coalescent_cohort
+def _check_options(n_samples: int, n_variants: int, n_chrom: int | None, piece_mb: float,
+                   maf_floor: float) -> None:
+    """CmixError naming the option when a size, --n-chrom, --piece-mb or --maf-floor is out
+    of range."""
+    if n_samples < 1 or n_variants < 1:
+        raise CmixError("--n-samples and --n-variants must be positive")
+    if not 0 <= maf_floor < 0.5:
+        raise CmixError(f"--maf-floor must be in [0, 0.5), got {maf_floor}")
+    if not 0.01 <= piece_mb <= 20:
+        raise CmixError(f"--piece-mb must be between 0.01 and 20, got {piece_mb}")
+    if n_chrom is not None and not 1 <= n_chrom <= 22:
+        raise CmixError(f"--n-chrom (contig pieces) must be between 1 and 22, got {n_chrom}")
+
+
+def _sample_sites(rng, trees, n_variants: int, maf_floor: float, piece_mb: float,
+                  mutation_rate: float, seed: int):
+    """Draw an equal share of ``n_variants`` sites from each piece (:func:`select_sites`)
+    and read their alleles for every sampled haplotype.
+
+    trees: :func:`simulate_trees`'s list. Returns (hap bool (n_variants, 2 x
+    n_individuals), columns individual 0 haplotype 0, individual 0 haplotype 1, ...;
+    variants: the .bim columns with random rsIDs plus ``piece``; their GeneticMap;
+    ind_pop (n_individuals,) each individual's population id; the per-piece truth
+    records).
+    """
+    n_pieces = len(trees)
     per_piece = np.full(n_pieces, n_variants // n_pieces)
     per_piece[: n_variants % n_pieces] += 1
     haps, piece_rows, pieces_truth = [], [], []
     ind_nodes, ind_pop = _individual_nodes(trees[0][1])
-    pop_id = {p.metadata["name"]: p.id for p in trees[0][1].populations()}
     for k, ((chrom, ts, rate), n_keep) in enumerate(zip(trees, per_piece)):
-        sites = select_sites(rng_var, ts, int(n_keep), maf_floor)
+        sites = select_sites(rng, ts, int(n_keep), maf_floor)
         if sites is None:
             raise CmixError(f"chromosome {chrom} piece: fewer than the {n_keep} biallelic sites "
                             f"with MAF > {maf_floor} needed; raise --piece-mb or --n-chrom, or "
@@ -298,105 +385,149 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         nodes_k, pop_k = _individual_nodes(ts)
         if not (np.array_equal(nodes_k, ind_nodes) and np.array_equal(pop_k, ind_pop)):
             raise RuntimeError("msprime sampled individuals differently across pieces")
-        drop = np.setdiff1d(np.arange(ts.num_sites), sites)
-        sub = ts.delete_sites(drop)
-        g = sub.genotype_matrix()                    # (n_keep, n_sample_nodes), derived = 1
-        col = np.full(ts.num_nodes, -1)
-        col[sub.samples()] = np.arange(sub.num_samples)
-        haps.append(g[:, col[ind_nodes.ravel()]].astype(bool))   # columns: ind0 h0, ind0 h1, ...
-        site_tab = sub.tables.sites
-        anc = [s.ancestral_state for s in sub.sites()]
-        der = [s.mutations[0].derived_state for s in sub.sites()]
-        pos = site_tab.position.astype(np.int64)
+        hap_k, pos, der, anc = _piece_genotypes(ts, sites, ind_nodes)
+        haps.append(hap_k)
         piece_rows.append(pd.DataFrame({"chrom": str(chrom), "pos": pos + 1, "a1": der, "a2": anc,
                                         "cm": (pos + 1) * rate * 100, "piece": k}))
         pieces_truth.append({"chrom": chrom, "left_bp": PIECE_START_BP,
                              "right_bp": PIECE_START_BP + int(round(piece_mb * 1e6)),
-                             "recombination_rate": rate, "mutation_rate": mdl.mutation_rate,
+                             "recombination_rate": rate, "mutation_rate": mutation_rate,
                              "n_sites": int(ts.num_sites),
                              "n_kept": int(n_keep), "msprime_seed_from": [seed, 0xC0A1, k]})
     hap = np.concatenate(haps)                       # (n_variants, 2 x n_individuals)
     variants = pd.concat(piece_rows, ignore_index=True)
-    rs = rng_var.permutation(max(10 * n_variants, 1000))[:n_variants] + 10_000
+    rs = rng.permutation(max(10 * n_variants, 1000))[:n_variants] + 10_000
     variants.insert(1, "variant_id", [f"rs{r}" for r in rs])
-    pos_all, piece_all = variants.pos.to_numpy(), variants.piece.to_numpy()
-    bounds = [(PIECE_START_BP, PIECE_START_BP + piece_mb * 1e6)] * n_pieces
-    rates = [t[2] for t in trees]
+    gmap = GeneticMap(variants.pos.to_numpy(), variants.piece.to_numpy(),
+                      [(PIECE_START_BP, PIECE_START_BP + piece_mb * 1e6)] * n_pieces,
+                      [t[2] for t in trees])
+    return hap, variants, gmap, ind_pop, pieces_truth
 
-    # individuals: per population, founders first (pedigree order), then discovery
-    h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
-    first = list(counts)[0]
+
+def _piece_genotypes(ts, sites: np.ndarray, ind_nodes: np.ndarray):
+    """The kept ``sites`` of one tree sequence: bool (n_sites, 2 x n_individuals), derived
+    allele = True, columns in ``ind_nodes`` order (n_individuals, 2); the sites' 0-based
+    positions int64 (n_sites,), derived and ancestral alleles (lists of n_sites)."""
+    drop = np.setdiff1d(np.arange(ts.num_sites), sites)
+    sub = ts.delete_sites(drop)
+    g = sub.genotype_matrix()                    # (n_keep, n_sample_nodes), derived = 1
+    col = np.full(ts.num_nodes, -1)
+    col[sub.samples()] = np.arange(sub.num_samples)
+    hap = g[:, col[ind_nodes.ravel()]].astype(bool)   # columns: ind0 h0, ind0 h1, ...
+    anc = [s.ancestral_state for s in sub.sites()]
+    der = [s.mutations[0].derived_state for s in sub.sites()]
+    pos = sub.tables.sites.position.astype(np.int64)
+    return hap, pos, der, anc
+
+
+def _n_founders(ped: sim.Pedigree) -> int:
+    """Pedigree individuals that are neither children nor duplicates."""
+    father, _, dup_of, _ = ped.arrays()
+    return int(((father < 0) & (dup_of < 0)).sum())
+
+
+def _individual_columns(ts, ind_pop: np.ndarray, n_founders: dict, disc_counts: dict):
+    """Per population (in ``n_founders`` order), the sampled individuals (indices into
+    ind_pop, (n_individuals,) population ids of tree sequence ``ts``) that are its pedigree
+    founders (the first n_founders[name]) and its discovery people (the next
+    disc_counts[name]). Returns two {name: int array} dicts."""
+    pop_id = {p.metadata["name"]: p.id for p in ts.populations()}
     founder_cols, disc_cols = {}, {}
-    for name in counts:
+    for name in n_founders:
         members = np.flatnonzero(ind_pop == pop_id[name])
         founder_cols[name] = members[: n_founders[name]]
         disc_cols[name] = members[n_founders[name]: n_founders[name] + disc_counts[name]]
-    all_founders = np.concatenate(list(founder_cols.values()))
-    p_ref = hap[:, np.r_[2 * founder_cols[first], 2 * founder_cols[first] + 1]].mean(axis=1)
-    p_pool = np.c_[h0_all[:, all_founders], h1_all[:, all_founders]].mean(axis=1)
-    maf_ref = np.minimum(p_ref, 1 - p_ref)
+    return founder_cols, disc_cols
 
-    # planted HWE failures on founders and discovery people: copy haplotype 0 onto 1 with
-    # probability F (strong 0.3, borderline ~ p = 1e-7), as in cmix.simulate
+
+def _plant_hwe(rng_var, rng_hap, h0: np.ndarray, h1: np.ndarray, p_pool: np.ndarray,
+               n_founders: int) -> np.ndarray:
+    """In place on h1: planted Hardy-Weinberg failures on founders and discovery people, as in
+    :mod:`cmix.simulate`: max(4, n_variants // 500) common (pooled MAF >= 0.1) SNPs,
+    alternately strong (copy haplotype 0 onto 1 with probability 0.3) and borderline (near
+    p = 1e-7 over ``n_founders``). h0, h1: bool (n_variants, n_individuals); p_pool:
+    (n_variants,) the founders' A1 frequency. Returns the sorted SNP indices."""
+    n_variants = len(p_pool)
     common = np.flatnonzero(np.minimum(p_pool, 1 - p_pool) >= 0.1)
     n_hwe = min(len(common), max(4, n_variants // 500))
     hwe_idx = np.sort(rng_var.choice(common, size=n_hwe, replace=False))
-    f_borderline = math.sqrt(28.4 / max(len(all_founders), 1))
+    f_borderline = math.sqrt(28.4 / max(n_founders, 1))
     for j, f in zip(hwe_idx, np.where(np.arange(n_hwe) % 2 == 0, 0.3, f_borderline)):
-        copy = rng_hap.random(h0_all.shape[1]) < f
-        h1_all[j, copy] = h0_all[j, copy]
+        copy = rng_hap.random(h0.shape[1]) < f
+        h1[j, copy] = h0[j, copy]
+    return hwe_idx
 
-    # pedigree haplotypes -> cohort dosages (fam order: all populations, permuted)
+
+def _pedigree_haplotypes(rng, ped: sim.Pedigree, founder_h0: np.ndarray,
+                         founder_h1: np.ndarray, gmap: GeneticMap):
+    """Both haplotypes of every individual of one population's pedigree, bool (n_ped,
+    n_variants) each: founders take founder_h0/h1 (n_variants, n_founders) in pedigree
+    order, duplicates copy, children take a meiosis (:func:`_meiosis`) from each parent."""
+    father, mother, dup_of, _ = ped.arrays()
+    n_ped = len(father)
+    ph0 = np.zeros((n_ped, len(gmap.pos)), dtype=bool)
+    ph1 = np.zeros((n_ped, len(gmap.pos)), dtype=bool)
+    is_founder = (father < 0) & (dup_of < 0)
+    ph0[is_founder], ph1[is_founder] = founder_h0.T, founder_h1.T
+    for i in range(n_ped):
+        if dup_of[i] >= 0:
+            ph0[i], ph1[i] = ph0[dup_of[i]], ph1[dup_of[i]]
+        elif father[i] >= 0:
+            for parent, target in ((father[i], ph0), (mother[i], ph1)):
+                target[i] = _meiosis(rng, ph0[parent], ph1[parent], gmap)
+    return ph0, ph1
+
+
+def _cohort_dosages(rng, peds: dict, founder_cols: dict, h0: np.ndarray, h1: np.ndarray,
+                    gmap: GeneticMap):
+    """The cohort's A1 dosages in .fam order (all populations' pedigree members, permuted).
+
+    peds: {population: Pedigree}; founder_cols: {population: its founders' columns of
+    h0/h1 (n_variants, n_individuals)}. Returns (int8 (n_variants, n_samples), population
+    name per .fam row (n_samples,), related pairs as (.fam row, .fam row, degree))."""
     cohort_dos, cohort_pop, pairs_local = [], [], []
-    for name in counts:
-        father, mother, dup_of, in_cohort = peds[name].arrays()
-        n_ped = len(father)
-        ph0 = np.zeros((n_ped, n_variants), dtype=bool)
-        ph1 = np.zeros((n_ped, n_variants), dtype=bool)
-        is_founder = (father < 0) & (dup_of < 0)
+    for name, ped in peds.items():
         fc = founder_cols[name]
-        ph0[is_founder], ph1[is_founder] = h0_all[:, fc].T, h1_all[:, fc].T
-        for i in range(n_ped):
-            if dup_of[i] >= 0:
-                ph0[i], ph1[i] = ph0[dup_of[i]], ph1[dup_of[i]]
-            elif father[i] >= 0:
-                for parent, target in ((father[i], ph0), (mother[i], ph1)):
-                    target[i] = _meiosis(rng_ped, ph0[parent], ph1[parent], pos_all, piece_all,
-                                         bounds, rates)
-        members = np.flatnonzero(in_cohort)
-        row = np.full(n_ped, -1)
+        ph0, ph1 = _pedigree_haplotypes(rng, ped, h0[:, fc], h1[:, fc], gmap)
+        members = np.flatnonzero(ped.arrays()[3])
+        row = np.full(len(ph0), -1)
         row[members] = np.arange(len(members)) + sum(len(d) for d in cohort_pop)
-        pairs_local += [(int(row[i]), int(row[j]), d) for i, j, d in peds[name].pairs]
+        pairs_local += [(int(row[i]), int(row[j]), d) for i, j, d in ped.pairs]
         cohort_dos.append(ph0[members].astype(np.int8) + ph1[members].astype(np.int8))
         cohort_pop.append(np.full(len(members), name, dtype=object))
     dos = np.concatenate(cohort_dos).T                   # (n_variants, n_samples), pop-grouped
     pop_of = np.concatenate(cohort_pop)
-    order = rng_ped.permutation(n_samples)               # fam row r is pop-grouped row order[r]
+    n_samples = len(pop_of)
+    order = rng.permutation(n_samples)                   # fam row r is pop-grouped row order[r]
     dos, pop_of = dos[:, order], pop_of[order]
     fam_row = np.empty(n_samples, dtype=int)
     fam_row[order] = np.arange(n_samples)
     pairs = [(int(fam_row[a]), int(fam_row[b]), d) for a, b, d in pairs_local]
-    disc = np.concatenate(list(disc_cols.values()))
-    disc_dos = (h0_all[:, disc].astype(np.int8) + h1_all[:, disc].astype(np.int8))
-    disc_pop = np.concatenate([np.full(len(disc_cols[n]), n, dtype=object) for n in counts])
+    return dos, pop_of, pairs
 
-    eids = rng_ped.permutation(np.sort(rng_ped.choice(np.arange(1_000_000, 6_000_000),
-                                                      size=n_samples + 50, replace=False)))
-    fam_eid, spare_eids = eids[:n_samples].astype(str), eids[n_samples:]
-    fam = pd.DataFrame({"fid": fam_eid, "iid": fam_eid, "father": "0", "mother": "0",
-                        "sex": rng_ped.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
 
-    # missing calls: sporadic plus a few bad samples and SNPs, as in cmix.simulate
-    sample_miss, variant_miss, bad, bad_v = sim.missingness_rates(rng_miss, n_samples, n_variants)
+def _write_bed(rng, bed_path, fam: pd.DataFrame, variants: pd.DataFrame, dos: np.ndarray):
+    """Write dosages (n_variants, n_samples) as the .bed/.bim/.fam with missing calls
+    (:func:`cmix.simulate.missingness_rates`). Returns (per-sample missing rate
+    (n_samples,), the high-missingness samples, the high-missingness SNPs)."""
+    n_variants, n_samples = dos.shape
+    sample_miss, variant_miss, bad, bad_v = sim.missingness_rates(rng, n_samples, n_variants)
     miss_p = 1 - np.outer(1 - variant_miss, 1 - sample_miss)
     called = dos.copy()
-    called[rng_miss.random(dos.shape, dtype=np.float32) < miss_p] = -1
-    bed_path = out / "genotypes"
+    called[rng.random(dos.shape, dtype=np.float32) < miss_p] = -1
     with plink.BedWriter(bed_path, fam, variants[plink.BIM_COLUMNS]) as writer:
         writer.write(called)
+    return sample_miss, bad, bad_v
 
-    # traits: large loci on SNPs whose first-population A1 frequency is nearest the
-    # published one; polygenic background on first-population MAF >= 1% SNPs
+
+def _trait_loci(rng, p_ref: np.ndarray, hwe_idx: np.ndarray):
+    """Each trait's large loci and the MC1R alleles on distinct SNPs (not planted HWE
+    failures, reference MAF >= 1%) whose first-population A1 frequency (p_ref,
+    (n_variants,)) is nearest the published one, ties broken at random. Returns
+    ({"<trait>": [index, ...], "_red": [index, ...]}, taken: bool (n_variants,) the SNPs
+    used by loci or HWE failures)."""
+    n_variants = len(p_ref)
+    maf_ref = np.minimum(p_ref, 1 - p_ref)
     taken = np.zeros(n_variants, dtype=bool)
     taken[hwe_idx] = True
 
@@ -404,87 +535,76 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
         free = np.flatnonzero(~taken & (maf_ref >= 0.01))
         if not len(free):
             raise CmixError(f"--n-variants {n_variants} is too small to place the traits' loci")
-        i = free[np.argmin(np.abs(p_ref[free] - freq) + 1e-9 * rng_trait.random(len(free)))]
+        i = free[np.argmin(np.abs(p_ref[free] - freq) + 1e-9 * rng.random(len(free)))]
         taken[i] = True
         return int(i)
 
     loci = {t: [nearest(lc["a1_freq"]) for lc in spec["large_loci"]] for t, spec in sim.TRAITS.items()}
     loci["_red"] = [nearest(a["a1_freq"]) for a in sim.RED_HAIR["alleles"]]
+    return loci, taken
+
+
+def _trait_components(rng, p_ref: np.ndarray, loci: dict, taken: np.ndarray) -> dict:
+    """The traits' genetic components as :func:`cmix.simulate.simulate_phenotypes` takes
+    them: polygenic causal SNPs among the free SNPs with reference MAF >= 1% (raw effects
+    per standardised genotype), large loci (effects from their variance share at the
+    reference frequency ``p_ref``) and the MC1R SNPs; each (variant indices, effects)."""
+    maf_ref = np.minimum(p_ref, 1 - p_ref)
     eligible = np.flatnonzero((maf_ref >= 0.01) & ~taken)
     components = {}
     for name, spec in sim.TRAITS.items():
         k = min(spec["n_causal"], len(eligible))
-        idx = np.sort(rng_trait.choice(eligible, size=k, replace=False))
+        idx = np.sort(rng.choice(eligible, size=k, replace=False))
         p = p_ref[idx]
-        components[name] = (idx, rng_trait.normal(size=k) / np.sqrt(2 * p * (1 - p)))
+        components[name] = (idx, rng.normal(size=k) / np.sqrt(2 * p * (1 - p)))
         lidx = np.array(loci[name], dtype=int)
         lbeta = np.array([lc["sign"] * math.sqrt(lc["var"] / (2 * p_ref[i] * (1 - p_ref[i])))
                           for lc, i in zip(spec["large_loci"], lidx)])
         components[name + "/large"] = (lidx, lbeta)
     components["_red"] = (np.array(loci["_red"]), np.ones(len(loci["_red"])))
-    genetic = {c: np.r_[b @ dos[idx], b @ disc_dos[idx]] if len(idx) else
-               np.zeros(n_samples + n_discovery) for c, (idx, b) in components.items()}
-    male = np.r_[(fam.sex == "1").to_numpy(), rng_cov.random(n_discovery) < 0.5]
-    age = np.floor(sim.AGE_RANGE[0] + (sim.AGE_RANGE[1] - sim.AGE_RANGE[0])
-                   * rng_cov.beta(1.3, 1.0, size=n_samples + n_discovery)).astype(int)
-    reference = np.r_[pop_of == first, disc_pop == first]
-    pheno, liabilities, trait_truth = sim.simulate_phenotypes(
-        rng_trait, genetic, components, n_samples, male, age, reference,
-        np.zeros(n_samples + n_discovery))
-    code = {name: names.index(name) + 1 for name in counts}
-    pheno.insert(0, "eid", fam_eid)
-    pheno["f.31.0.0"] = male[:n_samples].astype(int)
-    pheno["f.21022.0.0"] = age[:n_samples]
-    pheno["f.21000.0.0"] = [code[p] for p in pop_of]
-    vid = variants.variant_id.to_numpy()
-    truth_causal = {}
-    for t in sim.TRAITS:
-        idx, beta = components[t]
-        lidx, lbeta = components[t + "/large"]
-        all_idx = np.r_[lidx, idx]
-        all_beta = np.r_[lbeta, beta * trait_truth[t]["polygenic_scale"]]
-        o = np.argsort(all_idx, kind="stable")
-        truth_causal[t] = {"variant_ids": vid[all_idx[o]].tolist(), "betas_a1": all_beta[o].tolist()}
-        trait_truth[t]["large_loci"] = [
-            {**lc, "variant_id": vid[i], "beta_a1": float(b), "a1_freq_first_population": float(p_ref[i])}
-            for lc, i, b in zip(sim.TRAITS[t]["large_loci"], lidx, lbeta)]
-    trait_truth["hair_colour"]["red_hair"] = {
-        **sim.RED_HAIR, "variant_ids": vid[loci["_red"]].tolist(),
-        "a1_freq_first_population": p_ref[loci["_red"]].tolist()}
+    return components
 
-    # summary statistics from the discovery cohort
-    disc_y = np.column_stack([liabilities[t][n_samples:] for t in sim.TRAITS])
-    beta, se, freq = sim.discovery_regression(plink.encode(disc_dos), n_discovery, disc_y)
+
+def _genetic_values(components: dict, dos: np.ndarray, disc_dos: np.ndarray) -> dict:
+    """{component: effect x A1 dosage summed over its SNPs (n_samples + n_discovery,)},
+    cohort (dos: (n_variants, n_samples)) then discovery (disc_dos)."""
+    n_total = dos.shape[1] + disc_dos.shape[1]
+    return {c: np.r_[b @ dos[idx], b @ disc_dos[idx]] if len(idx) else np.zeros(n_total)
+            for c, (idx, b) in components.items()}
+
+
+def _causal_truth(components: dict, trait_truth: dict, vid: np.ndarray, red_idx: list,
+                  p_ref: np.ndarray) -> dict:
+    """:func:`cmix.simulate.causal_truth`, with each large locus's and the MC1R alleles'
+    first-population A1 frequency (``a1_freq_first_population``) added to ``trait_truth``."""
+    truth_causal = sim.causal_truth(components, trait_truth, vid, red_idx)
+    for t in sim.TRAITS:
+        for lc, i in zip(trait_truth[t]["large_loci"], components[t + "/large"][0]):
+            lc["a1_freq_first_population"] = float(p_ref[i])
+    trait_truth["hair_colour"]["red_hair"]["a1_freq_first_population"] = p_ref[red_idx].tolist()
+    return truth_causal
+
+
+def _write_sumstats(rng, out, variants: pd.DataFrame, disc_dos: np.ndarray,
+                    disc_y: np.ndarray) -> None:
+    """out/sumstats/<trait>.txt.gz from per-SNP regression of disc_y (n_discovery,
+    n_traits) on the discovery dosages (n_variants, n_discovery); gzip headers hold no
+    file name or time, so the same seed writes the same bytes."""
+    beta, se, freq = sim.discovery_regression(plink.encode(disc_dos), disc_dos.shape[1], disc_y)
     (out / "sumstats").mkdir(exist_ok=True)
     for k, t in enumerate(sim.TRAITS):
-        table = sim.sumstats_table(rng_out, variants, beta[:, k], se[:, k], freq)
+        table = sim.sumstats_table(rng, variants, beta[:, k], se[:, k], freq)
         with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
-            # no file name or time in the gzip header: same seed, same bytes
             with open(tmp_path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
                                                            mtime=0) as gz:
                 gz.write(table.to_csv(sep="\t", index=False).encode())
-    with atomic_path(out / "phenotypes.tsv") as tmp_path:
-        pheno.to_csv(tmp_path, sep="\t", index=False)
 
-    # sample QC with PCs (pooled MAF >= 5%, haplotype r2 <= 0.1 greedy thinning), kinship
-    het_missing = (rng_out.random(n_samples) < 0.002) | (sample_miss > 0.04)
-    pca_fit = ~het_missing
-    pca_fit[[b for _, b, _ in pairs]] = False
-    ok = np.minimum(p_pool, 1 - p_pool) >= 0.05
-    ok[np.r_[hwe_idx, bad_v, np.flatnonzero(taken)]] = False
-    pca_snps = _greedy_ld_thin(np.c_[h0_all[:, all_founders], h1_all[:, all_founders]], ok,
-                               piece_all)
-    if len(pca_snps) > 2000:
-        pca_snps = pca_snps[np.linspace(0, len(pca_snps) - 1, 2000).astype(int)]
-    pcs = sim.ukb_pcs(bed_path, pca_snps, np.flatnonzero(pca_fit))
-    white = np.array([p in WHITE_BRITISH_IDS for p in pop_of])
-    sim.write_sample_qc(rng_out, out / "sample_qc.tsv", fam_eid, het_missing, white, pca_fit, pcs)
-    withdrawn = list(rng_out.choice(fam_eid, size=max(2, n_samples // 1000), replace=False))
-    withdrawn.append(str(spare_eids[0]))
-    with atomic_path(out / "withdrawn.txt") as tmp_path:
-        tmp_path.write_text("".join(f"{e}\n" for e in withdrawn))
-    sim.write_kinship_table(out / "kinship.dat", bed_path, fam_eid, pairs)
 
+def _model_truth(mdl, names: list[str], counts: dict, disc_counts: dict, code: dict) -> dict:
+    """truth.json's "model" (id, description, citations, mutation rate, the populations it
+    can sample), "populations" (the sampled ones in ``counts`` order with code,
+    description, cohort and discovery sizes and the white-British flag) and "classes"
+    ({population: [code]})."""
     pop_truth = []
     for p in mdl.populations:
         if p.name in counts:
@@ -492,31 +612,42 @@ def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populat
                               "n_cohort": counts[p.name], "n_discovery": disc_counts[p.name],
                               "white_british": p.name in WHITE_BRITISH_IDS})
     pop_truth.sort(key=lambda d: list(counts).index(d["name"]))
-    truth = {
-        "seed": seed, "haplotypes": "coalescent", "n_samples": n_samples,
-        "n_variants": n_variants, "n_chrom": n_pieces, "n_discovery": n_discovery,
-        "model": {"id": mdl.id, "description": mdl.description,
-                  "citations": [str(c) for c in mdl.citations],
-                  "mutation_rate": mdl.mutation_rate, "engine": "msprime (stdpopsim)",
-                  "populations_in_model": names},
-        "populations": pop_truth,
-        "classes": {p["name"]: [p["code"]] for p in pop_truth},
-        "msprime_samples": samples,
-        "pieces": pieces_truth, "piece_mb": piece_mb, "maf_floor": maf_floor,
-        "reference_population": first,
-        "samples": {"eid": fam_eid.tolist(), "population": pop_of.tolist()},
-        "traits": trait_truth, "causal": truth_causal,
-        "related_pairs": [[fam_eid[a], fam_eid[b], d] for a, b, d in pairs],
-        "hwe_planted": {"strong": vid[hwe_idx[0::2]].tolist(),
-                        "borderline": vid[hwe_idx[1::2]].tolist()},
-        "high_missing_samples": fam_eid[bad].tolist(),
-        "high_missing_variants": vid[np.sort(bad_v)].tolist(),
-        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
-                "method": "fit on used.in.pca.calculation samples; SNPs with pooled MAF >= 5% "
-                          "thinned to haplotype r2 <= 0.1 with the last kept SNP (at most "
-                          "2,000, evenly spaced); every sample projected"},
-    }
-    with atomic_path(out / "truth.json") as tmp_path:
-        tmp_path.write_text(json.dumps(truth, indent=1))
-    log(f"wrote {out} ({len(pairs)} related pairs, {len(counts)} populations of {model})")
-    return truth
+    return {"model": {"id": mdl.id, "description": mdl.description,
+                      "citations": [str(c) for c in mdl.citations],
+                      "mutation_rate": mdl.mutation_rate, "engine": "msprime (stdpopsim)",
+                      "populations_in_model": names},
+            "populations": pop_truth,
+            "classes": {p["name"]: [p["code"]] for p in pop_truth}}
+
+
+def _founder_frequencies(hap: np.ndarray, reference_founders: np.ndarray,
+                         all_founders: np.ndarray):
+    """A1 frequencies (n_variants,) among the reference (first) population's founders and
+    among all founders. hap: bool (n_variants, 2 x n_individuals), two columns a person."""
+    h0, h1 = hap[:, 0::2], hap[:, 1::2]
+    p_ref = hap[:, np.r_[2 * reference_founders, 2 * reference_founders + 1]].mean(axis=1)
+    p_pool = np.c_[h0[:, all_founders], h1[:, all_founders]].mean(axis=1)
+    return p_ref, p_pool
+
+
+def _discovery_dosages(h0: np.ndarray, h1: np.ndarray, disc_cols: dict):
+    """The discovery people's A1 dosages int8 (n_variants, n_discovery), populations in
+    ``disc_cols`` order, and each one's population name (n_discovery,)."""
+    disc = np.concatenate(list(disc_cols.values()))
+    disc_dos = (h0[:, disc].astype(np.int8) + h1[:, disc].astype(np.int8))
+    disc_pop = np.concatenate([np.full(len(cols), n, dtype=object) for n, cols in disc_cols.items()])
+    return disc_dos, disc_pop
+
+
+def _pca_variants(founder_hap: np.ndarray, p_pool: np.ndarray, exclude: np.ndarray,
+                  piece: np.ndarray, max_snps: int = 2000) -> np.ndarray:
+    """SNPs for the ancestry PCs: pooled MAF >= 5%, not in ``exclude`` (planted HWE
+    failures, high-missingness SNPs, trait loci), thinned to haplotype r2 <= 0.1 with the
+    last kept SNP of the piece (founder_hap: bool (n_variants, n_founder_haplotypes)); at
+    most ``max_snps``, evenly spaced. Returns sorted SNP indices."""
+    ok = np.minimum(p_pool, 1 - p_pool) >= 0.05
+    ok[exclude] = False
+    pca_snps = _greedy_ld_thin(founder_hap, ok, piece)
+    if len(pca_snps) > max_snps:
+        pca_snps = pca_snps[np.linspace(0, len(pca_snps) - 1, max_snps).astype(int)]
+    return pca_snps

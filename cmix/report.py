@@ -497,15 +497,38 @@ def plot_curves(preds: dict, trait: str, class_names: list, budget: int, path) -
                 tprs.append(np.interp(grid, fpr, tpr))
             axes[0].plot(grid, np.mean(tprs, axis=0), label=m, **st)
             score, hit = prob.ravel(), (y[:, None] == np.arange(c)[None, :]).ravel()
-        idx = np.clip(np.digitize(score, bins) - 1, 0, len(bins) - 2)
-        count = np.bincount(idx, minlength=len(bins) - 1)
-        keep = count >= 5
-        mean_p = np.bincount(idx, weights=score, minlength=len(bins) - 1)[keep] / count[keep]
-        freq = np.bincount(idx, weights=hit, minlength=len(bins) - 1)[keep] / count[keep]
+        mean_p, freq = _reliability_points(score, hit, bins)
         axes[1].plot(mean_p, freq, marker=styles[m]["marker"], markersize=4, label=m, **st)
         for ax, k in zip(axes[2:], rare):
             prec, rec, _ = precision_recall_curve(y == k, prob[:, k])
             ax.plot(rec, prec, label=m, **st)
+    _label_curve_axes(axes, class_names, rare, share)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=9, title="method")
+    fig.suptitle(f"{trait}, budget {budget:,}", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1 - 2.0 / (3.9 * n_panels + 2.0), 0.95))
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+    return True
+
+
+def _reliability_points(score: np.ndarray, hit: np.ndarray, bins: np.ndarray):
+    """Reliability curve points: per equal-width bin of ``score`` (edges ``bins``) holding
+    at least 5 rows, the mean predicted probability and the observed share of ``hit``
+    (bool, like score (n,))."""
+    idx = np.clip(np.digitize(score, bins) - 1, 0, len(bins) - 2)
+    count = np.bincount(idx, minlength=len(bins) - 1)
+    keep = count >= 5
+    mean_p = np.bincount(idx, weights=score, minlength=len(bins) - 1)[keep] / count[keep]
+    freq = np.bincount(idx, weights=hit, minlength=len(bins) - 1)[keep] / count[keep]
+    return mean_p, freq
+
+
+def _label_curve_axes(axes, class_names: list, rare: list, share: np.ndarray) -> None:
+    """Titles, labels, chance lines and grids of the ROC, reliability and precision-recall
+    panels; rare: the class indices with a precision-recall panel, share: (n_classes,)
+    the test split's class shares."""
+    c = len(class_names)
     axes[0].plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="-.")
     axes[0].set(xlabel="false positive rate", ylabel="true positive rate",
                 title="ROC" + (f" ({class_names[1]})" if c == 2 else " (macro one-vs-rest)"))
@@ -520,13 +543,6 @@ def plot_curves(preds: dict, trait: str, class_names: list, budget: int, path) -
     for ax in axes:
         ax.grid(True, alpha=0.3)
         ax.set_aspect("equal", adjustable="box")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center right", fontsize=9, title="method")
-    fig.suptitle(f"{trait}, budget {budget:,}", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1 - 2.0 / (3.9 * n_panels + 2.0), 0.95))
-    fig.savefig(path, dpi=100, format="png")
-    plt.close(fig)
-    return True
 
 
 def plot_tsne(latent: np.ndarray, y: np.ndarray, class_names: list, title: str, path,
@@ -792,86 +808,41 @@ def restrict_to_grid(results: pd.DataFrame, parsed: list[dict], grid: dict
     return results.iloc[keep].reset_index(drop=True), [parsed[i] for i in keep]
 
 
+def _render(fn, *args, **kw) -> bytes | None:
+    """PNG bytes of plot function ``fn`` (called with a buffer after ``args``), or None
+    when it returns False (nothing to draw)."""
+    buf = io.BytesIO()
+    ok = fn(*args, buf, **kw)
+    return buf.getvalue() if ok is not False else None
+
+
 def _figures(runs_dir, results: pd.DataFrame, summary: pd.DataFrame, parsed: list[dict],
              traits: list[str]) -> dict:
     """{file name: (PNG bytes, caption)}: accuracy by trait; per trait the metrics against
     the budget, the curves at the largest budget with predictions, and the t-SNE of one
-    run's latent; pseudo-label accuracy where any run has pseudo-labels."""
+    run's latent (:func:`_trait_figures`); pseudo-label accuracy where any run has
+    pseudo-labels."""
     safe = {t: re.sub(r"[^A-Za-z0-9_.-]+", "_", t) for t in traits}
     figs: dict[str, tuple] = {}
-
-    def render(fn, *args, **kw) -> bytes | None:
-        buf = io.BytesIO()
-        ok = fn(*args, buf, **kw)
-        return buf.getvalue() if ok is not False else None
-
     majority = {}
     for t in traits:
         rates = pd.to_numeric(results.loc[results["trait"] == t, "test_majority_rate"],
                               errors="coerce").dropna()
         majority[t] = float(rates.iloc[0]) if len(rates) else None
-    png = render(plot_by_trait, summary, "accuracy", "Test accuracy", majority=majority)
+    png = _render(plot_by_trait, summary, "accuracy", "Test accuracy", majority=majority)
     if png is not None:
         figs["accuracy_by_trait.png"] = (png, (
             "Test accuracy of every method against the labeled budget (log scale), one "
             "panel per trait. Dotted: the test split's majority-class share. Open markers: "
             "cells with fewer seeds than the grid."))
     for t in traits:
-        rt = results[results["trait"] == t]
         class_names = next(m["class_names"] for m in parsed if m["trait"] == t)
-        figs[f"{safe[t]}.png"] = (render(
-            plot_trait, summary[summary["trait"] == t], t, len(class_names),
-            majority=majority[t]), (
-            f"{t}: accuracy, balanced accuracy and AUROC against the budget, mean +- sd "
-            "over seeds. Dash-dot: chance; dotted: majority class; open markers: fewer "
-            "seeds than the grid."))
-        preds: dict = {}
-        for row in rt.sort_values("budget", ascending=False).itertuples():
-            if preds and row.budget != next(iter(preds.values()))[0][0]:
-                break
-            pr = load_predictions(runs_dir, row)
-            if pr is not None:
-                preds.setdefault(row.method, []).append((row.budget, row.seed, pr))
-        if not preds:
-            continue
-        budget = next(iter(preds.values()))[0][0]
-        order = sorted(preds, key=method_rank)
-        png = render(plot_curves, {m: [p for _, _, p in preds[m]] for m in order}, t,
-                     class_names, int(budget))
-        if png is not None:
-            y0 = next(iter(preds.values()))[0][2]["y"]
-            share = np.bincount(y0, minlength=len(class_names)) / len(y0)
-            rare = [class_names[k] for k in range(len(class_names)) if 0 < share[k] < RARE]
-            figs[f"{safe[t]}.curves.png"] = (png, (
-                f"{t} at budget {int(budget):,}: each method's test predictions, all its "
-                "seeds pooled (cmix ablations left out). ROC: "
-                + ("of class " + str(class_names[1]) if len(class_names) == 2 else
-                   "the mean of the one-vs-rest curves (macro)")
-                + "; the diagonal is chance. Reliability: predicted probability against the "
-                "observed share in 10 equal-width bins (5 rows at least); on the diagonal "
-                "the probabilities mean what they say"
-                + ("" if len(class_names) == 2 else ", every class's one-vs-rest pairs pooled")
-                + ". " + (f"Precision-recall for the classes under {RARE:.0%} of the test "
-                          f"split ({', '.join(map(str, rare[:2]))}; dash-dot: the class "
-                          "share, what a random ranking reaches)." if rare else
-                          f"No class is under {RARE:.0%} of the test split: no "
-                          "precision-recall panel.")))
-        with_latent = [(is_cmix(m) is False, m != "cmix", seed, m, p)
-                       for m in order for _, seed, p in preds[m] if "latent" in p]
-        if with_latent:
-            _, _, seed, m, pr = min(with_latent, key=lambda r: r[:4])
-            png = render(plot_tsne, pr["latent"], pr["y"], class_names,
-                         f"{t}: {m}, budget {int(budget):,}, seed {seed}")
-            if png is not None:
-                figs[f"{safe[t]}.tsne.png"] = (png, (
-                    f"{t}: 2-D t-SNE (scikit-learn, PCA start, random_state 0; at most 1,000 "
-                    f"test rows) of the {m} run's latent (the frozen encoder's output, "
-                    f"{pr['latent'].shape[1]} dimensions) for the test rows, coloured by "
-                    "their true class. Classes that separate here are separable by the "
-                    "predictor; distances between clusters in t-SNE carry little meaning."))
+        figs.update(_trait_figures(runs_dir, results[results["trait"] == t],
+                                   summary[summary["trait"] == t], t, safe[t], class_names,
+                                   majority[t]))
     # the unlabeled rows are drawn from the stratified training split: same class shares
-    png = render(plot_by_trait, summary, "pseudo_label_accuracy",
-                 "Pseudo-label accuracy", majority=majority)
+    png = _render(plot_by_trait, summary, "pseudo_label_accuracy",
+                  "Pseudo-label accuracy", majority=majority)
     if png is not None:
         figs["pseudo_label_accuracy.png"] = (png, (
             "Pseudo-label accuracy on the unlabeled rows they cover. Dotted: the "
@@ -880,6 +851,78 @@ def _figures(runs_dir, results: pd.DataFrame, summary: pd.DataFrame, parsed: lis
                         "its line lies under cmix's."
                         if {"cmix", "cmix_selfsl_pl"} <= set(results["method"]) else "")))
     return figs
+
+
+def _trait_figures(runs_dir, trait_results: pd.DataFrame, trait_summary: pd.DataFrame,
+                   trait: str, stem: str, class_names: list, majority: float | None) -> dict:
+    """One trait's figures, {file name: (PNG bytes or None, caption)} in page order:
+    ``<stem>.png`` (metrics against the budget), and when some run at the largest budget
+    left predictions, ``<stem>.curves.png`` and ``<stem>.tsne.png`` (a run with a latent:
+    cmix first, then the lowest seed)."""
+    t = trait
+    figs = {f"{stem}.png": (_render(
+        plot_trait, trait_summary, t, len(class_names), majority=majority), (
+        f"{t}: accuracy, balanced accuracy and AUROC against the budget, mean +- sd "
+        "over seeds. Dash-dot: chance; dotted: majority class; open markers: fewer "
+        "seeds than the grid."))}
+    preds = _largest_budget_predictions(runs_dir, trait_results)
+    if not preds:
+        return figs
+    budget = next(iter(preds.values()))[0][0]
+    order = sorted(preds, key=method_rank)
+    png = _render(plot_curves, {m: [p for _, _, p in preds[m]] for m in order}, t,
+                  class_names, int(budget))
+    if png is not None:
+        y0 = next(iter(preds.values()))[0][2]["y"]
+        figs[f"{stem}.curves.png"] = (png, _curves_caption(t, int(budget), class_names, y0))
+    with_latent = [(is_cmix(m) is False, m != "cmix", seed, m, p)
+                   for m in order for _, seed, p in preds[m] if "latent" in p]
+    if with_latent:
+        _, _, seed, m, pr = min(with_latent, key=lambda r: r[:4])
+        png = _render(plot_tsne, pr["latent"], pr["y"], class_names,
+                      f"{t}: {m}, budget {int(budget):,}, seed {seed}")
+        if png is not None:
+            figs[f"{stem}.tsne.png"] = (png, (
+                f"{t}: 2-D t-SNE (scikit-learn, PCA start, random_state 0; at most 1,000 "
+                f"test rows) of the {m} run's latent (the frozen encoder's output, "
+                f"{pr['latent'].shape[1]} dimensions) for the test rows, coloured by "
+                "their true class. Classes that separate here are separable by the "
+                "predictor; distances between clusters in t-SNE carry little meaning."))
+    return figs
+
+
+def _largest_budget_predictions(runs_dir, trait_results: pd.DataFrame) -> dict:
+    """{method: [(budget, seed, predictions dict), ...]} of the runs at the largest budget
+    of one trait that has any run with predictions (:func:`load_predictions`)."""
+    preds: dict = {}
+    for row in trait_results.sort_values("budget", ascending=False).itertuples():
+        if preds and row.budget != next(iter(preds.values()))[0][0]:
+            break
+        pr = load_predictions(runs_dir, row)
+        if pr is not None:
+            preds.setdefault(row.method, []).append((row.budget, row.seed, pr))
+    return preds
+
+
+def _curves_caption(t: str, budget: int, class_names: list, y0: np.ndarray) -> str:
+    """Caption of the ROC / reliability / precision-recall figure; y0: one run's test
+    classes (n_test,), for the shares of the rare classes named in it."""
+    share = np.bincount(y0, minlength=len(class_names)) / len(y0)
+    rare = [class_names[k] for k in range(len(class_names)) if 0 < share[k] < RARE]
+    return (
+        f"{t} at budget {budget:,}: each method's test predictions, all its "
+        "seeds pooled (cmix ablations left out). ROC: "
+        + ("of class " + str(class_names[1]) if len(class_names) == 2 else
+           "the mean of the one-vs-rest curves (macro)")
+        + "; the diagonal is chance. Reliability: predicted probability against the "
+        "observed share in 10 equal-width bins (5 rows at least); on the diagonal "
+        "the probabilities mean what they say"
+        + ("" if len(class_names) == 2 else ", every class's one-vs-rest pairs pooled")
+        + ". " + (f"Precision-recall for the classes under {RARE:.0%} of the test "
+                  f"split ({', '.join(map(str, rare[:2]))}; dash-dot: the class "
+                  "share, what a random ranking reaches)." if rare else
+                  f"No class is under {RARE:.0%} of the test split: no "
+                  "precision-recall panel."))
 
 
 HOW_TO_READ = """Each row of the headline table is one method at one labeled budget for one
@@ -900,61 +943,92 @@ mean squared distance between the predicted probabilities and the one-hot truth;
 perfect, lower is better) are in the summary table and results.tsv."""
 
 
-def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.DataFrame,
-               missing: pd.DataFrame, head: pd.DataFrame, figs: dict, traits: list[str]) -> str:
-    """report.html: status, cautions, the headline table, how to read it, the figures,
-    the data per trait, the full summary, missing runs, wall time, versions, configs."""
-    devices = ", ".join(sorted(set(map(str, results["device"].dropna()))))
+def _grid_status(summary: pd.DataFrame, missing: pd.DataFrame) -> str:
+    """The page's one-line grid status: complete, or how many runs are missing and how
+    many cells have fewer seeds than the grid."""
     n_cells = len(summary)
     n_incomplete = int((~summary["complete"]).sum())
-    status = ("complete: every trait x method x budget has every seed" if len(missing) == 0
-              else f"INCOMPLETE: {len(missing)} runs missing, {n_incomplete} of {n_cells} "
-                   "cells have fewer seeds than the grid (their means use only the seeds "
-                   "present; see the table of missing runs)")
+    return ("complete: every trait x method x budget has every seed" if len(missing) == 0
+            else f"INCOMPLETE: {len(missing)} runs missing, {n_incomplete} of {n_cells} "
+                 "cells have fewer seeds than the grid (their means use only the seeds "
+                 "present; see the table of missing runs)")
+
+
+def _caution_html(parsed: list[dict], traits: list[str]) -> str:
+    """The caution box listing the traits whose GWAS may overlap the test people
+    (:func:`overlap_caution`); empty when none."""
     cautions = []
     for t in traits:
         for prov in trait_provenance(parsed, t):
             c = overlap_caution(prov)
             if c:
                 cautions.append(f"<b>{html.escape(t)}</b>: {html.escape(c)}")
-    caution = ("" if not cautions else '<div class="caution" id="caution"><b>Caution: '
-               "possible overlap between the GWAS and the test people.</b><ul>"
-               + "".join(f"<li>{c}</li>" for c in cautions) + "</ul></div>")
+    return ("" if not cautions else '<div class="caution" id="caution"><b>Caution: '
+            "possible overlap between the GWAS and the test people.</b><ul>"
+            + "".join(f"<li>{c}</li>" for c in cautions) + "</ul></div>")
+
+
+def _wall_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean and total wall seconds and the number of runs per method, methods in report
+    order."""
     wall = (results.groupby("method")["wall_seconds"].agg(["mean", "sum", "count"])
             .reset_index().rename(columns={"mean": "mean s per run", "sum": "total s",
                                            "count": "runs"}))
-    wall = wall.iloc[np.argsort([method_rank(m) for m in wall["method"]], kind="stable")]
+    return wall.iloc[np.argsort([method_rank(m) for m in wall["method"]], kind="stable")]
+
+
+def _summary_html(summary: pd.DataFrame) -> str:
+    """One table per trait: every metric as mean ± sd over seeds, n, completeness and the
+    pseudo-label accuracy."""
     show = summary[["trait", "method", "budget", "n", "complete"]].copy()
     for key in METRIC_RANGES:
         show[key] = [_pm(a, b) for a, b in zip(summary[f"{key}_mean"], summary[f"{key}_sd"])]
     show["pseudo-label accuracy"] = summary["pseudo_label_accuracy_mean"]
-    summary_html = "".join(f"<h3>{html.escape(t)}</h3>" + _table(g.drop(columns="trait"))
-                           for t, g in show.groupby("trait", sort=False))
+    return "".join(f"<h3>{html.escape(t)}</h3>" + _table(g.drop(columns="trait"))
+                   for t, g in show.groupby("trait", sort=False))
+
+
+def _how_to_read(head: pd.DataFrame) -> str:
+    """:data:`HOW_TO_READ` with the paired tests used in the headline table, the number
+    of Holm-adjusted comparisons and the significance level filled in."""
     tests = sorted({t for c in ("gain_cov_test", "gain_best_test") for t in head[c] if t
                     and not t.startswith("none")})
-    how = HOW_TO_READ.format(
+    return HOW_TO_READ.format(
         tests=f"the paired t-test below {WILCOXON_MIN} paired seeds, the Wilcoxon signed-rank "
               f"test from {WILCOXON_MIN} on; here: {', '.join(tests) or 'none'}",
         n_tests=int(head["n_tests_holm"].iloc[0]), alpha=ALPHA)
+
+
+# the CSS of report.html: tables scroll inside their box, images shrink to the page width
+PAGE_STYLE = """<style>body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 12px;
+line-height:1.4;box-sizing:border-box}
+table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1em 0}
+td,th{border:1px solid #bbb;padding:2px 6px;text-align:right;vertical-align:top}
+td{white-space:nowrap} th{background:#eee;vertical-align:bottom} td.l{text-align:left}
+tr.cmix td{font-weight:bold} td.wrap{white-space:normal;overflow-wrap:anywhere;text-align:left}
+.tw{max-width:100%;overflow-x:auto}
+img{max-width:100%;height:auto;border:1px solid #ddd;display:block}
+figure{margin:0 0 1.5em 0} figcaption{font-size:13px;color:#333;margin-bottom:0.3em}
+.warn{color:#a00;font-weight:bold} .better{color:#070;font-weight:bold}
+.worse{color:#b00;font-weight:bold} .level{color:#555}
+.caution{border:2px solid #c60;background:#fff4e5;padding:0.5em 1em;margin:1em 0}
+code{overflow-wrap:anywhere}</style>"""
+
+
+def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.DataFrame,
+               missing: pd.DataFrame, head: pd.DataFrame, figs: dict, traits: list[str]) -> str:
+    """report.html: status, cautions, the headline table, how to read it, the figures,
+    the data per trait, the full summary, missing runs, wall time, versions, configs."""
+    devices = ", ".join(sorted(set(map(str, results["device"].dropna()))))
+    status = _grid_status(summary, missing)
+    caution = _caution_html(parsed, traits)
     fig_html = "".join(
         f'<figure><figcaption>{html.escape(cap)}</figcaption>{_img(png, name)}</figure>'
         for name, (png, cap) in figs.items())
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>cmix evaluation report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 12px;
-line-height:1.4;box-sizing:border-box}}
-table{{border-collapse:collapse;font-size:12px;margin:0.5em 0 1em 0}}
-td,th{{border:1px solid #bbb;padding:2px 6px;text-align:right;vertical-align:top}}
-td{{white-space:nowrap}} th{{background:#eee;vertical-align:bottom}} td.l{{text-align:left}}
-tr.cmix td{{font-weight:bold}} td.wrap{{white-space:normal;overflow-wrap:anywhere;text-align:left}}
-.tw{{max-width:100%;overflow-x:auto}}
-img{{max-width:100%;height:auto;border:1px solid #ddd;display:block}}
-figure{{margin:0 0 1.5em 0}} figcaption{{font-size:13px;color:#333;margin-bottom:0.3em}}
-.warn{{color:#a00;font-weight:bold}} .better{{color:#070;font-weight:bold}}
-.worse{{color:#b00;font-weight:bold}} .level{{color:#555}}
-.caution{{border:2px solid #c60;background:#fff4e5;padding:0.5em 1em;margin:1em 0}}
-code{{overflow-wrap:anywhere}}</style></head><body>
+{PAGE_STYLE}</head><body>
 <h1>cmix evaluation report</h1>
 <p>{len(results)} runs from <code>{html.escape(str(Path(runs_dir).name))}</code>: {len(traits)}
 trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=method_rank)))}.
@@ -965,14 +1039,14 @@ Grid status: <span class="{'warn' if len(missing) else ''}">{html.escape(status)
 <p>Every method, each row against covariates and (cmix and its ablations) against the best
 non-cmix method, paired by seed:</p>
 {_headline_html(head)}
-<h2>How to read this</h2><p>{how}</p>
+<h2>How to read this</h2><p>{_how_to_read(head)}</p>
 <h2>Figures</h2>{fig_html}
 <h2>Data</h2>{_data_tables(results, parsed)}
 <h2>Summary: every metric, mean ± sd over seeds</h2>
 <p>AUROC and AP are macro one-vs-rest for multi-class traits; MCC in [-1, 1]; Brier: lower is
-better.</p>{summary_html}
+better.</p>{_summary_html(summary)}
 <h2>Missing runs</h2>{_table(missing) if len(missing) else '<p>None: the grid is complete.</p>'}
-<h2>Wall time per method</h2>{_table(wall, '{:.2f}')}
+<h2>Wall time per method</h2>{_table(_wall_table(results), '{:.2f}')}
 <h2>Versions</h2><p>Devices: {html.escape(devices)}.</p>{_table(_versions_table(parsed))}
 <h2>Configs</h2><p>Each key's value and the methods that ran with it (the trainer's keys plus
 the baselines' keys).</p>{_table(_config_table(parsed), wrap=("value", "methods"))}

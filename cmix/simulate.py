@@ -46,6 +46,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,10 @@ RED_HAIR = {"locus": "MC1R", "chrom": 16, "pos": 89_986_000,
 AGE_RANGE = (40, 70)   # UK Biobank recruited people aged 40-69 (field 21022, years)
 AGE_CENTRE = 55.0
 MISSING_SHARE = 0.02          # blank phenotype values per trait
+PCA_METHOD = ("fit on used.in.pca.calculation samples (unrelated, not het/missing outliers), "
+              "SNPs with first-population MAF >= 5% LD-thinned to latent r2 <= 0.1 (at most "
+              "2,000, evenly spaced), standardised; randomised subspace iteration; every "
+              "sample projected")
 SUMSTATS_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
                     "P_BOLT_LMM_INF", "P_BOLT_LMM"]
 
@@ -244,63 +249,9 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
             bad(f"{where}.share", f"expected a positive number, got {q['share']!r}")
         q["smoking_shift"] = float(_number_or(q.get("smoking_shift", 0.0), f"{where}.smoking_shift", bad))
         if "admixed_from" in q:
-            if i == 0:
-                bad(f"{where}.admixed_from", "the first population is the reference and cannot be admixed")
-            for key in ("fst", "regions"):
-                if key in q:
-                    bad(f"{where}.{key}", "not allowed for an admixed population")
-            src = q["admixed_from"]
-            if isinstance(src, list):
-                src = {s: 1.0 for s in src}
-            if not isinstance(src, dict) or len(src) < 2:
-                bad(f"{where}.admixed_from", "expected {population: proportion} with at least two sources")
-            total = 0.0
-            for s, w in src.items():
-                if not _is_number(w) or w <= 0:
-                    bad(f"{where}.admixed_from.{s}", f"expected a positive proportion, got {w!r}")
-                total += w
-            q["admixed_from"] = {s: float(w) / total for s, w in src.items()}
-            conc = q.get("admixture_concentration", 10.0)
-            if not _is_number(conc) or conc <= 0:
-                bad(f"{where}.admixture_concentration", f"expected a positive number, got {conc!r}")
-            q["admixture_concentration"] = float(conc)
+            _check_admixed(q, i, where, bad)
         else:
-            if "admixture_concentration" in q:
-                bad(f"{where}.admixture_concentration", "only for a population with admixed_from")
-            fst = q.get("fst", 0.0 if i == 0 else None)
-            if fst is None:
-                bad(f"{where}.fst", "missing (Hudson Fst to the first population)")
-            if not _is_number(fst) or not 0 <= fst < 0.5:
-                bad(f"{where}.fst", f"expected a number in [0, 0.5), got {fst!r}")
-            if i == 0 and fst != 0:
-                bad(f"{where}.fst", "the first population is the reference; its fst must be 0")
-            q["fst"] = float(fst)
-            regions = q.get("regions", [])
-            if not isinstance(regions, list):
-                bad(f"{where}.regions", "expected a list of {name, share, fst}")
-            clean, rnames = [], set()
-            for j, r in enumerate(regions):
-                rw = f"{where}.regions[{j}]"
-                if not isinstance(r, dict):
-                    bad(rw, "expected an object {name, share, fst}")
-                unknown = sorted(set(r) - _REGION_KEYS)
-                if unknown:
-                    bad(f"{rw}.{unknown[0]}",
-                        f"unknown key (expected one of {', '.join(sorted(_REGION_KEYS))})")
-                for key in ("name", "share", "fst"):
-                    if key not in r:
-                        bad(f"{rw}.{key}", "missing")
-                if not isinstance(r["name"], str) or not r["name"] or r["name"] in rnames:
-                    bad(f"{rw}.name", f"expected a unique non-empty string, got {r['name']!r}")
-                rnames.add(r["name"])
-                if not _is_number(r["share"]) or r["share"] <= 0:
-                    bad(f"{rw}.share", f"expected a positive number, got {r['share']!r}")
-                if not _is_number(r["fst"]) or not 0 <= r["fst"] < 0.5:
-                    bad(f"{rw}.fst", f"expected a number in [0, 0.5), got {r['fst']!r}")
-                clean.append({"name": r["name"], "share": float(r["share"]), "fst": float(r["fst"]),
-                              "smoking_shift": float(_number_or(r.get("smoking_shift", 0.0),
-                                                                f"{rw}.smoking_shift", bad))})
-            q["regions"] = clean
+            _check_fst_and_regions(q, i, where, bad)
         for key in ("white_british", "european"):
             if key in q and not isinstance(q[key], bool):
                 bad(f"{where}.{key}", f"expected true or false, got {q[key]!r}")
@@ -323,6 +274,79 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
         for r in q.get("regions", []):
             r["share"] /= rtot
     return out
+
+
+def _check_admixed(q: dict, i: int, where: str, bad) -> None:
+    """In place on population ``q`` (the i-th): check ``admixed_from`` and
+    ``admixture_concentration``, normalise the source proportions to sum to 1 and fill the
+    default concentration 10. ``bad(where, message)`` raises."""
+    if i == 0:
+        bad(f"{where}.admixed_from", "the first population is the reference and cannot be admixed")
+    for key in ("fst", "regions"):
+        if key in q:
+            bad(f"{where}.{key}", "not allowed for an admixed population")
+    src = q["admixed_from"]
+    if isinstance(src, list):
+        src = {s: 1.0 for s in src}
+    if not isinstance(src, dict) or len(src) < 2:
+        bad(f"{where}.admixed_from", "expected {population: proportion} with at least two sources")
+    total = 0.0
+    for s, w in src.items():
+        if not _is_number(w) or w <= 0:
+            bad(f"{where}.admixed_from.{s}", f"expected a positive proportion, got {w!r}")
+        total += w
+    q["admixed_from"] = {s: float(w) / total for s, w in src.items()}
+    conc = q.get("admixture_concentration", 10.0)
+    if not _is_number(conc) or conc <= 0:
+        bad(f"{where}.admixture_concentration", f"expected a positive number, got {conc!r}")
+    q["admixture_concentration"] = float(conc)
+
+
+def _check_fst_and_regions(q: dict, i: int, where: str, bad) -> None:
+    """In place on non-admixed population ``q`` (the i-th): check ``fst`` (0 for the first,
+    default) and its ``regions`` (:func:`_check_regions`). ``bad(where, message)`` raises."""
+    if "admixture_concentration" in q:
+        bad(f"{where}.admixture_concentration", "only for a population with admixed_from")
+    fst = q.get("fst", 0.0 if i == 0 else None)
+    if fst is None:
+        bad(f"{where}.fst", "missing (Hudson Fst to the first population)")
+    if not _is_number(fst) or not 0 <= fst < 0.5:
+        bad(f"{where}.fst", f"expected a number in [0, 0.5), got {fst!r}")
+    if i == 0 and fst != 0:
+        bad(f"{where}.fst", "the first population is the reference; its fst must be 0")
+    q["fst"] = float(fst)
+    regions = q.get("regions", [])
+    if not isinstance(regions, list):
+        bad(f"{where}.regions", "expected a list of {name, share, fst}")
+    q["regions"] = _check_regions(regions, where, bad)
+
+
+def _check_regions(regions, where: str, bad) -> list[dict]:
+    """Checked copies of a population's regions: [{name, share, fst, smoking_shift}, ...],
+    names unique, share > 0, 0 <= fst < 0.5. ``bad(where, message)`` raises."""
+    clean, rnames = [], set()
+    for j, r in enumerate(regions):
+        rw = f"{where}.regions[{j}]"
+        if not isinstance(r, dict):
+            bad(rw, "expected an object {name, share, fst}")
+        unknown = sorted(set(r) - _REGION_KEYS)
+        if unknown:
+            bad(f"{rw}.{unknown[0]}",
+                f"unknown key (expected one of {', '.join(sorted(_REGION_KEYS))})")
+        for key in ("name", "share", "fst"):
+            if key not in r:
+                bad(f"{rw}.{key}", "missing")
+        if not isinstance(r["name"], str) or not r["name"] or r["name"] in rnames:
+            bad(f"{rw}.name", f"expected a unique non-empty string, got {r['name']!r}")
+        rnames.add(r["name"])
+        if not _is_number(r["share"]) or r["share"] <= 0:
+            bad(f"{rw}.share", f"expected a positive number, got {r['share']!r}")
+        if not _is_number(r["fst"]) or not 0 <= r["fst"] < 0.5:
+            bad(f"{rw}.fst", f"expected a number in [0, 0.5), got {r['fst']!r}")
+        clean.append({"name": r["name"], "share": float(r["share"]), "fst": float(r["fst"]),
+                      "smoking_shift": float(_number_or(r.get("smoking_shift", 0.0),
+                                                        f"{rw}.smoking_shift", bad))})
+    return clean
 
 
 def _is_number(x) -> bool:
@@ -604,6 +628,77 @@ def missingness_rates(rng, n_samples: int, n_variants: int):
     return sample_miss, variant_miss, bad, bad_v
 
 
+@dataclass(frozen=True)
+class CohortRelatives:
+    """The cohort's pedigree and where its members sit in the .fam.
+
+    father, mother, dup_of: int (n_ped,), pedigree indices or -1 (founder / not a
+    duplicate); in_cohort: bool (n_ped,); cohort_members: int (n_samples,), the pedigree
+    index of each .fam row; row_of: int (n_ped,), the .fam row of each pedigree
+    individual or -1; crossovers: per meiosis (two per child, father's first, in
+    pedigree order) the sorted switch points in global cM.
+    """
+
+    pedigree: Pedigree
+    father: np.ndarray
+    mother: np.ndarray
+    dup_of: np.ndarray
+    in_cohort: np.ndarray
+    cohort_members: np.ndarray
+    row_of: np.ndarray
+    crossovers: list
+
+    @property
+    def is_founder(self) -> np.ndarray:
+        """bool (n_ped,): neither a child nor a duplicate."""
+        return (self.father < 0) & (self.dup_of < 0)
+
+    def pairs(self) -> list[tuple[int, int, int]]:
+        """The planted related pairs as (.fam row, .fam row, degree), degree 0 = duplicate."""
+        return [(int(self.row_of[i]), int(self.row_of[j]), d) for i, j, d in self.pedigree.pairs]
+
+
+@dataclass(frozen=True)
+class HaplotypeColumns:
+    """Which frequency row each simulated haplotype column draws its alleles from.
+
+    Columns are two per person: the pedigree founders (``founder_rows``, sorted by leaf)
+    then the discovery people. ped_leaf: int (n_ped,) and disc_leaf: int (n_discovery,),
+    each person's :class:`Ancestry` leaf. runs: (first column, end column, frequency row)
+    for contiguous columns of one non-admixed row. adm_cols: int (n_adm,) the admixed
+    columns; adm_src: int32 (n_adm, n_ld_blocks), their frequency row per LD block.
+    person_props: {person (founder/discovery index): ancestry proportions (n_sources,)}.
+    """
+
+    ped_leaf: np.ndarray
+    disc_leaf: np.ndarray
+    founder_rows: np.ndarray
+    n_hap: int
+    runs: list
+    adm_cols: np.ndarray
+    adm_src: np.ndarray
+    person_props: dict
+
+
+@dataclass(frozen=True)
+class GenotypeModel:
+    """Everything the streamed genotype pass of :func:`simulate_cohort` draws from.
+
+    variants: the .bim plus p_a1, rho, chrom_index (:func:`simulate_variants`);
+    freqs: (n_rows, n_variants) A1 frequency per :class:`Ancestry` row; hwe_f:
+    (n_variants,) planted within-person allele-copying probability (0 for most SNPs);
+    sample_miss (n_samples,) and variant_miss (n_variants,): missing-call rates.
+    """
+
+    variants: pd.DataFrame
+    freqs: np.ndarray
+    hwe_f: np.ndarray
+    relatives: CohortRelatives
+    columns: HaplotypeColumns
+    sample_miss: np.ndarray
+    variant_miss: np.ndarray
+
+
 def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
                     n_chrom: int | None = None, n_discovery: int | None = None,
                     seed: int = 1, block_size: int = 512, populations="default") -> dict:
@@ -632,244 +727,430 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     loci = _place_loci(rng_var, variants, n_chrom)
     log(f"simulating {n_samples} samples x {n_variants} SNPs on {n_chrom} chromosomes "
         f"(discovery cohort {n_discovery}; {len(pops)} population(s))")
+    freqs = _population_frequencies(rng_pop, anc, variants, loci)
+    relatives, fam_eid, spare_eids, fam = _cohort_relatives(rng_ped, n_samples, n_chrom)
+    columns = _haplotype_columns(rng_pop, anc, relatives, n_discovery,
+                                 n_ld_blocks=int((variants.rho.to_numpy() == 0).sum()))
+    n_founder_cohort = int((relatives.is_founder & relatives.in_cohort).sum())
+    hwe_idx, hwe_f, not_locus = _plant_hwe(rng_var, variants, loci, n_founder_cohort)
+    sample_miss, variant_miss, bad, bad_v = missingness_rates(rng_miss, n_samples, n_variants)
+    components = _trait_components(rng_trait, variants, loci, not_locus)
+    model = GenotypeModel(variants, freqs, hwe_f, relatives, columns, sample_miss, variant_miss)
 
-    # per-population allele frequencies; pigmentation and MC1R alleles rare outside Europe
+    bed_path, disc_tmp = out / "genotypes", out / f".discovery.{seed}.tmp"
+    genetic = _write_genotypes(rng_hap, rng_miss, model, components, fam, bed_path, disc_tmp,
+                               block_size)
+    male, age = simulate_covariates(rng_cov, fam.sex, n_discovery)
+    cohort_leaf = columns.ped_leaf[relatives.cohort_members]
+    leaf = np.r_[cohort_leaf, columns.disc_leaf]
+    pheno, liabilities, trait_truth = simulate_phenotypes(
+        rng_trait, genetic, components, n_samples, male, age, anc.leaf_pop[leaf] == 0,
+        anc.leaf_smoking[leaf])
+    population_code = np.array([p["code"] for p in pops])[anc.leaf_pop[cohort_leaf]]
+    add_covariate_columns(pheno, fam_eid, male, age, population_code)
+    vid = variants.variant_id.to_numpy()
+    truth_causal = causal_truth(components, trait_truth, vid, loci["_red"])
+    disc_y = np.column_stack([liabilities[t][n_samples:] for t in TRAITS])
+    _discovery_sumstats(rng_out, out, variants, disc_tmp, n_discovery, disc_y, block_size)
+    with atomic_path(out / "phenotypes.tsv") as tmp_path:
+        pheno.to_csv(tmp_path, sep="\t", index=False)
+
+    pairs = relatives.pairs()
+    white_british_pop = np.array([p["white_british"] for p in pops])[anc.leaf_pop[cohort_leaf]]
+    pca_snps = pca_variants(variants, np.r_[hwe_idx, bad_v, np.flatnonzero(~not_locus)])
+    pca_fit = write_sample_files(rng_out, out, fam_eid, spare_eids[0], sample_miss, pairs,
+                                 white_british_pop, pca_snps)
+
+    truth = {
+        "seed": seed, "n_samples": n_samples, "n_variants": n_variants, "n_chrom": n_chrom,
+        "n_discovery": n_discovery,
+        **_ancestry_truth(pops, anc, relatives, columns, fam_eid),
+        "traits": trait_truth,
+        "causal": truth_causal,
+        **qc_truth(fam_eid, vid, pairs, hwe_idx, bad, bad_v),
+        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
+                "method": PCA_METHOD},
+    }
+    with atomic_path(out / "truth.json") as tmp_path:
+        tmp_path.write_text(json.dumps(truth, indent=1))
+    log(f"wrote {out} ({len(pairs)} related pairs, {len(hwe_idx)} planted HWE failures, "
+        f"{len(pops)} population(s))")
+    return truth
+
+
+# ------------------------------------------------------------- steps of simulate_cohort
+def _population_frequencies(rng, anc: Ancestry, variants: pd.DataFrame, loci: dict) -> np.ndarray:
+    """A1 frequencies (n_rows, n_variants) per :class:`Ancestry` row around ``variants.p_a1``,
+    with the pigmentation loci that have a ``non_european_factor`` and the MC1R alleles
+    scaled down to that factor of the first population's frequency in non-European rows."""
     p_all = variants.p_a1.to_numpy()
-    freqs = anc.frequencies(rng_pop, p_all)
+    freqs = anc.frequencies(rng, p_all)
     non_eu = ~anc.row_european
     for name, spec in TRAITS.items():
         for i, locus in zip(loci[name], spec["large_loci"]):
             if "non_european_factor" in locus:
                 freqs[non_eu, i] = p_all[i] * locus["non_european_factor"]
     freqs[np.ix_(non_eu, loci["_red"])] = p_all[loci["_red"]] * RED_HAIR["non_european_factor"]
-    ld_block = np.cumsum(variants.rho.to_numpy() == 0) - 1          # LD-block index per SNP
+    return freqs
 
-    # pedigree, cohort order and IDs
+
+def simulate_fam(rng, n_samples: int):
+    """Random UKB-style eids and the .fam table of the cohort.
+
+    Returns (fam_eid: str (n_samples,), spare_eids: int (50,) eids not in the cohort,
+    fam: DataFrame (n_samples rows) with fid = iid = eid, parents "0", random sex "1"/"2",
+    phenotype "-9").
+    """
+    eids = rng.permutation(np.sort(rng.choice(np.arange(1_000_000, 6_000_000),
+                                              size=n_samples + 50, replace=False)))
+    fam_eid, spare_eids = eids[:n_samples].astype(str), eids[n_samples:]
+    fam = pd.DataFrame({"fid": fam_eid, "iid": fam_eid, "father": "0", "mother": "0",
+                        "sex": rng.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
+    return fam_eid, spare_eids, fam
+
+
+def _cohort_relatives(rng, n_samples: int, n_chrom: int):
+    """The pedigree (:func:`simulate_pedigree`), its members in a random .fam order, their
+    ids (:func:`simulate_fam`) and one crossover set per meiosis.
+
+    Returns (CohortRelatives, fam_eid (n_samples,), spare_eids, fam DataFrame).
+    """
     ped = simulate_pedigree(n_samples)
     father, mother, dup_of, in_cohort = ped.arrays()
-    n_ped = len(father)
-    is_founder = (father < 0) & (dup_of < 0)
     cohort_members = np.flatnonzero(in_cohort)
-    cohort_members = cohort_members[rng_ped.permutation(len(cohort_members))]  # .fam order
-    eids = np.sort(rng_ped.choice(np.arange(1_000_000, 6_000_000), size=n_samples + 50,
-                                  replace=False))
-    eids = rng_ped.permutation(eids)
-    fam_eid = eids[:n_samples].astype(str)
-    spare_eids = eids[n_samples:]
-    fam = pd.DataFrame({"fid": fam_eid, "iid": fam_eid, "father": "0", "mother": "0",
-                        "sex": rng_ped.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
-    row_of = np.full(n_ped, -1)
+    cohort_members = cohort_members[rng.permutation(len(cohort_members))]  # .fam order
+    fam_eid, spare_eids, fam = simulate_fam(rng, n_samples)
+    row_of = np.full(len(father), -1)
     row_of[cohort_members] = np.arange(n_samples)
-    children = np.flatnonzero(father >= 0)
-    crossovers = simulate_crossovers(rng_ped, 2 * len(children), n_chrom)
+    crossovers = simulate_crossovers(rng, 2 * int((father >= 0).sum()), n_chrom)
+    relatives = CohortRelatives(ped, father, mother, dup_of, in_cohort, cohort_members,
+                                row_of, crossovers)
+    return relatives, fam_eid, spare_eids, fam
 
-    # ancestry: one leaf (population/region) per family, one per discovery person
+
+def _haplotype_columns(rng, anc: Ancestry, relatives: CohortRelatives, n_discovery: int,
+                       n_ld_blocks: int) -> HaplotypeColumns:
+    """Ancestry leaves (one per family, one per discovery person, drawn by leaf share) and
+    the frequency row of every founder and discovery haplotype (:class:`HaplotypeColumns`)."""
     n_leaves = len(anc.leaves)
-    family = _family_components(father, mother, dup_of)
-    ped_leaf = rng_pop.choice(n_leaves, size=family.max() + 1, p=anc.leaf_share)[family]
-    disc_leaf = np.sort(rng_pop.choice(n_leaves, size=n_discovery, p=anc.leaf_share))
-    founder_rows = np.flatnonzero(is_founder)
+    family = _family_components(relatives.father, relatives.mother, relatives.dup_of)
+    ped_leaf = rng.choice(n_leaves, size=family.max() + 1, p=anc.leaf_share)[family]
+    disc_leaf = np.sort(rng.choice(n_leaves, size=n_discovery, p=anc.leaf_share))
+    founder_rows = np.flatnonzero(relatives.is_founder)
     founder_rows = founder_rows[np.argsort(ped_leaf[founder_rows], kind="stable")]
-    n_f = len(founder_rows)
     person_leaf = np.r_[ped_leaf[founder_rows], disc_leaf]           # founders + discovery
     col_row = np.repeat(anc.leaf_row[person_leaf], 2)                 # frequency row per haplotype
     n_hap = len(col_row)
-    # admixed founders: individual proportions ~ Dirichlet; local ancestry per LD block
     adm_cols = np.flatnonzero(col_row < 0)
-    adm_src = np.zeros((len(adm_cols), ld_block[-1] + 1), dtype=np.int32)
+    adm_src, person_props = _admixture_sources(rng, anc, person_leaf, adm_cols, n_ld_blocks)
+    # contiguous runs of haplotype columns that share a frequency row
+    edges = np.flatnonzero(np.diff(col_row)) + 1
+    runs = [(a, b, int(col_row[a])) for a, b in zip(np.r_[0, edges], np.r_[edges, n_hap])
+            if col_row[a] >= 0]
+    return HaplotypeColumns(ped_leaf, disc_leaf, founder_rows, n_hap, runs, adm_cols, adm_src,
+                            person_props)
+
+
+def _admixture_sources(rng, anc: Ancestry, person_leaf: np.ndarray, adm_cols: np.ndarray,
+                       n_ld_blocks: int):
+    """Admixed people's ancestry proportions (~ Dirichlet around their population's means)
+    and, per admixed haplotype column and LD block, the source population's frequency row
+    (local ancestry). person_leaf: (n_people,) leaf of each founder/discovery person;
+    adm_cols: sorted admixed columns (2 per admixed person). Returns (adm_src int32
+    (len(adm_cols), n_ld_blocks), {person index: proportions (n_sources,)})."""
+    adm_src = np.zeros((len(adm_cols), n_ld_blocks), dtype=np.int32)
     person_props = {}
-    for k, p in enumerate(pops):
+    for k, p in enumerate(anc.pops):
         if "admixed_from" not in p:
             continue
         people = np.flatnonzero(anc.leaf_pop[person_leaf] == k)
         src_rows = np.array([anc.pop_row[s] for s in p["admixed_from"]])
         means = np.array(list(p["admixed_from"].values()))
-        props = rng_pop.dirichlet(means * p["admixture_concentration"], size=len(people))
+        props = rng.dirichlet(means * p["admixture_concentration"], size=len(people))
         for person, q in zip(people, props):
             person_props[int(person)] = q
             cum = np.cumsum(q)[:-1]
             for col in (2 * person, 2 * person + 1):
-                u = rng_pop.random(adm_src.shape[1])
+                u = rng.random(n_ld_blocks)
                 adm_src[np.searchsorted(adm_cols, col)] = src_rows[np.searchsorted(cum, u, side="right")]
-    # contiguous runs of haplotype columns that share a frequency row
-    edges = np.flatnonzero(np.diff(col_row)) + 1
-    runs = [(a, b, int(col_row[a])) for a, b in zip(np.r_[0, edges], np.r_[edges, n_hap])
-            if col_row[a] >= 0]
-    cohort_leaf = ped_leaf[cohort_members]
+    return adm_src, person_props
 
-    # planted HWE failures (common SNPs only): half strong, half borderline near 1e-7
+
+def _plant_hwe(rng, variants: pd.DataFrame, loci: dict, n_founder_cohort: int):
+    """Pick the SNPs with planted Hardy-Weinberg failures among common (MAF >= 0.1) non-locus
+    SNPs, max(4, n_variants // 500) of them: alternately strong (copy probability 0.3) and
+    borderline (N F^2 ~ the chi2 at p = 1e-7 over ``n_founder_cohort`` founders).
+
+    Returns (hwe_idx sorted (n_hwe,), hwe_f (n_variants,) copy probability per SNP,
+    not_locus bool (n_variants,): False on the traits' large loci and MC1R SNPs).
+    """
+    n_variants = len(variants)
     not_locus = np.ones(n_variants, dtype=bool)
     not_locus[[i for v in loci.values() for i in v]] = False
     common = np.flatnonzero((np.minimum(variants.p_a1, 1 - variants.p_a1) >= 0.1) & not_locus)
     n_hwe = min(len(common), max(4, n_variants // 500))
-    hwe_idx = np.sort(rng_var.choice(common, size=n_hwe, replace=False))
-    n_founder_cohort = int((is_founder & in_cohort).sum())
+    hwe_idx = np.sort(rng.choice(common, size=n_hwe, replace=False))
     f_borderline = math.sqrt(28.4 / max(n_founder_cohort, 1))   # N F^2 ~ chi2 at p = 1e-7
     hwe_f = np.zeros(n_variants)
     hwe_f[hwe_idx] = np.where(np.arange(n_hwe) % 2 == 0, 0.3, f_borderline)
+    return hwe_idx, hwe_f, not_locus
 
-    # missingness: sporadic, plus a few bad samples and variants (--mind / --geno targets)
-    sample_miss, variant_miss, bad, bad_v = missingness_rates(rng_miss, n_samples, n_variants)
 
-    # traits: polygenic causal SNPs among MAF >= 1% (raw effects N(0, 1) per standardised
-    # genotype, rescaled after the genotypes are drawn) plus the large loci (exact effects)
+def _trait_components(rng, variants: pd.DataFrame, loci: dict, not_locus: np.ndarray) -> dict:
+    """Each trait's genetic components: {"<trait>": (polygenic causal SNPs among MAF >= 1%
+    non-locus SNPs, raw effects N(0, 1) per standardised genotype, rescaled once the
+    genotypes are drawn), "<trait>/large": (its large loci, exact per-A1 effects),
+    "_red": (the MC1R SNPs, ones)}; each value is (sorted variant indices, effects)."""
+    p_all = variants.p_a1.to_numpy()
     maf = np.minimum(variants.p_a1, 1 - variants.p_a1).to_numpy()
     eligible = np.flatnonzero((maf >= 0.01) & not_locus)
     components = {}
     for name, spec in TRAITS.items():
         k = min(spec["n_causal"], len(eligible))
-        idx = np.sort(rng_trait.choice(eligible, size=k, replace=False))
+        idx = np.sort(rng.choice(eligible, size=k, replace=False))
         p = p_all[idx]
-        components[name] = (idx, rng_trait.normal(size=k) / np.sqrt(2 * p * (1 - p)))
+        components[name] = (idx, rng.normal(size=k) / np.sqrt(2 * p * (1 - p)))
         large_idx = np.array(loci[name], dtype=int)
         large_beta = np.array([lc["sign"] * math.sqrt(lc["var"] / (2 * lc["a1_freq"] * (1 - lc["a1_freq"])))
                                for lc in spec["large_loci"]])
         components[name + "/large"] = (large_idx, large_beta)
     components["_red"] = (np.array(loci["_red"]), np.ones(len(loci["_red"])))
-    genetic = {c: np.zeros(n_samples + n_discovery) for c in components}
+    return components
 
-    # blocks: founders' latent haplotypes -> pedigree -> genotypes
-    z = np.zeros(n_hap, dtype=np.float32)
-    tmp = np.empty(n_hap, dtype=np.float32)
-    disc_tmp = out / f".discovery.{seed}.tmp"
-    disc_fh = open(disc_tmp, "wb")   # discovery genotypes, packed, for the second pass
+
+def _write_genotypes(rng_hap, rng_miss, model: GenotypeModel, components: dict,
+                     fam: pd.DataFrame, bed_path: Path, disc_path: Path,
+                     block_size: int) -> dict:
+    """Stream the cohort's .bed/.bim/.fam to ``bed_path`` and the discovery cohort's packed
+    .bed rows (n_variants, ceil(n_discovery / 4)) to ``disc_path``, ``block_size`` SNPs at
+    a time: founders' latent haplotypes -> alleles -> planted het deficit -> pedigree ->
+    dosages -> missing calls. Returns {component: genetic value (n_samples + n_discovery,)},
+    the sum of effect x A1 dosage over each component's SNPs (cohort, then discovery)."""
+    variants, rel, cols = model.variants, model.relatives, model.columns
+    n_samples, n_variants = len(fam), len(variants)
+    n_f = len(cols.founder_rows)
+    n_discovery = cols.n_hap // 2 - n_f
+    genetic = {c: np.zeros(n_samples + n_discovery) for c in components}
+    ld_block = np.cumsum(variants.rho.to_numpy() == 0) - 1          # LD-block index per SNP
     global_cm = variants.chrom_index.to_numpy() * 1000.0 + variants.cm.to_numpy()
     rho_all = variants.rho.to_numpy()
-    bed_path = out / "genotypes"
-    with plink.BedWriter(bed_path, fam, variants[plink.BIM_COLUMNS]) as writer:
+    z = np.zeros(cols.n_hap, dtype=np.float32)
+    with open(disc_path, "wb") as disc_fh, \
+            plink.BedWriter(bed_path, fam, variants[plink.BIM_COLUMNS]) as writer:
         for v0, v1 in progress(list(plink.variant_blocks(n_variants, block_size)),
                                desc="simulate", unit="block"):
-            bl = v1 - v0
-            # latent AR(1) along the block, in place: zs[j] = rho z[j-1] + sqrt(1-rho^2) e
-            zs = rng_hap.standard_normal((bl, n_hap), dtype=np.float32)
-            prev = z
-            for j in range(bl):
-                r = rho_all[v0 + j]
-                if r != 0:
-                    zs[j] *= np.float32(math.sqrt(1 - r * r))
-                    np.multiply(prev, np.float32(r), out=tmp)
-                    zs[j] += tmp
-                prev = zs[j]
+            zs = _latent_block(rng_hap, z, rho_all[v0:v1])
             z = zs[-1].copy()
-            # allele 1 where z < the haplotype's population threshold ndtri(p)
-            thresh = special.ndtri(freqs[:, v0:v1]).astype(np.float32)    # (rows, bl)
-            hap_block = np.empty((bl, n_hap), dtype=bool)
-            for a, b, row in runs:
-                np.less(zs[:, a:b], thresh[row][:, None], out=hap_block[:, a:b])
-            if len(adm_cols):
-                thr = thresh[adm_src[:, ld_block[v0:v1]], np.arange(bl)]  # (adm haps, bl)
-                hap_block[:, adm_cols] = zs[:, adm_cols] < thr.T
+            hap_block = _allele_block(zs, model.freqs[:, v0:v1], cols, ld_block[v0:v1])
             del zs
-            # haplotypes: (2, bl, n_hap//2) for founders+discovery
-            hap0, hap1 = hap_block[:, 0::2], hap_block[:, 1::2]
-            # planted het deficit: copy allele 0 onto allele 1 with probability F
-            f_block = hwe_f[v0:v1]
-            for j in np.flatnonzero(f_block > 0):
-                copy = rng_hap.random(hap0.shape[1]) < f_block[j]
-                hap1[j, copy] = hap0[j, copy]
-            ped_h0 = np.zeros((n_ped, bl), dtype=bool)
-            ped_h1 = np.zeros((n_ped, bl), dtype=bool)
-            ped_h0[founder_rows] = hap0[:, :n_f].T
-            ped_h1[founder_rows] = hap1[:, :n_f].T
-            gcm = global_cm[v0:v1]
-            ci = 0
-            for i in range(n_ped):
-                if dup_of[i] >= 0:
-                    ped_h0[i], ped_h1[i] = ped_h0[dup_of[i]], ped_h1[dup_of[i]]
-                elif father[i] >= 0:
-                    for parent, target in ((father[i], ped_h0), (mother[i], ped_h1)):
-                        switch = np.searchsorted(crossovers[ci], gcm) % 2 == 1
-                        target[i] = np.where(switch, ped_h1[parent], ped_h0[parent])
-                        ci += 1
-            cohort_dosage = (ped_h0[cohort_members].astype(np.int8)
-                             + ped_h1[cohort_members].astype(np.int8)).T   # (bl, n)
+            hap0, hap1 = hap_block[:, 0::2], hap_block[:, 1::2]   # (bl, n_f + n_discovery)
+            _plant_het_deficit(rng_hap, hap0, hap1, model.hwe_f[v0:v1])
+            ped_h0, ped_h1 = _inherit_block(hap0[:, :n_f], hap1[:, :n_f], rel, cols.founder_rows,
+                                            global_cm[v0:v1])
+            cohort_dosage = (ped_h0[rel.cohort_members].astype(np.int8)
+                             + ped_h1[rel.cohort_members].astype(np.int8)).T   # (bl, n)
             disc_dosage = (hap0[:, n_f:].astype(np.int8) + hap1[:, n_f:].astype(np.int8))
-            for name, (idx, beta) in components.items():
-                sel = (idx >= v0) & (idx < v1)
-                if sel.any():
-                    rows = idx[sel] - v0
-                    b = beta[sel]
-                    genetic[name][:n_samples] += b @ cohort_dosage[rows]
-                    genetic[name][n_samples:] += b @ disc_dosage[rows]
+            _add_genetic_values(genetic, components, v0, cohort_dosage, disc_dosage)
             disc_fh.write(plink.encode(disc_dosage).tobytes())
-            miss_p = 1 - np.outer(1 - variant_miss[v0:v1], 1 - sample_miss)
-            cohort_dosage = np.where(rng_miss.random((bl, n_samples), dtype=np.float32) < miss_p,
-                                     np.int8(-1), cohort_dosage)
-            writer.write(cohort_dosage)
+            writer.write(_with_missing_calls(rng_miss, cohort_dosage, model.variant_miss[v0:v1],
+                                             model.sample_miss))
+    return genetic
 
-    # covariates: sex (.fam, 1 male), age at recruitment, ancestry leaf; cohort + discovery
-    male = np.r_[(fam.sex == "1").to_numpy(), rng_cov.random(n_discovery) < 0.5]
+
+def _latent_block(rng, z_prev: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """The latent AR(1) process over one block of SNPs: float32 (bl, n_hap) with
+    zs[j] = rho[j] zs[j-1] + sqrt(1 - rho[j]^2) e (e ~ N(0, 1); zs[-1] is ``z_prev``, the
+    last SNP of the previous block); rho[j] = 0 starts a new LD block."""
+    zs = rng.standard_normal((len(rho), len(z_prev)), dtype=np.float32)
+    tmp = np.empty(len(z_prev), dtype=np.float32)
+    prev = z_prev
+    for j, r in enumerate(rho):
+        if r != 0:
+            zs[j] *= np.float32(math.sqrt(1 - r * r))
+            np.multiply(prev, np.float32(r), out=tmp)
+            zs[j] += tmp
+        prev = zs[j]
+    return zs
+
+
+def _allele_block(zs: np.ndarray, freqs: np.ndarray, cols: HaplotypeColumns,
+                  ld_block: np.ndarray) -> np.ndarray:
+    """Alleles of one block: bool (bl, n_hap), A1 where z < ndtri(p) of the haplotype's
+    frequency row (per LD block for admixed columns). zs: (bl, n_hap) latent values;
+    freqs: (n_rows, bl); ld_block: (bl,) LD-block index of each SNP."""
+    bl = len(zs)
+    thresh = special.ndtri(freqs).astype(np.float32)    # (rows, bl)
+    hap_block = np.empty((bl, cols.n_hap), dtype=bool)
+    for a, b, row in cols.runs:
+        np.less(zs[:, a:b], thresh[row][:, None], out=hap_block[:, a:b])
+    if len(cols.adm_cols):
+        thr = thresh[cols.adm_src[:, ld_block], np.arange(bl)]  # (adm haps, bl)
+        hap_block[:, cols.adm_cols] = zs[:, cols.adm_cols] < thr.T
+    return hap_block
+
+
+def _plant_het_deficit(rng, hap0: np.ndarray, hap1: np.ndarray, hwe_f: np.ndarray) -> None:
+    """In place: at SNPs with hwe_f > 0, copy each person's allele 0 onto allele 1 with
+    probability hwe_f. hap0, hap1: bool (bl, n_people); hwe_f: (bl,)."""
+    for j in np.flatnonzero(hwe_f > 0):
+        copy = rng.random(hap0.shape[1]) < hwe_f[j]
+        hap1[j, copy] = hap0[j, copy]
+
+
+def _inherit_block(founder_h0: np.ndarray, founder_h1: np.ndarray, rel: CohortRelatives,
+                   founder_rows: np.ndarray, global_cm: np.ndarray):
+    """Both haplotypes of every pedigree individual over one block, bool (n_ped, bl) each.
+
+    founder_h0/h1: bool (bl, n_founders) in ``founder_rows`` order; duplicates copy,
+    children take one meiosis from the father (haplotype 0) and one from the mother
+    (haplotype 1), switching parental haplotype at the crossovers before each SNP's
+    ``global_cm`` (bl,)."""
+    n_ped = len(rel.father)
+    ped_h0 = np.zeros((n_ped, len(global_cm)), dtype=bool)
+    ped_h1 = np.zeros((n_ped, len(global_cm)), dtype=bool)
+    ped_h0[founder_rows] = founder_h0.T
+    ped_h1[founder_rows] = founder_h1.T
+    ci = 0
+    for i in range(n_ped):
+        if rel.dup_of[i] >= 0:
+            ped_h0[i], ped_h1[i] = ped_h0[rel.dup_of[i]], ped_h1[rel.dup_of[i]]
+        elif rel.father[i] >= 0:
+            for parent, target in ((rel.father[i], ped_h0), (rel.mother[i], ped_h1)):
+                switch = np.searchsorted(rel.crossovers[ci], global_cm) % 2 == 1
+                target[i] = np.where(switch, ped_h1[parent], ped_h0[parent])
+                ci += 1
+    return ped_h0, ped_h1
+
+
+def _add_genetic_values(genetic: dict, components: dict, v0: int, cohort_dosage: np.ndarray,
+                        disc_dosage: np.ndarray) -> None:
+    """In place: add each component's effect x dosage over its SNPs in the block starting
+    at SNP ``v0`` to ``genetic`` (cohort then discovery). cohort_dosage: int8 (bl,
+    n_samples); disc_dosage: int8 (bl, n_discovery)."""
+    n_samples = cohort_dosage.shape[1]
+    v1 = v0 + len(cohort_dosage)
+    for name, (idx, beta) in components.items():
+        sel = (idx >= v0) & (idx < v1)
+        if sel.any():
+            rows = idx[sel] - v0
+            b = beta[sel]
+            genetic[name][:n_samples] += b @ cohort_dosage[rows]
+            genetic[name][n_samples:] += b @ disc_dosage[rows]
+
+
+def _with_missing_calls(rng, dosage: np.ndarray, variant_miss: np.ndarray,
+                        sample_miss: np.ndarray) -> np.ndarray:
+    """dosage int8 (bl, n_samples) with calls set to -1 at rate 1 - (1 - variant rate)
+    (1 - sample rate)."""
+    miss_p = 1 - np.outer(1 - variant_miss, 1 - sample_miss)
+    return np.where(rng.random(dosage.shape, dtype=np.float32) < miss_p, np.int8(-1), dosage)
+
+
+def simulate_covariates(rng, sex: pd.Series, n_discovery: int):
+    """Sex and age of the cohort then the discovery cohort: male bool (n_samples +
+    n_discovery,) (cohort: .fam sex "1"; discovery: a coin flip) and age at recruitment in
+    whole years in :data:`AGE_RANGE` (40 + 30 Beta(1.3, 1), floored)."""
+    n_total = len(sex) + n_discovery
+    male = np.r_[(sex == "1").to_numpy(), rng.random(n_discovery) < 0.5]
     age = np.floor(AGE_RANGE[0] + (AGE_RANGE[1] - AGE_RANGE[0])
-                   * rng_cov.beta(1.3, 1.0, size=n_samples + n_discovery)).astype(int)
-    leaf = np.r_[cohort_leaf, disc_leaf]
-    pheno, liabilities, trait_truth = simulate_phenotypes(
-        rng_trait, genetic, components, n_samples, male, age, anc.leaf_pop[leaf] == 0,
-        anc.leaf_smoking[leaf])
-    pheno.insert(0, "eid", fam_eid)
+                   * rng.beta(1.3, 1.0, size=n_total)).astype(int)
+    return male, age
+
+
+def add_covariate_columns(pheno: pd.DataFrame, eids, male: np.ndarray, age: np.ndarray,
+                          population_code) -> None:
+    """In place: eid first, then f.31.0.0 sex (1 male), f.21022.0.0 age and f.21000.0.0
+    ethnic background (``population_code``, (n_samples,)) after the traits. male and age
+    may be longer than the cohort (discovery people after it)."""
+    n_samples = len(pheno)
+    pheno.insert(0, "eid", eids)
     pheno["f.31.0.0"] = male[:n_samples].astype(int)
     pheno["f.21022.0.0"] = age[:n_samples]
-    pheno["f.21000.0.0"] = np.array([p["code"] for p in pops])[anc.leaf_pop[cohort_leaf]]
-    vid = variants.variant_id.to_numpy()
-    truth_causal = {}
+    pheno["f.21000.0.0"] = population_code
+
+
+def causal_truth(components: dict, trait_truth: dict, vid: np.ndarray, red_idx) -> dict:
+    """{trait: {"variant_ids", "betas_a1"}}: every causal SNP in .bim order with its final
+    per-A1 effect (polygenic effects times the trait's ``polygenic_scale``). Also sets, in
+    place, each trait's ``large_loci`` (with variant_id and beta_a1) and hair colour's
+    ``red_hair`` (with the MC1R variant_ids) in ``trait_truth``."""
+    truth = {}
     for t in TRAITS:
         idx, beta = components[t]
         lidx, lbeta = components[t + "/large"]
-        scale = trait_truth[t]["polygenic_scale"]
-        all_idx, all_beta = np.r_[lidx, idx], np.r_[lbeta, beta * scale]
+        all_idx = np.r_[lidx, idx]
+        all_beta = np.r_[lbeta, beta * trait_truth[t]["polygenic_scale"]]
         order = np.argsort(all_idx, kind="stable")                  # .bim order
-        truth_causal[t] = {"variant_ids": vid[all_idx[order]].tolist(),
-                           "betas_a1": all_beta[order].tolist()}
+        truth[t] = {"variant_ids": vid[all_idx[order]].tolist(),
+                    "betas_a1": all_beta[order].tolist()}
         trait_truth[t]["large_loci"] = [
             {**lc, "variant_id": vid[i], "beta_a1": float(b)}
             for lc, i, b in zip(TRAITS[t]["large_loci"], lidx, lbeta)]
-    trait_truth["hair_colour"]["red_hair"] = {
-        **RED_HAIR, "variant_ids": vid[loci["_red"]].tolist()}
-    disc_fh.close()
-    disc_packed = np.memmap(disc_tmp, dtype=np.uint8, mode="r",
-                            shape=(n_variants, (n_discovery + 3) // 4))
-    disc_y = np.column_stack([liabilities[t][n_samples:] for t in TRAITS])
+    trait_truth["hair_colour"]["red_hair"] = {**RED_HAIR, "variant_ids": vid[red_idx].tolist()}
+    return truth
+
+
+def _discovery_sumstats(rng, out: Path, variants: pd.DataFrame, disc_path: Path,
+                        n_discovery: int, disc_y: np.ndarray, block_size: int) -> None:
+    """Regress each trait (disc_y: (n_discovery, n_traits), TRAITS order) on the discovery
+    dosages packed in ``disc_path`` (removed afterwards) and write out/sumstats/<trait>.txt.gz
+    (:func:`sumstats_table`)."""
+    disc_packed = np.memmap(disc_path, dtype=np.uint8, mode="r",
+                            shape=(len(variants), (n_discovery + 3) // 4))
     beta, se, freq = discovery_regression(disc_packed, n_discovery, disc_y, block_size)
     del disc_packed
-    disc_tmp.unlink()
+    disc_path.unlink()
     (out / "sumstats").mkdir(exist_ok=True)
     for k, t in enumerate(TRAITS):
-        ss_table = sumstats_table(rng_out, variants, beta[:, k], se[:, k], freq)
+        ss_table = sumstats_table(rng, variants, beta[:, k], se[:, k], freq)
         with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
             with gzip.GzipFile(tmp_path, "wb", mtime=0) as gz:
                 gz.write(ss_table.to_csv(sep="\t", index=False).encode())
-    with atomic_path(out / "phenotypes.tsv") as tmp_path:
-        pheno.to_csv(tmp_path, sep="\t", index=False)
 
-    # relatives (cohort rows), sample QC table with ancestry flag and PCs, withdrawals
-    pairs = [(int(row_of[i]), int(row_of[j]), d) for i, j, d in ped.pairs]
-    white_british_pop = np.array([p["white_british"] for p in pops])[anc.leaf_pop[cohort_leaf]]
-    het_missing = (rng_out.random(n_samples) < 0.002) | (sample_miss > 0.04)
+
+def write_sample_files(rng, out: Path, eids: np.ndarray, spare_eid, sample_miss: np.ndarray,
+                       pairs, white_british_population: np.ndarray,
+                       pca_snps: np.ndarray) -> np.ndarray:
+    """Write out/sample_qc.tsv (:func:`write_sample_qc`, PCs of out/genotypes fitted on
+    ``pca_snps``), out/withdrawn.txt and out/kinship.dat (:func:`write_kinship_table`).
+
+    Heterozygosity/missingness outliers: a random 0.2%, plus samples missing > 4% of calls
+    (sample_miss: (n_samples,) rates); PCs are fitted on the others less the second of each
+    related pair (pairs: (.fam row, .fam row, degree)). The withdrawals: max(2, n // 1000)
+    random cohort eids plus ``spare_eid``, one not in the cohort (UKB lists also hold eids
+    absent from a given dataset). Returns the PCA fit samples, bool (n_samples,).
+    """
+    het_missing = (rng.random(len(sample_miss)) < 0.002) | (sample_miss > 0.04)
     pca_fit = ~het_missing
     pca_fit[[b for _, b, _ in pairs]] = False        # one of each related pair
-    pca_snps = pca_variants(variants, np.r_[hwe_idx, bad_v, np.flatnonzero(~not_locus)])
-    pcs = ukb_pcs(bed_path, pca_snps, np.flatnonzero(pca_fit))
-    write_sample_qc(rng_out, out / "sample_qc.tsv", fam_eid, het_missing,
-                    white_british_pop, pca_fit, pcs)
-    withdrawn = list(rng_out.choice(fam_eid, size=max(2, n_samples // 1000), replace=False))
-    withdrawn.append(str(spare_eids[0]))   # UKB lists also contain eids not in a given dataset
+    pcs = ukb_pcs(out / "genotypes", pca_snps, np.flatnonzero(pca_fit))
+    write_sample_qc(rng, out / "sample_qc.tsv", eids, het_missing, white_british_population,
+                    pca_fit, pcs)
+    withdrawn = list(rng.choice(eids, size=max(2, len(eids) // 1000), replace=False))
+    withdrawn.append(str(spare_eid))
     with atomic_path(out / "withdrawn.txt") as tmp_path:
         tmp_path.write_text("".join(f"{e}\n" for e in withdrawn))
-    write_kinship_table(out / "kinship.dat", bed_path, fam_eid, pairs)
+    write_kinship_table(out / "kinship.dat", out / "genotypes", eids, pairs)
+    return pca_fit
 
+
+def _ancestry_truth(pops: list[dict], anc: Ancestry, rel: CohortRelatives,
+                    cols: HaplotypeColumns, fam_eid: np.ndarray) -> dict:
+    """truth.json's "populations", "frequency_model" and "samples" (population, region and,
+    for admixed people, the mean ancestry proportions of their pedigree founders)."""
+    cohort_leaf = cols.ped_leaf[rel.cohort_members]
     pop_names = np.array([p["name"] for p in pops])
     region_names = np.array([lf[1] or pops[lf[0]]["name"] for lf in anc.leaves])
-    founder_pos = {int(r): k for k, r in enumerate(founder_rows)}
+    founder_pos = {int(r): k for k, r in enumerate(cols.founder_rows)}
     admixture = {}
-    for m, i in enumerate(cohort_members):
-        if anc.leaf_row[ped_leaf[i]] >= 0:
+    for m, i in enumerate(rel.cohort_members):
+        if anc.leaf_row[cols.ped_leaf[i]] >= 0:
             continue
-        anc_founders = _founder_ancestors(int(i), father, mother, dup_of)
-        q = np.mean([person_props[founder_pos[f]] for f in anc_founders], axis=0)
-        srcs = pops[anc.leaf_pop[ped_leaf[i]]]["admixed_from"]
+        anc_founders = _founder_ancestors(int(i), rel.father, rel.mother, rel.dup_of)
+        q = np.mean([cols.person_props[founder_pos[f]] for f in anc_founders], axis=0)
+        srcs = pops[anc.leaf_pop[cols.ped_leaf[i]]]["admixed_from"]
         admixture[fam_eid[m]] = {s: round(float(v), 4) for s, v in zip(srcs, q)}
-    truth = {
-        "seed": seed, "n_samples": n_samples, "n_variants": n_variants, "n_chrom": n_chrom,
-        "n_discovery": n_discovery,
+    return {
         "populations": pops,
         "frequency_model": {
             "model": "Balding-Nichols: each population's A1 frequency ~ BN(first population's "
@@ -882,26 +1163,23 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
                     "population": pop_names[anc.leaf_pop[cohort_leaf]].tolist(),
                     "region": region_names[cohort_leaf].tolist(),
                     "admixture": admixture},
-        "traits": trait_truth,
-        "causal": truth_causal,
+    }
+
+
+def qc_truth(fam_eid: np.ndarray, vid: np.ndarray, pairs, hwe_idx: np.ndarray,
+             bad_samples: np.ndarray, bad_variants: np.ndarray) -> dict:
+    """truth.json's "related_pairs" ([eid, eid, degree]), "hwe_planted" (strong: even
+    positions of ``hwe_idx``, borderline: odd), "high_missing_samples" and
+    "high_missing_variants" (.bim order)."""
+    return {
         "related_pairs": [[fam_eid[a], fam_eid[b], d] for a, b, d in pairs],
         "hwe_planted": {
             "strong": vid[hwe_idx[0::2]].tolist(),
             "borderline": vid[hwe_idx[1::2]].tolist(),
         },
-        "high_missing_samples": fam_eid[bad].tolist(),
-        "high_missing_variants": vid[np.sort(bad_v)].tolist(),
-        "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
-                "method": "fit on used.in.pca.calculation samples (unrelated, not het/missing "
-                          "outliers), SNPs with first-population MAF >= 5% LD-thinned to latent "
-                          "r2 <= 0.1 (at most 2,000, evenly spaced), standardised; randomised "
-                          "subspace iteration; every sample projected"},
+        "high_missing_samples": fam_eid[bad_samples].tolist(),
+        "high_missing_variants": vid[np.sort(bad_variants)].tolist(),
     }
-    with atomic_path(out / "truth.json") as tmp_path:
-        tmp_path.write_text(json.dumps(truth, indent=1))
-    log(f"wrote {out} ({len(pairs)} related pairs, {n_hwe} planted HWE failures, "
-        f"{len(pops)} population(s))")
-    return truth
 
 
 def _founder_ancestors(i: int, father, mother, dup_of) -> list[int]:
@@ -949,29 +1227,17 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
             "realised_genetic_variance_first_population": float(g[ref].var()) if ref.any() else None,
             "liability": "genetic + male * sex + age * (age - 55) + region smoking_shift "
                          "(smoking only) + N(0, 1 - h2)"})
-        cohort = liab[:n_samples]
         if spec["kind"] == "continuous":
-            values = np.round(spec["mean"] + spec["sd"] * cohort, spec["decimals"])
+            values = np.round(spec["mean"] + spec["sd"] * liab[:n_samples], spec["decimals"])
         else:
-            cut_ref = liab[ref] if ref.any() else liab
-            cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
-            coded = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, liab)]
+            coded = _categorical_codes(rng, name, spec, liab, ref, genetic["_red"])
             if name == "hair_colour":
-                # red (MC1R) overrides darkness, for the cohort and the discovery cohort
-                r_count = np.rint(genetic["_red"]).astype(int)
-                pen = RED_HAIR["penetrance"]
-                p_red = np.select([r_count >= 2, r_count == 1], [pen["2+"], pen["1"]], pen["0"])
-                coded[rng.random(n_total) < p_red] = 2
                 # the discovery GWAS of hair colour regresses on the code as a number
                 # (1 blonde, 2 red, 3 light brown, 4 dark brown, 5 black), as a naive GWAS
                 # of field 1747 would: darkness loci and MC1R both show up
                 liabilities[name] = coded
                 truth[name]["gwas_phenotype"] = "hair colour code (1-5) as a number"
-            values = coded[:n_samples].copy()
-            if name == "hair_colour":
-                values[rng.random(n_samples) < spec["other_share"]] = 6
-            for code, share in spec["special"].items():
-                values[rng.random(n_samples) < share] = code
+            values = _cohort_codes(rng, name, spec, coded[:n_samples].copy())
         values[rng.random(n_samples) < MISSING_SHARE] = np.nan
         table[f"f.{spec['field']}.0.0"] = values
     df = pd.DataFrame(table)
@@ -980,6 +1246,34 @@ def simulate_phenotypes(rng, genetic: dict, components: dict, n_samples: int, ma
         if spec["kind"] == "categorical":
             df[col] = df[col].astype("Int64")
     return df, liabilities, truth
+
+
+def _categorical_codes(rng, name: str, spec: dict, liab: np.ndarray, ref: np.ndarray,
+                       red_count: np.ndarray) -> np.ndarray:
+    """A categorical trait's codes (float, like liab (n_total,)): liability quantiles of
+    the reference people (``ref``, bool; everyone when none) cut at the spec's shares
+    into its codes; for hair colour, red (2) overrides darkness with the penetrance of
+    the person's MC1R R-allele count (``red_count``, (n_total,))."""
+    cut_ref = liab[ref] if ref.any() else liab
+    cuts = np.quantile(cut_ref, np.cumsum(spec["shares"])[:-1])
+    coded = np.asarray(spec["codes"], dtype=float)[np.searchsorted(cuts, liab)]
+    if name == "hair_colour":
+        r_count = np.rint(red_count).astype(int)
+        pen = RED_HAIR["penetrance"]
+        p_red = np.select([r_count >= 2, r_count == 1], [pen["2+"], pen["1"]], pen["0"])
+        coded[rng.random(len(liab)) < p_red] = 2
+    return coded
+
+
+def _cohort_codes(rng, name: str, spec: dict, values: np.ndarray) -> np.ndarray:
+    """In place and returned: the cohort's codes (n_samples,) with hair colour's "other"
+    (6) and the spec's special answers (e.g. -3 prefer not to answer) at their shares."""
+    n_samples = len(values)
+    if name == "hair_colour":
+        values[rng.random(n_samples) < spec["other_share"]] = 6
+    for code, share in spec["special"].items():
+        values[rng.random(n_samples) < share] = code
+    return values
 
 
 def format_p(log10_p: np.ndarray) -> list[str]:

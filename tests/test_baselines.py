@@ -121,17 +121,21 @@ def _fitted(path):
         out["head"] = parts["predictor"]["best"]
     if "refit" in parts:
         out["refit"] = parts["refit"]["head"]
-    if "pca" in parts:                   # PCA axes of the training rows' genotypes
-        out["pca"] = {"components": parts["pca"].components_, "mean": parts["pca"].mean_}
-    if "fitted" in parts:
-        model = parts["fitted"]["model"]
+    model_state = parts.get("model", {})
+    if model_state.get("pca") is not None:   # PCA axes of the training rows' genotypes
+        pca = model_state["pca"]
+        out["pca"] = {"components": pca.components_, "mean": pca.mean_}
+    if "model" in model_state:               # a scikit-learn or offset model
+        model = model_state["model"]
         if hasattr(model, "coef_"):
             state = {"coef": model.coef_, "intercept": model.intercept_}
         elif hasattr(model, "label_distributions_"):      # label spreading: nodes and labels
             state = {"nodes": model.X_, "labels": model.label_distributions_}
         else:                                              # trees, an offset model: the pickle
             state = {"pickle": pickle.dumps(model)}
-        out["fitted"] = {**state, **{k: v for k, v in parts["fitted"].items() if k != "model"}}
+        out["fitted"] = {**state, **{k: v for k, v in model_state.items()
+                                     if k not in ("model", "pca", "cfg", "class")},
+                         **parts["report"]}
     return out
 
 

@@ -14,7 +14,7 @@ import torch
 from cmix.learn import harness
 from cmix.genotypes import plink
 from cmix.cli import main
-from cmix.genotypes.store import open_store
+from cmix.genotypes.store import load_rows, open_store
 
 MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
 SPEC = {"fields": [21022, 31], "pcs": 3, "pcs_from": "sample_qc"}
@@ -400,3 +400,100 @@ def test_predict_refuses_another_pca(cohort, pca_trained, pca_pcs_file, tmp_path
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
     assert f"{prefix}: not the PCA the run's PCs came from" in err, err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- other genotype formats
+def _plink2(*args):
+    r = subprocess.run(["plink2", "--threads", "1", *map(str, args)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def new_people_formats(cohort, trained, tmp_path_factory):
+    """The store's test people as a .bed (a third of the alleles swapped), and plink2's
+    .pgen and 8-bit BGEN (with its .sample and a .bgi) of that .bed."""
+    d = tmp_path_factory.mktemp("formats")
+    bfile = subset_bfile(cohort, store_test_ids(trained[1]), d / "people", swap_every=3)
+    _plink2("--bfile", bfile, "--make-pgen", "--out", d / "people_pgen")
+    _plink2("--bfile", bfile, "--export", "bgen-1.2", "bits=8", "--out", d / "people_bgen")
+    assert main(["bgen-index", str(d / "people_bgen.bgen")]) == 0
+    return {"bed": ["--bfile", str(bfile)],
+            "pgen": ["--pfile", str(d / "people_pgen")],
+            "bgen": ["--bgen", str(d / "people_bgen.bgen"),
+                     "--sample", str(d / "people_bgen.sample")]}
+
+
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+@pytest.mark.parametrize("method", ["logreg", "cmix"])
+def test_predict_from_pgen_and_bgen_equals_predict_from_the_bed(cohort, trained,
+                                                                 new_people_formats, tmp_path,
+                                                                 method):
+    """plink2's .pgen and 8-bit BGEN of a .bed hold its hard calls exactly, so predict
+    gives the same people the same probabilities from each as from the .bed."""
+    d, store, runs = trained
+    extra = ["--pheno", str(cohort / "phenotypes.tsv"), "--sample-qc",
+             str(cohort / "sample_qc.tsv")]
+    got = {}
+    for kind, flags in new_people_formats.items():
+        out = tmp_path / f"{kind}.tsv"
+        assert main(["predict", "--run", str(runs[method]), *flags, *extra,
+                     "--out", str(out)]) == 0
+        got[kind] = pd.read_csv(out, sep="\t", dtype={"IID": str})
+    want = torch.load(runs[method] / "checkpoint.pt", weights_only=False)["parts"]["predict"]
+    np.testing.assert_allclose(got["bed"][["prob_low", "prob_high"]].to_numpy(),
+                               want["test_prob"], atol=1e-6)
+    for kind in ("pgen", "bgen"):
+        assert list(got[kind]["IID"]) == list(got["bed"]["IID"])
+        np.testing.assert_allclose(got[kind][["prob_low", "prob_high"]].to_numpy(),
+                                   got["bed"][["prob_low", "prob_high"]].to_numpy(),
+                                   rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+def test_predict_from_fractional_bgen_feeds_the_dosages_a_store_holds(cohort, trained, tmp_path):
+    """From a BGEN of fractional dosages, predict gives the model what `cmix store` writes
+    from that BGEN (expected copies on its 1/125 grid): the logreg run's probabilities,
+    computed here from that store's rows with the fitted model, equal predict's."""
+    d, store, runs = trained
+    bf = plink.open_bfile(subset_bfile(cohort, store_test_ids(store), tmp_path / "people"))
+    g = bf.read()
+    ds = np.clip(g + np.random.default_rng(3).normal(0, 0.2, g.shape), 0, 2)
+    with open(tmp_path / "frac.vcf", "w") as f:
+        f.write('##fileformat=VCFv4.2\n##FORMAT=<ID=DS,Number=1,Type=Float,Description="d">\n'
+                "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
+                + "\t".join(bf.fam["iid"]) + "\n")
+        for j, r in enumerate(bf.bim.itertuples()):
+            vals = np.char.mod("%.3f", ds[j])
+            vals[g[j] < 0] = "."
+            f.write(f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t.\t.\t.\tDS\t"
+                    + "\t".join(vals) + "\n")
+    _plink2("--vcf", tmp_path / "frac.vcf", "dosage=DS", "--make-pgen", "--out", tmp_path / "frac")
+    _plink2("--pfile", tmp_path / "frac", "--export", "bgen-1.2", "bits=8", "--out",
+            tmp_path / "frac")
+    assert main(["bgen-index", str(tmp_path / "frac.bgen")]) == 0
+    genotypes = ["--bgen", str(tmp_path / "frac.bgen"), "--sample", str(tmp_path / "frac.sample")]
+    covariates = ["--pheno", str(cohort / "phenotypes.tsv"), "--sample-qc",
+                  str(cohort / "sample_qc.tsv")]
+    out = tmp_path / "prob.tsv"
+    assert main(["predict", "--run", str(runs["logreg"]), *genotypes, *covariates,
+                 "--out", str(out)]) == 0
+    frac_store = tmp_path / "frac.zarr"
+    assert main(["store", *genotypes, *covariates, "--snps", str(d / "mpv.snps.tsv"),
+                 "--trait", "mpv", "--trait-config", json.dumps(MPV), "--covariates",
+                 json.dumps(SPEC), "--out", str(frac_store)]) == 0
+    root = open_store(frac_store)
+    x = load_rows(root, np.arange(root["call_dosage"].shape[0]))
+    assert x.dtype == np.float32 and ((x > 0) & (x % 1 != 0)).mean() > 0.3
+    info = torch.load(runs["logreg"] / "checkpoint.pt", weights_only=False)["parts"]
+    fitted, rec = info["model"], info["predict"]
+    model = fitted["model"]
+    z = (x.astype(np.float64) - np.asarray(fitted["mean"])) / np.asarray(fitted["sd"])
+    z[x < 0] = 0.0
+    cov = (root["sample_covariate"][:] - np.asarray(rec["cov_mu"])) / np.asarray(rec["cov_sd"])
+    want = np.zeros((len(x), 2))
+    want[:, model.classes_] = model.predict_proba(np.hstack([z, cov]))
+    got = pd.read_csv(out, sep="\t", dtype={"IID": str}).set_index("IID")
+    ids = [str(v) for v in root["sample_id"][:]]
+    np.testing.assert_allclose(got.loc[ids, ["prob_low", "prob_high"]].to_numpy(), want,
+                               rtol=0, atol=1e-6)

@@ -60,6 +60,29 @@ def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
     assert np.mean(res.label[n_l:] == y[n_l:]) > 0.98
 
 
+def test_pseudo_labels_level_with_the_head_weigh_only_rows_more_often_right(monkeypatch):
+    """The gate is "no worse than the head": with the head's held-out accuracy set equal
+    to the pseudo-labels', rows whose certainty was right more often than that still
+    carry weight; a hair above it, and every pseudo-label weighs 0."""
+    import cmix.learn.labelprop as lp
+
+    rng = np.random.default_rng(4)
+    z, y = clusters(n_per=100, spread=1.2)              # overlapping: some held-out errors
+    z, y = order_labeled_first(z, y, 90)
+    n_l = 90
+    fold = stratified_folds(y[:n_l], 5, np.random.default_rng(0))
+    args = ({"latent": z}, n_l, y[:n_l], 3, z[:n_l], fold)
+    pl_acc = judged_label_propagation(*args, ks=(3,)).heldout_accuracy
+    assert 0.5 < pl_acc < 1.0
+    monkeypatch.setattr(lp, "out_of_fold_head_accuracy", lambda *a: pl_acc)
+    level = judged_label_propagation(*args, ks=(3,))
+    assert level.used and 0 < level.weight[n_l:].mean() < 1
+    assert level.weight[n_l:].min() == 0.0               # only where more often right
+    monkeypatch.setattr(lp, "out_of_fold_head_accuracy", lambda *a: pl_acc + 1e-9)
+    above = judged_label_propagation(*args, ks=(3,))
+    assert not above.used and np.all(above.weight[n_l:] == 0)
+
+
 def test_calibrated_weight_is_zero_at_the_heads_accuracy_and_grows_with_correctness():
     cert = np.linspace(0, 1, 200)
     correct = np.random.default_rng(0).random(200) < 0.5 + 0.5 * cert   # right more often when certain

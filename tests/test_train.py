@@ -100,7 +100,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
 
 
 def test_pseudo_labels_change_the_predictor_loss():
-    from cmix.learn.nn import Predictor
+    from cmix.learn.nn import Head, Predictor
     cfg = dict(DEFAULTS, pred_batch_size=1000, predictor_mixup=True)
     g = torch.Generator().manual_seed(0)
     z = torch.randn(40, 8, generator=g)
@@ -111,7 +111,7 @@ def test_pseudo_labels_change_the_predictor_loss():
     def loss_with(labels, weights, mixup=True):
         cfg["predictor_mixup"] = mixup
         torch.manual_seed(0)
-        head = train_mod.Head(torch.nn.Identity(), Predictor(8, 2))
+        head = Head(torch.nn.Identity(), Predictor(8, 2))
         opt = torch.optim.SGD(head.parameters(), lr=0.0)   # lr 0: loss of the same weights
         return train_mod.predictor_epoch(head, opt, z, eye[labels], weights, cfg, 1, 0, "cpu")
     base = loss_with(y, w)

@@ -210,12 +210,14 @@ def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
 
 def bgi_chromosomes(bgi) -> list[str]:
     """The lowest and highest chromosome code a .bgi lists (two lookups in its primary
-    key, whose first column is the chromosome); [] for an empty index."""
+    key, whose first column is the chromosome), without leading zeros as the variants'
+    ``chrom`` column; [] for an empty index."""
     try:
         con = sqlite3.connect(f"file:{bgi}?mode=ro", uri=True)
         try:
-            return [r[0] for order in ("ASC", "DESC") for r in con.execute(
+            codes = [r[0] for order in ("ASC", "DESC") for r in con.execute(
                 f"SELECT chromosome FROM Variant ORDER BY chromosome {order} LIMIT 1")]
+            return list(_strip_chrom(pd.Series(codes, dtype=str)))
         finally:
             con.close()
     except sqlite3.Error as err:
@@ -294,7 +296,8 @@ class BgenFile(Tables):
     row in the .bgen (-1 = not in it). bim: the .bgi's variants as .bim columns;
     start: int64 (n_variants,) byte offset of each variant block; rsid: the index's
     rsid of each (the .bim ID differs for an rsid listed twice). Each block read is
-    checked against its index entry (:meth:`_check_variant`).
+    checked against its index entry (:meth:`_check_variant`). A
+    :class:`cmix.genotypes.sources.GenotypeSource` of expected copies; it has no hard calls.
     """
 
     path: Path
@@ -305,9 +308,29 @@ class BgenFile(Tables):
     n_bgen_samples: int
     rsid: np.ndarray = None     # str (n_variants,) the rsid each block's header must carry
 
+    file_format = "BGEN v1.2"
+    encoding = "fractional"          # one of cmix.genotypes.sources.ENCODINGS
+
     @property
     def prefix(self) -> Path:
         return self.path
+
+    @property
+    def variant_file(self) -> Path:
+        return self.path.with_name(self.path.name + ".bgi")
+
+    def input_files(self) -> dict:
+        """{path: "fingerprint"} of the .bgen and its .bgi (the .sample is the caller's)."""
+        return {self.path: "fingerprint", self.variant_file: "fingerprint"}
+
+    def samples_present(self) -> np.ndarray:
+        """bool (n_samples,): whether each target sample is in the .bgen."""
+        return self.sample_row >= 0
+
+    def read(self, variant_idx=None, sample_idx=None) -> np.ndarray:
+        """A BGEN holds genotype probabilities, no hard calls: always CmixError."""
+        raise CmixError(f"{self.path}: a BGEN holds genotype probabilities, not the hard "
+                        "calls this step reads; give the array calls with --bfile or --pfile")
 
 
     def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
@@ -428,57 +451,6 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
                     index["rsid"].astype(str).to_numpy())
 
 
-def open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
-    """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
-    as one source over the union of their variants (a :class:`cmix.genotypes.sources.ChromSet`).
-
-    fam: path of the target .fam (default: the first .sample's samples). positions:
-    {chromosome: positions} to list only those variants (see :func:`open_bgen`).
-    """
-    from .selection import chrom_text
-    from .sources import ChromSet, expand, is_pattern
-    from .plink import read_fam
-
-    target = read_fam(fam) if fam is not None else None
-    def wanted(chrom=None):
-        if positions is None:
-            return None
-        if chrom is None:
-            return np.concatenate([np.asarray(p) for p in positions.values()] or [[]])
-        return np.asarray(positions.get(chrom, []))
-
-    if not is_pattern(bgen):
-        part = open_bgen(bgen, sample, target, wanted())
-        if positions is not None:    # one file of several chromosomes: keep (chrom, pos) pairs
-            keep = np.zeros(part.n_variants, bool)
-            for c, pos in positions.items():
-                keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
-            part.bim = part.bim[keep].reset_index(drop=True)
-            part.start = part.start[keep]
-            part.rsid = part.rsid[keep]
-        return part
-    parts, names = [], []
-    for chrom, path in expand(bgen, chroms):
-        if not Path(path).is_file():
-            raise CmixError(f"{path}: missing chromosome {chrom} file of the per-chromosome "
-                            f"set {bgen} (expected chromosomes {chrom_text(chroms or None)}; "
-                            "--chroms names the chromosomes of a set)")
-        sample_path = str(sample).replace("{chrom}", chrom)
-        part = open_bgen(path, sample_path, target, wanted(chrom))
-        other = sorted(set(_strip_chrom(pd.Series(bgi_chromosomes(f"{path}.bgi")))) - {chrom})
-        if other:
-            raise CmixError(f"{path}: the file of chromosome {chrom} in the set {bgen} "
-                            f"holds variants of chromosome {', '.join(other)}; the files "
-                            "are named for other chromosomes (swapped or misnamed?)")
-        if target is None:
-            target = part.fam
-        parts.append(part)
-        names.append(chrom)
-    bim = pd.concat([p.bim for p in parts], ignore_index=True)
-    offsets = np.concatenate([[0], np.cumsum([p.n_variants for p in parts])]).astype(np.int64)
-    return ChromSet(Path(str(bgen)), parts, target, bim, offsets, names)
-
-
 def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
     """A UK Biobank mfi table (headerless, tab-separated: alternate_id rsid position
     allele1 allele2 maf minor_allele info): columns rsid, pos, allele1, allele2, info."""
@@ -497,13 +469,11 @@ def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
                          "allele1": raw[3], "allele2": raw[4], "info": info.to_numpy()})
 
 
-def info_scores(bim: pd.DataFrame, mfi, chroms=None) -> np.ndarray:
+def info_scores(bim: pd.DataFrame, mfi_files) -> np.ndarray:
     """INFO of each variant of ``bim`` (a BGEN source's table): float64, NaN where the
-    mfi file(s) do not list it. mfi: a path or a ``{chrom}`` pattern; variants are
-    matched by rsid, position and alleles."""
-    from .sources import expand, is_pattern
-
-    tables = [read_mfi(p) for _, p in (expand(mfi, chroms) if is_pattern(mfi) else [(None, mfi)])]
+    mfi files (a list of paths) do not list it; variants are matched by rsid, position
+    and alleles."""
+    tables = [read_mfi(p) for p in mfi_files]
     table = pd.concat(tables, ignore_index=True)
     key_m = (table["rsid"] + ":" + table["pos"].astype(str) + ":" + table["allele1"] + ":"
              + table["allele2"])

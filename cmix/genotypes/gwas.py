@@ -215,6 +215,42 @@ def _merge_glm(files: list[Path]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=BOLT_COLUMNS)
 
 
+def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
+                cov: np.ndarray, binary: bool) -> tuple[list, list[str]]:
+    """Write plink2's phenotype table ``tmp/pheno.tsv`` (#FID IID Y) and, with covariates
+    (cov: (n, n_covariates), n = len(iid)), ``tmp/covar.tsv`` (COV1..), both at full
+    precision. Returns (the --pheno/--covar arguments, the --glm words: hide-covar, A1
+    frequency and beta columns, firth-fallback for a binary trait, allow-no-covars
+    without covariates)."""
+    table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y})
+    table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
+    glm = "--glm hide-covar cols=+a1freq,+beta".split()
+    glm += ["firth-fallback"] if binary else []
+    args = ["--pheno", tmp / "pheno.tsv", "--pheno-name", "Y"]
+    if cov.shape[1]:
+        names = [f"COV{j + 1}" for j in range(cov.shape[1])]
+        ctab = pd.DataFrame(cov, columns=names)
+        ctab.insert(0, "IID", iid)
+        ctab.insert(0, "#FID", fid)
+        ctab.to_csv(tmp / "covar.tsv", sep="\t", index=False, float_format="%.17g")
+        args += ["--covar", tmp / "covar.tsv", "--covar-variance-standardize"]
+    else:
+        glm.append("allow-no-covars")
+    return args, glm
+
+
+def _run_glm(exe: str, runs: list, args: list, tmp: Path) -> list[Path]:
+    """Run plink2 once per (chromosome, genotype input arguments) of ``runs`` with the
+    shared ``args``, output prefix ``tmp/chr<chrom>``. Returns the .glm tables written."""
+    files = []
+    for chrom, inputs in runs:
+        prefix = tmp / f"chr{chrom}"
+        _plink2(exe, inputs + args, prefix)
+        found = sorted(tmp.glob(f"chr{chrom}.Y.glm.*"))
+        files += [f for f in found if not f.name.endswith(".id")]
+    return files
+
+
 def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=None,
              pfile=None, fam=None, bgen=None, sample=None, chroms=None, extract=None,
              covariates: dict | None = None, sample_qc=None, eigenvec=None,
@@ -233,7 +269,7 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
     """
     from .plink import write_sample_ids
     from .selection import chrom_mask, read_variant_ids, sample_rows
-    from .store import open_source
+    from .sources import open_source
 
     exe = find_plink2(plink2)
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
@@ -274,29 +310,11 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
         tmp = Path(tmp)
         keep_file = tmp / "people.id"
         write_sample_ids(keep_file, bf.fam, fam_rows)
-        table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y[chosen]})
-        table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
-        glm = "--glm hide-covar cols=+a1freq,+beta".split()
-        glm += ["firth-fallback"] if binary else []
-        args = ["--keep", keep_file, "--pheno", tmp / "pheno.tsv", "--pheno-name", "Y"]
-        if cov_names:
-            names = [f"COV{j + 1}" for j in range(len(cov_names))]
-            ctab = pd.DataFrame(cov[chosen], columns=names)
-            ctab.insert(0, "IID", iid)
-            ctab.insert(0, "#FID", fid)
-            ctab.to_csv(tmp / "covar.tsv", sep="\t", index=False, float_format="%.17g")
-            args += ["--covar", tmp / "covar.tsv", "--covar-variance-standardize"]
-        else:
-            glm.append("allow-no-covars")
+        pheno_args, glm = _glm_inputs(tmp, fid, iid, y[chosen], cov[chosen], binary)
+        args = ["--keep", keep_file, *pheno_args]
         args += ["--extract", extract] if extract is not None else []
         args += [*glm, "--threads", threads]
-        files = []
-        for chrom, inputs in runs:
-            prefix = tmp / f"chr{chrom}"
-            _plink2(exe, inputs + args, prefix)
-            found = sorted(tmp.glob(f"chr{chrom}.Y.glm.*"))
-            files += [f for f in found if not f.name.endswith(".id")]
-        merged = _merge_glm(files)
+        merged = _merge_glm(_run_glm(exe, runs, args, tmp))
         outs = [Path(out)] + ([Path(ids_out)] if ids_out is not None else [])
         with atomic_outputs(*outs) as tmps:
             with gzip.GzipFile(tmps[0], "wb", mtime=0) as gz:

@@ -270,13 +270,11 @@ def _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, bp, n, window, step, k
     the variant with the lower major allele frequency (the higher MAF) is kept
     (ties: the later one is removed), and f moves on.
     """
-    cap = hom.shape[0]
     L = bp.shape[0]
     cur = state[0]
     ws = state[1]
     ne = state[2]
     size = state[3]
-    grow = 1.0 + K_SMALL_EPSILON
     finished = False
     while True:
         if cur >= L:
@@ -294,78 +292,111 @@ def _prune_subcontig(hom, r2h, nm, vsum, vssq, maj, mono, bp, n, window, step, k
         cur += 1
         if cur != ne:
             continue
-        n_removed = 0
-        for i in range(size):
-            n_removed += wrem[i]
-        while True:
-            prev_removed = n_removed
-            fp = 0
-            while True:
-                while fp < size and wrem[fp]:
-                    fp += 1
-                if fp == size:
-                    break
-                f = win[fp]
-                fu = first_unchecked[f]
-                sp = fp + 1
-                while sp < size and (wrem[sp] or win[sp] < fu):
-                    sp += 1
-                if sp < size:
-                    while True:
-                        s = win[sp]
-                        if _r2_exceeds(hom, r2h, f % cap, s % cap, nm[f], vsum[f], vssq[f],
-                                       nm[s], vsum[s], vssq[s], n, thresh):
-                            if maj[f] > maj[s] * grow:
-                                wrem[fp] = 1
-                                removed[f] = 1
-                            else:
-                                wrem[sp] = 1
-                                removed[s] = 1
-                                nx = sp + 1
-                                while nx < size and wrem[nx]:
-                                    nx += 1
-                                first_unchecked[f] = win[nx] if nx < size else cur
-                            break
-                        sp += 1
-                        while sp < size and wrem[sp]:
-                            sp += 1
-                        if sp == size:
-                            first_unchecked[f] = cur
-                            break
-                fp += 1
-            n_removed = 0
-            for i in range(size):
-                n_removed += wrem[i]
-            if n_removed <= prev_removed:
-                break
+        _prune_window(hom, r2h, nm, vsum, vssq, maj, n, thresh, win, wrem, size, cur,
+                      first_unchecked, removed)
         if ne == L:
             cur = L
             finished = True
             break
-        if kb:
-            start_min = bp[ne] - window
-            ws += 1
-            while bp[ws] < start_min:
-                ws += 1
-            end_max = bp[ws] + window
-            ne += 1
-            while ne < L and bp[ne] <= end_max:
-                ne += 1
-        else:
-            ws += step
-            ne = min(ws + window, L)
-        k = 0
-        for i in range(size):
-            if wrem[i] == 0 and win[i] >= ws:
-                win[k] = win[i]
-                k += 1
-            wrem[i] = 0
-        size = k
+        ws, ne = _next_window(bp, window, step, kb, ws, ne)
+        size = _keep_window_tail(win, wrem, size, ws)
     state[0] = cur
     state[1] = ws
     state[2] = ne
     state[3] = size
     return finished
+
+
+@njit(cache=True, nogil=True)
+def _prune_window(hom, r2h, nm, vsum, vssq, maj, n, thresh, win, wrem, size, cur,
+                  first_unchecked, removed):
+    """Prune one complete window in place, in plink2's order (see :func:`_prune_subcontig`).
+
+    win[:size]: the window's variants (piece indices, rows t % cap of hom/r2h); wrem[:size]
+    their removed flags; cur: the first variant after the window. Passes repeat while
+    they remove something; updates wrem, removed and first_unchecked (per variant).
+    """
+    cap = hom.shape[0]
+    grow = 1.0 + K_SMALL_EPSILON
+    n_removed = 0
+    for i in range(size):
+        n_removed += wrem[i]
+    while True:
+        prev_removed = n_removed
+        fp = 0
+        while True:
+            while fp < size and wrem[fp]:
+                fp += 1
+            if fp == size:
+                break
+            f = win[fp]
+            fu = first_unchecked[f]
+            sp = fp + 1
+            while sp < size and (wrem[sp] or win[sp] < fu):
+                sp += 1
+            if sp < size:
+                while True:
+                    s = win[sp]
+                    if _r2_exceeds(hom, r2h, f % cap, s % cap, nm[f], vsum[f], vssq[f],
+                                   nm[s], vsum[s], vssq[s], n, thresh):
+                        if maj[f] > maj[s] * grow:
+                            wrem[fp] = 1
+                            removed[f] = 1
+                        else:
+                            wrem[sp] = 1
+                            removed[s] = 1
+                            nx = sp + 1
+                            while nx < size and wrem[nx]:
+                                nx += 1
+                            first_unchecked[f] = win[nx] if nx < size else cur
+                        break
+                    sp += 1
+                    while sp < size and wrem[sp]:
+                        sp += 1
+                    if sp == size:
+                        first_unchecked[f] = cur
+                        break
+            fp += 1
+        n_removed = 0
+        for i in range(size):
+            n_removed += wrem[i]
+        if n_removed <= prev_removed:
+            break
+
+
+@njit(cache=True, nogil=True)
+def _next_window(bp, window, step, kb, ws, ne):
+    """The next window's (start, end) variant indices: with a kb window (``kb`` true), the
+    start moves past the first variant and on until within ``window`` bp of the old end,
+    and the end extends to every variant within ``window`` bp of the new start; else the
+    start moves by ``step`` variants and the window holds ``window`` variants."""
+    L = bp.shape[0]
+    if kb:
+        start_min = bp[ne] - window
+        ws += 1
+        while bp[ws] < start_min:
+            ws += 1
+        end_max = bp[ws] + window
+        ne += 1
+        while ne < L and bp[ne] <= end_max:
+            ne += 1
+    else:
+        ws += step
+        ne = min(ws + window, L)
+    return ws, ne
+
+
+@njit(cache=True, nogil=True)
+def _keep_window_tail(win, wrem, size, ws):
+    """In place: keep the not-removed variants of win[:size] at or after ``ws`` (in order)
+    at the front of ``win`` and clear ``wrem``; returns their number."""
+    k = 0
+    for i in range(size):
+        if wrem[i] == 0 and win[i] >= ws:
+            win[k] = win[i]
+            k += 1
+        wrem[i] = 0
+    return k
 
 
 def _subcontigs(chrom: np.ndarray, pos: np.ndarray, settings: PruneSettings) -> list[np.ndarray]:
@@ -937,7 +968,8 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
                        block: int = 4096) -> tuple[np.ndarray, dict]:
     """PC scores of new people on a saved PCA's axes (:func:`read_pca_model`).
 
-    bf: an opened .bed file set (any samples, any variant order); sample_idx: its
+    bf: a :class:`cmix.genotypes.sources.GenotypeSource` of hard calls (any samples, any
+    variant order); sample_idx: its
     samples to score (None = all). Variants are matched by ID; a variant whose ALT is
     the file's A2 is flipped; one with other alleles is an error. Each call becomes
     z = (g_ALT - 2p) / sqrt(2p(1-p)) with the fitted p, missing calls and absent
@@ -951,7 +983,7 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
     ids = model["variant_id"]
     row = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(ids)
     found = row >= 0
-    where = f"{bf.prefix}.bim"
+    where = str(bf.variant_file)
     flip = plink.allele_flips(bf.bim, row, ids, model["alt"], model["ref"], where,
                               "the PCA (ALT/REF)")
     m = len(ids)
@@ -967,7 +999,7 @@ def project_new_people(bf, model: dict, sample_idx=None, *, min_shared: float = 
     scores = np.zeros((len(sample_idx), model["w_alt"].shape[1]))
     for s in range(0, len(have), block):         # fixed order: the same sum every run
         j = have[s:s + block]
-        a1_count = plink.read_genotypes(bf, row[j], sample_idx).astype(np.float64)
+        a1_count = bf.read(row[j], sample_idx).astype(np.float64)
         g = np.where(flip[j, None], 2 - a1_count, a1_count)                  # ALT counts
         z = (g - 2 * p[j, None]) / sd[j, None]
         z[a1_count < 0] = 0.0                                                # missing
@@ -994,17 +1026,18 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
     """What ``cmix pca`` does; returns a summary (counts, no sample IDs).
 
     bfile / pfile / fam / chroms: the genotypes, as every step takes them
-    (:func:`cmix.genotypes.store.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
+    (:func:`cmix.genotypes.sources.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
     pattern of per-chromosome files read as if merged; chroms: only these chromosomes
     (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`). keep: samples to
-    fit on (plink --keep list, e.g. the unrelated set; None = all). project: more samples (list) to project onto the fitted axes. extract: candidate
+    fit on (plink --keep list, e.g. the unrelated set; None = all). project: more
+    samples (list) to project onto the fitted axes. extract: candidate
     variants (a .snplist; None = all autosomal). regions: long-range LD regions to
     drop (None = none). prune: --indep-pairwise settings (None = no pruning).
     threads: numba and BLAS threads (None = all cores).
     """
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
-    from .store import open_source
+    from .sources import open_source
 
     if out_prefix is None:
         raise CmixError("cmix pca needs --out")

@@ -147,17 +147,36 @@ class Pfile(Tables):
     """An opened, validated .pgen/.pvar/.psam trio (tables in memory, genotypes lazy).
 
     ``fam``/``bim`` hold the .psam/.pvar as .fam/.bim columns. ``psam`` may be a shared
-    sample file of another name (a per-chromosome set with one .psam).
+    sample file of another name (a per-chromosome set with one .psam). A
+    :class:`cmix.genotypes.sources.GenotypeSource`: hard calls, and dosages where the
+    .pgen holds them.
     """
 
     prefix: Path
     fam: pd.DataFrame
     bim: pd.DataFrame
 
+    file_format = "PLINK 2 .pgen"
+    encoding = "hard calls and dosages"    # one of cmix.genotypes.sources.ENCODINGS
+
     @property
     def pgen_path(self) -> Path:
         return self.prefix.with_name(self.prefix.name + ".pgen")
 
+    @property
+    def variant_file(self) -> Path:
+        return self.prefix.with_name(self.prefix.name + ".pvar")
+
+    def input_files(self) -> dict:
+        """{path: "fingerprint" for the .pgen, "sha256" for the .pvar and the .psam beside
+        the prefix (when there is one)}."""
+        files = {self.pgen_path: "fingerprint", self.variant_file: "sha256"}
+        psam = self.prefix.with_name(self.prefix.name + ".psam")
+        return {**files, psam: "sha256"} if psam.is_file() else files
+
+    def samples_present(self) -> np.ndarray:
+        """bool (n_samples,): every .psam sample has calls in the .pgen."""
+        return np.ones(self.n_samples, bool)
 
     def reader(self, sample_idx=None):
         """A pgenlib.PgenReader over the sorted ``sample_idx`` (None = all samples)."""

@@ -123,16 +123,41 @@ class Tables:
 
 @dataclass
 class Bfile(Tables):
-    """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory."""
+    """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory.
+    A :class:`cmix.genotypes.sources.GenotypeSource` of hard calls."""
 
     prefix: Path
     fam: pd.DataFrame
     bim: pd.DataFrame
 
+    file_format = "PLINK .bed"
+    encoding = "hard calls"          # one of cmix.genotypes.sources.ENCODINGS
+
     @property
     def bed_path(self) -> Path:
         return self.prefix.with_name(self.prefix.name + ".bed")
 
+    @property
+    def variant_file(self) -> Path:
+        return self.prefix.with_name(self.prefix.name + ".bim")
+
+    def input_files(self) -> dict:
+        """{path: "fingerprint" for the .bed, "sha256" for the .bim and the .fam beside
+        the prefix (when there is one)}."""
+        files = {self.bed_path: "fingerprint", self.variant_file: "sha256"}
+        fam = self.prefix.with_name(self.prefix.name + ".fam")
+        return {**files, fam: "sha256"} if fam.is_file() else files
+
+    def samples_present(self) -> np.ndarray:
+        """bool (n_samples,): every .fam sample has calls in the .bed."""
+        return np.ones(self.n_samples, bool)
+
+    def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
+        """A1 counts as float32 (n_selected_variants, n_selected_samples), NaN missing."""
+        g = self.read(variant_idx, sample_idx)
+        dosage = g.astype(np.float32)
+        dosage[g < 0] = np.nan
+        return dosage
 
     def packed(self) -> np.ndarray:
         """The packed genotype bytes, memory-mapped: uint8 (n_variants, bytes_per_variant)."""

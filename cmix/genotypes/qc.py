@@ -404,14 +404,14 @@ def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
     ignores them too); a --keep file matching no sample is an error. ``bfile``/``pfile``
-    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_genotypes`, shared ``fam``);
+    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_source`, shared ``fam``);
     with ``chroms`` only those chromosomes' files are opened.
     """
-    from .sources import open_genotypes
+    from .sources import open_source
     from ..io import log
     from .selection import sample_rows
 
-    bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
     sample_idx, _ = sample_rows(bf.fam, keep, remove, step="qc")
     hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
     result = run_qc(bf, sample_idx, maf=maf, hwe=hwe_p, hwe_midp=midp,

@@ -162,7 +162,7 @@ def read_kinship_table(path) -> pd.DataFrame:
     table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
     ``df.attrs["has_fid"]`` says which key form was used.
     """
-    from ..io import check_unique_header, first_line, read_table
+    from ..io import first_line, read_table
 
     path = input_file(path, "kinship table")
     header = first_line(path, "kinship table").split()
@@ -170,24 +170,8 @@ def read_kinship_table(path) -> pd.DataFrame:
         raise CmixError(f"{path}, line 1: empty file; expected a header such as "
                         "'ID1 ID2 HetHet IBS0 Kinship' or plink2's '#FID1 IID1 FID2 IID2 "
                         "NSNP HETHET IBS0 KINSHIP'")
-    names = [h.lstrip("#").upper() for h in header]
-    check_unique_header(names, path, "kinship table")
-    roles = {}
-    for col, name in enumerate(names):
-        role = _ID_COLUMNS.get(name)
-        if role and role not in roles:
-            roles[role] = col
-    missing = [r for r in ("iid1", "iid2", "kinship") if r not in roles]
-    has_fid = "fid1" in roles and "fid2" in roles
-    if missing or (("fid1" in roles) != ("fid2" in roles)):
-        # line 1 is not quoted: in a table without a header it holds two participant IDs
-        shown = {"iid1": "ID1 (or IID1)", "iid2": "ID2 (or IID2)", "kinship": "Kinship"}
-        lacks = (f"no column named {', '.join(shown[r] for r in missing)}" if missing
-                 else "only one of FID1 and FID2")
-        raise CmixError(f"{path}, line 1: not a kinship table header ({lacks}); expected "
-                        "the header 'ID1 ID2 HetHet IBS0 Kinship' (UK Biobank ukb_rel.dat) "
-                        "or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 KINSHIP' (plink2 "
-                        "--make-king-table); add it if the file has none")
+    roles = _kinship_columns(path, header)
+    has_fid = "fid1" in roles          # with fid2: checked by _kinship_columns
     lines = data_line_numbers(path, len(header), None, "kinship table")
     raw = read_table(path, "kinship table, whitespace-separated",
                      empty=pd.DataFrame({c: pd.Series(dtype=str) for c in range(len(header))}),
@@ -213,6 +197,33 @@ def read_kinship_table(path) -> pd.DataFrame:
         out[role] = values.astype(np.float64)
     out.attrs["has_fid"] = has_fid
     return out
+
+
+def _kinship_columns(path, header: list[str]) -> dict[str, int]:
+    """{role: column index} of a kinship table's header (roles of :data:`_ID_COLUMNS`,
+    names case-insensitive, leading ``#`` ignored, the first column of a role wins).
+    CmixError naming ``path``, line 1, when ID1/ID2/Kinship is missing or only one of
+    FID1 and FID2 is there."""
+    from ..io import check_unique_header
+
+    names = [h.lstrip("#").upper() for h in header]
+    check_unique_header(names, path, "kinship table")
+    roles = {}
+    for col, name in enumerate(names):
+        role = _ID_COLUMNS.get(name)
+        if role and role not in roles:
+            roles[role] = col
+    missing = [r for r in ("iid1", "iid2", "kinship") if r not in roles]
+    if missing or (("fid1" in roles) != ("fid2" in roles)):
+        # line 1 is not quoted: in a table without a header it holds two participant IDs
+        shown = {"iid1": "ID1 (or IID1)", "iid2": "ID2 (or IID2)", "kinship": "Kinship"}
+        lacks = (f"no column named {', '.join(shown[r] for r in missing)}" if missing
+                 else "only one of FID1 and FID2")
+        raise CmixError(f"{path}, line 1: not a kinship table header ({lacks}); expected "
+                        "the header 'ID1 ID2 HetHet IBS0 Kinship' (UK Biobank ukb_rel.dat) "
+                        "or '#FID1 IID1 FID2 IID2 NSNP HETHET IBS0 KINSHIP' (plink2 "
+                        "--make-king-table); add it if the file has none")
+    return roles
 
 
 def match_kinship_pairs(table: pd.DataFrame, fam: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -643,9 +654,9 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
 
         fam = read_psam(fam_path)       # a .fam, or a PLINK 2 .psam
     elif bfile is not None:
-        from .sources import open_genotypes
+        from .sources import open_source
 
-        fam = open_genotypes(bfile).fam
+        fam = open_source(bfile=bfile).fam
     elif keep is not None:
         fam = read_sample_ids(keep)
         if len(fam) == 0:
@@ -697,10 +708,10 @@ def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extr
     the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
     a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``);
     ``chroms``: only these chromosomes (a --chroms spec); ``keep``: a --keep list."""
-    from .sources import open_genotypes
+    from .sources import open_source
 
     cutoff = check_cutoff(cutoff)
-    bf = open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
     fam = bf.fam
     sample_idx = (sample_rows(fam, keep, step="unrelated")[0] if keep is not None
                   else np.arange(len(fam)))

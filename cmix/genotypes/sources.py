@@ -1,18 +1,22 @@
-"""One way in to genotypes however they are shipped: a .bed trio, a .pgen trio, or one
-of either per chromosome (a path pattern with ``{chrom}``) sharing one sample file.
+"""The genotype-source layer: one way in to genotypes however they are shipped.
 
-Every source has the same interface as :class:`cmix.genotypes.plink.Bfile`: ``fam`` and ``bim``
-tables (.fam/.bim columns; a .pvar's ALT is ``a1``, the counted allele), ``n_samples``,
-``n_variants``, ``bytes_per_variant``, ``read(variant_idx, sample_idx)`` -> int8 A1
-counts (n_variants, n_samples) with -1 missing, ``packed_rows(variant_idx)`` and
-``packed_blocks(block)`` -> .bed bytes. Variant indices of a per-chromosome set run over
-its files in chromosome order, as if the files were merged; nothing is merged on disk.
+:func:`open_source` opens a .bed trio, a .pgen trio, an indexed BGEN with its .sample,
+or one of any of them per chromosome (a path pattern with ``{chrom}``) sharing one
+sample table, and returns a :class:`GenotypeSource`. The readers (:class:`Bfile`,
+:class:`Pfile`, :class:`BgenFile`) and :class:`ChromSet` implement it; every step
+(qc, relatedness, pca, gwas, select, store, predict) opens its genotypes here and asks
+the source, not its class, what it holds.
+
+Variant indices of a per-chromosome set run over its files in chromosome order, as if
+the files were merged; nothing is merged on disk.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -20,6 +24,75 @@ import pandas as pd
 from ..io import CmixError
 from .plink import Tables
 from .selection import AUTOSOMES, chrom_code, chrom_text, parse_chroms
+
+#: What a source holds (its ``encoding``). "hard calls": whole copies only (.bed).
+#: "hard calls and dosages": hard calls, and expected copies where the file stores
+#: dosages (.pgen). "fractional": expected copies from genotype probabilities, no hard
+#: calls (BGEN). The store's :data:`cmix.genotypes.store.DOSAGE_ENCODINGS` uses the
+#: first and last names for what it holds.
+HARD_CALLS = "hard calls"
+HARD_CALLS_AND_DOSAGES = "hard calls and dosages"
+FRACTIONAL = "fractional"
+ENCODINGS = (HARD_CALLS, HARD_CALLS_AND_DOSAGES, FRACTIONAL)
+
+
+class GenotypeSource(Protocol):
+    """Opened genotypes of any format.
+
+    ``fam``: the samples in file order, or for a BGEN the target samples matched to its
+    .sample (.fam columns: fid, iid, father, mother, sex, phenotype; all str). ``bim``: the variants in file order (.bim columns: chrom,
+    variant_id, cm, pos, a1, a2; a .pvar's ALT and a BGEN's second allele are ``a1``,
+    the counted allele). Arrays read are variant-major: (n_variants, n_samples), rows
+    in ``variant_idx`` order, columns in ``sample_idx`` order (None = all).
+    """
+
+    prefix: Path            # the file prefix, BGEN path or {chrom} pattern, for messages
+    fam: pd.DataFrame
+    bim: pd.DataFrame
+    encoding: str           # one of ENCODINGS
+    file_format: str        # "PLINK .bed", "PLINK 2 .pgen", "BGEN v1.2"
+
+    @property
+    def n_samples(self) -> int: ...
+
+    @property
+    def n_variants(self) -> int: ...
+
+    @property
+    def variant_file(self) -> Path:
+        """The variant table (.bim, .pvar) or index (.bgi), for messages."""
+
+    def read(self, variant_idx=None, sample_idx=None) -> np.ndarray:
+        """Hard calls: int8 A1 counts 0/1/2, -1 missing. CmixError for a source without
+        hard calls (encoding FRACTIONAL)."""
+
+    def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
+        """float32 expected A1 copies 0..2, NaN missing (or the sample not in the file);
+        whole numbers for a source of hard calls."""
+
+    def samples_present(self) -> np.ndarray:
+        """bool (n_samples,): whether each ``fam`` sample has genotypes in the file (a
+        BGEN's .sample may lack some target samples)."""
+
+    def input_files(self) -> dict:
+        """{path: "sha256" or "fingerprint"}: the files read and how a store records
+        them (whole-file sha256, or :func:`cmix.genotypes.store.bed_fingerprint` for
+        the large ones)."""
+
+
+class PackedSource(GenotypeSource, Protocol):
+    """A source of hard calls (.bed, .pgen, and sets of them) that also hands out .bed
+    bytes (2 bits a call, plink's packing), for the steps that decode calls in bulk."""
+
+    @property
+    def bytes_per_variant(self) -> int: ...
+
+    def packed_rows(self, variant_idx) -> np.ndarray:
+        """uint8 (len(variant_idx), bytes_per_variant): the variants' .bed bytes."""
+
+    def packed_blocks(self, block: int):
+        """Yield (start, stop, flat uint8 .bed bytes of variants start..stop-1)."""
+
 
 CHROM_FIELD = "{chrom}"
 
@@ -52,7 +125,8 @@ def check_part_chrom(bim: pd.DataFrame, chrom: str, path) -> None:
 
 @dataclass
 class ChromSet(Tables):
-    """Per-chromosome genotype files (Bfile or Pfile objects) sharing one sample table.
+    """Per-chromosome genotype files of one format sharing one sample table; a
+    :class:`GenotypeSource` (a :class:`PackedSource` when its parts are).
 
     ``parts``: the opened files in chromosome order; ``offsets``: int64 (n_parts + 1),
     the first variant index of each part in the set's concatenated ``bim``.
@@ -65,6 +139,27 @@ class ChromSet(Tables):
     offsets: np.ndarray
     chroms: list = None   # the chromosome of each part
 
+    @property
+    def encoding(self) -> str:
+        return self.parts[0].encoding
+
+    @property
+    def file_format(self) -> str:
+        return self.parts[0].file_format
+
+    @property
+    def variant_file(self) -> Path:
+        suffix = self.parts[0].variant_file.name[len(self.parts[0].prefix.name):]
+        return Path(str(self.prefix) + suffix)
+
+    def input_files(self) -> dict:
+        return {f: how for part in self.parts for f, how in part.input_files().items()}
+
+    def samples_present(self) -> np.ndarray:
+        present = np.ones(self.n_samples, bool)
+        for part in self.parts:
+            present &= part.samples_present()
+        return present
 
     def _split(self, variant_idx):
         """Yield (part, local indices, output positions) for the variants in each file."""
@@ -86,8 +181,7 @@ class ChromSet(Tables):
         n = self.n_samples if sample_idx is None else len(sample_idx)
         out = np.empty((len(variant_idx), n), np.float32)
         for part, local, where in self._split(variant_idx):
-            out[where] = (part.read_dosages(local, sample_idx) if hasattr(part, "read_dosages")
-                          else _as_dosage(part.read(local, sample_idx)))
+            out[where] = part.read_dosages(local, sample_idx)
         return out
 
     def packed_rows(self, variant_idx) -> np.ndarray:
@@ -102,37 +196,48 @@ class ChromSet(Tables):
                 yield s + off, e + off, buf
 
 
-def _as_dosage(g: np.ndarray) -> np.ndarray:
-    x = g.astype(np.float32)
-    x[g < 0] = np.nan
-    return x
+def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
+                positions=None) -> GenotypeSource:
+    """Open the genotypes of a step: exactly one of
 
+    bfile / pfile: a .bed or .pgen prefix, or a pattern with ``{chrom}`` (one file set
+    per chromosome of ``chroms``, default 1-22); fam: the shared .fam (or .psam) of a
+    set; without it each chromosome's own sample file is read and must equal the first.
+    bgen: an indexed .bgen or a ``{chrom}`` pattern of them, with its ``sample`` file
+    (or pattern); fam: the target samples to match the .sample to (default the
+    .sample's); positions: {chrom: positions} to list only the variants there.
 
-def open_genotypes(bfile=None, *, pfile=None, fam=None, chroms=None):
-    """Open a .bed or .pgen source, or a per-chromosome set of them.
-
-    bfile / pfile: a prefix, or a pattern with ``{chrom}`` (one file set per chromosome
-    of ``chroms``, default 1-22). fam: the shared .fam (or .psam) of a set; without it
-    each chromosome's own sample file is read and must equal the first. An already
-    opened source is returned as is. Raises CmixError for a missing chromosome's file
-    (naming the chromosome and path) or sample files that differ.
+    An already opened source given as bfile or pfile is returned as is. Raises
+    CmixError for no or several inputs, a missing chromosome's file (naming the
+    chromosome and path) or sample files that differ.
     """
+    given = [name for name, v in (("--bfile", bfile), ("--pfile", pfile), ("--bgen", bgen))
+             if v is not None]
+    if len(given) > 1:
+        raise CmixError(f"give one of --bfile, --pfile or --bgen, not {' and '.join(given)}")
+    if not given:
+        raise CmixError("no genotypes given: --bfile PREFIX, --pfile PREFIX or --bgen FILE "
+                        "(each may hold {chrom} for one file set per chromosome)")
+    if bgen is not None:
+        if sample is None:
+            raise CmixError(f"{bgen}: a BGEN needs its .sample file (--sample)")
+        return _open_bgen_set(bgen, sample, fam, chroms, positions)
+    src = bfile if bfile is not None else pfile
+    if not isinstance(src, (str, os.PathLike)):
+        return src
+    return _open_plink_set(src, pfile is not None, fam, chroms)
+
+
+def _open_plink_set(src, is_pgen: bool, fam, chroms):
+    """A .bed or .pgen prefix or ``{chrom}`` pattern (see :func:`open_source`)."""
     from .pgen import open_pfile, pfile_prefix
     from .plink import bfile_prefix, open_bfile
 
-    if bfile is not None and pfile is not None:
-        raise CmixError("give --bfile or --pfile, not both")
-    if bfile is None and pfile is None:
-        raise CmixError("no genotypes given: --bfile PREFIX or --pfile PREFIX (either may "
-                        "hold {chrom} for one file set per chromosome)")
-    src = bfile if bfile is not None else pfile
-    if hasattr(src, "read") and hasattr(src, "bim"):
-        return src
-    opener = open_bfile if bfile is not None else open_pfile
-    exts = (".bed", ".bim") if bfile is not None else (".pgen", ".pvar")
+    opener = open_pfile if is_pgen else open_bfile
+    exts = (".pgen", ".pvar") if is_pgen else (".bed", ".bim")
     if not is_pattern(src):
         return opener(src, fam)
-    to_prefix = bfile_prefix if bfile is not None else pfile_prefix
+    to_prefix = pfile_prefix if is_pgen else bfile_prefix
     parts, first_fam = [], None
     for chrom, path in expand(src, chroms):
         prefix = to_prefix(path)
@@ -161,8 +266,48 @@ def open_genotypes(bfile=None, *, pfile=None, fam=None, chroms=None):
                     [c for c, _ in parts])
 
 
-def sample_file_of(src) -> Path | None:
-    part = src.parts[0] if isinstance(src, ChromSet) else src
-    ext = ".fam" if hasattr(part, "bed_path") else ".psam"
-    f = part.prefix.with_name(part.prefix.name + ext)
-    return f if f.is_file() else None
+def _open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
+    """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
+    as one source over the union of their variants (see :func:`open_source`)."""
+    from .bgen import bgi_chromosomes, open_bgen
+    from .plink import read_fam
+
+    target = read_fam(fam) if fam is not None else None
+
+    def wanted(chrom=None):
+        if positions is None:
+            return None
+        if chrom is None:
+            return np.concatenate([np.asarray(p) for p in positions.values()] or [[]])
+        return np.asarray(positions.get(chrom, []))
+
+    if not is_pattern(bgen):
+        part = open_bgen(bgen, sample, target, wanted())
+        if positions is not None:    # one file of several chromosomes: keep (chrom, pos) pairs
+            keep = np.zeros(part.n_variants, bool)
+            for c, pos in positions.items():
+                keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
+            part.bim = part.bim[keep].reset_index(drop=True)
+            part.start = part.start[keep]
+            part.rsid = part.rsid[keep]
+        return part
+    parts, names = [], []
+    for chrom, path in expand(bgen, chroms):
+        if not Path(path).is_file():
+            raise CmixError(f"{path}: missing chromosome {chrom} file of the per-chromosome "
+                            f"set {bgen} (expected chromosomes {chrom_text(chroms or None)}; "
+                            "--chroms names the chromosomes of a set)")
+        sample_path = str(sample).replace(CHROM_FIELD, chrom)
+        part = open_bgen(path, sample_path, target, wanted(chrom))
+        other = sorted({chrom_code(c) for c in bgi_chromosomes(f"{path}.bgi")} - {chrom})
+        if other:
+            raise CmixError(f"{path}: the file of chromosome {chrom} in the set {bgen} "
+                            f"holds variants of chromosome {', '.join(other)}; the files "
+                            "are named for other chromosomes (swapped or misnamed?)")
+        if target is None:
+            target = part.fam
+        parts.append(part)
+        names.append(chrom)
+    bim = pd.concat([p.bim for p in parts], ignore_index=True)
+    offsets = np.concatenate([[0], np.cumsum([p.n_variants for p in parts])]).astype(np.int64)
+    return ChromSet(Path(str(bgen)), parts, target, bim, offsets, names)

@@ -312,7 +312,7 @@ def bed_fingerprint(path: str | os.PathLike) -> dict:
 def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
     """Lazy dosages of the effect allele: dask int8 (n_samples, n_variants), -1 missing.
 
-    bf: an opened genotype source (:func:`cmix.genotypes.sources.open_genotypes`); variant_idx:
+    bf: an opened hard-call source (:class:`cmix.genotypes.sources.PackedSource`); variant_idx:
     .bim rows (n_variants,); sample_idx: .fam rows (n_samples,), in output order;
     count_a2: bool (n_variants,), True where the effect allele is the .bim A2 (dosage =
     2 - A1 count). The packed bytes of the selected variants are read once (n_variants
@@ -349,7 +349,7 @@ FRACTIONAL_VARIANT_BLOCK = 64
 
 def effect_dosage_fractional(src, variant_idx, sample_idx, count_a2) -> np.ndarray:
     """Fractional dosages of the effect allele, quantised: uint8 (n_samples, n_variants)
-    codes of :func:`quantise_dosage`. src: a source with ``read_dosages`` (BGEN, .pgen);
+    codes of :func:`quantise_dosage`. src: a :class:`cmix.genotypes.sources.GenotypeSource`;
     count_a2 as in :func:`effect_dosage_dask`. Read :data:`FRACTIONAL_VARIANT_BLOCK`
     variants at a time, so memory is the uint8 result plus one float32 block.
     """
@@ -364,54 +364,25 @@ def effect_dosage_fractional(src, variant_idx, sample_idx, count_a2) -> np.ndarr
     return out
 
 
-def _is_fractional_source(src) -> bool:
-    """BGEN sources always; a .pgen when it holds dosages (checked per store)."""
-    from .bgen import BgenFile
-    from .pgen import Pfile
-
-    parts = getattr(src, "parts", [src])
-    return any(isinstance(p, (BgenFile, Pfile)) for p in parts)
+def hard_call_codes(codes: np.ndarray) -> np.ndarray | None:
+    """The int8 hard calls (-1 missing) that fractional ``codes`` (uint8, any shape, of
+    :func:`quantise_dosage`) stand for when every one is a whole number of copies or
+    missing; None when any is fractional."""
+    enc = DOSAGE_ENCODINGS["fractional"]
+    missing = codes == enc["missing"]
+    if not ((codes % enc["scale"] == 0) | missing).all():
+        return None
+    return np.where(missing, -1, codes // enc["scale"]).astype(np.int8)
 
 
 def _input_checksums(src, extra_files) -> dict:
-    """{file name: sha256} of the small inputs, {file name: bed_fingerprint} of genotype
-    files (.bed, .pgen, .bgen: size, mtime and the first and last MiB)."""
-    from .sources import ChromSet, sample_file_of
-
+    """{file name: sha256} of the small inputs, {file name: bed_fingerprint} of large
+    genotype files (.bed, .pgen, .bgen, .bgi: size, mtime and the first and last MiB),
+    as the source lists them (``input_files``)."""
     checksums = {Path(f).name: file_sha256(f) for f in extra_files if f is not None}
-    for part in (src.parts if isinstance(src, ChromSet) else [src]):
-        if hasattr(part, "bed_path") or hasattr(part, "pgen_path"):
-            big = part.bed_path if hasattr(part, "bed_path") else part.pgen_path
-            table = part.prefix.with_name(part.prefix.name + (".bim" if hasattr(part, "bed_path")
-                                                               else ".pvar"))
-            checksums[table.name] = file_sha256(table)
-        else:
-            big = part.path
-            bgi = part.path.with_name(part.path.name + ".bgi")
-            checksums[bgi.name] = bed_fingerprint(bgi)
-        checksums[Path(big).name] = bed_fingerprint(big)
-    sample_file = sample_file_of(src)       # None for BGEN (its .sample is in extra_files)
-    if sample_file is not None:
-        checksums[sample_file.name] = file_sha256(sample_file)
+    for f, how in src.input_files().items():
+        checksums[Path(f).name] = bed_fingerprint(f) if how == "fingerprint" else file_sha256(f)
     return checksums
-
-
-def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
-                positions=None):
-    """Open the genotypes of a step: .bed/.pgen (:func:`cmix.genotypes.sources.open_genotypes`)
-    or BGEN (:func:`cmix.genotypes.bgen.open_bgen_set`, which needs the ``sample`` file; with
-    ``positions`` {chrom: positions} it lists only the variants there)."""
-    if bgen is None:
-        from .sources import open_genotypes
-
-        return open_genotypes(bfile, pfile=pfile, fam=fam, chroms=chroms)
-    if bfile is not None or pfile is not None:
-        raise CmixError("give one of --bfile, --pfile or --bgen")
-    if sample is None:
-        raise CmixError(f"{bgen}: a BGEN needs its .sample file (--sample)")
-    from .bgen import open_bgen_set
-
-    return open_bgen_set(bgen, sample, fam, chroms, positions)
 
 
 def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict, keep=None,
@@ -447,6 +418,7 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     from . import phenotypes as ph
     from ..io import log
     from .selection import chrom_mask, chrom_text, read_sample_ids, sample_rows
+    from .sources import FRACTIONAL, HARD_CALLS, expand, is_pattern, open_source
     from .sumstats import read_selection
 
     out = Path(out)
@@ -500,16 +472,12 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         sample_idx = sample_idx[~in_disc]
         log(f"store {trait}: {n_discovery_left_out} kept samples are in the discovery set; "
             "left out")
-    n_not_in_bgen = 0
-    if bgen is not None:    # kept samples the imputed data lack are left out
-        in_bgen = np.ones(len(sample_idx), bool)
-        for part in getattr(bf, "parts", [bf]):
-            in_bgen &= part.sample_row[sample_idx] >= 0
-        n_not_in_bgen = int((~in_bgen).sum())
-        if n_not_in_bgen:
-            log(f"store {trait}: {n_not_in_bgen} kept samples are not in the BGEN .sample "
-                "file; left out")
-        sample_idx = sample_idx[in_bgen]
+    in_file = bf.samples_present()[sample_idx]    # a BGEN's .sample may lack kept samples
+    n_not_in_bgen = int((~in_file).sum())
+    if n_not_in_bgen:
+        log(f"store {trait}: {n_not_in_bgen} kept samples are not in the BGEN .sample "
+            "file; left out")
+    sample_idx = sample_idx[in_file]
     pheno_table = ph.read_phenotypes(pheno)
     cov_names, cov, n_missing_cov, pca_sha256 = [], None, 0, None
     if covariates and covariates.get("pcs") and covariates.get("pcs_from") == "eigenvec" \
@@ -534,33 +502,24 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     rows = sample_idx[labels["keep"]]
     n_variants = len(bim_pos)
     chunk = sample_chunk or default_sample_chunk(n_variants)
-    encoding, source = "hard calls", "PLINK .bed hard calls"
+    encoding, source = "hard calls", f"{bf.file_format} hard calls"
     log(f"store {trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
         f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
-    if _is_fractional_source(bf):
-        codes = effect_dosage_fractional(bf, bim_pos, rows, count_a2)
-        is_bgen = bgen is not None
-        enc = DOSAGE_ENCODINGS["fractional"]
-        hard = (codes % enc["scale"] == 0) | (codes == enc["missing"])
-        if is_bgen or not hard.all():
-            encoding = "fractional"
-            source = ("BGEN v1.2 genotype probabilities (expected copies)" if is_bgen
-                      else "PLINK 2 .pgen dosages")
-            dosage = codes
-        else:      # a .pgen of hard calls only
-            source = "PLINK 2 .pgen hard calls"
-            dosage = np.where(codes == enc["missing"], -1, codes // enc["scale"]).astype(np.int8)
-    else:
+    if bf.encoding == HARD_CALLS:
         dosage = effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk)
+    else:      # dosages; a .pgen of hard calls only still gives a hard-call store
+        codes = effect_dosage_fractional(bf, bim_pos, rows, count_a2)
+        dosage = None if bf.encoding == FRACTIONAL else hard_call_codes(codes)
+        if dosage is None:
+            encoding, dosage = "fractional", codes
+            source = f"{bf.file_format} " + ("genotype probabilities (expected copies)"
+                                             if bf.encoding == FRACTIONAL else "dosages")
     beta = snp_table["beta"].to_numpy(dtype=float)
     log10_p = (snp_table["log10_p"].to_numpy(dtype=float) if "log10_p" in snp_table
                else np.full(n_variants, np.nan))
     sample_files = []
     if sample is not None:
-        from .sources import expand, is_pattern
-
-        sample_files = ([p for _, p in expand(sample, getattr(bf, "chroms", None))]
-                        if is_pattern(sample) else [sample])
+        sample_files = [p for _, p in expand(sample, chroms)] if is_pattern(sample) else [sample]
     checksums = _input_checksums(bf, [snps, pheno, keep, fam, discovery,
                                      *dict.fromkeys(sample_files)])
     attrs = {
@@ -638,8 +597,15 @@ def decode_rows(x: np.ndarray, enc: dict, rows: np.ndarray, name: str, chunk_row
                         "missing or damaged; rebuild the store")
     if enc["kind"] == "hard calls":
         return np.asarray(x, dtype=np.int8)
-    out = x.astype(np.float32) / np.float32(enc["scale"])
-    out[x == enc["missing"]] = -1.0
+    return fractional_copies(x, enc)
+
+
+def fractional_copies(codes: np.ndarray, enc: dict = DOSAGE_ENCODINGS["fractional"]) -> np.ndarray:
+    """Fractional codes (uint8, any shape, :func:`quantise_dosage`) -> float32 expected
+    copies (code / scale), -1.0 where missing; enc: the store's encoding (its scale and
+    missing code)."""
+    out = codes.astype(np.float32) / np.float32(enc["scale"])
+    out[codes == enc["missing"]] = -1.0
     return out
 
 

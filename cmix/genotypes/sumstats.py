@@ -868,7 +868,7 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     clumping r2 (None = all). Returns (selected table, steps table).
     """
     from .selection import chrom_mask, chrom_text, read_variant_ids, sample_rows
-    from .store import open_source
+    from .sources import FRACTIONAL, expand, is_pattern, open_source
 
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample, chroms=chroms)
     sumstats = read_sumstats(sumstats_path, column_map)
@@ -878,7 +878,8 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
         if mfi is not None:
             from .bgen import info_scores
 
-            info = info_scores(bf.bim, mfi, getattr(bf, "chroms", None))
+            info = info_scores(bf.bim, [p for _, p in expand(mfi, chroms)]
+                               if is_pattern(mfi) else [mfi])
             passing = set(bf.bim["variant_id"][info >= min_info])
             qc = passing if qc is None else qc & passing
             info_step = (f"INFO < {min_info} or not in the mfi files (variants of the "
@@ -907,9 +908,10 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
     ranked = rank(table)
     steps_rows = list(steps.itertuples(index=False, name=None))
     if clump_params is not None:
-        if not hasattr(bf, "read") or bgen is not None:
-            raise CmixError("--clump computes LD from hard calls: clump with --bfile or "
-                            "--pfile (the array calls), not --bgen")
+        if bf.encoding == FRACTIONAL:
+            raise CmixError(f"--clump computes LD from hard calls, which {bf.prefix} "
+                            f"({bf.file_format}) does not hold: clump with --bfile or --pfile "
+                            "(the array calls)")
         sample_idx = None
         if keep is not None:
             sample_idx, _ = sample_rows(bf.fam, keep, step="select")

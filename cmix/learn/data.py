@@ -30,6 +30,7 @@ import numpy as np
 
 from ..io import CmixError
 from ..genotypes.store import load_rows
+from .streams import SPLITS
 
 
 @dataclass
@@ -114,7 +115,7 @@ def make_splits(root, budget: int, seed: int, val_fraction: float = 0.2,
     if absent:
         raise CmixError(f"{store_name}: class(es) {absent} have no sample in the training "
                         "split, so the labeled subset cannot contain them")
-    rng = np.random.default_rng([int(seed), 0x5EED])
+    rng = np.random.default_rng([int(seed), SPLITS])
     labeled = _stratified_take(train, label, budget, rng, min_per_class=1)
     # Validation: from the labeled rows only; every class keeps >= 1 training row.
     n_val = int(round(val_fraction * budget))

@@ -1,10 +1,17 @@
 """One run of one method on one store, budget and seed: what every method shares.
 
+The harness owns the splits, the standardisation moments, the checkpoint, the
+early-stopping loop and the metrics; the method (:mod:`cmix.learn.methods`) is a class
+the harness builds from the config, fits on the run (:class:`RunContext`), asks for the
+test rows' probabilities and checkpoints by its state dict.
+
 - :class:`RunContext`: the resolved config, device, checked store, splits, standardisation
-  moments, run key and run folder.
+  moments, run key and run folder; what a method's ``fit`` gets, with the resumable
+  loops below as its methods ``epochs`` and ``early_stopped``.
 - :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
-  ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels,
-  fitted coefficients); ``history`` is train_log.jsonl. It is written atomically after
+  ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels; the
+  fitted method's state dict as ``model`` with its ``report``, the record ``cmix
+  predict`` checks new data against as ``predict``); ``history`` is train_log.jsonl. It is written atomically after
   every epoch of every stage, so a killed run of any method resumes to the same
   metrics (on CPU, bit for bit).
 - :func:`run_epochs`: a resumable epoch loop over some modules (pre-training).
@@ -25,7 +32,6 @@ import hashlib
 import json
 import os
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,6 +39,7 @@ import numpy as np
 
 from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log, progress,
                   save_torch)
+from .linear import cv_folds, fit_logreg_cv  # noqa: F401  (their home before linear.py)
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
@@ -65,7 +72,7 @@ class RunContext:
     labeled, validation and unlabeled rows; missing calls left out), the one
     standardisation of every method."""
 
-    method: object                  # cmix.learn.methods.Method
+    method: object                  # cmix.learn.methods.Method (the registry entry)
     cfg: dict
     budget: int
     seed: int
@@ -81,7 +88,7 @@ class RunContext:
     cov: np.ndarray                 # float32 (n_rows, K) standardised covariates; K = 0 off
     cov_mu: np.ndarray = None       # float64 (K,) training-split mean of the covariates
     cov_sd: np.ndarray = None       # float64 (K,) and sd (1 for a constant column)
-    cov_start: tuple | None = None  # (weight (C, K), bias (C,)) of start_covariate_term
+    state: RunState = None          # the checkpoint the loops below keep
 
     @property
     def n_cov(self) -> int:
@@ -128,6 +135,23 @@ class RunContext:
         save_torch(asdict(state), self.out_dir / CHECKPOINT_FILE)
         with atomic_path(self.out_dir / LOG_FILE) as tmp:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
+
+    @property
+    def parts(self) -> dict:
+        """The checkpoint's parts: where a method keeps what a resumed fit needs."""
+        return self.state.parts
+
+    def add_time(self, key: str, since: float) -> float:
+        """Add the seconds since ``since`` to the run's times[key]; returns now."""
+        return self.state.add_time(key, since)
+
+    def epochs(self, stage: str, n_epochs: int, modules: dict, epoch_fn, desc: str) -> None:
+        """:func:`run_epochs` of this run."""
+        run_epochs(self, self.state, stage, n_epochs, modules, epoch_fn, desc)
+
+    def early_stopped(self, new_head, epoch_fn, train, val, desc="predictor"):
+        """:func:`fit_head` of this run: (head, validation summary)."""
+        return fit_head(self, self.state, new_head, epoch_fn, train, val, desc)
 
 
 @contextlib.contextmanager
@@ -182,7 +206,28 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
         if state is None:
             return json.loads((ctx.out_dir / METRICS_FILE).read_text())
         with deterministic_algorithms(ctx.dev):
-            return m.runner()(ctx, state)
+            return run_method(ctx, state)
+
+
+def run_method(ctx: RunContext, state: RunState) -> dict:
+    """Fit the run's method (or rebuild it from the checkpoint of a fit that finished),
+    checkpoint its state dict (stage "fitted"), then its test rows' probabilities and
+    :func:`finish`."""
+    method = ctx.method.cls(ctx.cfg, ctx.dev)
+    ctx.state = state
+    if "model" in state.parts:
+        method.load_state_dict(state.parts["model"])
+        method.report = state.parts["report"]
+    else:
+        method.fit(ctx)
+        state.parts["model"] = cpu_state(method.state_dict())
+        state.parts["report"] = method.report
+        state.stage = "fitted"
+        ctx.save(state)
+    test = ctx.splits.test
+    x, cov = ctx.rows(test).cpu().numpy(), ctx.cov[test]
+    return finish(ctx, state, method.predict_proba(x, cov), method.report["validation"],
+                  pseudo_labels=method.report["pseudo_labels"], latent=method.latent(x, cov))
 
 
 def open_store_checked(store_path):
@@ -297,74 +342,6 @@ def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
     return ((cov - mu) / sd).astype(np.float32), mu, sd
 
 
-def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
-    """The number of CV folds: ``folds``, fewer if a class has fewer rows (at least 2)."""
-    return int(max(2, min(folds, n_labeled_per_class.min())))
-
-
-def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
-                  seed: int):
-    """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
-    stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
-    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
-    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-    from sklearn.model_selection import StratifiedKFold
-
-    folds = cv_folds(np.bincount(y, minlength=n_classes), folds)
-    cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
-                              cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
-                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
-    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
-        warnings.simplefilter("ignore", FutureWarning)
-        cv.fit(x, y)
-    best_c = float(np.atleast_1d(cv.C_)[0])
-    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
-    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
-    return model, best_c, folds, float(-scores.max())
-
-
-def start_covariate_term(ctx: RunContext, predictor) -> None:
-    """Set a predictor's linear covariate term to the covariates baseline's model fitted
-    on the training labeled rows (:func:`fit_logreg_cv`: L2, C by cross-validation), and
-    its network's last layer to zero: the head starts as exactly the covariates-only
-    model and learns what the genotypes add, as a fixed-effects offset. :func:`fit_head`
-    keeps that start as a candidate, so early stopping can return it. The fit is made
-    once per run (``ctx.cov_start``). No-op without covariates."""
-    import torch
-
-    if predictor.skip is None:
-        return
-    if ctx.cov_start is None:
-        s, cfg = ctx.splits, ctx.cfg
-        rows = s.train_labeled
-        y = s.label[rows]
-        c = s.n_classes
-        w, b = np.zeros((c, ctx.n_cov)), np.zeros(c)
-        if len(np.unique(y)) > 1:
-            lr = fit_logreg_cv(ctx.cov[rows].astype(np.float64), y, c, cfg["logreg_folds"],
-                               cfg["logreg_n_c"], ctx.seed)[0]
-            if len(lr.classes_) == 2:
-                w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
-            else:
-                w[lr.classes_], b[lr.classes_] = lr.coef_, lr.intercept_
-        ctx.cov_start = (w, b)
-    w, b = ctx.cov_start
-    with torch.no_grad():
-        predictor.skip.weight.copy_(torch.from_numpy(w))
-        predictor.skip.bias.copy_(torch.from_numpy(b))
-        predictor.net[-1].weight.zero_()
-        predictor.net[-1].bias.zero_()
-
-
-def gen(seed: int, *keys: int):
-    """A torch CPU generator and a numpy generator seeded by (seed, keys)."""
-    import torch
-
-    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *keys])
-    g = torch.Generator().manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
-    return g, np.random.default_rng(ss)
-
-
 def cpu_state(sd: dict) -> dict:
     """A detached CPU copy of a (nested) state dict."""
     import torch
@@ -413,27 +390,17 @@ def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
     return float(-np.mean(np.log(np.clip(prob[np.arange(len(y)), y], 1e-12, None))))
 
 
-def predict_proba(head, inputs, batch: int = 4096) -> np.ndarray:
-    """Softmax of ``head.logits`` over ``inputs`` in batches: float (n, C) numpy."""
-    import torch
-
-    head.train(False)
-    with torch.no_grad():
-        out = [torch.softmax(head.logits(inputs[s:s + batch]), 1)
-               for s in range(0, len(inputs), batch)]
-    return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0))
-
-
 def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, desc="predictor"):
     """The early-stopped predictor, then the refit; resumable at every epoch.
 
-    new_head() -> (head, optimiser), seeded the same way at every call; head has
-    ``logits(inputs)``, ``train(on)``, ``state_dict``/``load_state_dict``.
+    new_head() -> (head, optimiser), seeded the same way at every call; head: a
+    :class:`cmix.learn.nn.Head`.
     epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
     train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
     numpy ints), possibly empty. Stops after cfg["pred_patience"] epochs without a
     better validation log-loss and reloads the best state; with covariates the untrained
-    head (the covariates-only model, :func:`start_covariate_term`) competes as epoch 0.
+    head (the covariates-only model,
+    :meth:`cmix.learn.methods.networks.NetworkMethod.new_head`) competes as epoch 0.
     With cfg["pred_refit"] a fresh head is trained on train + validation rows for the
     best epoch count (none when epoch 0 wins).
     State: stage "predictor" then "refit", parts "predictor" and "refit".
@@ -447,7 +414,7 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     if pred is None:
         pred = {"best": None, "best_loss": float("inf"), "best_epoch": 0, "bad": 0}
         if has_val and ctx.n_cov:       # the start is the covariates-only model: a candidate
-            start_loss = log_loss(predict_proba(head, x_val), y_val)
+            start_loss = log_loss(head.proba(x_val), y_val)
             pred.update(best=cpu_state(head.state_dict()), best_loss=start_loss)
     else:
         head.load_state_dict(pred["head"])
@@ -462,7 +429,7 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
         loss = epoch_fn(head, opt, *train, state.epoch)
         rec = {"stage": "predictor", "epoch": state.epoch + 1, "loss": loss}
         if has_val:
-            prob = predict_proba(head, x_val)
+            prob = head.proba(x_val)
             vloss = log_loss(prob, y_val)
             rec.update(val_loss=vloss, val_accuracy=float(np.mean(prob.argmax(1) == y_val)))
             if vloss < pred["best_loss"]:
@@ -484,7 +451,7 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     summary = {"best_epoch": pred["best_epoch"],
                "best_loss": pred["best_loss"] if np.isfinite(pred["best_loss"]) else None}
     if has_val:
-        summary["accuracy"] = float(np.mean(predict_proba(head, x_val).argmax(1) == y_val))
+        summary["accuracy"] = float(np.mean(head.proba(x_val).argmax(1) == y_val))
     n_refit = pred["best_epoch"] if cfg["pred_refit"] and has_val else 0
     summary["refit_epochs"] = n_refit
     if not n_refit:
@@ -578,10 +545,10 @@ def versions() -> dict:
 
 
 def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
-    """What :mod:`cmix.learn.predict` needs to apply the run to new people (no sample IDs): the
-    method family and full config, the store's variants and effect alleles, the
-    standardisation moments, the covariate spec, and the test probabilities (test rows
-    in store order) to check a prediction against."""
+    """What :mod:`cmix.learn.predict` needs besides the fitted method's state dict to
+    apply the run to new people (no sample IDs): the method's name, the store's variants
+    and effect alleles, the covariate spec and standardisation moments, and the test
+    probabilities (test rows in store order) to check a prediction against."""
     root = ctx.root
 
     def text(name):
@@ -590,13 +557,10 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
 
     contig = text("contig_id")[np.asarray(root["variant_contig"][:])]
     cov_attrs = root.attrs.get("covariates") or {}
-    return {"family": ctx.method.family, "method": ctx.method.name, "cfg": dict(ctx.cfg),
-            "class_names": list(ctx.splits.class_names),
+    return {"method": ctx.method.name, "class_names": list(ctx.splits.class_names),
             "variant_id": text("variant_id"),
             "contig": contig, "position": np.asarray(root["variant_position"][:]),
             "allele": text("variant_allele"),
-            "beta": np.asarray(root["variant_beta"][:], dtype=np.float64),
-            "mean": ctx.mean, "sd": ctx.sd,
             "cov_names": ([str(c) for c in root["covariate_name"][:]] if ctx.n_cov else []),
             "cov_spec": cov_attrs.get("spec", {}), "cov_mu": ctx.cov_mu, "cov_sd": ctx.cov_sd,
             "pca_sha256": cov_attrs.get("pca_sha256"),

@@ -243,8 +243,9 @@ class JudgedPseudoLabels:
     (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
     certainty: (N,) the propagation's own 1 - H(p)/log C; space, k: the chosen graph;
     heldout: candidate name -> held-out accuracy of its pseudo-labels on the labeled rows;
-    head_accuracy: the supervised head's held-out accuracy on the same rows; used: the
-    chosen graph's pseudo-labels beat the head."""
+    head_accuracy: the supervised head's held-out accuracy on the same rows; used: some
+    unlabeled row carries weight (the chosen graph's pseudo-labels were no worse than the
+    head's predictions on the held-out rows, and some were more likely right than them)."""
 
     label: np.ndarray
     weight: np.ndarray
@@ -271,11 +272,13 @@ def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray
     classes labeled_y); for each space and each k in ``ks`` the kNN graph's pseudo-labels
     of the labeled rows themselves are made out of fold (:func:`out_of_fold_propagation`,
     folds ``fold`` (n_L,)). The candidate with the best held-out accuracy is chosen
-    (ties: the first, in the order given). Its pseudo-labels are used only if that
-    accuracy beats the supervised head's on the same rows and folds
+    (ties: the first, in the order given). Its pseudo-labels are weighed only if that
+    accuracy is at least the supervised head's on the same rows and folds
     (:func:`out_of_fold_head_accuracy` on ``head_features`` (n_L, h)); then each
     unlabeled row's weight is the calibrated probability that its pseudo-label is right,
-    above the head's accuracy (:func:`calibrated_weights`). kw: :func:`propagate`'s."""
+    above the head's accuracy (:func:`calibrated_weights`): a row weighs more than 0 only
+    where a pseudo-label of its certainty was right more often than the head. ``used``:
+    some unlabeled row weighs more than 0. kw: :func:`propagate`'s."""
     pos = np.arange(n_labeled)
     best = None
     heldout = {}
@@ -291,10 +294,11 @@ def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray
     acc, name, k, w, lab, cert = best
     head_acc = out_of_fold_head_accuracy(head_features, labeled_y, fold)
     res = propagate(w, pos, labeled_y, n_classes, **kw)
-    used = acc > head_acc
     weight = np.zeros(len(res.weight))
-    if used:
+    if acc >= head_acc:
         weight = calibrated_weights(cert, lab == labeled_y, res.weight, head_acc)
+    weight[pos] = 0.0
+    used = bool(weight.max() > 0.0)
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), heldout=heldout, head_accuracy=head_acc,

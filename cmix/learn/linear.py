@@ -4,7 +4,7 @@ A statistical geneticist fits SNP effects (or PCs) beside covariates such as age
 and ancestry PCs with the penalty on the SNPs only (snpnet, bigstatsr and regenie all
 do): a penalty on the covariates would shrink a strong covariate model towards nothing
 whenever many weak SNP features share its C. Here the covariates model is fitted first
-(:func:`cmix.learn.harness.fit_logreg_cv`, its own C by cross-validation: the
+(:func:`fit_logreg_cv`, its own C by cross-validation: the
 ``covariates`` baseline itself) and its logits enter the SNP model as a fixed offset;
 the SNP coefficients carry the L2 penalty, with C chosen by stratified k-fold CV of the
 log-loss. At the smallest C the model is the covariates model, so adding SNPs can make
@@ -13,7 +13,35 @@ it worse than the covariates alone only by the noise of that choice.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+
+
+def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
+    """The number of CV folds: ``folds``, fewer if a class has fewer rows (at least 2)."""
+    return int(max(2, min(folds, n_labeled_per_class.min())))
+
+
+def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
+                  seed: int):
+    """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
+    stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
+    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = cv_folds(np.bincount(y, minlength=n_classes), folds)
+    cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
+                              cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
+                              scoring="neg_log_loss", max_iter=2000, n_jobs=1)
+    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
+        warnings.simplefilter("ignore", FutureWarning)
+        cv.fit(x, y)
+    best_c = float(np.atleast_1d(cv.C_)[0])
+    scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
+    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
+    return model, best_c, folds, float(-scores.max())
 
 
 def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int, c: float,
@@ -88,11 +116,9 @@ def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarra
     The covariates model (C by CV) gives a fixed offset; the features' C comes from
     ``n_c`` values in 1e-4..1e2 by stratified k-fold CV of the log-loss, the covariates
     model refitted (at its chosen C) on each training fold. Returns (model, C, k, best
-    mean CV log-loss), as :func:`cmix.learn.harness.fit_logreg_cv`."""
+    mean CV log-loss), as :func:`fit_logreg_cv`."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
-
-    from .harness import cv_folds, fit_logreg_cv
 
     cov_c = None
     if cov.shape[1]:

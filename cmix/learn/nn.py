@@ -232,3 +232,79 @@ class ContrastiveMixup(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """(B, M) int8 -> latent (B, H)."""
         return self.encoder(self.embed(x))
+
+
+def autocast(device):
+    """bfloat16 autocast on CUDA; nothing on CPU."""
+    import contextlib
+
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class Head:
+    """What a predictor stage trains and what predicts: ``features`` (a module applied to
+    the inputs: identity on frozen latent rows, or a trainable SNP embedding, with the
+    covariates beside it, on the dosages) and ``predictor``."""
+
+    def __init__(self, features, predictor):
+        self.features = features
+        self.predictor = predictor
+
+    def modules(self):
+        return [self.features, self.predictor]
+
+    def parameters(self):
+        return [p for m in self.modules() for p in m.parameters() if p.requires_grad]
+
+    def train(self, on=True):
+        for m in self.modules():
+            m.train(on)
+
+    def logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        """float32 (B, C) class logits of inputs (B, D)."""
+        with autocast(inputs.device):
+            return self.predictor(self.features(inputs)).float()
+
+    def proba(self, inputs: torch.Tensor, batch: int = 4096):
+        """Softmax of :meth:`logits` over ``inputs`` (n, D) in batches, eval mode: float32
+        numpy (n, C)."""
+        import numpy as np
+
+        self.train(False)
+        with torch.no_grad():
+            out = [torch.softmax(self.logits(inputs[s:s + batch]), 1)
+                   for s in range(0, len(inputs), batch)]
+        return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0))
+
+    def state_dict(self):
+        return {"features": self.features.state_dict(), "predictor": self.predictor.state_dict()}
+
+    def load_state_dict(self, state):
+        self.features.load_state_dict(state["features"])
+        self.predictor.load_state_dict(state["predictor"])
+
+
+def build_head(n_snps: int, n_classes: int, n_cov: int, cfg: dict, seed: int, *,
+               latent_dim: int | None = None, mean=None, sd=None, device="cpu") -> Head:
+    """The one head of every network method. latent_dim None: a fresh SNP embedding of
+    the int8 dosages (encoding cfg["encoding"], moments mean/sd (M,)), the covariates
+    beside it; else identity features on latent rows of width latent_dim with the K =
+    n_cov covariates beside them. Then :class:`Predictor` (pred_hidden, pred_dropout),
+    a covariate term when n_cov > 0. The embedding and the predictor draw their weights
+    from torch's global generator seeded by the run's ``seed`` and their streams
+    (:mod:`cmix.learn.streams`)."""
+    from .streams import HEAD_FEATURES, HEAD_PREDICTOR, manual_seed
+
+    manual_seed(seed, HEAD_FEATURES)
+    if latent_dim is None:
+        features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(device)
+        if n_cov:
+            features = WithCovariates(features, n_snps, n_cov)
+        in_dim = features.out_dim
+    else:
+        features, in_dim = nn.Identity(), latent_dim + n_cov
+    manual_seed(seed, HEAD_PREDICTOR)
+    return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
+                                    cfg["pred_dropout"]).to(device))

@@ -1,19 +1,24 @@
-"""Apply finished runs to new people: class probabilities from a PLINK file set.
+"""Apply finished runs to new people: class probabilities from their genotypes (a .bed,
+.pgen or BGEN, or a per-chromosome set of them: :func:`cmix.genotypes.sources.open_source`).
 
-A run's checkpoint holds what prediction needs (``parts["predict"]``, written by
-:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles, the
-standardisation moments of the dosages and covariates, the full config and the fitted
-model parts. :func:`predict` rebuilds the model of each run, reads the same variants from
+A run's checkpoint holds what prediction needs: ``parts["predict"]`` (written by
+:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles and the
+standardisation moments of the covariates; ``parts["model"]``: the fitted method's state
+dict (:mod:`cmix.learn.methods`). :func:`predict` rebuilds the method of each run from
+that dict alone, with no code per method, reads the same variants from
 the new file set (matched by ID, else by chrom:pos with the same two alleles; swapped
 alleles flip the dosage), gives variants the file set lacks the training mean (a missing
 call), and averages the class probabilities over the runs (an ensemble of seeds).
+Dosages are read as ``cmix store`` reads them: hard calls, or expected copies on the
+fractional store's 1/125 grid where the file holds fractional dosages.
 
 Refusals (one clear message each): a checkpoint that fails its CRC32 check, or whose run
 key is not its metrics.json's; runs of different stores or methods; ``--pca`` of another
 ``cmix pca`` fit than the run's PCs came from; a file set that
 shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
 store's (another allele coding or strand); people who were among the run's training rows,
-unless ``allow_overlap``; a run trained with covariates when none are supplied.
+unless ``allow_overlap``; a run trained with covariates when none are supplied;
+fractional dosages for a run that encodes SNPs as categorical levels.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def load_run(run_dir) -> dict:
         raise CmixError(f"{metrics_path}: expected a JSON object (a cmix run's metrics)")
     state = load_torch(ckpt)
     if not isinstance(state, dict) or state.get("stage") != "done" or \
-            "predict" not in state.get("parts", {}):
+            not {"predict", "model"} <= set(state.get("parts", {})):
         raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
     if "run_key" not in metrics:
@@ -78,91 +83,55 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
     return row, flip
 
 
-def _dosages(bf, row, flip, sample_idx) -> np.ndarray:
-    """int8 (n_samples, n_variants) effect-allele dosages; -1 missing or absent."""
-    from ..genotypes.plink import read_genotypes
+def _dosages(src, row, flip, sample_idx) -> np.ndarray:
+    """Effect-allele dosages (n_samples, n_variants) of a genotype source, as a store
+    holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
+    number of copies; else float32 expected copies rounded to the fractional store's
+    1/125 steps, -1.0 missing or absent (:func:`cmix.genotypes.store.load_rows`)."""
+    from ..genotypes.sources import HARD_CALLS
+    from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional,
+                                   fractional_copies, hard_call_codes)
 
-    out = np.full((len(sample_idx), len(row)), -1, np.int8)
     have = np.flatnonzero(row >= 0)
+    if src.encoding == HARD_CALLS:
+        out = np.full((len(sample_idx), len(row)), -1, np.int8)
+        if len(have):
+            g = src.read(row[have], sample_idx).T
+            out[:, have] = np.where(flip[have][None, :] & (g >= 0), 2 - g, g)
+        return out
+    codes = np.full((len(sample_idx), len(row)), DOSAGE_ENCODINGS["fractional"]["missing"],
+                    np.uint8)
     if len(have):
-        g = read_genotypes(bf, row[have], sample_idx).T
-        out[:, have] = np.where(flip[have][None, :] & (g >= 0), 2 - g, g)
-    return out
+        codes[:, have] = effect_dosage_fractional(src, row[have], sample_idx, flip[have])
+    hard = hard_call_codes(codes)
+    return hard if hard is not None else fractional_copies(codes)
 
 
 def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """Class probabilities (n, C) of one run for int8 dosages x (n, M) and standardised
-    covariates cov (n, K)."""
-    import torch
+    covariates cov (n, K): the run's method rebuilt from its state dict
+    (:func:`cmix.learn.methods.from_state_dict`)."""
+    from .methods import from_state_dict
 
-    from .baselines import gbdt_features
-    from .data import project_pcs, standardised_dosage
-    from .harness import predict_proba
-    from .nn import ContrastiveMixup, Predictor, SnpEmbedding, WithCovariates
-    from .train import Head
-
-    parts, info = run["parts"], run["parts"]["predict"]
-    cfg, family = info["cfg"], info["family"]
-    n_classes, n_cov = len(info["class_names"]), cov.shape[1]
-    mean, sd = np.asarray(info["mean"]), np.asarray(info["sd"])
-    if family in ("logreg", "prs", "covariates", "pca_logreg", "label_spreading", "gbdt"):
-        model = parts["fitted"]["model"]
-        if family == "logreg":
-            feats = standardised_dosage(x, mean, sd)
-        elif family in ("pca_logreg", "label_spreading"):
-            feats = project_pcs(parts["pca"], x, mean, sd)
-            if family == "label_spreading":      # genotype PCs only
-                cov = np.zeros((len(x), 0))
-        elif family == "gbdt":
-            feats = gbdt_features(x)
-        elif family == "prs":
-            d = x.astype(np.float64)
-            miss = d < 0
-            d[miss] = np.broadcast_to(mean, d.shape)[miss]
-            f = parts["fitted"]
-            feats = ((d @ np.asarray(info["beta"]) - f["score_mean"]) / f["score_sd"])[:, None]
-        else:
-            feats = np.zeros((len(x), 0))
-        feats = np.hstack([feats, cov.astype(np.float64)])
-        prob = np.zeros((len(x), n_classes))
-        prob[:, model.classes_] = model.predict_proba(feats)
-        return prob
-    final = parts["refit"]["head"] if "refit" in parts else (
-        parts["predictor"]["best"] or parts["predictor"]["head"])
-    xt = torch.from_numpy(x)
-    latent = family in ("ae", "vime") or (family == "trainer" and cfg["pretrain"])
-    if latent:
-        model = ContrastiveMixup(x.shape[1], cfg, mean, sd)
-        model.load_state_dict(parts["pretrain"]["model"])
-        model.eval()
-        with torch.no_grad():
-            inputs = torch.cat([model.encode(xt[s:s + 4096]).float()
-                                for s in range(0, len(xt), 4096)])
-        features, in_dim = torch.nn.Identity(), model.encoder.out_dim + n_cov
-    else:
-        inputs = xt
-        features = SnpEmbedding(x.shape[1], cfg["encoding"], mean, sd)
-        if n_cov:
-            features = WithCovariates(features, x.shape[1], n_cov)
-        in_dim = features.out_dim
-    if n_cov:
-        inputs = torch.cat([inputs.float(), torch.from_numpy(cov.astype(np.float32))], 1)
-    head = Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
-                                    cfg.get("pred_dropout", 0.0)))
-    head.load_state_dict(final)
-    return predict_proba(head, inputs)
+    return from_state_dict(run["parts"]["model"]).predict_proba(x, cov)
 
 
-def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, pca=None,
+def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sample=None,
+            chroms=None, pheno=None, sample_qc=None, eigenvec=None, pca=None,
             min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
-    runs) for every person of the PLINK file set ``bfile``; returns counts (no IDs).
+    runs) for every person of the genotypes; returns counts (no IDs).
+
+    Genotypes as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
+    ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen``
+    with its ``sample`` file (``fam``: the people to match the .sample to); ``chroms``:
+    a pattern's chromosomes.
 
     The covariates come from ``pheno`` (fields), ``sample_qc`` (PCs, array) and, for a
     run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs) or
     ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
     axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
-    from ..genotypes.plink import open_bfile
+    from ..genotypes.sources import open_source
 
     runs = [load_run(d) for d in run_dirs]
     first = runs[0]["parts"]["predict"]
@@ -177,18 +146,19 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
             raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
                             f"{runs[0]['dir']}; an ensemble averages seeds of one method "
                             "on one store")
-    bf = open_bfile(bfile)
-    row, flip = match_variants(first, bf.bim, f"{bf.prefix}.bim")
+    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
+                     chroms=chroms)
+    row, flip = match_variants(first, bf.bim, str(bf.variant_file))
     n_shared = int((row >= 0).sum())
     if n_shared < min_shared * len(row):
-        raise CmixError(f"{bf.prefix}.bim: shares {n_shared} of the run's {len(row)} variants "
+        raise CmixError(f"{bf.variant_file}: shares {n_shared} of the run's {len(row)} variants "
                         f"(fewer than {min_shared:.0%}); predictions would rest on imputed "
                         "means")
     iids = bf.fam["iid"].astype(str).to_numpy()
     if not allow_overlap:
         overlap = _training_overlap(first, iids)
         if overlap:
-            raise CmixError(f"{bf.prefix}.fam: {overlap} people were training rows of the run "
+            raise CmixError(f"{bf.prefix}: {overlap} people were training rows of the run "
                             "(their probabilities would be optimistic); leave them out, or "
                             "pass --allow-overlap")
     spec = first.get("cov_spec") or {}
@@ -200,8 +170,15 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
         eigenvec = _projected_pcs(bf, pca, min_shared, first.get("pca_sha256"), runs[0]["dir"])
     cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
-    sample_idx = np.flatnonzero(keep)
+    present = bf.samples_present()          # a BGEN's .sample may lack some of --fam
+    sample_idx = np.flatnonzero(keep & present)
     x = _dosages(bf, row, flip, sample_idx)
+    categorical = [str(r["dir"]) for r in runs
+                   if r["parts"]["model"]["cfg"].get("encoding") == "categorical"]
+    if x.dtype != np.int8 and categorical:
+        raise CmixError(f"{bf.prefix}: holds fractional dosages, which have no 0/1/2 levels "
+                        f"for the categorical SNP encoding of {categorical[0]}; give hard "
+                        "calls (--bfile or --pfile of the array calls)")
     cov_std = ((cov[sample_idx] - np.asarray(first["cov_mu"])) / np.asarray(first["cov_sd"])
                if cov.shape[1] else np.zeros((len(sample_idx), 0)))
     prob = np.mean([_model_probabilities(r, x, cov_std) for r in runs], axis=0)
@@ -212,13 +189,16 @@ def predict(run_dirs, bfile, out, *, pheno=None, sample_qc=None, eigenvec=None, 
     with atomic_path(out) as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     summary = {"n_people": int(len(sample_idx)), "n_left_out_missing_covariate":
-               int((~keep).sum()), "n_variants": len(row), "n_shared": n_shared,
+               int((~keep).sum()), "n_left_out_not_in_file": int((keep & ~present).sum()),
+               "n_variants": len(row), "n_shared": n_shared,
                "n_flipped": int(flip.sum()), "n_runs": len(runs)}
     log(f"predict: {summary['n_people']} people, {n_shared} of {len(row)} variants shared "
         f"({summary['n_flipped']} with swapped alleles), {len(row) - n_shared} absent and "
         f"given the training mean; {len(runs)} run(s) averaged"
         + (f"; {summary['n_left_out_missing_covariate']} people miss a covariate and are "
-           "left out" if summary["n_left_out_missing_covariate"] else ""))
+           "left out" if summary["n_left_out_missing_covariate"] else "")
+        + (f"; {summary['n_left_out_not_in_file']} people are not in {bf.prefix} and are "
+           "left out" if summary["n_left_out_not_in_file"] else ""))
     return summary
 
 

@@ -1,4 +1,4 @@
-"""Contrastive Mixup training for one store, budget, seed and method (METHOD.md).
+"""Contrastive Mixup training: the stages of cmix, mlp and the ablations (METHOD.md).
 
 Stages: splits -> pre-training (within-class mixup at a random encoder layer, SupCon +
 reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every`` epochs)
@@ -6,9 +6,12 @@ reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every``
 weighted by their certainty, early stopping on the labeled validation rows, best
 checkpoint reloaded) -> test metrics.
 
-The run folder, checkpoint and resume come from :mod:`cmix.learn.harness`. Randomness: the
-model initialisation comes from ``seed``; every epoch draws its batches, layers, lambdas
-and partners from generators seeded by (seed, stage, epoch), so a resumed run repeats
+The method class that runs these stages is
+:class:`cmix.learn.methods.networks.ContrastiveMixupMethod`; the run folder, checkpoint,
+resumable loops and resume come from :mod:`cmix.learn.harness` through the run (``ctx``)
+they are handed. Randomness (:mod:`cmix.learn.streams`): the model initialisation comes
+from ``seed``; every epoch draws its batches, layers, lambdas and partners from
+generators seeded by (seed, stage, epoch), so a resumed run repeats
 exactly what an uninterrupted one does (bit-for-bit on CPU). Runs use torch's
 deterministic kernels (:func:`cmix.learn.harness.deterministic_algorithms`), and the reductions
 that torch or the BLAS split among threads (batch norm statistics, loss averages, label
@@ -22,22 +25,19 @@ path with switches (``pretrain``, ``pseudo_labels``, ``predictor_mixup``, ``mix`
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import numpy as np
 
-from . import harness
+from . import streams
 from ..io import CmixError, log
 
 
 # ------------------------------------------------------------------ small helpers
 def _amp(device):
-    import torch
+    from .nn import autocast
 
-    if torch.device(device).type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return autocast(device)
 
 
 def embed_rows(model, loader, device, batch_size: int | None = None):
@@ -96,7 +96,7 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     positions (-1 = no pseudo-label). Returns mean losses."""
     import torch
 
-    gen, rng = harness.gen(seed, 1, epoch)
+    gen, rng = streams.gen(seed, streams.PRETRAIN_STEPS, epoch)
     model.train()
     n_l = len(x_lab)
     lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
@@ -104,7 +104,8 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     sums = {"loss": 0.0, "contrastive": 0.0, "reconstruction": 0.0}
     n_steps = 0
     if len(u_loader):
-        batches = u_loader.batches(seed_seq=[seed & 0xFFFFFFFF, 2, epoch], drop_last=False)
+        batches = u_loader.batches(seed_seq=streams.seed_seq(seed, streams.PRETRAIN_BATCHES,
+                                                             epoch), drop_last=False)
     else:
         batches = ((None, None) for _ in range(max(1, -(-n_l // cfg["labeled_batch_size"]))))
     take = labeled_rows_per_step(n_l, -(-len(u_loader) // cfg["batch_size"]), n_classes, cfg)
@@ -167,37 +168,6 @@ def node_latent(model, x_lab, su_loader, device) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ predictor
-class Head:
-    """What the predictor stage trains: ``features`` (a module applied to the inputs:
-    identity on frozen latent rows, or a trainable SNP embedding for the MLP) and
-    ``predictor``."""
-
-    def __init__(self, features, predictor):
-        self.features = features
-        self.predictor = predictor
-
-    def modules(self):
-        return [self.features, self.predictor]
-
-    def parameters(self):
-        return [p for m in self.modules() for p in m.parameters() if p.requires_grad]
-
-    def train(self, on=True):
-        for m in self.modules():
-            m.train(on)
-
-    def logits(self, inputs):
-        with _amp(inputs.device):
-            return self.predictor(self.features(inputs)).float()
-
-    def state_dict(self):
-        return {"features": self.features.state_dict(), "predictor": self.predictor.state_dict()}
-
-    def load_state_dict(self, state):
-        self.features.load_state_dict(state["features"])
-        self.predictor.load_state_dict(state["predictor"])
-
-
 def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
     """One epoch of the predictor: inputs (N, ...) on device, targets (N, C) soft,
     weights (N,). Latent mixup (lambda ~ U(0, 1), partner = a random row of the batch)
@@ -207,7 +177,7 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
 
     from .losses import mixup_cross_entropy, soft_cross_entropy
 
-    gen, rng = harness.gen(seed, 3, epoch)
+    gen, rng = streams.gen(seed, streams.PREDICTOR_STEPS, epoch)
     head.train()
     n = len(inputs)
     order = torch.from_numpy(rng.permutation(n)).to(device)
@@ -240,49 +210,11 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
     return total / max(steps, 1)
 
 
-# ------------------------------------------------------------------ the run
-def run_trainer(ctx, state) -> dict:
-    """cmix, mlp and the ablations (the registry's switches select the stages):
-    pre-training with pseudo-labels, the predictor, evaluation."""
-    import torch
-
-    from .harness import finish, predict_proba
-    from .nn import ContrastiveMixup
-
-    t0 = time.perf_counter()
-    x_lab = ctx.rows(ctx.splits.train_labeled)
-    y_lab = torch.from_numpy(ctx.splits.label[ctx.splits.train_labeled]).to(ctx.dev)
-    state.add_time("load", t0)
-    torch.manual_seed(ctx.seed)
-    model = ContrastiveMixup(ctx.n_snps, ctx.cfg, ctx.mean, ctx.sd).to(ctx.dev)
-    su_pos = pseudo_label_rows(ctx)
-    if ctx.cfg["pretrain"]:
-        pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos)
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    inputs_of = trainer_inputs(ctx, model)
-    head, validation = predictor_stage(ctx, state, model, inputs_of, su_pos)
-    check_frozen(model, frozen)
-    x_test = inputs_of(ctx.splits.test)
-    prob = predict_proba(head, x_test)
-    lp = state.parts.get("lp_info") or []
-    keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-            "heldout_accuracy", "head_accuracy", "mean_weight")
-    # the frozen encoder's test rows (the covariates sit after them), for the report's t-SNE
-    latent = x_test[:, :x_test.shape[1] - ctx.n_cov] if ctx.cfg["pretrain"] else None
-    return finish(ctx, state, prob, validation, latent=latent, pseudo_labels=(
-        {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
-        if lp else None))
-
-
+# ------------------------------------------------------------------ the stages
 def pseudo_label_rows(ctx) -> np.ndarray:
     """S_U: positions (sorted) into the unlabeled rows that get pseudo-labels, at most
     lp_max_unlabeled of them, drawn with the run's seed."""
-    from .harness import gen
-
-    _, rng = gen(ctx.seed, 4)
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_ROWS)
     n_u = len(ctx.splits.unlabeled)
     return np.sort(rng.permutation(n_u)[:ctx.cfg["lp_max_unlabeled"]])
 
@@ -300,8 +232,6 @@ def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
     """Contrastive mixup pre-training; label propagation after ``warmup_epochs`` epochs,
     then every ``lp_every`` epochs and after the last (pseudo-labels in state.parts)."""
     import torch
-
-    from .harness import run_epochs
 
     cfg, s = ctx.cfg, ctx.splits
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
@@ -329,7 +259,7 @@ def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
                        pseudo_label_coverage=info["coverage"])
         return rec
 
-    run_epochs(ctx, state, "pretrain", cfg["epochs"], {"model": model, "opt": opt}, epoch_fn,
+    ctx.epochs("pretrain", cfg["epochs"], {"model": model, "opt": opt}, epoch_fn,
                "pre-training")
 
 
@@ -352,7 +282,7 @@ def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch,
     y_l = y_lab.cpu().numpy()
     z = node_latent(model, x_lab, su_loader, ctx.dev)
     spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
-    _, rng = harness.gen(ctx.seed, 5)
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_FOLDS)
     fold = stratified_folds(y_l, cfg["lp_folds"], rng)
     res = judged_label_propagation(
         spaces, n_l, y_l, s.n_classes, z[:n_l], fold, ks=tuple(sorted({cfg["lp_k"], 10})),
@@ -404,15 +334,13 @@ def trainer_inputs(ctx, model):
     return inputs
 
 
-def predictor_stage(ctx, state, model, inputs_of, su_pos):
+def predictor_stage(ctx, state, inputs_of, su_pos, new_head):
     """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
     (latent mixup per the config, and only when some pseudo-label carries weight: with
     none, the predictor is trained exactly as cmix_selfsl's), early-stopped and refitted
-    by :func:`cmix.learn.harness.fit_head`."""
+    by the run's ``early_stopped`` loop (:func:`cmix.learn.harness.fit_head`).
+    new_head() -> (head, optimiser), the same start at every call."""
     import torch
-
-    from .harness import fit_head
-    from .nn import Predictor, SnpEmbedding, WithCovariates
 
     cfg, s, dev = ctx.cfg, ctx.splits, ctx.dev
     eye = np.eye(s.n_classes, dtype=np.float32)
@@ -435,26 +363,10 @@ def predictor_stage(ctx, state, model, inputs_of, su_pos):
              torch.from_numpy(np.concatenate(ws).astype(np.float32)).to(dev))
     val = (inputs_of(s.validation), s.label[s.validation])
 
-    def new_head():
-        torch.manual_seed(ctx.seed + 1)
-        if cfg["pretrain"]:
-            features, in_dim = torch.nn.Identity(), model.encoder.out_dim + ctx.n_cov
-        else:
-            features = SnpEmbedding(ctx.n_snps, cfg["encoding"], ctx.mean, ctx.sd).to(dev)
-            if ctx.n_cov:
-                features = WithCovariates(features, ctx.n_snps, ctx.n_cov)
-            in_dim = features.out_dim
-        torch.manual_seed(ctx.seed + 2)
-        head = Head(features, Predictor(in_dim, s.n_classes, cfg["pred_hidden"],
-                                        ctx.n_cov, cfg["pred_dropout"]).to(dev))
-        harness.start_covariate_term(ctx, head.predictor)
-        return head, torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                                      weight_decay=cfg["pred_weight_decay"])
-
     def epoch_fn(head, opt, x, t, w, epoch):
         return predictor_epoch(head, opt, x, t, w, cfg, ctx.seed, epoch, dev)
 
-    return fit_head(ctx, state, new_head, epoch_fn, train, val)
+    return ctx.early_stopped(new_head, epoch_fn, train, val)
 
 
 def check_frozen(model, before: dict) -> None:
