@@ -451,6 +451,31 @@ def test_predict_from_pgen_and_bgen_equals_predict_from_the_bed(cohort, trained,
 
 
 @pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
+def test_predict_chroms_reads_what_plink2_chr_keeps(cohort, trained, new_people_formats,
+                                                      tmp_path):
+    """--chroms as plink2 --chr: predict from the whole .bed with --chroms gives the
+    probabilities predict gives from the .bed plink2 --chr wrote, and not those of the
+    whole .bed (the other chromosomes' variants count as absent)."""
+    d, store, runs = trained
+    bfile = new_people_formats["bed"][1]
+    _plink2("--bfile", bfile, "--chr", "1-2", "--make-bed", "--out", tmp_path / "chr12")
+    extra = ["--run", str(runs["logreg"]), "--pheno", str(cohort / "phenotypes.tsv"),
+             "--sample-qc", str(cohort / "sample_qc.tsv"), "--min-shared", "0"]
+    got = {}
+    for name, flags in (("chroms", ["--bfile", bfile, "--chroms", "chr1,02"]),
+                        ("plink2", ["--bfile", str(tmp_path / "chr12")]),
+                        ("whole", ["--bfile", bfile])):
+        out = tmp_path / f"{name}.tsv"
+        assert main(["predict", *flags, *extra, "--out", str(out)]) == 0
+        got[name] = pd.read_csv(out, sep="\t", dtype={"IID": str})
+    assert list(got["chroms"]["IID"]) == list(got["plink2"]["IID"])
+    cols = ["prob_low", "prob_high"]
+    np.testing.assert_allclose(got["chroms"][cols].to_numpy(), got["plink2"][cols].to_numpy(),
+                               rtol=0, atol=1e-6)
+    assert np.abs(got["chroms"][cols].to_numpy() - got["whole"][cols].to_numpy()).max() > 1e-3
+
+
+@pytest.mark.skipif(not shutil.which("plink2"), reason="plink2 not installed")
 def test_predict_from_fractional_bgen_feeds_the_dosages_a_store_holds(cohort, trained, tmp_path):
     """From a BGEN of fractional dosages, predict gives the model what `cmix store` writes
     from that BGEN (expected copies on its 1/125 grid): the logreg run's probabilities,

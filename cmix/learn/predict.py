@@ -125,12 +125,15 @@ def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sampl
     Genotypes as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
     ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen``
     with its ``sample`` file (``fam``: the people to match the .sample to); ``chroms``:
-    a pattern's chromosomes.
+    only these chromosomes' variants are read (a --chroms spec,
+    :func:`cmix.genotypes.selection.parse_chroms`; for a pattern its files, default 1-22),
+    the run's variants elsewhere count as absent.
 
     The covariates come from ``pheno`` (fields), ``sample_qc`` (PCs, array) and, for a
     run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs) or
     ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
     axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
+    from ..genotypes.selection import chrom_mask
     from ..genotypes.sources import open_source
 
     runs = [load_run(d) for d in run_dirs]
@@ -148,7 +151,9 @@ def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sampl
                             "on one store")
     bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
                      chroms=chroms)
-    row, flip = match_variants(first, bf.bim, str(bf.variant_file))
+    on_chroms = np.flatnonzero(chrom_mask(bf.bim["chrom"], chroms))
+    row, flip = match_variants(first, bf.bim.iloc[on_chroms], str(bf.variant_file))
+    row = np.where(row >= 0, on_chroms[np.maximum(row, 0)], -1)
     n_shared = int((row >= 0).sum())
     if n_shared < min_shared * len(row):
         raise CmixError(f"{bf.variant_file}: shares {n_shared} of the run's {len(row)} variants "
