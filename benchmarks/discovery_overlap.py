@@ -38,7 +38,7 @@ import pandas as pd
 
 from cmix.cli import main as cmix
 from cmix.genotypes.gwas import run_gwas
-from cmix.genotypes.plink import read_sample_ids
+from cmix.genotypes.selection import read_sample_ids
 from cmix.genotypes.store import build_store
 from cmix.simulate import simulate_cohort
 

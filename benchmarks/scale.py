@@ -78,7 +78,7 @@ def fast_cohort(n: int, variants: int, out: Path, seed: int = 1) -> dict:
     33 min for 30,000 people here. Returns the workflow's ``inputs:`` section."""
     sys.path.insert(0, str(REPO))
     from cmix.genotypes import plink
-    from cmix.genotypes.qc import count_genotypes
+    from cmix.genotypes.kernels import count_genotypes
     from cmix.simulate import simulate_genotypes_fast, sumstats_table, write_sample_qc
 
     out.mkdir(parents=True, exist_ok=True)
