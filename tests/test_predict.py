@@ -482,17 +482,9 @@ def test_predict_from_fractional_bgen_feeds_the_dosages_a_store_holds(cohort, tr
     computed here from that store's rows with the fitted model, equal predict's."""
     d, store, runs = trained
     bf = plink.open_bfile(subset_bfile(cohort, store_test_ids(store), tmp_path / "people"))
-    g = bf.read()
-    ds = np.clip(g + np.random.default_rng(3).normal(0, 0.2, g.shape), 0, 2)
-    with open(tmp_path / "frac.vcf", "w") as f:
-        f.write('##fileformat=VCFv4.2\n##FORMAT=<ID=DS,Number=1,Type=Float,Description="d">\n'
-                "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
-                + "\t".join(bf.fam["iid"]) + "\n")
-        for j, r in enumerate(bf.bim.itertuples()):
-            vals = np.char.mod("%.3f", ds[j])
-            vals[g[j] < 0] = "."
-            f.write(f"{r.chrom}\t{r.pos}\t{r.variant_id}\t{r.a2}\t{r.a1}\t.\t.\t.\tDS\t"
-                    + "\t".join(vals) + "\n")
+    from test_ukb_inputs import write_dosage_vcf
+
+    write_dosage_vcf(tmp_path / "frac.vcf", bf, seed=3)
     _plink2("--vcf", tmp_path / "frac.vcf", "dosage=DS", "--make-pgen", "--out", tmp_path / "frac")
     _plink2("--pfile", tmp_path / "frac", "--export", "bgen-1.2", "bits=8", "--out",
             tmp_path / "frac")
