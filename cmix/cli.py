@@ -346,7 +346,8 @@ def _add_select(sub):
 
 def _run_select(args):
     from .io import log
-    from .genotypes.sumstats import select_snps, write_selection
+    from .genotypes.sources import GenotypeFiles
+    from .genotypes.sumstats import SelectionOptions, select_snps, write_selection
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -357,10 +358,11 @@ def _run_select(args):
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,
                  "p2": args.clump_p2}
-    selected, steps = select_snps(args.sumstats, top=args.top, extract=args.extract,
-                                  column_map=column_map, keep_ambiguous=args.keep_ambiguous,
-                                  clump_params=clump, keep=args.keep, mfi=args.mfi,
-                                  min_info=args.min_info, **_genotype_kwargs(args))
+    selected, steps = select_snps(
+        args.sumstats, GenotypeFiles(**_genotype_kwargs(args)),
+        SelectionOptions(top=args.top, extract=args.extract, column_map=column_map,
+                         keep_ambiguous=args.keep_ambiguous, clump_params=clump,
+                         keep=args.keep, mfi=args.mfi, min_info=args.min_info))
     out, steps_path = write_selection(args.out, selected, steps)
     for row in steps.itertuples(index=False):
         log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
