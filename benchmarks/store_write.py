@@ -52,8 +52,8 @@ def main():
     args = ap.parse_args()
 
     from cmix.genotypes import store
-    from cmix.genotypes.sources import GenotypeFiles
     from cmix.genotypes.plink import open_bfile
+    from cmix.genotypes.sources import GenotypeFiles
     from cmix.simulate import simulate_genotypes_fast
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_store_bench_"))
