@@ -39,7 +39,8 @@ import pandas as pd
 from cmix.cli import main as cmix
 from cmix.genotypes.gwas import run_gwas
 from cmix.genotypes.selection import read_sample_ids
-from cmix.genotypes.store import build_store
+from cmix.genotypes.sources import GenotypeFiles
+from cmix.genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
 from cmix.simulate import simulate_cohort
 
 COVARIATES = {"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}
@@ -113,10 +114,12 @@ def one_seed(out: Path, seed: int, args) -> dict:
                 "large_in_top": len(selected & set(large)), "n_large": len(large),
                 "n_top": len(selected)}
             store = t / f"{arm}.zarr"
-            build_store(store, bfile=bfile, snps=snps, pheno=c / "phenotypes.tsv",
-                        trait=trait, trait_config=config, keep=keep, discovery=ids,
-                        covariates=COVARIATES, sample_qc=c / "sample_qc.tsv", force=True,
-                        test_fraction=0.2, split_seed=0)
+            build_store(store, GenotypeFiles(bfile=bfile),
+                        StoreInputs(snps=snps, pheno=c / "phenotypes.tsv", trait=trait,
+                                    trait_config=config),
+                        StoreSamples(keep=keep, discovery=ids, covariates=COVARIATES,
+                                     sample_qc=c / "sample_qc.tsv"),
+                        StoreOptions(force=True, test_fraction=0.2, split_seed=0))
             rec["accuracy"][arm] = {}
             for method in METHODS:
                 run_dir = t / "runs" / arm / method

@@ -38,7 +38,7 @@ CPU_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 12, "warmup_epochs": 4, "lp
 
 def simulate_traits(out: Path, n_samples: int, n_snps: int, n_discovery: int, n_causal: int,
                     h2: float, seed: int) -> list[Path]:
-    from cmix.genotypes.store import write_store
+    from cmix.genotypes.store import StoreContent, write_store
 
     rng = np.random.default_rng(seed)
     maf = rng.uniform(0.01, 0.5, n_snps)
@@ -68,15 +68,16 @@ def simulate_traits(out: Path, n_samples: int, n_snps: int, n_discovery: int, n_
             split[rng.choice(rows, int(round(0.3 * len(rows))), replace=False)] = 1
         path = out / "stores" / f"{trait}.zarr"
         if not path.exists():
-            write_store(path, dosage=x, sample_id=[str(1000000 + i) for i in range(n_samples)],
-                        sample_label=label, sample_split=split,
-                        variant_id=[f"rs{j}" for j in range(n_snps)],
-                        variant_contig=["1"] * n_snps,
-                        variant_position=np.arange(n_snps) * 1000 + 1,
-                        variant_allele=np.array([["A", "G"]] * n_snps), variant_beta=beta,
-                        attrs={"trait": trait,
-                               "class_names": [f"class{c}" for c in range(len(props))],
-                               "split": {"seed": seed, "test_fraction": 0.3}})
+            write_store(path, StoreContent(
+                dosage=x, sample_id=[str(1000000 + i) for i in range(n_samples)],
+                sample_label=label, sample_split=split,
+                variant_id=[f"rs{j}" for j in range(n_snps)],
+                variant_contig=["1"] * n_snps,
+                variant_position=np.arange(n_snps) * 1000 + 1,
+                variant_allele=np.array([["A", "G"]] * n_snps), variant_beta=beta,
+                attrs={"trait": trait,
+                       "class_names": [f"class{c}" for c in range(len(props))],
+                       "split": {"seed": seed, "test_fraction": 0.3}}))
         stores.append(path)
     return stores
 

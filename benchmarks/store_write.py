@@ -53,6 +53,7 @@ def main():
 
     from cmix.genotypes import store
     from cmix.genotypes.plink import open_bfile
+    from cmix.genotypes.sources import GenotypeFiles
     from cmix.simulate import simulate_genotypes_fast
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_store_bench_"))
@@ -97,8 +98,10 @@ def main():
     def build():
         t = time.perf_counter()
         built["summary"] = store.build_store(
-            out, bfile=prefix, snps=work / "trait.snps.tsv", pheno=work / "pheno.tsv",
-            trait="hair_colour", trait_config=config, keep=work / "keep.id", force=True)
+            out, GenotypeFiles(bfile=prefix),
+            store.StoreInputs(snps=work / "trait.snps.tsv", pheno=work / "pheno.tsv",
+                              trait="hair_colour", trait_config=config),
+            store.StoreSamples(keep=work / "keep.id"), store.StoreOptions(force=True))
         wall = time.perf_counter() - t
         if "ids" not in built:
             ids = zarr.open_group(str(out), mode="r", zarr_format=2)["sample_id"][:]

@@ -346,7 +346,8 @@ def _add_select(sub):
 
 def _run_select(args):
     from .io import log
-    from .genotypes.sumstats import select_snps, write_selection
+    from .genotypes.sources import GenotypeFiles
+    from .genotypes.sumstats import SelectionOptions, select_snps, write_selection
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -357,10 +358,11 @@ def _run_select(args):
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,
                  "p2": args.clump_p2}
-    selected, steps = select_snps(args.sumstats, top=args.top, extract=args.extract,
-                                  column_map=column_map, keep_ambiguous=args.keep_ambiguous,
-                                  clump_params=clump, keep=args.keep, mfi=args.mfi,
-                                  min_info=args.min_info, **_genotype_kwargs(args))
+    selected, steps = select_snps(
+        args.sumstats, GenotypeFiles(**_genotype_kwargs(args)),
+        SelectionOptions(top=args.top, extract=args.extract, column_map=column_map,
+                         keep_ambiguous=args.keep_ambiguous, clump_params=clump,
+                         keep=args.keep, mfi=args.mfi, min_info=args.min_info))
     out, steps_path = write_selection(args.out, selected, steps)
     for row in steps.itertuples(index=False):
         log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
@@ -465,7 +467,8 @@ def _load_covariates(text: str | None) -> dict | None:
 def _run_store(args):
     from .io import CmixError, log
     from .genotypes.gwas import snp_source
-    from .genotypes.store import build_store
+    from .genotypes.sources import GenotypeFiles
+    from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
     if args.discovery is not None and args.sumstats is not None:
@@ -476,15 +479,17 @@ def _run_store(args):
         from .genotypes.samples import read_filters_summary
 
         sample_filters = read_filters_summary(args.sample_filters, args.relatedness)
-    summary = build_store(args.out, snps=args.snps, pheno=args.pheno,
-                          trait=args.trait, trait_config=trait_config, keep=args.keep,
-                          test_fraction=args.test_fraction, split_seed=args.split_seed,
-                          force=args.force, covariates=_load_covariates(args.covariates),
-                          sample_qc=args.sample_qc, eigenvec=args.eigenvec,
-                          sample_filters=sample_filters, discovery=args.discovery,
-                          snp_source=snp_source(discovery=args.discovery,
-                                                sumstats=args.sumstats, overlap=args.overlap),
-                          **_genotype_kwargs(args))
+    summary = build_store(
+        args.out, GenotypeFiles(**_genotype_kwargs(args)),
+        StoreInputs(snps=args.snps, pheno=args.pheno, trait=args.trait,
+                    trait_config=trait_config,
+                    snp_source=snp_source(discovery=args.discovery, sumstats=args.sumstats,
+                                          overlap=args.overlap)),
+        StoreSamples(keep=args.keep, discovery=args.discovery,
+                     covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
+                     eigenvec=args.eigenvec, sample_filters=sample_filters),
+        StoreOptions(test_fraction=args.test_fraction, split_seed=args.split_seed,
+                     force=args.force))
     log(f"wrote {args.out}: {summary['n_samples']} samples x {summary['n_variants']} SNPs, "
         f"classes {summary['per_class']}, {summary['test']} in the test split")
 

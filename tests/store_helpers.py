@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cmix.genotypes.store import write_store
+from cmix.genotypes.store import StoreContent, write_store
 
 
 def simulate_labels(n_samples: int, n_snps: int, n_classes: int = 2, n_causal: int = 20,
@@ -38,11 +38,11 @@ def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: 
         rows = np.flatnonzero(label == c)
         split[rng.choice(rows, int(round(test_fraction * len(rows))), replace=False)] = 1
     n_classes = int(label.max()) + 1
-    return write_store(
-        path, dosage=dosage, sample_id=[f"s{i}" for i in range(n)], sample_label=label,
+    return write_store(path, StoreContent(
+        dosage=dosage, sample_id=[f"s{i}" for i in range(n)], sample_label=label,
         sample_split=split, variant_id=[f"rs{j}" for j in range(m)],
         variant_contig=["1"] * m, variant_position=np.arange(m) * 100 + 1,
         variant_allele=np.array([["A", "G"]] * m), variant_beta=np.zeros(m),
         attrs={"trait": trait, "class_names": class_names or [f"c{c}" for c in range(n_classes)],
-               "split": {"seed": seed, "test_fraction": test_fraction}},
+               "split": {"seed": seed, "test_fraction": test_fraction}}),
         sample_chunk=sample_chunk, encoding=encoding)

@@ -12,7 +12,7 @@ from cmix.learn import baselines
 from cmix.learn import harness
 from cmix.learn.methods import METHODS
 from cmix.cli import main
-from cmix.genotypes.store import write_store
+from cmix.genotypes.store import StoreContent, write_store
 
 
 def run_method(method, *args, **kw):
@@ -49,13 +49,14 @@ def simulate_trait(n, m, n_classes, seed, n_causal=8, h2=0.85):
 def store_from(path, dosage, label, split, beta, trait="easy"):
     n, m = dosage.shape
     n_classes = int(label.max()) + 1
-    return write_store(path, dosage=dosage, sample_id=[f"id{i}" for i in range(n)],
-                       sample_label=label, sample_split=split,
-                       variant_id=[f"rs{j}" for j in range(m)], variant_contig=["1"] * m,
-                       variant_position=np.arange(m) * 10 + 1,
-                       variant_allele=np.array([["A", "G"]] * m), variant_beta=beta,
-                       attrs={"trait": trait, "class_names": [f"c{c}" for c in range(n_classes)]},
-                       sample_chunk=128)
+    return write_store(path, StoreContent(
+        dosage=dosage, sample_id=[f"id{i}" for i in range(n)],
+        sample_label=label, sample_split=split,
+        variant_id=[f"rs{j}" for j in range(m)], variant_contig=["1"] * m,
+        variant_position=np.arange(m) * 10 + 1,
+        variant_allele=np.array([["A", "G"]] * m), variant_beta=beta,
+        attrs={"trait": trait, "class_names": [f"c{c}" for c in range(n_classes)]}),
+        sample_chunk=128)
 
 
 @pytest.fixture(autouse=True)

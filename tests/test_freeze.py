@@ -43,7 +43,7 @@ def write_freeze_store(folder: Path) -> tuple[Path, Path, Path]:
     (PCs from a .eigenvec), and a PLINK file set + .eigenvec of its test people.
     Returns (store, bfile prefix, eigenvec)."""
     from cmix.genotypes.plink import write_bfile
-    from cmix.genotypes.store import write_store
+    from cmix.genotypes.store import StoreContent, write_store
 
     rng = np.random.default_rng(12)
     n = N_SAMPLES
@@ -62,15 +62,15 @@ def write_freeze_store(folder: Path) -> tuple[Path, Path, Path]:
     beta = rng.normal(size=N_SNPS) * (rng.random(N_SNPS) < 0.5)
     cov = np.column_stack([0.5 * label + rng.normal(size=n), rng.normal(size=n)])
     ids = [f"s{i}" for i in range(n)]
-    store = write_store(
-        folder / "freeze.zarr", dosage=dosage, sample_id=ids, sample_label=label,
+    store = write_store(folder / "freeze.zarr", StoreContent(
+        dosage=dosage, sample_id=ids, sample_label=label,
         sample_split=split, variant_id=[f"rs{j}" for j in range(N_SNPS)],
         variant_contig=["1"] * N_SNPS, variant_position=np.arange(N_SNPS) * 100 + 1,
         variant_allele=np.array([["A", "G"]] * N_SNPS), variant_beta=beta,
         sample_covariate=cov, covariate_name=["PC1", "PC2"],
         attrs={"trait": "freeze", "class_names": [f"c{c}" for c in range(N_CLASSES)],
                "covariates": {"spec": {"pcs": 2, "pcs_from": "eigenvec"},
-                              "names": ["PC1", "PC2"]}})
+                              "names": ["PC1", "PC2"]}}))
     test = np.flatnonzero(split == 1)
     fam = pd.DataFrame({"fid": [ids[i] for i in test], "iid": [ids[i] for i in test],
                         "father": "0", "mother": "0", "sex": 0, "phenotype": -9})

@@ -162,7 +162,7 @@ def test_report_of_real_runs(tmp_path):
     the report: predictions.npz against the store, provenance copied, figures written."""
     from test_baselines import TINY, simulate_trait, store_from
 
-    from cmix.genotypes.store import write_store
+    from cmix.genotypes.store import StoreContent, write_store
     from cmix.learn import harness
 
     dosage, label, split, beta = simulate_trait(400, 12, 2, seed=2, n_causal=3, h2=0.9)
@@ -194,12 +194,12 @@ def test_report_of_real_runs(tmp_path):
         text = (tmp_path / "rep" / f).read_text()
         assert not re.search(r"\bid\d+\b", text), f           # no sample IDs
     # a store recording its provenance: copied into metrics.json, shown with the caution
-    prov_store = write_store(
-        tmp_path / "p.zarr", dosage=dosage, sample_id=[f"id{i}" for i in range(len(label))],
+    prov_store = write_store(tmp_path / "p.zarr", StoreContent(
+        dosage=dosage, sample_id=[f"id{i}" for i in range(len(label))],
         sample_label=label, sample_split=split, variant_id=[f"rs{j}" for j in range(12)],
         variant_contig=["1"] * 12, variant_position=np.arange(12) * 10 + 1,
         variant_allele=np.array([["A", "G"]] * 12), variant_beta=beta,
-        attrs={"trait": "prov", "class_names": ["c0", "c1"], "provenance": PROVENANCE})
+        attrs={"trait": "prov", "class_names": ["c0", "c1"], "provenance": PROVENANCE}))
     assert main(["train", "--store", str(prov_store), "--budget", "60", "--seed", "1",
                  "--method", "prs", "--out", str(tmp_path / "runs2" / "prs")]) == 0
     m = json.loads((tmp_path / "runs2" / "prs" / "metrics.json").read_text())

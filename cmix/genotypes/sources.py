@@ -196,6 +196,26 @@ class ChromSet(Tables):
                 yield s + off, e + off, buf
 
 
+@dataclass(frozen=True, kw_only=True)
+class GenotypeFiles:
+    """Where a step's genotypes are: the arguments of :func:`open_source` but
+    ``positions``. bfile / pfile: a prefix, a ``{chrom}`` pattern or an opened source;
+    fam: the shared .fam/.psam, or a BGEN's target samples; bgen, sample: an indexed
+    .bgen and its .sample (or patterns); chroms: a parsed --chroms spec (None: 1-22)."""
+
+    bfile: object = None
+    pfile: object = None
+    fam: object = None
+    bgen: object = None
+    sample: object = None
+    chroms: object = None
+
+    def open(self, positions=None) -> GenotypeSource:
+        """The opened source (:func:`open_source`)."""
+        return open_source(bfile=self.bfile, pfile=self.pfile, fam=self.fam, bgen=self.bgen,
+                           sample=self.sample, chroms=self.chroms, positions=positions)
+
+
 def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
                 positions=None) -> GenotypeSource:
     """Open the genotypes of a step: exactly one of

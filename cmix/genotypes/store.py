@@ -58,11 +58,16 @@ this before it starts; ``cmix verify`` also decodes every chunk).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..io import CmixError, atomic_path, file_sha256
+
+if TYPE_CHECKING:
+    from .sources import GenotypeFiles
 
 STORE_VERSION = 2
 DOSAGE_FILL = -128       # what an absent call_dosage chunk reads as; never a valid dosage
@@ -112,83 +117,150 @@ def default_sample_chunk(n_variants: int) -> int:
     return int(np.clip((1 << 20) // max(n_variants, 1), 256, 16384))
 
 
-def write_store(path: str | os.PathLike, *, dosage, sample_id, sample_label, sample_split,
-                variant_id, variant_contig, variant_position, variant_allele, variant_beta,
-                variant_log10_p=None, variant_bim_index=None, sample_phenotype=None,
-                sample_covariate=None, covariate_name=(), attrs: dict,
+@dataclass(frozen=True, kw_only=True)
+class StoreContent:
+    """What one store holds: its arrays and its group attributes.
+
+    dosage: (n_samples, n_variants), int8 hard calls (-1 missing), or uint8 codes of
+    :func:`quantise_dosage` for a fractional store; a numpy or dask array.
+    sample_id: str (n_samples,); sample_label: int class index (n_samples,);
+    sample_split: 0 training / 1 test (n_samples,); sample_phenotype: float raw values
+    (n_samples,), None: NaN; sample_covariate: float (n_samples, n_covariates), None: no
+    covariates; covariate_name: str (n_covariates,).
+    variant_id: str (n_variants,); variant_contig: chromosome names, str (n_variants,);
+    variant_position: bp, int (n_variants,); variant_allele: str (n_variants, 2) =
+    [other, effect]; variant_beta: effect per copy of the effect allele (n_variants,);
+    variant_log10_p: (n_variants,), None: NaN; variant_bim_index: source .bim row
+    (n_variants,), None: -1.
+    attrs: group attributes; must hold ``trait`` and ``class_names``.
+    """
+
+    dosage: object
+    sample_id: object
+    sample_label: object
+    sample_split: object
+    variant_id: object
+    variant_contig: object
+    variant_position: object
+    variant_allele: object
+    variant_beta: object
+    attrs: dict
+    variant_log10_p: object = None
+    variant_bim_index: object = None
+    sample_phenotype: object = None
+    sample_covariate: object = None
+    covariate_name: object = ()
+
+
+def write_store(path: str | os.PathLike, content: StoreContent, *,
                 sample_chunk: int | None = None, encoding: str = "hard calls") -> Path:
     """Write a complete store atomically.
 
-    encoding: a key of :data:`DOSAGE_ENCODINGS`, recorded with ``attrs["dosage_source"]``
-    (if given) as the ``dosage_encoding`` attribute.
-    dosage: int8 (n_samples, n_variants) hard calls, or uint8 codes of
-    :func:`quantise_dosage` for "fractional"; a numpy or dask array (dask chunks are
-    rechunked to the store's chunks, one dask chunk per Zarr chunk, then stored in
-    parallel). variant_contig: chromosome names (str, n_variants). variant_allele:
-    str (n_variants, 2) = [other, effect]. attrs must hold ``trait`` and ``class_names``.
+    content: the arrays and attributes (:class:`StoreContent`). encoding: a key of
+    :data:`DOSAGE_ENCODINGS`, recorded with ``attrs["dosage_source"]`` (if given) as the
+    ``dosage_encoding`` attribute. A dask ``dosage`` is rechunked to the store's chunks
+    (``sample_chunk`` rows, default :func:`default_sample_chunk`), one dask chunk per
+    Zarr chunk, then stored in parallel.
     """
-    import dask.array as da
     import zarr
     from numcodecs import Blosc
 
-    n_samples, n_variants = dosage.shape
-    for key in ("trait", "class_names"):
-        if key not in attrs:
-            raise ValueError(f"store attrs need {key!r}")
+    n_variants = content.dosage.shape[1]
+    _check_store_attrs(content.attrs)
     chunk = sample_chunk or default_sample_chunk(n_variants)
-    contigs, contig_index = np.unique(np.asarray(variant_contig, dtype=str), return_inverse=True)
     compressor = Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
     path = Path(path)
     with atomic_path(path, is_dir=True) as tmp:
         root = zarr.open_group(str(tmp), mode="w", zarr_format=2)
-
-        def put(name, values, dims, dtype, chunks=None):
-            values = np.asarray(values)
-            arr = root.create_array(name, shape=values.shape, dtype=dtype,
-                                    chunks=chunks or tuple(max(1, d) for d in values.shape)
-                                    or (1,),
-                                    compressors=compressor if values.dtype != object else None,
-                                    fill_value=None,
-                                    attributes={"_ARRAY_DIMENSIONS": list(dims)})
-            arr[...] = values.astype(dtype) if dtype is not str else values.astype(str)
-
-        enc = DOSAGE_ENCODINGS[encoding]
-        call = root.create_array("call_dosage", shape=(n_samples, n_variants),
-                                 dtype=enc["dtype"],
-                                 chunks=(chunk, n_variants), compressors=compressor,
-                                 fill_value=enc["fill"],
-                                 attributes={"_ARRAY_DIMENSIONS": ["samples", "variants"]})
-        dask_dosage = da.asarray(dosage).astype(enc["dtype"]).rechunk((chunk, n_variants))
-        da.store(dask_dosage, call, lock=False, compute=True)
-
-        put("sample_id", np.asarray(sample_id, dtype=str), ["samples"], str)
-        put("sample_label", sample_label, ["samples"], "int16")
-        put("sample_split", sample_split, ["samples"], "int8")
-        put("sample_phenotype",
-            np.full(n_samples, np.nan) if sample_phenotype is None else sample_phenotype,
-            ["samples"], "float64")
-        put("sample_covariate",
-            np.zeros((n_samples, 0)) if sample_covariate is None else sample_covariate,
-            ["samples", "covariates"], "float64")
-        put("covariate_name", np.asarray(list(covariate_name), dtype=str), ["covariates"], str)
-        put("variant_id", np.asarray(variant_id, dtype=str), ["variants"], str)
-        put("contig_id", contigs.astype(str), ["contigs"], str)
-        put("variant_contig", contig_index, ["variants"], "int16")
-        put("variant_position", variant_position, ["variants"], "int64")
-        put("variant_allele", np.asarray(variant_allele, dtype=str), ["variants", "alleles"], str)
-        put("variant_beta", variant_beta, ["variants"], "float64")
-        put("variant_log10_p",
-            np.full(n_variants, np.nan) if variant_log10_p is None else variant_log10_p,
-            ["variants"], "float64")
-        put("variant_bim_index",
-            np.full(n_variants, -1) if variant_bim_index is None else variant_bim_index,
-            ["variants"], "int64")
-        root.attrs.update({"cmix_store_version": STORE_VERSION, **attrs})
-        root.attrs["dosage_encoding"] = {"kind": encoding, **enc,
-                                         "source": attrs.get("dosage_source", "")}
-        root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp)}
-        root.attrs["complete"] = True
+        _write_dosage(root, content.dosage, encoding, chunk, compressor)
+        _write_sample_arrays(root, content, compressor)
+        _write_variant_arrays(root, content, compressor)
+        _write_attrs(root, tmp, content.attrs, encoding)
     return path
+
+
+def _check_store_attrs(attrs: dict) -> None:
+    """Raise ValueError when the attributes lack ``trait`` or ``class_names``."""
+    for key in ("trait", "class_names"):
+        if key not in attrs:
+            raise ValueError(f"store attrs need {key!r}")
+
+
+def _write_dosage(root, dosage, encoding: str, chunk: int, compressor) -> None:
+    """Write call_dosage (n_samples, n_variants) in chunks of ``chunk`` rows, in the
+    dtype and fill value of ``encoding`` (:data:`DOSAGE_ENCODINGS`)."""
+    import dask.array as da
+
+    n_samples, n_variants = dosage.shape
+    enc = DOSAGE_ENCODINGS[encoding]
+    call = root.create_array("call_dosage", shape=(n_samples, n_variants),
+                             dtype=enc["dtype"],
+                             chunks=(chunk, n_variants), compressors=compressor,
+                             fill_value=enc["fill"],
+                             attributes={"_ARRAY_DIMENSIONS": ["samples", "variants"]})
+    dask_dosage = da.asarray(dosage).astype(enc["dtype"]).rechunk((chunk, n_variants))
+    da.store(dask_dosage, call, lock=False, compute=True)
+
+
+def _write_array(root, name: str, values, dims: list, dtype, compressor) -> None:
+    """Write one array as a single chunk, with its dimension names (``dims``); str
+    arrays uncompressed."""
+    values = np.asarray(values)
+    arr = root.create_array(name, shape=values.shape, dtype=dtype,
+                            chunks=tuple(max(1, d) for d in values.shape) or (1,),
+                            compressors=compressor if values.dtype != object else None,
+                            fill_value=None,
+                            attributes={"_ARRAY_DIMENSIONS": list(dims)})
+    arr[...] = values.astype(dtype) if dtype is not str else values.astype(str)
+
+
+def _write_sample_arrays(root, content: StoreContent, compressor) -> None:
+    """Write the per-sample arrays and the covariate names."""
+    n_samples = content.dosage.shape[0]
+    put = lambda *args: _write_array(root, *args, compressor)   # noqa: E731
+    put("sample_id", np.asarray(content.sample_id, dtype=str), ["samples"], str)
+    put("sample_label", content.sample_label, ["samples"], "int16")
+    put("sample_split", content.sample_split, ["samples"], "int8")
+    put("sample_phenotype",
+        np.full(n_samples, np.nan) if content.sample_phenotype is None
+        else content.sample_phenotype, ["samples"], "float64")
+    put("sample_covariate",
+        np.zeros((n_samples, 0)) if content.sample_covariate is None
+        else content.sample_covariate, ["samples", "covariates"], "float64")
+    put("covariate_name", np.asarray(list(content.covariate_name), dtype=str),
+        ["covariates"], str)
+
+
+def _write_variant_arrays(root, content: StoreContent, compressor) -> None:
+    """Write the per-variant arrays and contig_id (the sorted distinct chromosome
+    names, which variant_contig indexes)."""
+    n_variants = content.dosage.shape[1]
+    contigs, contig_index = np.unique(np.asarray(content.variant_contig, dtype=str),
+                                      return_inverse=True)
+    put = lambda *args: _write_array(root, *args, compressor)   # noqa: E731
+    put("variant_id", np.asarray(content.variant_id, dtype=str), ["variants"], str)
+    put("contig_id", contigs.astype(str), ["contigs"], str)
+    put("variant_contig", contig_index, ["variants"], "int16")
+    put("variant_position", content.variant_position, ["variants"], "int64")
+    put("variant_allele", np.asarray(content.variant_allele, dtype=str),
+        ["variants", "alleles"], str)
+    put("variant_beta", content.variant_beta, ["variants"], "float64")
+    put("variant_log10_p",
+        np.full(n_variants, np.nan) if content.variant_log10_p is None
+        else content.variant_log10_p, ["variants"], "float64")
+    put("variant_bim_index",
+        np.full(n_variants, -1) if content.variant_bim_index is None
+        else content.variant_bim_index, ["variants"], "int64")
+
+
+def _write_attrs(root, tmp: Path, attrs: dict, encoding: str) -> None:
+    """Write the group attributes: version, ``attrs``, the dosage encoding, the
+    checksums of every array file written under ``tmp``, and ``complete`` last."""
+    root.attrs.update({"cmix_store_version": STORE_VERSION, **attrs})
+    root.attrs["dosage_encoding"] = {"kind": encoding, **DOSAGE_ENCODINGS[encoding],
+                                     "source": attrs.get("dosage_source", "")}
+    root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp)}
+    root.attrs["complete"] = True
 
 
 def _array_files(path: Path) -> dict:
@@ -385,48 +457,154 @@ def _input_checksums(src, extra_files) -> dict:
     return checksums
 
 
-def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict, keep=None,
-                test_fraction: float = 0.2, split_seed: int = 0, force: bool = False,
-                sample_chunk: int | None = None, pfile=None, fam=None, bgen=None,
-                sample=None, chroms=None, covariates: dict | None = None, sample_qc=None,
-                eigenvec=None, sample_filters: dict | None = None, discovery=None,
-                snp_source: dict | None = None) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class StoreInputs:
+    """The trait's inputs of a store.
+
+    snps: path of the selected-SNP table (:func:`cmix.genotypes.sumstats.write_selection`);
+    pheno: phenotype table path; trait: trait name; trait_config: see
+    :mod:`cmix.genotypes.phenotypes`; snp_source: where the SNPs and betas came from
+    (:func:`cmix.genotypes.gwas.snp_source`), recorded as attrs["provenance"]["snp_source"]
+    (None: not recorded).
+    """
+
+    snps: object
+    pheno: object
+    trait: str
+    trait_config: dict
+    snp_source: dict | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreSamples:
+    """Which samples enter a store and what is stored beside their dosages.
+
+    keep: plink sample list (e.g. unrelated.id), None: every .fam sample; discovery: the
+    trait's discovery-set ID list, whose people are left out; covariates: covariate spec
+    (:mod:`cmix.genotypes.covariates`), samples missing one are left out; sample_qc,
+    eigenvec: the tables the covariates' PCs may come from; sample_filters: which sample
+    filters made ``keep`` (:func:`cmix.genotypes.samples.read_filters_summary`), recorded
+    as attrs["provenance"]["sample_filters"].
+    """
+
+    keep: object = None
+    discovery: object = None
+    covariates: dict | None = None
+    sample_qc: object = None
+    eigenvec: object = None
+    sample_filters: dict | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreOptions:
+    """How a store is split and written: test_fraction of the labeled samples in the test
+    split, drawn with split_seed; force: replace an existing store; sample_chunk: rows per
+    call_dosage chunk (None: :func:`default_sample_chunk`)."""
+
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    force: bool = False
+    sample_chunk: int | None = None
+
+
+def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
+                samples: StoreSamples = StoreSamples(),
+                options: StoreOptions = StoreOptions()) -> dict:
     """Write the trait's store from genotypes, a `cmix select` table and a phenotype table.
 
-    Genotypes: ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``),
-    or ``bgen`` (+ its ``sample`` file, either a ``{chrom}`` pattern; ``fam`` gives the
-    target samples, default the .sample's; ``chroms``: only these chromosomes, a --chroms
-    spec: a pattern's files, default 1-22; every selected SNP must lie on them). A .bed gives hard calls (int8); a .bgen, or a
-    .pgen holding dosages, gives a fractional store (:data:`DOSAGE_ENCODINGS`), each SNP
-    read from its own chromosome's file (BGEN through the .bgi: only the selected SNPs
-    are decoded). snps: path of the selected-SNP table
-    (:func:`cmix.genotypes.sumstats.write_selection`); pheno: phenotype table path; keep: plink
-    sample list (e.g. unrelated.id) or None for every .fam sample; trait_config: see
-    :mod:`cmix.genotypes.phenotypes`. The samples are the kept samples with a label, in .fam
-    order; the dosage counts each SNP's ``effect_allele`` (the .bim A1 count, or 2 minus
-    it where the effect allele is the .bim A2). An existing ``out`` is an error unless
-    ``force``. Checksums in attrs["input_checksums"]: sha256 of the SNP table and the
-    phenotype table, sha256 of the .bim and .fam, and for the .bed its size, mtime and a
-    sha256 of its first and last MiB (see :func:`bed_fingerprint`).
-    sample_filters: which sample filters made ``keep``
-    (:func:`cmix.genotypes.samples.read_filters_summary`), recorded as
-    attrs["provenance"]["sample_filters"].
-    Returns a summary dict (counts, no IDs).
+    genotypes: a :class:`cmix.genotypes.sources.GenotypeFiles`: ``bfile`` or ``pfile``
+    (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen`` (+ its ``sample``
+    file, either a ``{chrom}`` pattern; ``fam`` gives the target samples, default the
+    .sample's; ``chroms``: only these chromosomes, a --chroms spec: a pattern's files,
+    default 1-22; every selected SNP must lie on them). A .bed gives hard calls (int8); a
+    .bgen, or a .pgen holding dosages, gives a fractional store
+    (:data:`DOSAGE_ENCODINGS`), each SNP read from its own chromosome's file (BGEN
+    through the .bgi: only the selected SNPs are decoded). inputs, samples, options:
+    :class:`StoreInputs`, :class:`StoreSamples`, :class:`StoreOptions`. The samples are
+    the kept samples with a label, in .fam order; the dosage counts each SNP's
+    ``effect_allele`` (the .bim A1 count, or 2 minus it where the effect allele is the
+    .bim A2). An existing ``out`` is an error unless ``options.force``. Checksums in
+    attrs["input_checksums"]: sha256 of the SNP table and the phenotype table, sha256 of
+    the .bim and .fam, and for the .bed its size, mtime and a sha256 of its first and
+    last MiB (see :func:`bed_fingerprint`). Returns a summary dict (counts, no IDs).
     """
-    import pandas as pd
-
     from . import phenotypes as ph
     from ..io import log
-    from .selection import chrom_mask, chrom_text, read_sample_ids, sample_rows
-    from .sources import FRACTIONAL, HARD_CALLS, expand, is_pattern, open_source
-    from .sumstats import read_selection
 
     out = Path(out)
+    _check_output(out, options.force)
+    snp_table = _read_snp_table(inputs.snps, genotypes.chroms)
+    bf = genotypes.open(positions=_selected_positions(snp_table)
+                        if genotypes.bgen is not None else None)
+    bim_pos, count_a2 = _match_snps_to_source(snp_table, bf, inputs.snps)
+    sample_idx, counts = _kept_sample_rows(bf, samples, inputs.trait)
+    pheno_table = ph.read_phenotypes(inputs.pheno)
+    sample_idx, covariates = _sample_covariates(bf, sample_idx, samples, pheno_table,
+                                                inputs, counts)
+    labels = ph.label_trait(pheno_table, inputs.trait, inputs.trait_config,
+                            bf.fam["iid"].to_numpy()[sample_idx], options.test_fraction,
+                            options.split_seed, path=inputs.pheno)
+    rows = sample_idx[labels["keep"]]
+    n_variants = len(bim_pos)
+    chunk = options.sample_chunk or default_sample_chunk(n_variants)
+    log(f"store {inputs.trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
+        f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
+    dosage, encoding, source = _effect_dosages(bf, bim_pos, rows, count_a2, chunk)
+    attrs = _build_attrs(inputs, samples, options, labels, covariates, counts, {
+        "dosage_source": source,
+        "variants": int(n_variants),
+        "variants_effect_is_bim_a2": int(count_a2.sum()),
+        "input_checksums": _input_checksums(bf, [inputs.snps, inputs.pheno, samples.keep,
+                                                 genotypes.fam, samples.discovery,
+                                                 *_sample_files(genotypes)])})
+    write_store(out, StoreContent(
+        dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],
+        sample_label=labels["label"], sample_split=labels["split"],
+        sample_phenotype=labels["phenotype"],
+        sample_covariate=(None if covariates["matrix"] is None
+                          else covariates["matrix"][labels["keep"]]),
+        covariate_name=covariates["names"], attrs=attrs,
+        **_variant_arrays(snp_table, bf, bim_pos, genotypes.bgen is not None)),
+        sample_chunk=chunk, encoding=encoding)
+    return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
+
+
+def _variant_arrays(snp_table, bf, bim_pos, from_bgen: bool) -> dict:
+    """The per-variant fields of :class:`StoreContent` for the selected SNPs (table
+    order), their contig and position from the source. variant_bim_index: the
+    selection table's bim_index for a BGEN (where the table has one), else the SNP's row
+    in the source."""
+    n_variants = len(bim_pos)
+    effect = snp_table["effect_allele"].astype(str).to_numpy()
+    other = snp_table["other_allele"].astype(str).to_numpy()
+    return {
+        "variant_id": snp_table["variant_id"].astype(str).to_numpy(),
+        "variant_contig": bf.bim["chrom"].to_numpy()[bim_pos],
+        "variant_position": bf.bim["pos"].to_numpy()[bim_pos],
+        "variant_allele": np.stack([other, effect], axis=1),
+        "variant_beta": snp_table["beta"].to_numpy(dtype=float),
+        "variant_log10_p": (snp_table["log10_p"].to_numpy(dtype=float)
+                            if "log10_p" in snp_table else np.full(n_variants, np.nan)),
+        "variant_bim_index": (snp_table["bim_index"].to_numpy()
+                              if from_bgen and "bim_index" in snp_table else bim_pos),
+    }
+
+
+def _check_output(out: Path, force: bool) -> None:
+    """Refuse an existing ``out`` without ``force``, and anything but a cmix store with it."""
     if out.exists() and not force:
         raise CmixError(f"{out}: already exists; remove it or pass --force to overwrite")
     if out.exists() and not _is_cmix_store(out):
         raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
                         "cmix store, so remove it yourself or choose another --out")
+
+
+def _read_snp_table(snps, chroms):
+    """The selected-SNP table (:func:`cmix.genotypes.sumstats.read_selection`); raises
+    CmixError naming the line of the first SNP outside ``chroms``."""
+    from .selection import chrom_mask, chrom_text
+    from .sumstats import read_selection
+
     snp_table = read_selection(snps)
     off_chroms = ~chrom_mask(snp_table["chrom"].astype(str), chroms)
     if off_chroms.any():
@@ -434,13 +612,22 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
                         f"on chromosome {snp_table['chrom'].iloc[i]}, outside --chroms "
                         f"{chrom_text(chroms)} ({int(off_chroms.sum())} such variants)")
-    positions = None
-    if bgen is not None:   # list only the selected SNPs' positions from the .bgi indexes
-        positions = {str(c): g["pos"].to_numpy()
-                     for c, g in snp_table.assign(chrom=snp_table["chrom"].astype(str))
-                     .groupby("chrom")}
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
-                     chroms=chroms, positions=positions)
+    return snp_table
+
+
+def _selected_positions(snp_table) -> dict:
+    """{chromosome name: bp positions (int, n_snps_on_it)} of the selected SNPs: the
+    only variants a BGEN's .bgi indexes are asked to list."""
+    return {str(c): g["pos"].to_numpy()
+            for c, g in snp_table.assign(chrom=snp_table["chrom"].astype(str)).groupby("chrom")}
+
+
+def _match_snps_to_source(snp_table, bf, snps) -> tuple[np.ndarray, np.ndarray]:
+    """Each selected SNP's row in the source's variants and whether its effect allele
+    is the .bim A2: (int64 (n_variants,), bool (n_variants,)). Raises CmixError naming
+    the table line of the first SNP not in the source or whose alleles differ."""
+    import pandas as pd
+
     bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(
         snp_table["variant_id"].astype(str))
     if (bim_pos < 0).any():
@@ -458,14 +645,25 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
         i = int(np.flatnonzero(wrong)[0])
         raise CmixError(f"{snps}, line {i + 2}: alleles {effect[i]}/{other[i]} of "
                         f"{snp_table['variant_id'].iloc[i]!r} are not the .bim's {a1[i]}/{a2[i]}")
+    return bim_pos, count_a2
 
-    if keep is not None:
-        sample_idx, n_unknown = sample_rows(bf.fam, keep, step=f"store {trait}")
+
+def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray, dict]:
+    """.fam rows (int64, in .fam order) of the kept samples that are neither in the
+    discovery set nor absent from a BGEN's .sample, and the counts of those left out:
+    {"kept_not_in_fam", "kept_not_in_bgen", "discovery_left_out"}."""
+    import pandas as pd
+
+    from ..io import log
+    from .selection import read_sample_ids, sample_rows
+
+    if samples.keep is not None:
+        sample_idx, n_unknown = sample_rows(bf.fam, samples.keep, step=f"store {trait}")
     else:
         sample_idx, n_unknown = np.arange(bf.n_samples), 0
     n_discovery_left_out = 0
-    if discovery is not None:   # the discovery GWAS's people never enter the store
-        disc = read_sample_ids(discovery)
+    if samples.discovery is not None:   # the discovery GWAS's people never enter the store
+        disc = read_sample_ids(samples.discovery)
         in_disc = pd.Index(disc["fid"] + "\t" + disc["iid"]).get_indexer(
             bf.fam["fid"].to_numpy()[sample_idx] + "\t" + bf.fam["iid"].to_numpy()[sample_idx]) >= 0
         n_discovery_left_out = int(in_disc.sum())
@@ -477,90 +675,108 @@ def build_store(out, *, bfile=None, snps, pheno, trait: str, trait_config: dict,
     if n_not_in_bgen:
         log(f"store {trait}: {n_not_in_bgen} kept samples are not in the BGEN .sample "
             "file; left out")
-    sample_idx = sample_idx[in_file]
-    pheno_table = ph.read_phenotypes(pheno)
-    cov_names, cov, n_missing_cov, pca_sha256 = [], None, 0, None
+    return sample_idx[in_file], {"kept_not_in_fam": int(n_unknown),
+                                 "kept_not_in_bgen": n_not_in_bgen,
+                                 "discovery_left_out": n_discovery_left_out}
+
+
+def _sample_covariates(bf, sample_idx, samples: StoreSamples, pheno_table, inputs: StoreInputs,
+                       counts: dict) -> tuple[np.ndarray, dict]:
+    """The samples of ``sample_idx`` with every covariate, and their covariates:
+    {"names", "matrix" (float64 (n_samples, n_covariates), None without a spec),
+    "spec" (as checked by covariate_matrix), "pca_sha256" (the cmix pca fit eigenvec PCs
+    came from, else None)}. Adds "left_out_missing_covariate" to ``counts``."""
+    from ..io import log
+
+    covariates = samples.covariates
+    names, matrix, n_missing_cov, pca_sha256 = [], None, 0, None
     if covariates and covariates.get("pcs") and covariates.get("pcs_from") == "eigenvec" \
-            and eigenvec is not None:      # which cmix pca fit the PCs came from
+            and samples.eigenvec is not None:      # which cmix pca fit the PCs came from
         from .pca import pca_identity
 
-        pca_sha256 = pca_identity(eigenvec)
+        pca_sha256 = pca_identity(samples.eigenvec)
     if covariates:
         from .covariates import covariate_matrix
 
-        cov_names, cov, covariates = covariate_matrix(
-            covariates, bf.fam, sample_idx, pheno=pheno_table, pheno_path=pheno,
-            sample_qc=sample_qc, eigenvec=eigenvec)
-        complete = ~np.isnan(cov).any(axis=1)
+        names, matrix, covariates = covariate_matrix(
+            covariates, bf.fam, sample_idx, pheno=pheno_table, pheno_path=inputs.pheno,
+            sample_qc=samples.sample_qc, eigenvec=samples.eigenvec)
+        complete = ~np.isnan(matrix).any(axis=1)
         n_missing_cov = int((~complete).sum())
-        sample_idx, cov = sample_idx[complete], cov[complete]
+        sample_idx, matrix = sample_idx[complete], matrix[complete]
         if n_missing_cov:
-            log(f"store {trait}: {n_missing_cov} kept samples miss a covariate and are left out")
-    labels = ph.label_trait(pheno_table, trait, trait_config,
-                            bf.fam["iid"].to_numpy()[sample_idx], test_fraction, split_seed,
-                            path=pheno)
-    rows = sample_idx[labels["keep"]]
-    n_variants = len(bim_pos)
-    chunk = sample_chunk or default_sample_chunk(n_variants)
+            log(f"store {inputs.trait}: {n_missing_cov} kept samples miss a covariate and "
+                "are left out")
+    counts["left_out_missing_covariate"] = n_missing_cov
+    return sample_idx, {"names": names, "matrix": matrix, "spec": covariates,
+                        "pca_sha256": pca_sha256}
+
+
+def _effect_dosages(bf, bim_pos, rows, count_a2, chunk: int):
+    """(dosage (len(rows), n_variants), encoding, dosage source text): a lazy int8 dask
+    array from hard calls; from dosages, uint8 fractional codes, or int8 hard calls when
+    every dosage is a whole number of copies (a .pgen of hard calls only)."""
+    from .sources import FRACTIONAL, HARD_CALLS
+
     encoding, source = "hard calls", f"{bf.file_format} hard calls"
-    log(f"store {trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
-        f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
     if bf.encoding == HARD_CALLS:
-        dosage = effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk)
-    else:      # dosages; a .pgen of hard calls only still gives a hard-call store
-        codes = effect_dosage_fractional(bf, bim_pos, rows, count_a2)
-        dosage = None if bf.encoding == FRACTIONAL else hard_call_codes(codes)
-        if dosage is None:
-            encoding, dosage = "fractional", codes
-            source = f"{bf.file_format} " + ("genotype probabilities (expected copies)"
-                                             if bf.encoding == FRACTIONAL else "dosages")
-    beta = snp_table["beta"].to_numpy(dtype=float)
-    log10_p = (snp_table["log10_p"].to_numpy(dtype=float) if "log10_p" in snp_table
-               else np.full(n_variants, np.nan))
-    sample_files = []
-    if sample is not None:
-        sample_files = [p for _, p in expand(sample, chroms)] if is_pattern(sample) else [sample]
-    checksums = _input_checksums(bf, [snps, pheno, keep, fam, discovery,
-                                     *dict.fromkeys(sample_files)])
+        return effect_dosage_dask(bf, bim_pos, rows, count_a2, chunk), encoding, source
+    codes = effect_dosage_fractional(bf, bim_pos, rows, count_a2)
+    dosage = None if bf.encoding == FRACTIONAL else hard_call_codes(codes)
+    if dosage is None:
+        encoding, dosage = "fractional", codes
+        source = f"{bf.file_format} " + ("genotype probabilities (expected copies)"
+                                         if bf.encoding == FRACTIONAL else "dosages")
+    return dosage, encoding, source
+
+
+def _sample_files(genotypes: GenotypeFiles) -> list:
+    """The BGEN .sample file(s) of ``genotypes`` (each once), [] without one."""
+    from .sources import expand, is_pattern
+
+    if genotypes.sample is None:
+        return []
+    files = ([p for _, p in expand(genotypes.sample, genotypes.chroms)]
+             if is_pattern(genotypes.sample) else [genotypes.sample])
+    return list(dict.fromkeys(files))
+
+
+def _build_attrs(inputs: StoreInputs, samples: StoreSamples, options: StoreOptions, labels: dict,
+                 covariates: dict, counts: dict, written: dict) -> dict:
+    """The store's group attributes (see the module doc). labels: of
+    :func:`cmix.genotypes.phenotypes.label_trait`; covariates: of
+    :func:`_sample_covariates`; counts: samples left out at each step; written: the
+    dosage source, variant counts and input checksums."""
+    from . import phenotypes as ph
+
+    kind = inputs.trait_config.get("kind")
     attrs = {
-        "dosage_source": source,
-        "trait": trait,
+        "dosage_source": written["dosage_source"],
+        "trait": inputs.trait,
         "class_names": labels["class_names"],
-        "trait_config": trait_config,
+        "trait_config": inputs.trait_config,
         "phenotype_column": labels["column"],
         "thresholds": labels["thresholds"],
-        "split": {"seed": int(split_seed), "test_fraction": float(test_fraction),
-                  "stratified_by": ("class" if trait_config.get("kind") == "categorical"
+        "split": {"seed": int(options.split_seed), "test_fraction": float(options.test_fraction),
+                  "stratified_by": ("class" if kind == "categorical"
                                     else f"{ph.N_CONTINUOUS_STRATA} quantile bins of the "
                                          "raw value")},
-        "covariates": {"spec": covariates or {}, "names": list(cov_names),
-                       "pca_sha256": pca_sha256,
+        "covariates": {"spec": covariates["spec"] or {}, "names": list(covariates["names"]),
+                       "pca_sha256": covariates["pca_sha256"],
                        "missing_rule": "samples missing a covariate are left out"},
-        "counts": {**labels["counts"], "kept_not_in_fam": int(n_unknown),
-                   "left_out_missing_covariate": n_missing_cov,
-                   "kept_not_in_bgen": n_not_in_bgen,
-                   "discovery_left_out": n_discovery_left_out,
-                   "variants": int(n_variants),
-                   "variants_effect_is_bim_a2": int(count_a2.sum())},
-        "input_checksums": checksums,
+        "counts": {**labels["counts"], "kept_not_in_fam": counts["kept_not_in_fam"],
+                   "left_out_missing_covariate": counts["left_out_missing_covariate"],
+                   "kept_not_in_bgen": counts["kept_not_in_bgen"],
+                   "discovery_left_out": counts["discovery_left_out"],
+                   "variants": written["variants"],
+                   "variants_effect_is_bim_a2": written["variants_effect_is_bim_a2"]},
+        "input_checksums": written["input_checksums"],
     }
-    if snp_source is not None:
-        attrs.setdefault("provenance", {})["snp_source"] = snp_source
-    if sample_filters is not None:
-        attrs.setdefault("provenance", {})["sample_filters"] = sample_filters
-    write_store(out, dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],
-                sample_label=labels["label"], sample_split=labels["split"],
-                sample_phenotype=labels["phenotype"],
-                variant_id=snp_table["variant_id"].astype(str).to_numpy(),
-                variant_contig=bf.bim["chrom"].to_numpy()[bim_pos],
-                variant_position=bf.bim["pos"].to_numpy()[bim_pos],
-                variant_allele=np.stack([other, effect], axis=1),
-                variant_beta=beta, variant_log10_p=log10_p,
-                variant_bim_index=(snp_table["bim_index"].to_numpy() if bgen is not None
-                                   and "bim_index" in snp_table else bim_pos),
-                sample_covariate=None if cov is None else cov[labels["keep"]],
-                covariate_name=cov_names, attrs=attrs, sample_chunk=chunk, encoding=encoding)
-    return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
+    if inputs.snp_source is not None:
+        attrs.setdefault("provenance", {})["snp_source"] = inputs.snp_source
+    if samples.sample_filters is not None:
+        attrs.setdefault("provenance", {})["sample_filters"] = samples.sample_filters
+    return attrs
 
 
 # Reading a store

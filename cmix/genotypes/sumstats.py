@@ -56,12 +56,16 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
                  open_maybe_gzip)
+
+if TYPE_CHECKING:
+    from .sources import GenotypeFiles
 
 OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele", "beta",
                   "log10_p", "p", "bim_index"]
@@ -247,20 +251,53 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
     columns for one field of a generic header (naming both), a column-map name not in the
     header, a field with no column.
     """
+    override = _column_map_fields(column_map)
+    upper, twice = _header_names(header)
+    layout = _matching_layout(upper, path)
+    if layout is not None:
+        name, looked = layout.name, layout.columns
+        chosen = _layout_columns(layout, upper)
+    else:
+        name, looked = "generic", GENERIC_COLUMNS
+        chosen = _generic_columns(upper, override, path)
+    _apply_column_map(chosen, override, header, upper, path)
+    _check_required_columns(chosen, looked, header, path)
+    if "other_allele" in chosen:
+        chosen.pop("ref", None)
+        chosen.pop("alt", None)
+    for fld, col in chosen.items():
+        if col.upper() in twice:
+            raise CmixError(f"{path}: the header names the column {col!r} ({fld}) twice")
+    return name, chosen
+
+
+def _column_map_fields(column_map: dict | None) -> dict:
+    """The column map's named fields ({field: header name}, empty names dropped); an
+    unknown field raises."""
     override = {k: v for k, v in (column_map or {}).items() if v}
     unknown = set(override) - set(FIELDS)
     if unknown:
         raise CmixError(f"column map: unknown field(s) {sorted(unknown)}; fields are "
                         f"{', '.join(FIELDS)}")
+    return override
+
+
+def _header_names(header: list[str]) -> tuple[dict, set]:
+    """({upper-case name: the header's first spelling of it}, upper-case names the
+    header has more than once)."""
     upper: dict[str, str] = {}
     twice = set()
     for h in header:
         if h.upper() in upper:
             twice.add(h.upper())
         upper.setdefault(h.upper(), h)
-    have = lambda name: name.upper() in upper          # noqa: E731
-    named = lambda f: f in override or _ALTERNATIVE.get(f) in override   # noqa: E731
+    return upper, twice
 
+
+def _matching_layout(upper: dict, path) -> Layout | None:
+    """The one :data:`LAYOUTS` entry whose signature the header has (None: none); a
+    header that fits two raises."""
+    have = lambda name: name.upper() in upper          # noqa: E731
     matches = [lay for lay in LAYOUTS if all(map(have, lay.signature))
                and all(any(map(have, group)) for group in lay.any_of)]
     if len(matches) > 1:
@@ -268,34 +305,52 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
             f"{path}: ambiguous header: it has the columns of both "
             + " and ".join(f"{lay.name} ({' '.join(lay.signature)})" for lay in matches)
             + "; name the columns with the column map (--col-* or sumstats_columns)")
+    return matches[0] if matches else None
+
+
+def _layout_columns(layout: Layout, upper: dict) -> dict:
+    """{field: header name} of a recognised layout: each field's first listed name the
+    header has; of beta/or and p/log10p, only the one the layout lists first."""
     chosen: dict[str, str] = {}
-    if matches:
-        layout = matches[0]
-        for fld, names in layout.columns.items():
-            found = [upper[n.upper()] for n in names if have(n)]
-            if found:
-                chosen[fld] = found[0]
-        for pair in (("beta", "or"), ("p", "log10p")):
-            present = [f for f in layout.columns if f in pair and f in chosen]
-            for f in present[1:]:
-                del chosen[f]
-        name, looked = layout.name, layout.columns
-    else:
-        name, looked = "generic", GENERIC_COLUMNS
-        for fld, names in GENERIC_COLUMNS.items():
-            found = [upper[n] for n in names if n in upper]
-            if len(found) > 1 and not named(fld):
-                raise CmixError(f"{path}: ambiguous header: columns {found[0]!r} and "
-                                f"{found[1]!r} could both be the {fld} column; name the "
-                                "one to use with the column map (--col-* or "
-                                "sumstats_columns)")
-            if found:
-                chosen[fld] = found[0]
-        for a, b in (("beta", "or"), ("p", "log10p")):
-            if a in chosen and b in chosen and not named(a):
-                raise CmixError(f"{path}: ambiguous header: columns {chosen[a]!r} ({a}) and "
-                                f"{chosen[b]!r} ({b}) could both be used; name the one to "
-                                "use with the column map (--col-* or sumstats_columns)")
+    for fld, names in layout.columns.items():
+        found = [upper[n.upper()] for n in names if n.upper() in upper]
+        if found:
+            chosen[fld] = found[0]
+    for pair in (("beta", "or"), ("p", "log10p")):
+        present = [f for f in layout.columns if f in pair and f in chosen]
+        for f in present[1:]:
+            del chosen[f]
+    return chosen
+
+
+def _generic_columns(upper: dict, override: dict, path) -> dict:
+    """{field: header name} of a header of no known layout, by :data:`GENERIC_COLUMNS`.
+    Two candidates for one field, or both of beta/or or of p/log10p, raise unless the
+    column map names that field."""
+    named = lambda f: f in override or _ALTERNATIVE.get(f) in override   # noqa: E731
+    chosen: dict[str, str] = {}
+    for fld, names in GENERIC_COLUMNS.items():
+        found = [upper[n] for n in names if n in upper]
+        if len(found) > 1 and not named(fld):
+            raise CmixError(f"{path}: ambiguous header: columns {found[0]!r} and "
+                            f"{found[1]!r} could both be the {fld} column; name the "
+                            "one to use with the column map (--col-* or "
+                            "sumstats_columns)")
+        if found:
+            chosen[fld] = found[0]
+    for a, b in (("beta", "or"), ("p", "log10p")):
+        if a in chosen and b in chosen and not named(a):
+            raise CmixError(f"{path}: ambiguous header: columns {chosen[a]!r} ({a}) and "
+                            f"{chosen[b]!r} ({b}) could both be used; name the one to "
+                            "use with the column map (--col-* or sumstats_columns)")
+    return chosen
+
+
+def _apply_column_map(chosen: dict, override: dict, header: list[str], upper: dict,
+                      path) -> None:
+    """Put the column map's columns into ``chosen`` (in place); a named field drops its
+    alternative (beta/or, p/log10p) unless that is named too. A name not in the header
+    (exactly or case-insensitively) raises."""
     for fld, want in override.items():
         actual = want if want in header else upper.get(want.upper())
         if actual is None:
@@ -305,6 +360,11 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
         if _ALTERNATIVE.get(fld) not in override:
             chosen.pop(_ALTERNATIVE.get(fld), None)
 
+
+def _check_required_columns(chosen: dict, looked: dict, header: list[str], path) -> None:
+    """Raise naming the first field without a column: effect allele, other allele (or
+    REF and ALT), beta or OR, p or -log10 p, and the ID or else chromosome and position.
+    looked: field -> the names looked for, for the message."""
     def missing(fld, *alternatives):
         want = [n for f in (fld, *alternatives) for n in looked.get(f, ())]
         raise CmixError(f"{path}: no column for {fld} (looked for "
@@ -323,13 +383,6 @@ def resolve_columns(header: list[str], column_map: dict | None, path) -> tuple[s
     if "id" not in chosen and not ("chrom" in chosen and "pos" in chosen):
         missing("id" if ("chrom" in chosen) == ("pos" in chosen) else
                 "pos" if "chrom" in chosen else "chrom")
-    if "other_allele" in chosen:
-        chosen.pop("ref", None)
-        chosen.pop("alt", None)
-    for fld, col in chosen.items():
-        if col.upper() in twice:
-            raise CmixError(f"{path}: the header names the column {col!r} ({fld}) twice")
-    return name, chosen
 
 
 def describe_columns(layout: str, columns: dict) -> str:
@@ -446,8 +499,30 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     path = input_file(path, "summary statistics")
     header, sep = _read_header(path)
     layout, columns = resolve_columns(header, column_map, path)
-    # every row must have the header's fields: with a field too many or too few, the
-    # columns of a row shift and a beta would be read from another column
+    raw, lines = _read_columns(path, header, sep, columns)
+    raw, lines, note = _additive_rows(raw, lines, columns, path)
+    if not quiet:
+        log(f"{path}: {describe_columns(layout, columns)}{note}")
+    out = pd.DataFrame(index=raw.index)
+    out["id"] = raw[columns["id"]].str.strip() if "id" in columns else ""
+    out["chrom"] = (_map_unique(raw[columns["chrom"]], _chrom_name) if "chrom" in columns
+                    else np.full(len(raw), "", dtype=object))
+    out["pos"] = _positions(raw, columns, lines, path)
+    out["effect_allele"], out["other_allele"] = _alleles(raw, columns, lines, path)
+    out["beta"] = _betas(raw, columns, lines, path)
+    for name, values in _p_values(raw, columns, lines, path).items():
+        out[name] = values
+    out["line"] = lines
+    out.attrs["layout"], out.attrs["columns"] = layout, dict(columns)
+    return out
+
+
+def _read_columns(path, header: list[str], sep: str, columns: dict
+                  ) -> tuple[pd.DataFrame, np.ndarray]:
+    """The used columns of every data row as text (no missing-value parsing), and the
+    1-based line number of each row. Every row must have the header's fields: with a
+    field too many or too few, the columns of a row shift and a beta would be read from
+    another column."""
     lines = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
                               "summary statistics")
     with open(path, "rb") as fh:
@@ -461,46 +536,59 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     if len(raw) != len(lines):
         raise CmixError(f"{path}: read {len(raw)} rows but the file has {len(lines)} data "
                         "lines; cannot parse it as a table")
-    note = ""
-    if "test" in columns:
-        test = raw[columns["test"]]
+    return raw, lines
+
+
+def _additive_rows(raw: pd.DataFrame, lines: np.ndarray, columns: dict, path
+                   ) -> tuple[pd.DataFrame, np.ndarray, str]:
+    """The rows with TEST = ADD where the layout has a test column (all rows otherwise;
+    the index stays the data-row number), their line numbers, and a note for the log
+    on the rows left out ("" when none)."""
+    if "test" not in columns:
+        return raw, lines, ""
+    test = raw[columns["test"]]
+    add = (test == "ADD").to_numpy()
+    if not add.all():      # tab-separated fields may carry spaces
+        test = test.str.strip()
         add = (test == "ADD").to_numpy()
-        if not add.all():      # tab-separated fields may carry spaces
-            test = test.str.strip()
-            add = (test == "ADD").to_numpy()
-        if not add.any() and len(raw):
-            raise CmixError(f"{path}: no row with {columns['test']} = ADD (the additive "
-                            f"test); tests found: {', '.join(sorted(set(test))[:5])}")
-        if not add.all():
-            note = f"; {int((~add).sum())} rows of other tests (covariates) left out"
-        raw, lines = raw[add], lines[add]     # the index stays the data-row number
-    if not quiet:
-        log(f"{path}: {describe_columns(layout, columns)}{note}")
+    if not add.any() and len(raw):
+        raise CmixError(f"{path}: no row with {columns['test']} = ADD (the additive "
+                        f"test); tests found: {', '.join(sorted(set(test))[:5])}")
+    note = ""
+    if not add.all():
+        note = f"; {int((~add).sum())} rows of other tests (covariates) left out"
+    return raw[add], lines[add], note
 
-    n = len(raw)
-    out = pd.DataFrame(index=raw.index)
-    out["id"] = raw[columns["id"]].str.strip() if "id" in columns else ""
-    out["chrom"] = (_map_unique(raw[columns["chrom"]], _chrom_name) if "chrom" in columns
-                    else np.full(n, "", dtype=object))
-    if "pos" in columns:
-        pos = pd.to_numeric(raw[columns["pos"]], errors="coerce").to_numpy(dtype=float)
-        bad = ~(np.isfinite(pos) & (pos % 1 == 0))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an "
-                            f"integer position, found {raw[columns['pos']].iloc[i]!r}")
-        out["pos"] = pos.astype(np.int64)
-    else:
-        out["pos"] = np.full(n, -1, dtype=np.int64)
+
+def _positions(raw: pd.DataFrame, columns: dict, lines, path) -> np.ndarray:
+    """Base-pair positions, int64 (n,), -1 when the file has no position column; a
+    position that is not an integer raises naming its line."""
+    if "pos" not in columns:
+        return np.full(len(raw), -1, dtype=np.int64)
+    pos = pd.to_numeric(raw[columns["pos"]], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(pos) & (pos % 1 == 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise CmixError(f"{path}, line {lines[i]}, column {columns['pos']}: expected an "
+                        f"integer position, found {raw[columns['pos']].iloc[i]!r}")
+    return pos.astype(np.int64)
+
+
+def _alleles(raw: pd.DataFrame, columns: dict, lines, path) -> tuple[np.ndarray, np.ndarray]:
+    """(effect allele, other allele), upper-case object arrays (n,); without an other
+    allele column, plink2's REF/ALT give it (:func:`_plink2_other_allele`)."""
     upper_alleles = lambda col: _map_unique(raw[col], lambda a: a.strip().upper())  # noqa: E731
-    out["effect_allele"] = upper_alleles(columns["effect_allele"])
+    effect = upper_alleles(columns["effect_allele"])
     if "other_allele" in columns:
-        out["other_allele"] = upper_alleles(columns["other_allele"])
-    else:
-        out["other_allele"] = _plink2_other_allele(
-            out["effect_allele"].to_numpy(), upper_alleles(columns["ref"]),
-            upper_alleles(columns["alt"]), path, columns, lines)
+        return effect, upper_alleles(columns["other_allele"])
+    return effect, _plink2_other_allele(effect, upper_alleles(columns["ref"]),
+                                        upper_alleles(columns["alt"]), path, columns, lines)
 
+
+def _betas(raw: pd.DataFrame, columns: dict, lines, path) -> np.ndarray:
+    """Effect sizes, float64 (n,): the beta column, or ln of the odds-ratio column; NaN
+    for missing text and for rows with a plink2 error code. A beta that is not finite or
+    an odds ratio not > 0 raises naming its line."""
     if "beta" in columns:
         col = columns["beta"]
         beta = _numbers(raw[col], path, col, lines, "a number")
@@ -522,24 +610,25 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
         failed = ~errcode.isin([".", ""]).to_numpy()
         failed[failed] = ~errcode[failed].str.strip().isin([".", ""]).to_numpy()
         beta[failed] = np.nan
-    out["beta"] = beta
+    return beta
 
+
+def _p_values(raw: pd.DataFrame, columns: dict, lines, path) -> dict:
+    """{"p": p-value text, "log10_p": float64 (n,)} in the order the columns are added:
+    from a p column, its text and :func:`parse_log10_p`; from a -log10 p column,
+    log10_p first and "" text (made from log10_p for the selected rows only,
+    :func:`_with_p_text`). A -log10 p below 0 raises naming its line."""
     if "p" in columns:
-        out["p"] = raw[columns["p"]].str.strip()
-        out["log10_p"] = parse_log10_p(out["p"], path, columns["p"], lines)
-    else:
-        col = columns["log10p"]
-        neg = _numbers(raw[col], path, col, lines, "-log10 p (a number >= 0)")
-        below = neg < -1e-12
-        if below.any():
-            i = int(np.flatnonzero(below)[0])
-            raise CmixError(f"{path}, line {lines[i]}, column {col}: -log10 p "
-                            f"{raw[col].iloc[i].strip()!r} is below 0 (p above 1)")
-        out["log10_p"] = np.minimum(-neg, 0.0)
-        out["p"] = ""      # made from log10_p for the selected rows only (_with_p_text)
-    out["line"] = lines
-    out.attrs["layout"], out.attrs["columns"] = layout, dict(columns)
-    return out
+        p_text = raw[columns["p"]].str.strip()
+        return {"p": p_text, "log10_p": parse_log10_p(p_text, path, columns["p"], lines)}
+    col = columns["log10p"]
+    neg = _numbers(raw[col], path, col, lines, "-log10 p (a number >= 0)")
+    below = neg < -1e-12
+    if below.any():
+        i = int(np.flatnonzero(below)[0])
+        raise CmixError(f"{path}, line {lines[i]}, column {col}: -log10 p "
+                        f"{raw[col].iloc[i].strip()!r} is below 0 (p above 1)")
+    return {"log10_p": np.minimum(-neg, 0.0), "p": ""}
 
 
 # ---------------------------------------------------------------------- harmonising
@@ -566,33 +655,60 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     steps has columns step, n_removed, n_remaining.
     """
     steps = []
-
-    def step(name, n_before, df):
-        steps.append((name, n_before - len(df), len(df)))
-        return df
-
     df = sumstats.reset_index(drop=True)
     steps.append(("read", 0, len(df)))
-    n = len(df)
-    df = step("missing beta or p", n, df[df["beta"].notna() & df["log10_p"].notna()])
-
-    bim_chrom = _normalise_chrom(bim["chrom"])
+    df = _count_step(steps, "missing beta or p", len(df),
+                     df[df["beta"].notna() & df["log10_p"].notna()])
     bim_a1 = _map_unique(bim["a1"], str.upper)
     bim_a2 = _map_unique(bim["a2"], str.upper)
-    by_id = pd.Index(bim["variant_id"])
-    idx = by_id.get_indexer(df["id"]) if by_id.is_unique else np.full(len(df), -1)
-    n_id = int((idx >= 0).sum())
+    alleles = _sumstats_alleles(df)
+    idx, n_id = _bim_rows(df, bim, bim_a1, bim_a2, alleles)
+    matched = idx >= 0
+    steps.append((f"matched to .bim ({n_id} by ID, {int(matched.sum()) - n_id} by chrom:pos)",
+                  int((~matched).sum()), int(matched.sum())))
+    df, idx = df[matched].reset_index(drop=True), idx[matched]
+    ok, flip, ambiguous, n_comp = _orient_alleles(
+        *(a[matched] for a in alleles), bim_a1[idx], bim_a2[idx])
+    steps.append(("alleles match the .bim", int((~ok).sum()), int(ok.sum())))
+    steps.append((f"on the other strand, complemented: {n_comp}", 0, int(ok.sum())))
+    df = df.assign(bim_index=idx, flip=flip, ambiguous=ambiguous)[ok]
+    df = _filter_matched(df, bim, extract, keep_ambiguous, steps)
+    steps.append((f"allele-swapped, beta sign flipped: {int(df['flip'].sum())}", 0, len(df)))
+    return _oriented_table(df, bim), pd.DataFrame(steps, columns=["step", "n_removed",
+                                                                  "n_remaining"])
 
-    # chrom:pos+alleles for rows not matched by ID
+
+def _count_step(steps: list, name: str, n_before: int, df: pd.DataFrame) -> pd.DataFrame:
+    """Append (name, rows removed, rows left) to ``steps``; return ``df``."""
+    steps.append((name, n_before - len(df), len(df)))
+    return df
+
+
+def _sumstats_alleles(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """(effect, other, effect complemented, other complemented): object arrays (n,),
+    the complement being the other strand's base (A<->T, C<->G)."""
     ea = df["effect_allele"].to_numpy()
     oa = df["other_allele"].to_numpy()
     table = str.maketrans("ACGT", "TGCA")
     ea_c = _map_unique(ea, lambda a: a.translate(table))
     oa_c = _map_unique(oa, lambda a: a.translate(table))
+    return ea, oa, ea_c, oa_c
+
+
+def _bim_rows(df: pd.DataFrame, bim: pd.DataFrame, bim_a1, bim_a2, alleles
+              ) -> tuple[np.ndarray, int]:
+    """Each summary-statistics row's .bim row, int (n,), -1 where unmatched, and how many
+    matched by ID. Rows are matched by variant ID (when the .bim IDs are unique), the
+    rest by chromosome:position where the .bim has the same two alleles on either strand
+    (the first such .bim row)."""
+    ea, oa, ea_c, oa_c = alleles
+    by_id = pd.Index(bim["variant_id"])
+    idx = by_id.get_indexer(df["id"]) if by_id.is_unique else np.full(len(df), -1)
+    n_id = int((idx >= 0).sum())
     unmatched = np.flatnonzero(idx < 0)
     if len(unmatched):
-        key_bim = pd.DataFrame({"chrom": bim_chrom.to_numpy(), "pos": bim["pos"].to_numpy(),
-                                "row": np.arange(len(bim))})
+        key_bim = pd.DataFrame({"chrom": _normalise_chrom(bim["chrom"]).to_numpy(),
+                                "pos": bim["pos"].to_numpy(), "row": np.arange(len(bim))})
         q = pd.DataFrame({"chrom": _normalise_chrom(df["chrom"]).to_numpy()[unmatched],
                           "pos": df["pos"].to_numpy()[unmatched], "q": unmatched})
         cand = q.merge(key_bim, on=["chrom", "pos"], how="inner")
@@ -602,13 +718,14 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
         ok = same(ea[qi], oa[qi]) | same(ea_c[qi], oa_c[qi])
         cand = cand[ok].sort_values(["q", "row"]).drop_duplicates("q")
         idx[cand["q"].to_numpy()] = cand["row"].to_numpy()
-    matched = idx >= 0
-    steps.append((f"matched to .bim ({n_id} by ID, {int(matched.sum()) - n_id} by chrom:pos)",
-                  int((~matched).sum()), int(matched.sum())))
-    df, idx = df[matched].reset_index(drop=True), idx[matched]
-    ea, oa, ea_c, oa_c = ea[matched], oa[matched], ea_c[matched], oa_c[matched]
+    return idx, n_id
 
-    a1, a2 = bim_a1[idx], bim_a2[idx]
+
+def _orient_alleles(ea, oa, ea_c, oa_c, a1, a2):
+    """Compare matched rows' alleles (as given and complemented) with their .bim A1/A2,
+    all object (n,). Returns (ok: alleles are the .bim's, flip: the effect allele is
+    the .bim A2, ambiguous: the .bim alleles are A/T or C/G, n complemented); bool (n,)
+    arrays and an int. Strand-ambiguous SNPs are never complemented."""
     direct = (ea == a1) & (oa == a2)
     swapped = (ea == a2) & (oa == a1)
     ambiguous = (((a1 == "A") & (a2 == "T")) | ((a1 == "T") & (a2 == "A"))
@@ -616,26 +733,36 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
     comp_direct = (ea_c == a1) & (oa_c == a2) & ~ambiguous
     comp_swapped = (ea_c == a2) & (oa_c == a1) & ~ambiguous
     ok = direct | swapped | comp_direct | comp_swapped
-    steps.append(("alleles match the .bim", int((~ok).sum()), int(ok.sum())))
     n_comp = int(((comp_direct | comp_swapped) & ~(direct | swapped)).sum())
-    steps.append((f"on the other strand, complemented: {n_comp}", 0, int(ok.sum())))
     flip = (swapped | comp_swapped) & ~(direct | comp_direct)
-    df = df.assign(bim_index=idx, flip=flip, ambiguous=ambiguous)[ok]
+    return ok, flip, ambiguous, n_comp
 
+
+def _filter_matched(df: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | None,
+                    keep_ambiguous: bool, steps: list) -> pd.DataFrame:
+    """Drop strand-ambiguous SNPs (unless ``keep_ambiguous``) and SNPs not in
+    ``extract``, then keep the smallest p of each .bim variant (ties: first in the
+    file), appending each step to ``steps``."""
     n = len(df)
     if not keep_ambiguous:
-        df = step("strand-ambiguous (A/T, C/G) dropped", n, df[~df["ambiguous"]])
+        df = _count_step(steps, "strand-ambiguous (A/T, C/G) dropped", n, df[~df["ambiguous"]])
     else:
         steps.append((f"strand-ambiguous kept: {int(df['ambiguous'].sum())}", 0, n))
     if extract is not None:
         n = len(df)
         ids = bim["variant_id"].to_numpy()[df["bim_index"].to_numpy()]
-        df = step("QC-passed (in --extract)", n, df[pd.Index(ids).isin(list(extract))])
+        df = _count_step(steps, "QC-passed (in --extract)", n,
+                         df[pd.Index(ids).isin(list(extract))])
     n = len(df)
     df = df.sort_values(["bim_index", "log10_p", "line"], kind="stable")
-    df = step("duplicates resolved (smallest p kept)", n, df.drop_duplicates("bim_index"))
-    steps.append((f"allele-swapped, beta sign flipped: {int(df['flip'].sum())}", 0, len(df)))
+    return _count_step(steps, "duplicates resolved (smallest p kept)", n,
+                       df.drop_duplicates("bim_index"))
 
+
+def _oriented_table(df: pd.DataFrame, bim: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`OUTPUT_COLUMNS` plus ``line`` of the harmonised rows: the .bim's ID,
+    position and alleles (effect = A1), beta sign-flipped where the effect allele was
+    the .bim A2."""
     bi = df["bim_index"].to_numpy()
     out = pd.DataFrame({
         "variant_id": bim["variant_id"].to_numpy()[bi],
@@ -649,8 +776,7 @@ def harmonise(sumstats: pd.DataFrame, bim: pd.DataFrame, extract: set[str] | Non
         "bim_index": bi.astype(np.int64),
         "line": df["line"].to_numpy(),
     })
-    return out.reset_index(drop=True), pd.DataFrame(steps, columns=["step", "n_removed",
-                                                                    "n_remaining"])
+    return out.reset_index(drop=True)
 
 
 def rank(table: pd.DataFrame) -> pd.DataFrame:
@@ -849,57 +975,56 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
     return pd.to_numeric(raw.iloc[:, 0], errors="coerce").to_numpy(np.float64)
 
 
-def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map=None,
-                keep_ambiguous: bool = False, clump_params: dict | None = None,
-                keep=None, pfile=None, fam=None, bgen=None, sample=None, mfi=None,
-                min_info: float | None = None, chroms=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+@dataclass(frozen=True, kw_only=True)
+class SelectionOptions:
+    """How ``cmix select`` picks SNPs.
+
+    top: SNPs to keep (best p first). extract: path of a .snplist of QC-passed variants
+    (None: all). column_map: {field: header name} (:func:`resolve_columns`).
+    keep_ambiguous: keep strand-ambiguous (A/T, C/G) SNPs. clump_params: None (no
+    clumping) or dict(r2=, kb=, p1=, p2=) of :func:`clump`; clumping needs hard calls
+    (.bed/.pgen). keep: path of a plink sample list whose samples give the clumping r2
+    (None: all). min_info: keep only variants with imputation INFO >= this (None: no
+    INFO filter), from the ``mfi`` file(s) (UK Biobank ukb_mfi_chr{chrom}_v3.txt, or a
+    ``{chrom}`` pattern) or else the sumstats' INFO column; it replaces the array QC for
+    imputed variants.
+    """
+
+    top: int
+    extract: object = None
+    column_map: dict | None = None
+    keep_ambiguous: bool = False
+    clump_params: dict | None = None
+    keep: object = None
+    mfi: object = None
+    min_info: float | None = None
+
+
+def select_snps(sumstats_path, genotypes: GenotypeFiles, options: SelectionOptions
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The whole ``cmix select`` step in memory: read, harmonise, rank, clump, top-k.
 
-    Genotypes: ``bfile``/``pfile`` (prefix, ``{chrom}`` pattern with a shared ``fam``,
+    genotypes: ``bfile``/``pfile`` (prefix, ``{chrom}`` pattern with a shared ``fam``,
     or an opened source) or ``bgen`` + ``sample`` (indexed BGEN, or a ``{chrom}``
     pattern; ``chroms``: only these chromosomes, a --chroms spec, and for a pattern the
-    files read, default 1-22): the summary
-    statistics are harmonised against the union of the files'
-    variants. extract: path of a .snplist (or None). min_info: keep only variants with
-    imputation INFO >= this, from the ``mfi`` file(s) (UK Biobank ukb_mfi_chr{chrom}_v3.txt)
-    or else the sumstats' INFO column; it replaces the array QC for imputed variants.
-    clump_params: None (no clumping) or dict(r2=, kb=, p1=, p2=); clumping needs hard
-    calls (.bed/.pgen). keep: path of a plink sample list whose samples give the
-    clumping r2 (None = all). Returns (selected table, steps table).
+    files read, default 1-22): the summary statistics are harmonised against the union
+    of the files' variants. options: :class:`SelectionOptions`. Returns (selected
+    table, steps table).
     """
-    from .selection import chrom_mask, chrom_text, read_variant_ids, sample_rows
-    from .sources import FRACTIONAL, expand, is_pattern, open_source
+    from .selection import read_variant_ids
 
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample, chroms=chroms)
-    sumstats = read_sumstats(sumstats_path, column_map)
-    qc = set(read_variant_ids(extract)) if extract is not None else None
+    bf = genotypes.open()
+    sumstats = read_sumstats(sumstats_path, options.column_map)
+    qc = set(read_variant_ids(options.extract)) if options.extract is not None else None
     info_step = None
-    if min_info is not None:
-        if mfi is not None:
-            from .bgen import info_scores
-
-            info = info_scores(bf.bim, [p for _, p in expand(mfi, chroms)]
-                               if is_pattern(mfi) else [mfi])
-            passing = set(bf.bim["variant_id"][info >= min_info])
-            qc = passing if qc is None else qc & passing
-            info_step = (f"INFO < {min_info} or not in the mfi files (variants of the "
-                         "genotype files)", int((~(info >= min_info)).sum()), len(passing))
-        else:
-            info = sumstats_info(sumstats_path)
-            n0 = len(sumstats)
-            sumstats = sumstats[info[sumstats.index.to_numpy()] >= min_info]
-            info_step = (f"INFO < {min_info} (sumstats INFO column)", n0 - len(sumstats),
-                         len(sumstats))
-    table, steps = harmonise(sumstats, bf.bim, qc, keep_ambiguous)
+    if options.min_info is not None:
+        qc, sumstats, info_step = _info_filter(sumstats_path, sumstats, qc, bf, options,
+                                               genotypes.chroms)
+    table, steps = harmonise(sumstats, bf.bim, qc, options.keep_ambiguous)
     if info_step is not None:
         steps = pd.concat([pd.DataFrame([info_step], columns=steps.columns), steps],
                           ignore_index=True)
-    on_chroms = chrom_mask(table["chrom"], chroms)
-    if not on_chroms.all():
-        steps = pd.concat([steps, pd.DataFrame(
-            [(f"on --chroms {chrom_text(chroms)}", int((~on_chroms).sum()),
-              int(on_chroms.sum()))], columns=steps.columns)], ignore_index=True)
-        table = table[on_chroms].reset_index(drop=True)
+    table, steps = _on_chroms(table, steps, genotypes.chroms)
     if len(table) == 0:
         raise CmixError(f"{sumstats_path}: no SNP left after harmonising with the variants "
                         f"of {bf.prefix} (steps: " + "; ".join(
@@ -907,19 +1032,71 @@ def select_snps(sumstats_path, bfile=None, *, top: int, extract=None, column_map
                         + "); check the IDs, chromosome names and positions")
     ranked = rank(table)
     steps_rows = list(steps.itertuples(index=False, name=None))
-    if clump_params is not None:
-        if bf.encoding == FRACTIONAL:
-            raise CmixError(f"--clump computes LD from hard calls, which {bf.prefix} "
-                            f"({bf.file_format}) does not hold: clump with --bfile or --pfile "
-                            "(the array calls)")
-        sample_idx = None
-        if keep is not None:
-            sample_idx, _ = sample_rows(bf.fam, keep, step="select")
-        rows = clump(ranked, bf, sample_idx, max_index=top, **clump_params)
-        steps_rows.append((f"clumped (r2 > {clump_params.get('r2', 0.5)}, "
-                           f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",
-                           len(ranked) - len(rows), len(rows)))
-        ranked = ranked.iloc[rows].reset_index(drop=True)
+    if options.clump_params is not None:
+        ranked = _clumped(ranked, bf, options, steps_rows)
+    top = options.top
     selected = _with_p_text(ranked.head(top).reset_index(drop=True))
     steps_rows.append((f"top {top} by p", len(ranked) - len(selected), len(selected)))
     return selected, pd.DataFrame(steps_rows, columns=["step", "n_removed", "n_remaining"])
+
+
+def _info_filter(sumstats_path, sumstats: pd.DataFrame, qc: set | None, bf,
+                 options: SelectionOptions, chroms) -> tuple[set | None, pd.DataFrame, tuple]:
+    """Apply ``options.min_info``: with mfi files, narrow the QC-passed IDs ``qc`` to the
+    genotype files' variants with INFO >= min_info; else drop the sumstats rows whose
+    INFO column is below it. Returns (qc, sumstats, (step, n removed, n remaining))."""
+    from .sources import expand, is_pattern
+
+    min_info, mfi = options.min_info, options.mfi
+    if mfi is not None:
+        from .bgen import info_scores
+
+        info = info_scores(bf.bim, [p for _, p in expand(mfi, chroms)]
+                           if is_pattern(mfi) else [mfi])
+        passing = set(bf.bim["variant_id"][info >= min_info])
+        qc = passing if qc is None else qc & passing
+        return qc, sumstats, (f"INFO < {min_info} or not in the mfi files (variants of the "
+                              "genotype files)", int((~(info >= min_info)).sum()), len(passing))
+    info = sumstats_info(sumstats_path)
+    n0 = len(sumstats)
+    sumstats = sumstats[info[sumstats.index.to_numpy()] >= min_info]
+    return qc, sumstats, (f"INFO < {min_info} (sumstats INFO column)", n0 - len(sumstats),
+                          len(sumstats))
+
+
+def _on_chroms(table: pd.DataFrame, steps: pd.DataFrame, chroms
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep the harmonised SNPs on ``chroms`` (a --chroms spec, None: 1-22), adding a step
+    when any is dropped."""
+    from .selection import chrom_mask, chrom_text
+
+    on_chroms = chrom_mask(table["chrom"], chroms)
+    if on_chroms.all():
+        return table, steps
+    steps = pd.concat([steps, pd.DataFrame(
+        [(f"on --chroms {chrom_text(chroms)}", int((~on_chroms).sum()),
+          int(on_chroms.sum()))], columns=steps.columns)], ignore_index=True)
+    return table[on_chroms].reset_index(drop=True), steps
+
+
+def _clumped(ranked: pd.DataFrame, bf, options: SelectionOptions, steps_rows: list
+             ) -> pd.DataFrame:
+    """The index SNPs of :func:`clump` (at most ``options.top``, best first), with r2
+    from the ``options.keep`` samples; appends the step to ``steps_rows``. A source
+    without hard calls raises."""
+    from .selection import sample_rows
+    from .sources import FRACTIONAL
+
+    clump_params, top = options.clump_params, options.top
+    if bf.encoding == FRACTIONAL:
+        raise CmixError(f"--clump computes LD from hard calls, which {bf.prefix} "
+                        f"({bf.file_format}) does not hold: clump with --bfile or --pfile "
+                        "(the array calls)")
+    sample_idx = None
+    if options.keep is not None:
+        sample_idx, _ = sample_rows(bf.fam, options.keep, step="select")
+    rows = clump(ranked, bf, sample_idx, max_index=top, **clump_params)
+    steps_rows.append((f"clumped (r2 > {clump_params.get('r2', 0.5)}, "
+                       f"{clump_params.get('kb', 250)} kb): index SNPs, stopped at {top}",
+                       len(ranked) - len(rows), len(rows)))
+    return ranked.iloc[rows].reset_index(drop=True)
