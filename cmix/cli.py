@@ -658,14 +658,14 @@ def _run_qc(args):
         # offer BLAS inside jitted code, which cmix qc never uses. In a `cmix qc`
         # process (not when main() is called from Python) tell numba there is no BLAS.
         sys.modules["scipy.linalg.cython_blas"] = None
-    from .genotypes.qc import run_qc_cli
+    from .genotypes.qc import QcFilters, run_qc_cli
+    from .genotypes.sources import GenotypeFiles
 
-    geno_args = _genotype_kwargs(args)
-    run_qc_cli(geno_args.get("bfile"), args.out, keep=args.keep, remove=args.remove,
-               maf=args.maf, hwe=hwe, geno=args.geno, mind=args.mind,
-               autosome_only=args.autosome, chroms=geno_args.get("chroms"),
-               threads=args.threads,
-               pfile=geno_args.get("pfile"), fam=geno_args.get("fam"))
+    hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
+    filters = QcFilters(maf=args.maf, hwe=hwe_p, hwe_midp=midp, hwe_keep_fewhet=fewhet,
+                        geno=args.geno, mind=args.mind, autosome_only=args.autosome)
+    run_qc_cli(GenotypeFiles(**_genotype_kwargs(args)), args.out, filters, keep=args.keep,
+               remove=args.remove, threads=args.threads)
 
 
 # ------------------------------------------------------------------ install-profile

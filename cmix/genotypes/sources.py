@@ -196,6 +196,28 @@ class ChromSet(Tables):
                 yield s + off, e + off, buf
 
 
+@dataclass(frozen=True)
+class GenotypeFiles:
+    """The genotype inputs of a step, as its --bfile/--pfile/--bgen, --fam, --sample and
+    --chroms flags give them (see :func:`open_source`): bfile / pfile: a .bed or .pgen
+    prefix or ``{chrom}`` pattern (or an already opened source); bgen and sample: an
+    indexed .bgen and its .sample (each may be a pattern); fam: the shared .fam / .psam,
+    or the target samples of a BGEN; chroms: only these chromosomes (a parsed --chroms
+    spec, :func:`cmix.genotypes.selection.parse_chroms`; None = all)."""
+
+    bfile: object = None
+    pfile: object = None
+    fam: object = None
+    bgen: object = None
+    sample: object = None
+    chroms: list[str] | None = None
+
+    def open(self, positions=None) -> GenotypeSource:
+        """The opened source (:func:`open_source`)."""
+        return open_source(bfile=self.bfile, pfile=self.pfile, fam=self.fam, bgen=self.bgen,
+                           sample=self.sample, chroms=self.chroms, positions=positions)
+
+
 def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
                 positions=None) -> GenotypeSource:
     """Open the genotypes of a step: exactly one of
