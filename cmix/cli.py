@@ -764,11 +764,12 @@ def _run_unrelated(args):
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
         from .genotypes.selection import parse_chroms
+        from .genotypes.sources import GenotypeFiles
 
-        unrelated_from_genotypes(args.bfile, args.out, cutoff=args.cutoff, extract=args.extract,
-                                 keep=args.keep, device=args.device, block_size=args.block_size,
-                                 pfile=args.pfile, fam=args.fam,
-                                 chroms=parse_chroms(args.chroms))
+        genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
+                                  chroms=parse_chroms(args.chroms))
+        unrelated_from_genotypes(genotypes, args.out, cutoff=args.cutoff, extract=args.extract,
+                                 keep=args.keep, device=args.device, block_size=args.block_size)
     else:
         raise CmixError("give --kinship TABLE (with --bfile, --fam or --keep for the samples) "
                         "or --bfile PREFIX to compute kinship from genotypes")
@@ -819,13 +820,16 @@ def _add_pca(sub):
 
 
 def _run_pca(args):
-    from .genotypes.pca import HIGH_LD_REGIONS, PruneSettings, run_pca
+    from .genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
+                                run_pca)
+    from .genotypes.sources import GenotypeFiles
 
     prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
     regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)
-    run_pca(out_prefix=args.out, **_genotype_kwargs(args), keep=args.keep,
-            project=args.project, extract=args.extract, regions=regions, prune=prune,
-            n_pcs=args.pcs, seed=args.seed, threads=args.threads)
+    run_pca(GenotypeFiles(**_genotype_kwargs(args)), args.out, keep=args.keep,
+            project=args.project,
+            variants=PcaVariants(extract=args.extract, regions=regions, prune=prune),
+            settings=PcaSettings(n_pcs=args.pcs, seed=args.seed, threads=args.threads))
 
 
 # ------------------------------------------------------------------ parser and main
