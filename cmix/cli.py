@@ -529,16 +529,19 @@ def _add_gwas(sub):
 
 def _run_gwas(args):
     from .io import log
-    from .genotypes.gwas import run_gwas
+    from .genotypes.covariates import SampleTables
+    from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
+    from .genotypes.sources import GenotypeFiles
 
-    s = run_gwas(args.out, pheno=args.pheno, trait=args.trait,
-                 trait_config=_load_trait_config(args.trait_config, args.trait),
-                 keep=args.keep, extract=args.extract,
-                 covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
-                 eigenvec=args.eigenvec, discovery_fraction=args.discovery_fraction,
-                 discovery_seed=args.discovery_seed, ids_out=args.ids_out,
-                 multiclass=args.multiclass, threads=args.threads, plink2=args.plink2,
-                 **_genotype_kwargs(args))
+    model = GwasModel(trait=args.trait,
+                      trait_config=_load_trait_config(args.trait_config, args.trait),
+                      multiclass=args.multiclass, covariates=_load_covariates(args.covariates))
+    people = GwasPeople(keep=args.keep, discovery_fraction=args.discovery_fraction,
+                        discovery_seed=args.discovery_seed, ids_out=args.ids_out)
+    s = run_gwas(args.out, GenotypeFiles(**_genotype_kwargs(args)), model,
+                 SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec),
+                 people=people, extract=args.extract,
+                 plink2=Plink2Run(exe=args.plink2, threads=args.threads))
     log(f"gwas {args.trait}: {s['n_tested']} people tested ({s['phenotype']})")
 
 
