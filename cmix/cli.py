@@ -191,11 +191,13 @@ def _add_predict(sub):
 
 
 def _run_predict(args):
+    from .genotypes.covariates import SampleTables
+    from .genotypes.sources import GenotypeFiles
     from .learn.predict import predict
 
-    predict(args.run, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
-            eigenvec=args.eigenvec, pca=args.pca, min_shared=args.min_shared,
-            allow_overlap=args.allow_overlap, **_genotype_kwargs(args))
+    tables = SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec)
+    predict(args.run, args.out, GenotypeFiles(**_genotype_kwargs(args)), tables, pca=args.pca,
+            min_shared=args.min_shared, allow_overlap=args.allow_overlap)
 
 
 # ---------------------------------------------------------------------------- report
