@@ -100,16 +100,17 @@ def _run_simulate(args):
     if args.fast:
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
     elif args.haplotypes == "coalescent":
-        from .coalescent import simulate_coalescent_cohort
+        from .coalescent import CoalescentDesign, simulate_coalescent_cohort
 
         if args.ancestry != "default":
             raise CmixError("--ancestry is for --haplotypes balding-nichols; with coalescent "
                             "haplotypes the model (--model, --populations) sets the ancestry")
-        simulate_coalescent_cohort(args.out, model=args.model or "OutOfAfrica_3G09",
-                                   populations=args.populations, n_samples=args.n_samples, n_variants=args.n_variants,
-                                   n_chrom=args.n_chrom, piece_mb=args.piece_mb,
-                                   n_discovery=args.n_discovery, maf_floor=args.maf_floor,
-                                   seed=args.seed)
+        design = CoalescentDesign(model=args.model or "OutOfAfrica_3G09",
+                                  populations=args.populations, n_samples=args.n_samples,
+                                  n_variants=args.n_variants, n_chrom=args.n_chrom,
+                                  piece_mb=args.piece_mb, n_discovery=args.n_discovery,
+                                  maf_floor=args.maf_floor)
+        simulate_coalescent_cohort(args.out, design, seed=args.seed)
     else:
         if args.model is not None or args.populations is not None:
             raise CmixError("--model and --populations need --haplotypes coalescent")
