@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cmix.coalescent import simulate_coalescent_cohort, simulate_trees
+from cmix.coalescent import CoalescentDesign, simulate_coalescent_cohort, simulate_trees
 
 MODELS = {
     "OutOfAfrica_3G09": ("YRI:1000,CEU:1000,CHB:1000", "CEU"),
@@ -58,8 +58,9 @@ def main():
     for model, (pops, ld_pop) in MODELS.items():
         d = Path(args.out) / model
         t0, c0 = time.time(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        truth = simulate_coalescent_cohort(d, model=model, populations=pops,
-                                           n_variants=args.n_variants, seed=1)
+        truth = simulate_coalescent_cohort(
+            d, CoalescentDesign(model=model, populations=pops, n_variants=args.n_variants),
+            seed=1)
         wall = time.time() - t0
         cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime - c0
         load = Path("/proc/loadavg").read_text().split()[:3]

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 
 from cmix.cli import main as cmix
-from cmix.genotypes.gwas import run_gwas
+from cmix.genotypes.covariates import SampleTables
+from cmix.genotypes.gwas import GwasModel, GwasPeople, run_gwas
 from cmix.genotypes.selection import read_sample_ids
 from cmix.genotypes.sources import GenotypeFiles
 from cmix.genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
@@ -81,14 +82,17 @@ def one_seed(out: Path, seed: int, args) -> dict:
     for trait, (config, multiclass) in TRAITS.items():
         t = d / trait
         t.mkdir(parents=True, exist_ok=True)
-        common = dict(pheno=c / "phenotypes.tsv", trait=trait, trait_config=config,
-                      bfile=bfile, extract=snplist, covariates=COVARIATES,
-                      sample_qc=c / "sample_qc.tsv", multiclass=multiclass)
+        common = (GenotypeFiles(bfile=bfile),
+                  GwasModel(trait=trait, trait_config=config, multiclass=multiclass,
+                            covariates=COVARIATES),
+                  SampleTables(pheno=c / "phenotypes.tsv", sample_qc=c / "sample_qc.tsv"))
         ids = t / "discovery.id"
         sizes = {}
-        sizes["discovery"] = run_gwas(t / "discovery.gz", keep=keep, discovery_fraction=0.5,
-                                      discovery_seed=0, ids_out=ids, **common)["n_tested"]
-        sizes["full"] = run_gwas(t / "full.gz", keep=keep, **common)["n_tested"]
+        people = GwasPeople(keep=keep, discovery_fraction=0.5, discovery_seed=0, ids_out=ids)
+        sizes["discovery"] = run_gwas(t / "discovery.gz", *common, people=people,
+                                      extract=snplist)["n_tested"]
+        sizes["full"] = run_gwas(t / "full.gz", *common, people=GwasPeople(keep=keep),
+                                 extract=snplist)["n_tested"]
         sumstats = {"discovery": t / "discovery.gz", "full": t / "full.gz",
                     "external": c / "sumstats" / f"{trait}.txt.gz", "swap": t / "swap.gz"}
         rec = {"n_gwas": sizes, "recovery": {}, "accuracy": {}}
@@ -102,7 +106,8 @@ def one_seed(out: Path, seed: int, args) -> dict:
                 swap_ids = t / "swap.id"
                 swap.rename(columns={"fid": "#FID", "iid": "IID"}).to_csv(
                     swap_ids, sep="\t", index=False)
-                sizes["swap"] = run_gwas(t / "swap.gz", keep=swap_ids, **common)["n_tested"]
+                sizes["swap"] = run_gwas(t / "swap.gz", *common, people=GwasPeople(keep=swap_ids),
+                                         extract=snplist)["n_tested"]
             snps = t / f"{arm}.snps.tsv"
             run(["select", "--sumstats", sumstats[arm], "--bfile", bfile, "--extract", snplist,
                  "--top", args.top, "--out", snps])

@@ -166,14 +166,15 @@ def ancestry_store(path: Path, model: str = "admixture", n_snps: int = 900, seed
     Fst and admixture tracts from the published demographic model; relatives, missing
     calls and QC failures on top): :func:`population_store` with ``n_snps`` SNPs, as
     the held-out real check had (~900 QC'd SNPs). Needs the [sim] extra."""
-    from cmix.coalescent import simulate_coalescent_cohort
+    from cmix.coalescent import CoalescentDesign, simulate_coalescent_cohort
 
     if path.exists():
         return path
     model_id, populations = ANCESTRY_MODELS[model]
     sim = path.parent / f"{path.stem}_cohort"
-    truth = simulate_coalescent_cohort(sim, model=model_id, populations=populations,
-                                       n_variants=n_variants, n_discovery=200, seed=seed)
+    design = CoalescentDesign(model=model_id, populations=populations, n_variants=n_variants,
+                              n_discovery=200)
+    truth = simulate_coalescent_cohort(sim, design, seed=seed)
     names = sorted(truth["classes"], key=lambda k: truth["classes"][k][0])
     return population_store(path, sim, truth, n_snps, seed, names,
                             [truth["classes"][n][0] for n in names])

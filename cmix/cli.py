@@ -100,16 +100,17 @@ def _run_simulate(args):
     if args.fast:
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
     elif args.haplotypes == "coalescent":
-        from .coalescent import simulate_coalescent_cohort
+        from .coalescent import CoalescentDesign, simulate_coalescent_cohort
 
         if args.ancestry != "default":
             raise CmixError("--ancestry is for --haplotypes balding-nichols; with coalescent "
                             "haplotypes the model (--model, --populations) sets the ancestry")
-        simulate_coalescent_cohort(args.out, model=args.model or "OutOfAfrica_3G09",
-                                   populations=args.populations, n_samples=args.n_samples, n_variants=args.n_variants,
-                                   n_chrom=args.n_chrom, piece_mb=args.piece_mb,
-                                   n_discovery=args.n_discovery, maf_floor=args.maf_floor,
-                                   seed=args.seed)
+        design = CoalescentDesign(model=args.model or "OutOfAfrica_3G09",
+                                  populations=args.populations, n_samples=args.n_samples,
+                                  n_variants=args.n_variants, n_chrom=args.n_chrom,
+                                  piece_mb=args.piece_mb, n_discovery=args.n_discovery,
+                                  maf_floor=args.maf_floor)
+        simulate_coalescent_cohort(args.out, design, seed=args.seed)
     else:
         if args.model is not None or args.populations is not None:
             raise CmixError("--model and --populations need --haplotypes coalescent")
@@ -191,11 +192,13 @@ def _add_predict(sub):
 
 
 def _run_predict(args):
+    from .genotypes.covariates import SampleTables
+    from .genotypes.sources import GenotypeFiles
     from .learn.predict import predict
 
-    predict(args.run, args.out, pheno=args.pheno, sample_qc=args.sample_qc,
-            eigenvec=args.eigenvec, pca=args.pca, min_shared=args.min_shared,
-            allow_overlap=args.allow_overlap, **_genotype_kwargs(args))
+    tables = SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec)
+    predict(args.run, args.out, GenotypeFiles(**_genotype_kwargs(args)), tables, pca=args.pca,
+            min_shared=args.min_shared, allow_overlap=args.allow_overlap)
 
 
 # ---------------------------------------------------------------------------- report
@@ -534,16 +537,19 @@ def _add_gwas(sub):
 
 def _run_gwas(args):
     from .io import log
-    from .genotypes.gwas import run_gwas
+    from .genotypes.covariates import SampleTables
+    from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
+    from .genotypes.sources import GenotypeFiles
 
-    s = run_gwas(args.out, pheno=args.pheno, trait=args.trait,
-                 trait_config=_load_trait_config(args.trait_config, args.trait),
-                 keep=args.keep, extract=args.extract,
-                 covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
-                 eigenvec=args.eigenvec, discovery_fraction=args.discovery_fraction,
-                 discovery_seed=args.discovery_seed, ids_out=args.ids_out,
-                 multiclass=args.multiclass, threads=args.threads, plink2=args.plink2,
-                 **_genotype_kwargs(args))
+    model = GwasModel(trait=args.trait,
+                      trait_config=_load_trait_config(args.trait_config, args.trait),
+                      multiclass=args.multiclass, covariates=_load_covariates(args.covariates))
+    people = GwasPeople(keep=args.keep, discovery_fraction=args.discovery_fraction,
+                        discovery_seed=args.discovery_seed, ids_out=args.ids_out)
+    s = run_gwas(args.out, GenotypeFiles(**_genotype_kwargs(args)), model,
+                 SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec),
+                 people=people, extract=args.extract,
+                 plink2=Plink2Run(exe=args.plink2, threads=args.threads))
     log(f"gwas {args.trait}: {s['n_tested']} people tested ({s['phenotype']})")
 
 
@@ -663,14 +669,14 @@ def _run_qc(args):
         # offer BLAS inside jitted code, which cmix qc never uses. In a `cmix qc`
         # process (not when main() is called from Python) tell numba there is no BLAS.
         sys.modules["scipy.linalg.cython_blas"] = None
-    from .genotypes.qc import run_qc_cli
+    from .genotypes.qc import QcFilters, run_qc_cli
+    from .genotypes.sources import GenotypeFiles
 
-    geno_args = _genotype_kwargs(args)
-    run_qc_cli(geno_args.get("bfile"), args.out, keep=args.keep, remove=args.remove,
-               maf=args.maf, hwe=hwe, geno=args.geno, mind=args.mind,
-               autosome_only=args.autosome, chroms=geno_args.get("chroms"),
-               threads=args.threads,
-               pfile=geno_args.get("pfile"), fam=geno_args.get("fam"))
+    hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
+    filters = QcFilters(maf=args.maf, hwe=hwe_p, hwe_midp=midp, hwe_keep_fewhet=fewhet,
+                        geno=args.geno, mind=args.mind, autosome_only=args.autosome)
+    run_qc_cli(GenotypeFiles(**_genotype_kwargs(args)), args.out, filters, keep=args.keep,
+               remove=args.remove, threads=args.threads)
 
 
 # ------------------------------------------------------------------ install-profile
@@ -769,11 +775,12 @@ def _run_unrelated(args):
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
         from .genotypes.selection import parse_chroms
+        from .genotypes.sources import GenotypeFiles
 
-        unrelated_from_genotypes(args.bfile, args.out, cutoff=args.cutoff, extract=args.extract,
-                                 keep=args.keep, device=args.device, block_size=args.block_size,
-                                 pfile=args.pfile, fam=args.fam,
-                                 chroms=parse_chroms(args.chroms))
+        genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
+                                  chroms=parse_chroms(args.chroms))
+        unrelated_from_genotypes(genotypes, args.out, cutoff=args.cutoff, extract=args.extract,
+                                 keep=args.keep, device=args.device, block_size=args.block_size)
     else:
         raise CmixError("give --kinship TABLE (with --bfile, --fam or --keep for the samples) "
                         "or --bfile PREFIX to compute kinship from genotypes")
@@ -824,13 +831,16 @@ def _add_pca(sub):
 
 
 def _run_pca(args):
-    from .genotypes.pca import HIGH_LD_REGIONS, PruneSettings, run_pca
+    from .genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
+                                run_pca)
+    from .genotypes.sources import GenotypeFiles
 
     prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
     regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)
-    run_pca(out_prefix=args.out, **_genotype_kwargs(args), keep=args.keep,
-            project=args.project, extract=args.extract, regions=regions, prune=prune,
-            n_pcs=args.pcs, seed=args.seed, threads=args.threads)
+    run_pca(GenotypeFiles(**_genotype_kwargs(args)), args.out, keep=args.keep,
+            project=args.project,
+            variants=PcaVariants(extract=args.extract, regions=regions, prune=prune),
+            settings=PcaSettings(n_pcs=args.pcs, seed=args.seed, threads=args.threads))
 
 
 # ------------------------------------------------------------------ parser and main

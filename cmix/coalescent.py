@@ -254,102 +254,196 @@ def _greedy_ld_thin(hap: np.ndarray, ok: np.ndarray, piece: np.ndarray,
     return np.array(keep, dtype=int)
 
 
-def simulate_coalescent_cohort(out_dir, model: str = "OutOfAfrica_3G09", populations=None,
-                               n_samples: int = 2000, n_variants: int = 5000,
-                               n_chrom: int | None = None, piece_mb: float = 2.0,
-                               n_discovery: int | None = None, maf_floor: float = 0.01,
-                               seed: int = 1) -> dict:
-    """Write a cohort whose haplotypes come from stdpopsim HomSap ``model`` (module doc).
-
+@dataclass(frozen=True)
+class CoalescentDesign:
+    """What a coalescent cohort holds. model: a stdpopsim HomSap demographic model id.
     populations: cohort size per model population (see :func:`parse_population_counts`:
     None shares ``n_samples`` equally; "YRI:500,CEU:2000" counts; "YRI:0.2,CEU:0.8"
-    shares). n_chrom: contig pieces, one per chromosome (default clip(n_variants // 500,
-    2, 22)), each ``piece_mb`` Mb. n_discovery: discovery cohort size (default the cohort
-    size), in the cohort's population proportions. Returns the truth dictionary written to
-    ``truth.json``. Memory: the (n_variants x haplotypes) matrices are held in memory.
+    shares). n_samples: people in the cohort; n_variants: SNPs. n_chrom: contig pieces,
+    one per chromosome (None: clip(n_variants // 500, 2, 22)), each ``piece_mb`` Mb.
+    n_discovery: discovery cohort size (None: the cohort size), in the cohort's
+    population proportions. maf_floor: sites need a minor allele frequency above it among
+    all sampled haplotypes."""
+
+    model: str = "OutOfAfrica_3G09"
+    populations: object = None
+    n_samples: int = 2000
+    n_variants: int = 5000
+    n_chrom: int | None = None
+    piece_mb: float = 2.0
+    n_discovery: int | None = None
+    maf_floor: float = 0.01
+
+
+@dataclass
+class CohortGenotypes:
+    """The simulated people of a coalescent cohort, between the steps of
+    :func:`simulate_coalescent_cohort`.
+
+    n_samples, n_pieces: cohort size and contig pieces; disc_counts: people per
+    population in the discovery cohort; msprime_samples: diploids sampled
+    per population; pieces_truth: per-piece truth records. variants: the .bim columns
+    (+ piece); gmap: their GeneticMap. h0, h1: bool (n_variants, n_individuals), the two
+    haplotypes of every sampled individual (planted HWE failures in h1). reference: the
+    first population's name; all_founders: int, the pedigree founders' individual
+    columns; p_ref, p_pool: float (n_variants,) A1 frequency among the reference
+    population's founders and among all founders; hwe_idx: SNPs with planted HWE
+    failures. dos: int8 (n_variants, n_samples) cohort dosages (.fam order, before
+    missing calls); pop_of: (n_samples,) population names; pairs: related pairs (.fam
+    row, .fam row, degree). disc_dos: int8 (n_variants, n_discovery); disc_pop:
+    (n_discovery,) population names. fam_eid, spare_eids, sex: the .fam's eids, unused
+    eids, sexes. sample_miss: (n_samples,) missing rates; bad / bad_v: high-missingness
+    samples / SNPs.
     """
-    _check_options(n_samples, n_variants, n_chrom, piece_mb, maf_floor)
-    mdl = get_model(model)
+
+    n_samples: int
+    n_pieces: int
+    disc_counts: dict
+    msprime_samples: dict
+    pieces_truth: list
+    variants: pd.DataFrame
+    gmap: object
+    h0: np.ndarray
+    h1: np.ndarray
+    reference: str
+    all_founders: np.ndarray
+    p_ref: np.ndarray
+    p_pool: np.ndarray
+    hwe_idx: np.ndarray
+    dos: np.ndarray
+    pop_of: np.ndarray
+    pairs: list
+    disc_dos: np.ndarray
+    disc_pop: np.ndarray
+    fam_eid: np.ndarray
+    spare_eids: np.ndarray
+    sex: pd.Series
+    sample_miss: np.ndarray
+    bad: np.ndarray
+    bad_v: np.ndarray
+
+
+def simulate_coalescent_cohort(out_dir, design: CoalescentDesign = CoalescentDesign(),
+                               seed: int = 1) -> dict:
+    """Write a cohort whose haplotypes come from stdpopsim HomSap ``design.model`` (module
+    doc; :class:`CoalescentDesign`), every draw from ``seed``. Returns the truth
+    dictionary written to ``truth.json``. Memory: the (n_variants x haplotypes) matrices
+    are held in memory.
+    """
+    _check_options(design)
+    mdl = get_model(design.model)
     names = model_populations(mdl)
-    counts = parse_population_counts(populations, n_samples, names)
-    n_samples = sum(counts.values())
-    n_pieces = n_chrom or int(np.clip(n_variants // 500, 2, 22))
-    n_discovery = n_samples if n_discovery is None else n_discovery
-    disc_counts = _split(n_discovery, counts)
+    counts = parse_population_counts(design.populations, design.n_samples, names)
+    n_discovery = (sum(counts.values()) if design.n_discovery is None
+                   else design.n_discovery)
     out = check_writable_dir(out_dir)
     ss = np.random.SeedSequence(seed)
-    rng_var, rng_ped, rng_hap, rng_miss, rng_trait, rng_out, rng_cov = (
-        np.random.default_rng(s) for s in ss.spawn(7))
-
-    # pedigrees, one per population; founders are sampled diploids
-    peds = {name: sim.simulate_pedigree(n) for name, n in counts.items()}
-    n_founders = {name: _n_founders(ped) for name, ped in peds.items()}
-    samples = {name: n_founders[name] + disc_counts[name] for name in counts}
-    log(f"coalescent cohort: {model}, {n_samples} samples ({counts}) + discovery {n_discovery}, "
-        f"{n_variants} SNPs on {n_pieces} pieces of {piece_mb:g} Mb")
-    trees = simulate_trees(model, samples, n_pieces, piece_mb, seed)
-    hap, variants, gmap, ind_pop, pieces_truth = _sample_sites(
-        rng_var, trees, n_variants, maf_floor, piece_mb, mdl.mutation_rate, seed)
-    founder_cols, disc_cols = _individual_columns(trees[0][1], ind_pop, n_founders, disc_counts)
-    h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
-    first = list(counts)[0]
-    all_founders = np.concatenate(list(founder_cols.values()))
-    p_ref, p_pool = _founder_frequencies(hap, founder_cols[first], all_founders)
-    hwe_idx = _plant_hwe(rng_var, rng_hap, h0_all, h1_all, p_pool, len(all_founders))
-    dos, pop_of, pairs = _cohort_dosages(rng_ped, peds, founder_cols, h0_all, h1_all, gmap)
-    disc_dos, disc_pop = _discovery_dosages(h0_all, h1_all, disc_cols)
-    fam_eid, spare_eids, fam = sim.simulate_fam(rng_ped, n_samples)
-    sample_miss, bad, bad_v = _write_bed(rng_miss, out / "genotypes", fam, variants, dos)
-
-    # traits, first population as the reference; summary statistics from the discovery cohort
-    loci, taken = _trait_loci(rng_trait, p_ref, hwe_idx)
-    components = _trait_components(rng_trait, p_ref, loci, taken)
-    genetic = _genetic_values(components, dos, disc_dos)
-    male, age = sim.simulate_covariates(rng_cov, fam.sex, n_discovery)
-    reference = np.r_[pop_of == first, disc_pop == first]
-    pheno, liabilities, trait_truth = sim.simulate_phenotypes(
-        rng_trait, genetic, components, n_samples, male, age, reference,
-        np.zeros(n_samples + n_discovery))
+    rngs = dict(zip(("variants", "pedigree", "haplotypes", "missing", "traits", "outputs",
+                     "covariates"), (np.random.default_rng(s) for s in ss.spawn(7))))
+    g = _simulate_genotypes(out, design, mdl, counts, n_discovery, rngs, seed)
     code = {name: names.index(name) + 1 for name in counts}
-    sim.add_covariate_columns(pheno, fam_eid, male, age, [code[p] for p in pop_of])
-    vid = variants.variant_id.to_numpy()
-    truth_causal = _causal_truth(components, trait_truth, vid, loci["_red"], p_ref)
-    disc_y = np.column_stack([liabilities[t][n_samples:] for t in sim.TRAITS])
-    _write_sumstats(rng_out, out, variants, disc_dos, disc_y)
-    with atomic_path(out / "phenotypes.tsv") as tmp_path:
-        pheno.to_csv(tmp_path, sep="\t", index=False)
+    trait_truth, truth_causal, taken = _simulate_traits(out, g, n_discovery, code, rngs)
 
     # sample QC with PCs (pooled MAF >= 5%, haplotype r2 <= 0.1 greedy thinning), kinship
-    pca_snps = _pca_variants(np.c_[h0_all[:, all_founders], h1_all[:, all_founders]], p_pool,
-                             np.r_[hwe_idx, bad_v, np.flatnonzero(taken)], gmap.piece)
-    white = np.array([p in WHITE_BRITISH_IDS for p in pop_of])
-    pca_fit = sim.write_sample_files(rng_out, out, fam_eid, spare_eids[0], sample_miss, pairs,
-                                     white, pca_snps)
-
+    pca_snps = _pca_variants(np.c_[g.h0[:, g.all_founders], g.h1[:, g.all_founders]],
+                             g.p_pool, np.r_[g.hwe_idx, g.bad_v, np.flatnonzero(taken)],
+                             g.gmap.piece)
+    white = np.array([p in WHITE_BRITISH_IDS for p in g.pop_of])
+    pca_fit = sim.write_sample_files(rngs["outputs"], out, g.fam_eid, g.spare_eids[0],
+                                     g.sample_miss, g.pairs, white, pca_snps)
+    vid = g.variants.variant_id.to_numpy()
     truth = {
-        "seed": seed, "haplotypes": "coalescent", "n_samples": n_samples,
-        "n_variants": n_variants, "n_chrom": n_pieces, "n_discovery": n_discovery,
-        **_model_truth(mdl, names, counts, disc_counts, code),
-        "msprime_samples": samples,
-        "pieces": pieces_truth, "piece_mb": piece_mb, "maf_floor": maf_floor,
-        "reference_population": first,
-        "samples": {"eid": fam_eid.tolist(), "population": pop_of.tolist()},
+        "seed": seed, "haplotypes": "coalescent", "n_samples": g.n_samples,
+        "n_variants": design.n_variants, "n_chrom": g.n_pieces, "n_discovery": n_discovery,
+        **_model_truth(mdl, names, counts, g.disc_counts, code),
+        "msprime_samples": g.msprime_samples,
+        "pieces": g.pieces_truth, "piece_mb": design.piece_mb, "maf_floor": design.maf_floor,
+        "reference_population": g.reference,
+        "samples": {"eid": g.fam_eid.tolist(), "population": g.pop_of.tolist()},
         "traits": trait_truth, "causal": truth_causal,
-        **sim.qc_truth(fam_eid, vid, pairs, hwe_idx, bad, bad_v),
+        **sim.qc_truth(g.fam_eid, vid, g.pairs, g.hwe_idx, g.bad, g.bad_v),
         "pca": {"variant_ids": vid[pca_snps].tolist(), "n_fit_samples": int(pca_fit.sum()),
                 "method": PCA_METHOD},
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
-    log(f"wrote {out} ({len(pairs)} related pairs, {len(counts)} populations of {model})")
+    log(f"wrote {out} ({len(g.pairs)} related pairs, {len(counts)} populations of "
+        f"{design.model})")
     return truth
 
 
+def _simulate_genotypes(out, design: CoalescentDesign, mdl, counts: dict, n_discovery: int,
+                        rngs: dict, seed: int) -> CohortGenotypes:
+    """The cohort's people and genotypes: one pedigree per population (founders are
+    sampled diploids), the msprime haplotypes of ``design``'s pieces, the planted HWE
+    failures, the cohort's and the discovery people's dosages; writes out/genotypes.bed
+    (.bim, .fam) with missing calls. counts: people per population; rngs: the named
+    random streams of :func:`simulate_coalescent_cohort`."""
+    n_samples = sum(counts.values())
+    n_pieces = design.n_chrom or int(np.clip(design.n_variants // 500, 2, 22))
+    disc_counts = _split(n_discovery, counts)
+    peds = {name: sim.simulate_pedigree(n) for name, n in counts.items()}
+    n_founders = {name: _n_founders(ped) for name, ped in peds.items()}
+    samples = {name: n_founders[name] + disc_counts[name] for name in counts}
+    log(f"coalescent cohort: {design.model}, {n_samples} samples ({counts}) + discovery "
+        f"{n_discovery}, {design.n_variants} SNPs on {n_pieces} pieces of "
+        f"{design.piece_mb:g} Mb")
+    trees = simulate_trees(design.model, samples, n_pieces, design.piece_mb, seed)
+    hap, variants, gmap, ind_pop, pieces_truth = _sample_sites(
+        rngs["variants"], trees, design.n_variants, design.maf_floor, design.piece_mb,
+        mdl.mutation_rate, seed)
+    founder_cols, disc_cols = _individual_columns(trees[0][1], ind_pop, n_founders, disc_counts)
+    h0_all, h1_all = hap[:, 0::2], hap[:, 1::2]      # (n_variants, n_individuals)
+    first = list(counts)[0]
+    all_founders = np.concatenate(list(founder_cols.values()))
+    p_ref, p_pool = _founder_frequencies(hap, founder_cols[first], all_founders)
+    hwe_idx = _plant_hwe(rngs["variants"], rngs["haplotypes"], h0_all, h1_all, p_pool,
+                         len(all_founders))
+    dos, pop_of, pairs = _cohort_dosages(rngs["pedigree"], peds, founder_cols, h0_all, h1_all,
+                                         gmap)
+    disc_dos, disc_pop = _discovery_dosages(h0_all, h1_all, disc_cols)
+    fam_eid, spare_eids, fam = sim.simulate_fam(rngs["pedigree"], n_samples)
+    sample_miss, bad, bad_v = _write_bed(rngs["missing"], out / "genotypes", fam, variants, dos)
+    return CohortGenotypes(
+        n_samples=n_samples, n_pieces=n_pieces, disc_counts=disc_counts,
+        msprime_samples=samples, pieces_truth=pieces_truth, variants=variants, gmap=gmap,
+        h0=h0_all, h1=h1_all, reference=first, all_founders=all_founders, p_ref=p_ref,
+        p_pool=p_pool, hwe_idx=hwe_idx, dos=dos, pop_of=pop_of, pairs=pairs,
+        disc_dos=disc_dos, disc_pop=disc_pop, fam_eid=fam_eid, spare_eids=spare_eids,
+        sex=fam.sex, sample_miss=sample_miss, bad=bad, bad_v=bad_v)
+
+
+def _simulate_traits(out, g: CohortGenotypes, n_discovery: int, code: dict,
+                     rngs: dict) -> tuple[dict, dict, np.ndarray]:
+    """The traits, the first population as the reference: writes out/phenotypes.tsv (with
+    the covariate columns; ``code``: population name -> its f.21000.0.0 code) and the
+    summary statistics of the discovery cohort (out/sumstats/). Returns (the traits'
+    truth, the causal SNPs' truth, bool (n_variants,) the SNPs the large loci took)."""
+    n_samples = g.n_samples
+    loci, taken = _trait_loci(rngs["traits"], g.p_ref, g.hwe_idx)
+    components = _trait_components(rngs["traits"], g.p_ref, loci, taken)
+    genetic = _genetic_values(components, g.dos, g.disc_dos)
+    male, age = sim.simulate_covariates(rngs["covariates"], g.sex, n_discovery)
+    reference = np.r_[g.pop_of == g.reference, g.disc_pop == g.reference]
+    pheno, liabilities, trait_truth = sim.simulate_phenotypes(
+        rngs["traits"], genetic, components, n_samples, male, age, reference,
+        np.zeros(n_samples + n_discovery))
+    sim.add_covariate_columns(pheno, g.fam_eid, male, age, [code[p] for p in g.pop_of])
+    vid = g.variants.variant_id.to_numpy()
+    truth_causal = _causal_truth(components, trait_truth, vid, loci["_red"], g.p_ref)
+    disc_y = np.column_stack([liabilities[t][n_samples:] for t in sim.TRAITS])
+    _write_sumstats(rngs["outputs"], out, g.variants, g.disc_dos, disc_y)
+    with atomic_path(out / "phenotypes.tsv") as tmp_path:
+        pheno.to_csv(tmp_path, sep="\t", index=False)
+    return trait_truth, truth_causal, taken
+
+
 # ------------------------------------------------------- steps of simulate_coalescent_cohort
-def _check_options(n_samples: int, n_variants: int, n_chrom: int | None, piece_mb: float,
-                   maf_floor: float) -> None:
+def _check_options(design: CoalescentDesign) -> None:
     """CmixError naming the option when a size, --n-chrom, --piece-mb or --maf-floor is out
     of range."""
+    n_samples, n_variants, n_chrom = design.n_samples, design.n_variants, design.n_chrom
+    piece_mb, maf_floor = design.piece_mb, design.maf_floor
     if n_samples < 1 or n_variants < 1:
         raise CmixError("--n-samples and --n-variants must be positive")
     if not 0 <= maf_floor < 0.5:

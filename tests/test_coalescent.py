@@ -2,6 +2,7 @@
 sequences msprime made (rebuilt from the same seed), plink2 --fst, plink1.9 --r2 and
 plink2 --make-king-table."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,13 +15,15 @@ from bed_reader import open_bed
 pytest.importorskip("msprime")
 pytest.importorskip("stdpopsim")
 
-from cmix.coalescent import parse_population_counts, simulate_coalescent_cohort, simulate_trees  # noqa: E402
+from cmix.coalescent import (CoalescentDesign, parse_population_counts,  # noqa: E402
+                             simulate_coalescent_cohort, simulate_trees)
 from cmix.io import CmixError  # noqa: E402
 from conftest import requires_plink2  # noqa: E402
 
 COUNTS = {"YRI": 300, "CEU": 300, "CHB": 300}
-ARGS = dict(model="OutOfAfrica_3G09", populations=COUNTS, n_variants=2000, n_chrom=2,
-            piece_mb=2.0, n_discovery=300, seed=5)
+DESIGN = CoalescentDesign(model="OutOfAfrica_3G09", populations=COUNTS, n_variants=2000,
+                          n_chrom=2, piece_mb=2.0, n_discovery=300)
+SEED = 5
 
 
 def run(tool, *args, cwd):
@@ -37,7 +40,7 @@ def truth_of(d):
 def ooa(tmp_path_factory):
     """900 people (YRI, CEU, CHB 300 each) x 2,000 SNPs on two 2 Mb pieces, OutOfAfrica_3G09."""
     d = tmp_path_factory.mktemp("ooa")
-    simulate_coalescent_cohort(d, **ARGS)
+    simulate_coalescent_cohort(d, DESIGN, seed=SEED)
     return d
 
 
@@ -126,7 +129,7 @@ def test_cli_same_seed_same_files(ooa, tmp_path):
     eids = truth_of(ooa)["samples"]["eid"]
     assert not any(e in res.stderr for e in eids)          # no individual IDs in logs
     other = tmp_path / "b"
-    simulate_coalescent_cohort(other, **{**ARGS, "seed": 6, "n_variants": 400})
+    simulate_coalescent_cohort(other, dataclasses.replace(DESIGN, n_variants=400), seed=6)
     assert (other / "genotypes.bim").read_bytes() != (ooa / "genotypes.bim").read_bytes()
 
 
@@ -267,9 +270,10 @@ def test_relatives_made_on_coalescent_haplotypes(ooa):
 def test_american_admixture_admixed_between_sources(tmp_path):
     """AmericanAdmixture_4B18: the admixed population (ADMIX) has lower Hudson Fst to EUR
     and to AFR than AFR and EUR have to each other (Fst from the .bed, by population)."""
-    simulate_coalescent_cohort(tmp_path, model="AmericanAdmixture_4B18",
-                               populations="AFR:150,EUR:150,ASIA:150,ADMIX:150",
-                               n_variants=600, n_chrom=2, piece_mb=1.0, n_discovery=100, seed=2)
+    design = CoalescentDesign(model="AmericanAdmixture_4B18",
+                              populations="AFR:150,EUR:150,ASIA:150,ADMIX:150",
+                              n_variants=600, n_chrom=2, piece_mb=1.0, n_discovery=100)
+    simulate_coalescent_cohort(tmp_path, design, seed=2)
     t = truth_of(tmp_path)
     assert [p["name"] for p in t["populations"]] == ["AFR", "EUR", "ASIA", "ADMIX"]
     g = open_bed(tmp_path / "genotypes.bed").read(dtype="float32")     # (samples, snps), A1 counts

@@ -13,7 +13,9 @@ from cmix.genotypes import plink
 from cmix.genotypes import selection
 from cmix.cli import main
 from cmix.io import CmixError
-from cmix.genotypes.pca import HIGH_LD_REGIONS, PruneSettings, ld_prune, read_regions, run_pca
+from cmix.genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
+                                ld_prune, read_regions, run_pca)
+from cmix.genotypes.sources import GenotypeFiles
 from conftest import requires_plink2
 
 pytestmark = requires_plink2
@@ -220,11 +222,11 @@ def test_outputs_layout(setup, pca_run):
 
 def test_same_result_at_any_thread_count(setup, tmp_path):
     d = setup["dir"]
-    kw = dict(keep=d / "fit.id", project=d / "everyone.id", extract=d / "qc.snplist",
-              prune=PruneSettings.parse(["50", "5", "0.2"]), n_pcs=4, seed=3,
-              block_bytes=1 << 20)
-    run_pca(setup["bfile"], tmp_path / "t1", threads=1, **kw)
-    run_pca(setup["bfile"], tmp_path / "t2", threads=2, **kw)
+    variants = PcaVariants(extract=d / "qc.snplist", prune=PruneSettings.parse(["50", "5", "0.2"]))
+    for out, threads in ((tmp_path / "t1", 1), (tmp_path / "t2", 2)):
+        run_pca(GenotypeFiles(bfile=setup["bfile"]), out, keep=d / "fit.id",
+                project=d / "everyone.id", variants=variants,
+                settings=PcaSettings(n_pcs=4, seed=3, threads=threads, block_bytes=1 << 20))
     for ext in ("eigenvec", "eigenval", "eigenvec.allele", "acount", "prune.in"):
         same = (tmp_path / f"t1.{ext}").read_bytes() == (tmp_path / f"t2.{ext}").read_bytes()
         assert same, ext

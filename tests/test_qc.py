@@ -127,12 +127,14 @@ def edge_plink2(edge):
     return hardy, midp, acount
 
 
-def cmix_result(prefix, keep_path=None, **kw):
+def cmix_result(prefix, keep_path=None, *, threads=None, block_bytes=32 << 20, **filters):
+    """qc.run_qc on the .bed at ``prefix``, ``filters`` as :class:`qc.QcFilters`' fields."""
     bf = plink.open_bfile(prefix)
     idx = None
     if keep_path is not None:
         idx, _ = selection.match_samples(selection.read_sample_ids(keep_path), bf.fam)
-    return qc.run_qc(bf, idx, **kw)
+    return qc.run_qc(bf, idx, qc.QcFilters(**filters), threads=threads,
+                     block_bytes=block_bytes)
 
 
 # ------------------------------------------------------------------ counts, MAF, HWE p
@@ -376,7 +378,7 @@ def test_run_qc_rejects_mind_removing_everyone(small):
     g[:, :] = -1
     plink.write_bfile(small, g, bf.fam, bf.bim)
     with pytest.raises(CmixError, match="all 30 samples"):
-        qc.run_qc(plink.open_bfile(small), mind=0.1)
+        qc.run_qc(plink.open_bfile(small), filters=qc.QcFilters(mind=0.1))
 
 
 def test_remove_and_keep_together_match_plink2(edge, tmp_path):

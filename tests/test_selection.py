@@ -127,18 +127,21 @@ def test_chroms_on_a_pattern_reads_only_those_files(mixed, tmp_path):
 def test_chroms_restrict_pca_and_unrelated_variants(mixed, tmp_path, capsys):
     """--chroms on a single .bed restricts the variants of the other steps too: counted
     here from the .bim text with the chromosome names written out."""
-    from cmix.genotypes.pca import run_pca
+    from cmix.genotypes.pca import PcaSettings, PcaVariants, run_pca
     from cmix.genotypes.relatedness import unrelated_from_genotypes
+    from cmix.genotypes.sources import GenotypeFiles
 
     bim = pd.read_csv(f"{mixed}.bim", sep="\t", header=None, dtype=str)
     on_1_to_3 = int(bim[0].isin(["1", "01", "chr2", "3", "CHR3"]).sum())
-    summary = run_pca(mixed, tmp_path / "pca", chroms=["1-3"], regions=None, prune=None,
-                      n_pcs=2, threads=1)
+    summary = run_pca(GenotypeFiles(bfile=mixed, chroms=["1-3"]), tmp_path / "pca",
+                      variants=PcaVariants(regions=None), settings=PcaSettings(n_pcs=2, threads=1))
     assert summary["on --chroms"] == on_1_to_3
-    out = unrelated_from_genotypes(mixed, tmp_path / "king", chroms=["1-3"], device="cpu")
+    out = unrelated_from_genotypes(GenotypeFiles(bfile=mixed, chroms=["1-3"]), tmp_path / "king",
+                                   device="cpu")
     assert out["variants_used"] == on_1_to_3
     assert out["variants_non_autosomal_excluded"] == 0
-    out = unrelated_from_genotypes(mixed, tmp_path / "king", chroms=["1-3,X"], device="cpu")
+    out = unrelated_from_genotypes(GenotypeFiles(bfile=mixed, chroms=["1-3,X"]),
+                                   tmp_path / "king", device="cpu")
     assert out["variants_used"] == on_1_to_3
     assert out["variants_non_autosomal_excluded"] == int(bim[0].isin(["X", "23"]).sum())
 
@@ -200,12 +203,13 @@ def test_sample_rows_edge_cases(mixed, tmp_path):
 
 
 def test_every_step_reports_unknown_keep_ids_the_same_way(mixed, tmp_path, capsys):
-    from cmix.genotypes.pca import run_pca
+    from cmix.genotypes.pca import PcaSettings, PcaVariants, run_pca
+    from cmix.genotypes.sources import GenotypeFiles
 
     keep = tmp_path / "keep.txt"
     keep.write_text("".join(f"F{i} S{i}\n" for i in range(100)) + "X Y\n")
-    run_pca(mixed, tmp_path / "pca", keep=keep, chroms=["1-22"], regions=None, prune=None,
-            n_pcs=2, threads=1)
+    run_pca(GenotypeFiles(bfile=mixed, chroms=["1-22"]), tmp_path / "pca", keep=keep,
+            variants=PcaVariants(regions=None), settings=PcaSettings(n_pcs=2, threads=1))
     assert main(["unrelated", "--bfile", str(mixed), "--keep", str(keep), "--device", "cpu",
                  "--out", str(tmp_path / "u")]) == 0
     err = capsys.readouterr().err

@@ -26,6 +26,7 @@ non-numeric cell that is not blank or NA is an error naming the file, line and c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,18 @@ UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1
 UKB_SQC_ARRAY_COLUMN = 3        # genotyping.array: UKBB (Axiom) / UKBL (BiLEVE)
 UKB_SQC_BATCH_COLUMN = 4        # Batch: Batch_b001.., UKBiLEVEAX_b1..
 ARRAY_CODES = {"UKBB": 0.0, "UKBL": 1.0}
+
+
+@dataclass(frozen=True)
+class SampleTables:
+    """The per-sample tables phenotypes and covariates are read from (paths; None = not
+    given): pheno, the phenotype table (eid + UKB field or named columns); sample_qc, the
+    UK Biobank sample QC table (PCs, genotyping array and batch); eigenvec, a cmix pca /
+    plink2 .eigenvec (PCs for ``pcs_from: eigenvec``)."""
+
+    pheno: object = None
+    sample_qc: object = None
+    eigenvec: object = None
 
 
 def check_spec(spec: dict, where="covariates") -> dict:

@@ -57,13 +57,19 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..io import CmixError, atomic_outputs, log
 from . import phenotypes as ph
+
+if TYPE_CHECKING:
+    from .covariates import SampleTables
+    from .sources import GenotypeFiles
 
 BOLT_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
                 "P_BOLT_LMM"]
@@ -170,10 +176,14 @@ def _plink2(exe: str, args: list, out_prefix: Path) -> None:
         raise CmixError(f"plink2 --glm failed (exit {res.returncode}): {' '.join(err)}")
 
 
-def _chrom_inputs(bfile=None, pfile=None, fam=None, bgen=None, sample=None, chroms=None,
-                  bim_chroms=()) -> list[tuple[str, list]]:
-    """[(chrom, plink2 input arguments)] of one run per chromosome."""
+def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, list]]:
+    """[(chrom, plink2 input arguments)] of one run per chromosome: one per file of a
+    ``{chrom}`` pattern, else one per chromosome of ``bim_chroms`` on the one file set."""
     from .sources import expand, is_pattern
+
+    bfile, pfile, fam, bgen, sample, chroms = (
+        genotypes.bfile, genotypes.pfile, genotypes.fam, genotypes.bgen, genotypes.sample,
+        genotypes.chroms)
 
     if bgen is not None:
         def args(path, c):
@@ -251,59 +261,76 @@ def _run_glm(exe: str, runs: list, args: list, tmp: Path) -> list[Path]:
     return files
 
 
-def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=None,
-             pfile=None, fam=None, bgen=None, sample=None, chroms=None, extract=None,
-             covariates: dict | None = None, sample_qc=None, eigenvec=None,
-             discovery_fraction: float | None = None, discovery_seed: int = 0,
-             ids_out=None, multiclass: str | None = None, threads: int = 1,
-             plink2: str = "plink2") -> dict:
+@dataclass(frozen=True)
+class GwasModel:
+    """What a GWAS regresses on what. trait: the trait's name (a column of the phenotype
+    table); trait_config: its config, as for ``cmix store`` (kind, classes or missing
+    codes); multiclass: the GWAS phenotype of a trait with more than 2 classes
+    ("class_index" or one class name, :func:`gwas_phenotype`; None otherwise);
+    covariates: the covariate config, as for ``cmix store`` (None = no covariates)."""
+
+    trait: str
+    trait_config: dict
+    multiclass: str | None = None
+    covariates: dict | None = None
+
+
+@dataclass(frozen=True)
+class GwasPeople:
+    """Who a GWAS tests and where their IDs go. keep: the candidate samples (a plink
+    --keep list; None = all); discovery_fraction: test only this stratified fraction of
+    the candidates, drawn with ``discovery_seed`` (:func:`discovery_split`; None = all of
+    them); ids_out: write the people tested there (a plink2 ``#FID IID`` list, the
+    ``cmix store --discovery`` input; None = not written)."""
+
+    keep: object = None
+    discovery_fraction: float | None = None
+    discovery_seed: int = 0
+    ids_out: object = None
+
+
+@dataclass(frozen=True)
+class Plink2Run:
+    """How plink2 runs: ``exe``, the executable's name on PATH or path; ``threads`` its
+    --threads."""
+
+    exe: str = "plink2"
+    threads: int = 1
+
+
+def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTables, *,
+             people: GwasPeople = GwasPeople(), extract=None,
+             plink2: Plink2Run = Plink2Run()) -> dict:
     """GWAS of one trait with plink2 --glm, written to ``out`` (BOLT-LMM layout, gzipped).
 
-    The people tested: the ``keep`` samples (default all) with a phenotype and every
-    covariate; with ``discovery_fraction``, only the trait's discovery set drawn among
-    them (:func:`discovery_split`, seed ``discovery_seed``), whose IDs are written to
-    ``ids_out`` (a plink2 ``#FID IID`` list, the ``cmix store --discovery`` input).
-    Genotypes as for ``cmix store`` (a .bed/.pgen prefix or ``{chrom}`` pattern with
-    ``fam``; or ``bgen`` + ``sample``); extract: QC-passed SNP list. Returns a summary
-    (counts, the IDs' sha256; no IDs).
+    The people tested (:class:`GwasPeople`): its ``keep`` samples (default all) with a
+    phenotype and every covariate; with its ``discovery_fraction``, only the trait's
+    discovery set drawn among them (:func:`discovery_split`); their IDs are written to
+    its ``ids_out``. ``genotypes`` as for ``cmix store`` (a .bed/.pgen
+    prefix or ``{chrom}`` pattern with fam; or bgen + sample); ``model``: the trait and
+    covariates; ``tables``: the phenotype table (``pheno``, required) and the sample QC
+    table and .eigenvec the covariates may read; extract: QC-passed SNP list. Returns a
+    summary (counts, the IDs' sha256; no IDs).
     """
     from .plink import write_sample_ids
     from .selection import chrom_mask, read_variant_ids, sample_rows
-    from .sources import open_source
 
-    exe = find_plink2(plink2)
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
-                     chroms=chroms)
-    sample_idx = (sample_rows(bf.fam, keep, step=f"gwas {trait}")[0] if keep is not None
-                  else np.arange(bf.n_samples))
+    trait, ids_out, threads = model.trait, people.ids_out, plink2.threads
+    exe = find_plink2(plink2.exe)
+    bf = genotypes.open()
+    sample_idx = (sample_rows(bf.fam, people.keep, step=f"gwas {trait}")[0]
+                  if people.keep is not None else np.arange(bf.n_samples))
     if extract is not None:
         read_variant_ids(extract)         # a missing or empty list fails here, not in plink2
-    pheno_table = ph.read_phenotypes(pheno)
     iids = bf.fam["iid"].astype(str).to_numpy()[sample_idx]
-    cov_names, cov = [], np.zeros((len(sample_idx), 0))
-    if covariates:
-        from .covariates import covariate_matrix
-
-        cov_names, cov, _ = covariate_matrix(covariates, bf.fam, sample_idx, pheno=pheno_table,
-                                             pheno_path=pheno, sample_qc=sample_qc,
-                                             eigenvec=eigenvec)
-    complete = ~np.isnan(cov).any(axis=1)
-    y, binary, what = gwas_phenotype(pheno_table, trait, trait_config, iids, multiclass, pheno)
-    if discovery_fraction is not None:
-        chosen = discovery_split(pheno_table, trait, trait_config, iids, discovery_fraction,
-                                 discovery_seed, complete, pheno)
-    else:
-        chosen = np.flatnonzero(complete & np.isfinite(y))
-    chosen = chosen[np.isfinite(y[chosen])]
-    if len(chosen) < 2:
-        raise CmixError(f"trait {trait!r}: {len(chosen)} sample(s) with a phenotype and every "
-                        "covariate to run the GWAS on")
+    chosen, y, binary, what, cov_names, cov = _tested_people(bf.fam, sample_idx, iids, model,
+                                                             tables, people)
     fam_rows = sample_idx[chosen]
     fid = bf.fam["fid"].astype(str).to_numpy()[fam_rows]
     iid = iids[chosen]
     bim_chrom = bf.bim["chrom"].astype(str)
-    bim_chroms = list(dict.fromkeys(bim_chrom[chrom_mask(bim_chrom, chroms)]))
-    runs = _chrom_inputs(bfile, pfile, fam, bgen, sample, chroms, bim_chroms)
+    bim_chroms = list(dict.fromkeys(bim_chrom[chrom_mask(bim_chrom, genotypes.chroms)]))
+    runs = _chrom_inputs(genotypes, bim_chroms)
     log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
         f"{len(runs)} chromosome run(s)")
     with tempfile.TemporaryDirectory(prefix=".cmix_gwas.", dir=Path(out).parent) as tmp:
@@ -326,6 +353,40 @@ def run_gwas(out, *, pheno, trait: str, trait_config: dict, keep=None, bfile=Non
     return {"n_tested": int(len(chosen)), "n_variants": int(len(merged)), "n_na": n_na,
             "binary": bool(binary), "phenotype": what, "covariates": list(cov_names),
             "ids_sha256": ids_sha256(iid)}
+
+
+def _tested_people(fam, sample_idx: np.ndarray, iids: np.ndarray, model: GwasModel,
+                   tables: SampleTables, people: GwasPeople):
+    """Who a GWAS tests, among the candidates ``sample_idx`` (fam rows; iids: their IIDs)
+    and with what phenotype and covariates. Returns (chosen: int positions into
+    sample_idx of the people tested, those with a phenotype and every covariate (within
+    the discovery draw when there is one); y float64 (n_candidates,) the GWAS phenotype,
+    NaN where missing; binary; what: the phenotype's description; the covariate names;
+    cov float64 (n_candidates, n_covariates)). Raises CmixError for fewer than 2."""
+    trait, trait_config, pheno = model.trait, model.trait_config, tables.pheno
+    pheno_table = ph.read_phenotypes(pheno)
+    cov_names, cov = [], np.zeros((len(sample_idx), 0))
+    if model.covariates:
+        from .covariates import covariate_matrix
+
+        cov_names, cov, _ = covariate_matrix(model.covariates, fam, sample_idx,
+                                             pheno=pheno_table, pheno_path=pheno,
+                                             sample_qc=tables.sample_qc,
+                                             eigenvec=tables.eigenvec)
+    complete = ~np.isnan(cov).any(axis=1)
+    y, binary, what = gwas_phenotype(pheno_table, trait, trait_config, iids, model.multiclass,
+                                     pheno)
+    if people.discovery_fraction is not None:
+        chosen = discovery_split(pheno_table, trait, trait_config, iids,
+                                 people.discovery_fraction, people.discovery_seed, complete,
+                                 pheno)
+    else:
+        chosen = np.flatnonzero(complete & np.isfinite(y))
+    chosen = chosen[np.isfinite(y[chosen])]
+    if len(chosen) < 2:
+        raise CmixError(f"trait {trait!r}: {len(chosen)} sample(s) with a phenotype and every "
+                        "covariate to run the GWAS on")
+    return chosen, y, binary, what, cov_names, cov
 
 
 def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown") -> dict | None:

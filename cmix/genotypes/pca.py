@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,9 @@ from ..io import CmixError, log
 from .kernels import K_SMALL_EPSILON, count_genotypes, founder_flags, popcount, set_numba_threads
 from .selection import (chrom_code, chrom_codes, chrom_mask, extract_mask, is_autosome,
                         sample_rows)
+
+if TYPE_CHECKING:
+    from .sources import GenotypeFiles
 
 #: long-range LD regions shipped with cmix as package data (cmix/data/, GRCh37; see the
 #: file's header); a real path in a source tree and in a pip install, -e or not
@@ -1019,29 +1023,50 @@ def check_n_pcs(n_pcs: int, n_fit: int, what: str = "fitted samples") -> None:
                         f"{max(n_fit - 1, 0)} PCs (n centred samples span n - 1 dimensions)")
 
 
-def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, keep=None,
-            project=None, extract=None, regions=HIGH_LD_REGIONS,
-            prune: PruneSettings | None = None, n_pcs: int = 10, seed: int = 0,
-            threads: int | None = None, block_bytes: int = 64 << 20) -> dict:
+@dataclass(frozen=True)
+class PcaVariants:
+    """The variants a PCA may use, among the autosomal ones on --chroms. extract:
+    candidate variant IDs (a .snplist path; None = all). regions: a file of long-range LD
+    regions to drop (chrom start end [label]; None = none). prune: --indep-pairwise
+    settings, applied on the fitted samples (None = no pruning)."""
+
+    extract: object = None
+    regions: object = HIGH_LD_REGIONS
+    prune: PruneSettings | None = None
+
+
+@dataclass(frozen=True)
+class PcaSettings:
+    """How the PCs are fitted: n_pcs PCs, ``seed`` of the randomized start, ``threads``
+    numba and BLAS threads (None = all cores), ``block_bytes`` bytes of genotypes read
+    per block of variants."""
+
+    n_pcs: int = 10
+    seed: int = 0
+    threads: int | None = None
+    block_bytes: int = 64 << 20
+
+
+def run_pca(genotypes: GenotypeFiles, out_prefix, *, keep=None, project=None,
+            variants: PcaVariants = PcaVariants(),
+            settings: PcaSettings = PcaSettings()) -> dict:
     """What ``cmix pca`` does; returns a summary (counts, no sample IDs).
 
-    bfile / pfile / fam / chroms: the genotypes, as every step takes them
-    (:func:`cmix.genotypes.sources.open_source`): a .bed or .pgen prefix, or a ``{chrom}``
-    pattern of per-chromosome files read as if merged; chroms: only these chromosomes
-    (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`). keep: samples to
+    genotypes: as every step takes them (:func:`cmix.genotypes.sources.open_source`): a
+    .bed or .pgen prefix, or a ``{chrom}`` pattern of per-chromosome files read as if
+    merged; its chroms: only these chromosomes (a --chroms spec,
+    :func:`cmix.genotypes.selection.parse_chroms`). keep: samples to
     fit on (plink --keep list, e.g. the unrelated set; None = all). project: more
-    samples (list) to project onto the fitted axes. extract: candidate
-    variants (a .snplist; None = all autosomal). regions: long-range LD regions to
-    drop (None = none). prune: --indep-pairwise settings (None = no pruning).
-    threads: numba and BLAS threads (None = all cores).
+    samples (list) to project onto the fitted axes. variants: the candidate variants
+    (:class:`PcaVariants`); settings: the fit (:class:`PcaSettings`).
     """
+    n_pcs, chroms = settings.n_pcs, genotypes.chroms
+    extract, regions, prune = variants.extract, variants.regions, variants.prune
     if n_pcs < 1:
         raise CmixError(f"--pcs: expected a positive number of PCs, got {n_pcs}")
-    from .sources import open_source
-
     if out_prefix is None:
         raise CmixError("cmix pca needs --out")
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
+    bf = genotypes.open()
     fit_idx = (sample_rows(bf.fam, keep, step="pca")[0] if keep
                else np.arange(bf.n_samples))
     other_idx = np.zeros(0, np.int64)
@@ -1065,7 +1090,7 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
         candidate &= ~in_regions(bim, read_regions(regions))
         steps["outside long-range LD regions"] = int(candidate.sum())
     variant_idx = np.flatnonzero(candidate)
-    n_threads = set_numba_threads(threads)
+    n_threads = set_numba_threads(settings.threads)
     prune_ids = None
     if prune is not None and len(variant_idx):
         kept = ld_prune(bf, variant_idx, fit_idx, prune, threads=n_threads)
@@ -1079,8 +1104,8 @@ def run_pca(bfile=None, out_prefix=None, *, pfile=None, fam=None, chroms=None, k
     if len(variant_idx) < n_pcs:
         raise CmixError(f"--pcs {n_pcs}: only {len(variant_idx)} variants are left for "
                         f"the PCA ({counts}); ask for fewer PCs or keep more variants")
-    pca = fit_and_project(bf, variant_idx, fit_idx, other_idx, n_pcs, seed=seed,
-                          threads=n_threads, block_bytes=block_bytes)
+    pca = fit_and_project(bf, variant_idx, fit_idx, other_idx, n_pcs, seed=settings.seed,
+                          threads=n_threads, block_bytes=settings.block_bytes)
     all_idx = np.concatenate([fit_idx, other_idx])
     order = np.argsort(all_idx, kind="stable")
     write_pca_outputs(out_prefix, fam=bf.fam, sample_rows=all_idx[order],

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, prange
@@ -41,6 +42,9 @@ from numba import njit, prange
 from ..io import CmixError
 from .kernels import K_SMALL_EPSILON, Counts, count_genotypes, founder_flags
 from .selection import chrom_mask, chrom_text, is_autosome
+
+if TYPE_CHECKING:
+    from .sources import GenotypeFiles
 
 # plink2's constants (plink2_stats.cc): the probability scale of the observed table and
 # the relative tolerance below which two tables count as equally likely.
@@ -51,7 +55,10 @@ _DBL_MAX = 1.7976931348623157e308
 # ---------------------------------------------------------------- HWE exact test
 @njit(cache=True, nogil=True)
 def _hwe_p_one(obs_hets, obs_hom1, obs_hom2, midp):
-    """plink2's HweP(): exact HWE p-value for one variant (a line-by-line port)."""
+    """plink2's HweP(): exact HWE p-value for one variant (a line-by-line port).
+
+    Not split: it follows plink2_stats.cc's HweP statement by statement, so that it can
+    be diffed against plink2's source; named steps would hide that correspondence."""
     if obs_hom1 < obs_hom2:
         obs_homc = obs_hom2
         obs_homr = obs_hom1
@@ -258,29 +265,73 @@ def check_autosomes(bim, path) -> None:
             "them (as plink2 --autosome does)")
 
 
-def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None = None,
-           hwe_midp: bool = False, hwe_keep_fewhet: bool = False,
-           geno: float | None = None, mind: float | None = None,
-           autosome_only: bool = False, chroms: list[str] | None = None,
-           threads: int | None = None, block_bytes: int = 32 << 20) -> QcResult:
+@dataclass(frozen=True)
+class QcFilters:
+    """The variant and sample filters of a QC run, as plink2's flags (None = filter off).
+
+    maf: --maf, least minor allele frequency (a fraction). hwe: --hwe, least exact-test
+    p-value; hwe_midp / hwe_keep_fewhet: its ``midp`` and ``keep-fewhet`` modifiers.
+    geno: --geno, most missing-call rate of a variant (a fraction of kept samples).
+    mind: --mind, most missing-call rate of a sample (a fraction of variants).
+    autosome_only: --autosome, drop variants outside chromosomes 1-22 (otherwise they
+    are an error).
+    """
+
+    maf: float | None = None
+    hwe: float | None = None
+    hwe_midp: bool = False
+    hwe_keep_fewhet: bool = False
+    geno: float | None = None
+    mind: float | None = None
+    autosome_only: bool = False
+
+
+def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
+           chroms: list[str] | None = None, threads: int | None = None,
+           block_bytes: int = 32 << 20) -> QcResult:
     """Variant QC in plink2's order: sample filters -> --mind -> --geno -> --hwe -> --maf.
 
     bf: opened Bfile; sample_idx: kept samples (sorted int indices, None = all).
-    Thresholds as plink2's flags (None = filter off). ``chroms``: only these chromosomes
+    filters: the thresholds (:class:`QcFilters`). ``chroms``: only these chromosomes
     (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`; "1" also selects a
     .bim's "chr1" or "01"); the table then holds only their variants. Every filter but
     --mind is per variant, so per-chromosome runs concatenated in .bim order equal one
     whole run; --mind counts all variants and is refused with ``chroms``.
     Returns a :class:`QcResult`.
     """
-    import pandas as pd
-
     from ..io import log
 
+    selected, variant_ok = _variants_considered(bf, filters, chroms)
+    if sample_idx is None:
+        sample_idx = np.arange(bf.n_samples)
+    sample_idx = np.unique(np.asarray(sample_idx, np.int64))
+    counts = count_genotypes(bf, sample_idx, sample_missing=filters.mind is not None,
+                             variant_ok=variant_ok, threads=threads, block_bytes=block_bytes)
+    summary = {"variants": int(variant_ok.sum()), "samples": len(sample_idx)}
+    sample_idx, mind_removed = _apply_mind(bf, counts, sample_idx, variant_ok, filters.mind,
+                                           summary)
+    maf_v = minor_allele_frequency(counts)
+    hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=filters.hwe_midp)
+    status = _variant_status(counts, variant_ok, maf_v, hwe_p, filters, summary)
+    table = _qc_table(bf.bim, counts, maf_v, hwe_p, status)
+    if chroms is not None:
+        table = table[selected].reset_index(drop=True)
+    for k, v in summary.items():
+        log(f"qc: {k}: {v}")
+    return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
+                    summary=summary)
+
+
+def _variants_considered(bf, filters: QcFilters,
+                         chroms: list[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(selected, variant_ok), bool (n_variants,) each: the variants on ``chroms`` (all
+    when None), and those of them the filters look at (with --autosome, only autosomal
+    ones). Raises CmixError for --mind with ``chroms``, no variant on ``chroms``, or
+    (without --autosome) a selected variant off the autosomes."""
     bim = bf.bim
     selected = np.ones(bf.n_variants, bool)
     if chroms is not None:
-        if mind is not None:
+        if filters.mind is not None:
             raise CmixError("--mind counts each sample's missing calls over all variants: "
                             "it cannot be combined with --chroms")
         selected = chrom_mask(bim["chrom"], chroms)
@@ -288,63 +339,75 @@ def run_qc(bf, sample_idx=None, *, maf: float | None = None, hwe: float | None =
             raise CmixError(f"{bf.prefix}.bim: no variant on chromosome(s) "
                             f"{chrom_text(chroms)}")
     variant_ok = selected.copy()
-    if autosome_only:
+    if filters.autosome_only:
         variant_ok &= is_autosome(bim["chrom"])
     else:
         check_autosomes(bim[selected], bf.prefix.with_name(bf.prefix.name + ".bim"))
-    if sample_idx is None:
-        sample_idx = np.arange(bf.n_samples)
-    sample_idx = np.unique(np.asarray(sample_idx, np.int64))
-    counts = count_genotypes(bf, sample_idx, sample_missing=mind is not None,
-                             variant_ok=variant_ok, threads=threads, block_bytes=block_bytes)
-    mind_removed = np.zeros(0, np.int64)
-    summary = {"variants": int(variant_ok.sum()), "samples": len(sample_idx)}
-    if mind is not None:
-        n_var = int(variant_ok.sum())
-        bad = missing_exceeds(counts.sample_missing[sample_idx], mind, n_var)
-        mind_removed = sample_idx[bad]
-        sample_idx = sample_idx[~bad]
-        summary["removed by --mind (samples)"] = len(mind_removed)
-        if len(sample_idx) == 0:
-            raise CmixError(f"--mind {mind}: all {len(mind_removed)} samples removed")
-        _subtract_samples(bf, counts, mind_removed)
-    n_kept = counts.n_samples
-    with np.errstate(invalid="ignore", divide="ignore"):
-        missing_rate = counts.missing / n_kept if n_kept else np.full(bf.n_variants, np.nan)
-    maf_v = minor_allele_frequency(counts)
-    hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=hwe_midp)
+    return selected, variant_ok
 
+
+def _apply_mind(bf, counts: Counts, sample_idx: np.ndarray, variant_ok: np.ndarray,
+                mind: float | None, summary: dict) -> tuple[np.ndarray, np.ndarray]:
+    """--mind: drop the samples missing more than ``mind`` of the ``variant_ok`` calls and
+    take their calls out of ``counts`` (in place); record the count in ``summary``.
+    Returns (kept sample_idx, removed sample indices), int64. Raises CmixError when no
+    sample is left."""
+    mind_removed = np.zeros(0, np.int64)
+    if mind is None:
+        return sample_idx, mind_removed
+    n_var = int(variant_ok.sum())
+    bad = missing_exceeds(counts.sample_missing[sample_idx], mind, n_var)
+    mind_removed = sample_idx[bad]
+    sample_idx = sample_idx[~bad]
+    summary["removed by --mind (samples)"] = len(mind_removed)
+    if len(sample_idx) == 0:
+        raise CmixError(f"--mind {mind}: all {len(mind_removed)} samples removed")
+    _subtract_samples(bf, counts, mind_removed)
+    return sample_idx, mind_removed
+
+
+def _variant_status(counts: Counts, variant_ok: np.ndarray, maf_v: np.ndarray,
+                    hwe_p: np.ndarray, filters: QcFilters, summary: dict) -> np.ndarray:
+    """Object array (n_variants,): "PASS", "non-autosomal" or the first failing filter
+    (geno, hwe, maf, applied in that order); each filter's count goes into ``summary``,
+    then the number passing. maf_v, hwe_p: float64 (n_variants,)."""
     status = np.where(variant_ok, "PASS", "non-autosomal").astype(object)
-    if geno is not None:
-        fail = variant_ok & (status == "PASS") & missing_exceeds(counts.missing, geno, n_kept)
+    if filters.geno is not None:
+        fail = (variant_ok & (status == "PASS")
+                & missing_exceeds(counts.missing, filters.geno, counts.n_samples))
         status[fail] = "geno"
         summary["removed by --geno"] = int(fail.sum())
-    if hwe is not None:
-        fail = hwe_p < hwe
-        if hwe_keep_fewhet:
+    if filters.hwe is not None:
+        fail = hwe_p < filters.hwe
+        if filters.hwe_keep_fewhet:
             g2 = 2 * (counts.het + counts.hom_a1 + counts.hom_a2)
             rare = 2 * np.minimum(counts.hom_a1, counts.hom_a2) + counts.het
             fail &= counts.het * g2 > rare * (g2 - rare)
         fail &= status == "PASS"
         status[fail] = "hwe"
         summary["removed by --hwe"] = int(fail.sum())
-    if maf is not None:
-        fail = (status == "PASS") & (maf_v < maf)  # NaN (no calls) is kept, as in plink2
+    if filters.maf is not None:
+        fail = (status == "PASS") & (maf_v < filters.maf)  # NaN (no calls) is kept, as in plink2
         status[fail] = "maf"
         summary["removed by --maf"] = int(fail.sum())
     summary["variants passing"] = int((status == "PASS").sum())
-    table = pd.DataFrame({
+    return status
+
+
+def _qc_table(bim, counts: Counts, maf_v: np.ndarray, hwe_p: np.ndarray, status: np.ndarray):
+    """The :class:`QcResult` table, one row per variant of ``bim`` (see there); the
+    missing rate is missing / kept samples (NaN with none kept)."""
+    import pandas as pd
+
+    n_kept = counts.n_samples
+    with np.errstate(invalid="ignore", divide="ignore"):
+        missing_rate = counts.missing / n_kept if n_kept else np.full(len(bim), np.nan)
+    return pd.DataFrame({
         "variant_id": bim["variant_id"].to_numpy(), "a1": bim["a1"].to_numpy(),
         "a2": bim["a2"].to_numpy(), "hom_a1": counts.hom_a1, "het": counts.het,
         "hom_a2": counts.hom_a2, "missing": counts.missing, "n_kept": n_kept,
         "missing_rate": missing_rate, "maf": maf_v, "hwe_p": hwe_p, "status": status,
     })
-    if chroms is not None:
-        table = table[selected].reset_index(drop=True)
-    for k, v in summary.items():
-        log(f"qc: {k}: {v}")
-    return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
-                    summary=summary)
 
 
 def _write_tsv(table, path, chunk: int = 20_000) -> None:
@@ -396,27 +459,22 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     return paths
 
 
-def run_qc_cli(bfile, out_prefix, *, keep=None, remove=None, maf=None, hwe=None,
-               geno=None, mind=None, autosome_only=False, chroms=None,
-               threads=None, pfile=None, fam=None) -> QcResult:
+def run_qc_cli(genotypes: GenotypeFiles, out_prefix, filters: QcFilters, *, keep=None,
+               remove=None, threads=None) -> QcResult:
     """What ``cmix qc`` does: open and validate, apply --keep/--remove, run the filters,
-    write the outputs. ``hwe`` is (p, midp, keep_fewhet) or None.
+    write the outputs.
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
-    ignores them too); a --keep file matching no sample is an error. ``bfile``/``pfile``
-    may be ``{chrom}`` patterns (:func:`cmix.genotypes.sources.open_source`, shared ``fam``);
-    with ``chroms`` only those chromosomes' files are opened.
+    ignores them too); a --keep file matching no sample is an error. ``genotypes``' bfile
+    or pfile may be a ``{chrom}`` pattern (:func:`cmix.genotypes.sources.open_source`,
+    shared ``fam``); with its ``chroms`` only those chromosomes' files are opened.
     """
-    from .sources import open_source
     from ..io import log
     from .selection import sample_rows
 
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
+    bf = genotypes.open()
     sample_idx, _ = sample_rows(bf.fam, keep, remove, step="qc")
-    hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
-    result = run_qc(bf, sample_idx, maf=maf, hwe=hwe_p, hwe_midp=midp,
-                    hwe_keep_fewhet=fewhet, geno=geno, mind=mind,
-                    autosome_only=autosome_only, chroms=chroms, threads=threads)
+    result = run_qc(bf, sample_idx, filters, chroms=genotypes.chroms, threads=threads)
     paths = write_qc_outputs(result, bf.fam, out_prefix)
     log("qc: wrote " + ", ".join(str(p) for p in paths))
     return result

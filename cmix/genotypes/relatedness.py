@@ -50,6 +50,7 @@ import heapq
 import math
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,9 @@ from .selection import (chrom_mask, chrom_text, extract_mask, is_autosome, read_
                         sample_rows)
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
                  resolve_device)
+
+if TYPE_CHECKING:
+    from .sources import GenotypeFiles
 
 #: lower kinship bounds of the degrees plink2/KING report (Manichaikul et al. 2010)
 DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
@@ -701,17 +705,17 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
     return write_unrelated(out, fam, sample_idx, pairs, cutoff, extra_summary=summary_extra)
 
 
-def unrelated_from_genotypes(bfile, out, *, cutoff: float = DEFAULT_CUTOFF, extract=None,
-                             keep=None, device: str = "auto", block_size: int = 1024,
-                             pfile=None, fam=None, chroms=None) -> dict:
+def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = DEFAULT_CUTOFF,
+                             extract=None, keep=None, device: str = "auto",
+                             block_size: int = 1024) -> dict:
     """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
-    the .id files, the .kin0 of pairs > 0.0442 and the summary. ``bfile``/``pfile``:
-    a prefix or a ``{chrom}`` pattern read across the chromosome set (shared ``fam``);
-    ``chroms``: only these chromosomes (a --chroms spec); ``keep``: a --keep list."""
-    from .sources import open_source
-
+    the .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
+    or pfile a prefix or a ``{chrom}`` pattern read across the chromosome set (shared
+    fam); its chroms: only these chromosomes (a --chroms spec); ``keep``: a --keep list;
+    block_size: samples per tile edge of the GPU route's kinship products."""
     cutoff = check_cutoff(cutoff)
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, chroms=chroms)
+    chroms = genotypes.chroms
+    bf = genotypes.open()
     fam = bf.fam
     sample_idx = (sample_rows(fam, keep, step="unrelated")[0] if keep is not None
                   else np.arange(len(fam)))

@@ -198,17 +198,19 @@ class ChromSet(Tables):
 
 @dataclass(frozen=True, kw_only=True)
 class GenotypeFiles:
-    """Where a step's genotypes are: the arguments of :func:`open_source` but
-    ``positions``. bfile / pfile: a prefix, a ``{chrom}`` pattern or an opened source;
-    fam: the shared .fam/.psam, or a BGEN's target samples; bgen, sample: an indexed
-    .bgen and its .sample (or patterns); chroms: a parsed --chroms spec (None: 1-22)."""
+    """The genotype inputs of a step, as its --bfile/--pfile/--bgen, --fam, --sample and
+    --chroms flags give them (see :func:`open_source`): bfile / pfile: a .bed or .pgen
+    prefix or ``{chrom}`` pattern (or an already opened source); bgen and sample: an
+    indexed .bgen and its .sample (each may be a pattern); fam: the shared .fam / .psam,
+    or the target samples of a BGEN; chroms: only these chromosomes (a parsed --chroms
+    spec, :func:`cmix.genotypes.selection.parse_chroms`; None = all)."""
 
     bfile: object = None
     pfile: object = None
     fam: object = None
     bgen: object = None
     sample: object = None
-    chroms: object = None
+    chroms: list[str] | None = None
 
     def open(self, positions=None) -> GenotypeSource:
         """The opened source (:func:`open_source`)."""

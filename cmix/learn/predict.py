@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..io import CmixError, atomic_path, load_torch, log
+from ..genotypes.covariates import SampleTables
+
+if TYPE_CHECKING:
+    from ..genotypes.sources import GenotypeFiles
 
 
 def load_run(run_dir) -> dict:
@@ -116,26 +121,57 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     return from_state_dict(run["parts"]["model"]).predict_proba(x, cov)
 
 
-def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sample=None,
-            chroms=None, pheno=None, sample_qc=None, eigenvec=None, pca=None,
-            min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
+def predict(run_dirs, out, genotypes: GenotypeFiles, tables: SampleTables = SampleTables(),
+            *, pca=None, min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
     runs) for every person of the genotypes; returns counts (no IDs).
 
-    Genotypes as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
+    ``genotypes`` as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
     ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen``
     with its ``sample`` file (``fam``: the people to match the .sample to); ``chroms``:
     only these chromosomes' variants are read (a --chroms spec,
     :func:`cmix.genotypes.selection.parse_chroms`; for a pattern its files, default 1-22),
     the run's variants elsewhere count as absent.
 
-    The covariates come from ``pheno`` (fields), ``sample_qc`` (PCs, array) and, for a
-    run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs) or
-    ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
+    The covariates come from ``tables``: ``pheno`` (fields), ``sample_qc`` (PCs, array)
+    and, for a run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs)
+    or ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
     axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
-    from ..genotypes.selection import chrom_mask
-    from ..genotypes.sources import open_source
+    runs = _load_ensemble(run_dirs)
+    first = runs[0]["parts"]["predict"]
+    bf = genotypes.open()
+    row, flip = _shared_variants(bf, first, genotypes.chroms, min_shared)
+    iids = bf.fam["iid"].astype(str).to_numpy()
+    if not allow_overlap:
+        overlap = _training_overlap(first, iids)
+        if overlap:
+            raise CmixError(f"{bf.prefix}: {overlap} people were training rows of the run "
+                            "(their probabilities would be optimistic); leave them out, or "
+                            "pass --allow-overlap")
+    cov = _new_covariates(bf, runs, tables, pca, min_shared)
+    keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
+    present = bf.samples_present()          # a BGEN's .sample may lack some of --fam
+    sample_idx = np.flatnonzero(keep & present)
+    prob = _ensemble_probabilities(runs, _dosages(bf, row, flip, sample_idx), cov[sample_idx],
+                                   bf.prefix)
+    table = pd.DataFrame({"FID": bf.fam["fid"].to_numpy()[sample_idx],
+                          "IID": iids[sample_idx]})
+    for c, name in enumerate(first["class_names"]):
+        table[f"prob_{name}"] = prob[:, c]
+    with atomic_path(out) as tmp:
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
+    n_shared = int((row >= 0).sum())
+    summary = {"n_people": int(len(sample_idx)), "n_left_out_missing_covariate":
+               int((~keep).sum()), "n_left_out_not_in_file": int((keep & ~present).sum()),
+               "n_variants": len(row), "n_shared": n_shared,
+               "n_flipped": int(flip.sum()), "n_runs": len(runs)}
+    _log_prediction(summary, bf.prefix)
+    return summary
 
+
+def _load_ensemble(run_dirs) -> list[dict]:
+    """The finished runs (:func:`load_run`) of ``run_dirs``, checked to be seeds of one
+    method on one store with the same classes (CmixError naming what differs)."""
     runs = [load_run(d) for d in run_dirs]
     first = runs[0]["parts"]["predict"]
     for r in runs[1:]:
@@ -149,23 +185,35 @@ def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sampl
             raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
                             f"{runs[0]['dir']}; an ensemble averages seeds of one method "
                             "on one store")
-    bf = open_source(bfile=bfile, pfile=pfile, fam=fam, bgen=bgen, sample=sample,
-                     chroms=chroms)
+    return runs
+
+
+def _shared_variants(bf, info: dict, chroms, min_shared: float) -> tuple[np.ndarray, np.ndarray]:
+    """(row, flip) of the run's store variants in ``bf`` (:func:`match_variants`), looked
+    for only on ``chroms`` (a parsed --chroms spec; None = all): row int (n_variants,) a
+    variant index of ``bf`` or -1, flip bool (n_variants,). CmixError when fewer than
+    ``min_shared`` (a fraction) of them are found."""
+    from ..genotypes.selection import chrom_mask
+
     on_chroms = np.flatnonzero(chrom_mask(bf.bim["chrom"], chroms))
-    row, flip = match_variants(first, bf.bim.iloc[on_chroms], str(bf.variant_file))
+    row, flip = match_variants(info, bf.bim.iloc[on_chroms], str(bf.variant_file))
     row = np.where(row >= 0, on_chroms[np.maximum(row, 0)], -1)
     n_shared = int((row >= 0).sum())
     if n_shared < min_shared * len(row):
         raise CmixError(f"{bf.variant_file}: shares {n_shared} of the run's {len(row)} variants "
                         f"(fewer than {min_shared:.0%}); predictions would rest on imputed "
                         "means")
-    iids = bf.fam["iid"].astype(str).to_numpy()
-    if not allow_overlap:
-        overlap = _training_overlap(first, iids)
-        if overlap:
-            raise CmixError(f"{bf.prefix}: {overlap} people were training rows of the run "
-                            "(their probabilities would be optimistic); leave them out, or "
-                            "pass --allow-overlap")
+    return row, flip
+
+
+def _new_covariates(bf, runs: list[dict], tables: SampleTables, pca,
+                    min_shared: float) -> np.ndarray:
+    """Raw covariates float64 (n_fam, K) of the people of ``bf`` in the runs' order (NaN
+    where missing; (n_fam, 0) for runs without covariates), the PCs from ``tables``'
+    .eigenvec or projected onto the saved PCA at prefix ``pca``. CmixError when
+    --pca / --eigenvec is given to a run whose PCs do not come from a .eigenvec."""
+    first = runs[0]["parts"]["predict"]
+    eigenvec = tables.eigenvec
     spec = first.get("cov_spec") or {}
     if (pca or eigenvec) and not (spec.get("pcs") and spec.get("pcs_from") == "eigenvec"):
         raise CmixError(f"{runs[0]['dir']}: --pca / --eigenvec given, but the run's PCs do not "
@@ -173,38 +221,37 @@ def predict(run_dirs, out, *, bfile=None, pfile=None, fam=None, bgen=None, sampl
                         f"{spec.get('pcs_from', '-')}, pcs: {spec.get('pcs', 0)}); leave them out")
     if pca is not None:
         eigenvec = _projected_pcs(bf, pca, min_shared, first.get("pca_sha256"), runs[0]["dir"])
-    cov = _covariates(first, bf.fam, pheno, sample_qc, eigenvec)
-    keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
-    present = bf.samples_present()          # a BGEN's .sample may lack some of --fam
-    sample_idx = np.flatnonzero(keep & present)
-    x = _dosages(bf, row, flip, sample_idx)
+    return _covariates(first, bf.fam, tables.pheno, tables.sample_qc, eigenvec)
+
+
+def _ensemble_probabilities(runs: list[dict], x: np.ndarray, cov: np.ndarray,
+                            where) -> np.ndarray:
+    """Class probabilities float (n, C) averaged over the runs, for dosages x (n, M) (int8
+    hard calls or float32 fractional, :func:`_dosages`) and raw covariates cov (n, K),
+    standardised with the training moments. CmixError for fractional dosages and a run
+    that encodes SNPs as categorical levels (``where``: the genotypes, for the message)."""
+    first = runs[0]["parts"]["predict"]
     categorical = [str(r["dir"]) for r in runs
                    if r["parts"]["model"]["cfg"].get("encoding") == "categorical"]
     if x.dtype != np.int8 and categorical:
-        raise CmixError(f"{bf.prefix}: holds fractional dosages, which have no 0/1/2 levels "
+        raise CmixError(f"{where}: holds fractional dosages, which have no 0/1/2 levels "
                         f"for the categorical SNP encoding of {categorical[0]}; give hard "
                         "calls (--bfile or --pfile of the array calls)")
-    cov_std = ((cov[sample_idx] - np.asarray(first["cov_mu"])) / np.asarray(first["cov_sd"])
-               if cov.shape[1] else np.zeros((len(sample_idx), 0)))
-    prob = np.mean([_model_probabilities(r, x, cov_std) for r in runs], axis=0)
-    table = pd.DataFrame({"FID": bf.fam["fid"].to_numpy()[sample_idx],
-                          "IID": iids[sample_idx]})
-    for c, name in enumerate(first["class_names"]):
-        table[f"prob_{name}"] = prob[:, c]
-    with atomic_path(out) as tmp:
-        table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
-    summary = {"n_people": int(len(sample_idx)), "n_left_out_missing_covariate":
-               int((~keep).sum()), "n_left_out_not_in_file": int((keep & ~present).sum()),
-               "n_variants": len(row), "n_shared": n_shared,
-               "n_flipped": int(flip.sum()), "n_runs": len(runs)}
-    log(f"predict: {summary['n_people']} people, {n_shared} of {len(row)} variants shared "
-        f"({summary['n_flipped']} with swapped alleles), {len(row) - n_shared} absent and "
-        f"given the training mean; {len(runs)} run(s) averaged"
+    cov_std = ((cov - np.asarray(first["cov_mu"])) / np.asarray(first["cov_sd"])
+               if cov.shape[1] else np.zeros((len(x), 0)))
+    return np.mean([_model_probabilities(r, x, cov_std) for r in runs], axis=0)
+
+
+def _log_prediction(summary: dict, prefix) -> None:
+    """Log what :func:`predict` did from its ``summary`` (``prefix``: the genotypes)."""
+    n_shared, n_variants = summary["n_shared"], summary["n_variants"]
+    log(f"predict: {summary['n_people']} people, {n_shared} of {n_variants} variants shared "
+        f"({summary['n_flipped']} with swapped alleles), {n_variants - n_shared} absent and "
+        f"given the training mean; {summary['n_runs']} run(s) averaged"
         + (f"; {summary['n_left_out_missing_covariate']} people miss a covariate and are "
            "left out" if summary["n_left_out_missing_covariate"] else "")
-        + (f"; {summary['n_left_out_not_in_file']} people are not in {bf.prefix} and are "
+        + (f"; {summary['n_left_out_not_in_file']} people are not in {prefix} and are "
            "left out" if summary["n_left_out_not_in_file"] else ""))
-    return summary
 
 
 def _training_overlap(info: dict, iids: np.ndarray) -> int:
