@@ -30,7 +30,7 @@ import numpy as np
 
 from cmix.learn.data import standardised_dosage
 from cmix.learn.harness import fit_logreg_cv
-from cmix.learn.config import DEFAULTS
+from cmix.learn.config import DEFAULTS, Config, PseudoLabels
 from cmix.learn.data import make_splits
 from cmix.genotypes.store import column_moments
 from cmix.genotypes.store import open_store
@@ -80,7 +80,7 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     state = torch.load(f"{run_dir}/{fitted}", weights_only=False)
     s = make_splits(root, m["budget"], m["seed"], m["config"]["val_fraction"])
     dosage = torch.from_numpy(dosage)
-    model = ContrastiveMixup(dosage.shape[1], m["config"])
+    model = ContrastiveMixup(dosage.shape[1], Config.from_flat(m["config"]).model)
     model.load_state_dict(state["model"])
     model.eval()
     with torch.no_grad():
@@ -96,7 +96,8 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     zz = torch.from_numpy(np.concatenate([zn[s.train_labeled], zn[su]]))
     n_l = len(s.train_labeled)
     for k in (3, 10, 30, 100):
-        r = label_propagation(zz, np.arange(n_l), y[s.train_labeled], s.n_classes, k=k)
+        r = label_propagation(zz, np.arange(n_l), y[s.train_labeled], s.n_classes,
+                              PseudoLabels(lp_k=k))
         out[f"lp_k{k}"] = float(np.mean(r.pseudo_label[n_l:] == y[su]))
     return out
 

@@ -87,7 +87,7 @@ def child_epoch(pieces: str, store: str) -> None:
     from cmix.genotypes.store import column_moments, load_rows
     from cmix.learn.nn import ContrastiveMixup
     from cmix.genotypes.store import open_store
-    from cmix.learn.config import DEFAULTS as DEFAULT_CONFIG
+    from cmix.learn.config import Config
     from cmix.learn.train import pretrain_epoch
 
     if "mkl" in pieces:
@@ -106,18 +106,18 @@ def child_epoch(pieces: str, store: str) -> None:
     mean, sd = column_moments(root, rows)
     x_lab = torch.from_numpy(load_rows(root, lab))
     y_lab = torch.from_numpy(label[lab])
-    loader = RowLoader(root, unl, batch_size=DEFAULT_CONFIG["batch_size"], mode="memory")
+    cfg = Config()
+    loader = RowLoader(root, unl, batch_size=cfg.pretrain.batch_size, mode="memory")
     rng = np.random.default_rng(0)
     pseudo = (torch.from_numpy(rng.integers(0, 3, len(unl))),
               torch.from_numpy(rng.uniform(0.2, 1.0, len(unl)).astype(np.float32)))
     torch.manual_seed(0)
-    model = ContrastiveMixup(root["call_dosage"].shape[1], DEFAULT_CONFIG, mean, sd)
+    model = ContrastiveMixup(root["call_dosage"].shape[1], cfg.model, mean, sd)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     times = []
     for epoch in range(3):
         t = time.perf_counter()
-        pretrain_epoch(model, opt, x_lab, y_lab, loader, pseudo, DEFAULT_CONFIG, 0, epoch,
-                       "cpu", 3)
+        pretrain_epoch(model, opt, (x_lab, y_lab), (loader, pseudo), cfg, 3, 0, epoch)
         times.append(time.perf_counter() - t)
     print(json.dumps({"seconds": min(times)}))
 

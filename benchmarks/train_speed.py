@@ -46,7 +46,7 @@ from cmix.learn.labelprop import label_propagation  # noqa: E402
 from cmix.learn.nn import ContrastiveMixup  # noqa: E402
 from cmix.genotypes.store import open_store  # noqa: E402
 from cmix.io import resolve_device  # noqa: E402
-from cmix.learn.config import DEFAULTS as DEFAULT_CONFIG  # noqa: E402
+from cmix.learn.config import Config, PseudoLabels  # noqa: E402
 from cmix.learn.train import pretrain_epoch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -76,8 +76,8 @@ def main(argv=None):
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=3,
                    help="timed epochs, each alternating with a GEMM reference")
-    p.add_argument("--encoding", default=DEFAULT_CONFIG["encoding"])
-    p.add_argument("--hidden", type=int, default=DEFAULT_CONFIG["hidden"],
+    p.add_argument("--encoding", default=Config().model.encoding)
+    p.add_argument("--hidden", type=int, default=Config().model.hidden,
                    help="encoder width; 0 = the paper's (embedded width)")
     p.add_argument("--compile", action="store_true",
                    help="also time a torch.compile'd pre-training epoch against eager")
@@ -92,19 +92,20 @@ def main(argv=None):
         write_test_store(path, dosage, label, test_fraction=0.1, sample_chunk=1024)
         root = open_store(path)
         rows = np.arange(args.n_samples)
-        cfg = dict(DEFAULT_CONFIG, encoding=args.encoding, hidden=args.hidden or None)
+        cfg = Config().with_keys(encoding=args.encoding, hidden=args.hidden or None)
         print(f"device {dev}, torch threads {torch.get_num_threads()}, store "
               f"{args.n_samples} x {args.n_snps}")
 
         # 1. trainer
         torch.manual_seed(0)
-        model = ContrastiveMixup(args.n_snps, cfg).to(dev)
+        model = ContrastiveMixup(args.n_snps, cfg.model).to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        loader = RowLoader(root, rows, batch_size=cfg["batch_size"], mode="memory", device=dev)
+        loader = RowLoader(root, rows, batch_size=cfg.pretrain.batch_size, mode="memory",
+                           device=dev)
         x_lab = torch.from_numpy(dosage[:500]).to(dev)
         y_lab = torch.from_numpy(label[:500].astype(np.int64)).to(dev)
-        pretrain_epoch(model, opt, x_lab, y_lab, RowLoader(root, rows[:2048], batch_size=256,
-                                                           device=dev), None, cfg, 0, 0, dev, 2)
+        warm = RowLoader(root, rows[:2048], batch_size=256, device=dev)
+        pretrain_epoch(model, opt, (x_lab, y_lab), (warm, None), cfg, 2, 0, 0)
         macs = [0]
 
         def count(mod, inp, out):
@@ -117,7 +118,7 @@ def main(argv=None):
             macs[0] = 0
             epoch[0] += 1
             t = time.perf_counter()
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0], dev, 2)
+            pretrain_epoch(model, opt, (x_lab, y_lab), (loader, None), cfg, 2, 0, epoch[0])
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             wall = time.perf_counter() - t
@@ -132,25 +133,25 @@ def main(argv=None):
         peaks = [r["flops"] for r in got["gemm"]]
         t_train = statistics.median(r["wall"] for r in got["epoch"])
         print(f"pre-training, {args.repeats} epochs alternating with the float32 GEMM reference "
-              f"(torch.mm of 2,048^2 matrices; width {model.encoder.out_dim}, {cfg['encoding']}):")
+              f"(torch.mm of 2,048^2 matrices; width {model.encoder.out_dim}, {cfg.model.encoding}):")
         print(f"  nn.Linear GFLOP/s achieved: {summary([a / 1e9 for a in achieved], '', '{:.1f}')}")
         print(f"  GEMM GFLOP/s: {summary([g / 1e9 for g in peaks], '', '{:.1f}')}")
         print(f"  fraction of the GEMM (per round): "
               f"{summary([100 * r for r in ratios(achieved, peaks)], '%', '{:.0f}')}")
         print(f"  {load_summary(loads)}")
-        n_per_epoch = args.n_samples + loader.n_batches() * cfg["labeled_batch_size"]
+        n_per_epoch = args.n_samples + loader.n_batches() * cfg.pretrain.labeled_batch_size
         train_rate = n_per_epoch / t_train
         print(f"pre-training: {t_train:.2f} s/epoch (median), {train_rate:,.0f} samples/s "
-              f"({args.n_samples} unlabeled + {cfg['labeled_batch_size']} labeled per step)")
+              f"({args.n_samples} unlabeled + {cfg.pretrain.labeled_batch_size} labeled per step)")
 
         if args.compile:
             t = time.perf_counter()
             for name in ("embed", "decoder", "proj"):
                 setattr(model, name, torch.compile(getattr(model, name), dynamic=True))
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0] + 1, dev, 2)
+            pretrain_epoch(model, opt, (x_lab, y_lab), (loader, None), cfg, 2, 0, epoch[0] + 1)
             t_warm = time.perf_counter() - t
             t = time.perf_counter()
-            pretrain_epoch(model, opt, x_lab, y_lab, loader, None, cfg, 0, epoch[0] + 2, dev, 2)
+            pretrain_epoch(model, opt, (x_lab, y_lab), (loader, None), cfg, 2, 0, epoch[0] + 2)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t_comp = time.perf_counter() - t
@@ -159,7 +160,7 @@ def main(argv=None):
 
         # 2. loaders
         for mode in ("stream", "memory"):
-            ld = RowLoader(root, rows, batch_size=cfg["batch_size"], mode=mode, device=dev)
+            ld = RowLoader(root, rows, batch_size=cfg.pretrain.batch_size, mode=mode, device=dev)
             t = time.perf_counter()
             n = 0
             for _pos, x in ld.batches(seed_seq=[0, 1]):
@@ -177,7 +178,7 @@ def main(argv=None):
     z = torch.from_numpy((centers[y] + rng.normal(scale=3.0, size=(n, 256))).astype(np.float32))
     labeled = rng.choice(n, n // 100, replace=False)
     t = time.perf_counter()
-    res = label_propagation(z.to(dev), labeled, y[labeled], 2, k=3)
+    res = label_propagation(z.to(dev), labeled, y[labeled], 2, PseudoLabels(lp_k=3))
     t_lp = time.perf_counter() - t
     unl = np.setdiff1d(np.arange(n), labeled)
     print(f"label propagation on {n:,} nodes: {t_lp:.1f} s (target < 60 s on CPU); "

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from cmix.learn.config import PseudoLabels
 from cmix.learn.labelprop import knn_graph, label_propagation, propagate
 
 
@@ -40,8 +41,8 @@ def test_equals_dense_reference_solve():
     w_ref, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=4, alpha=0.99)
     w = knn_graph(z, k=4, block=7)                  # several blocks
     np.testing.assert_allclose(w.toarray(), w_ref, rtol=1e-5, atol=1e-7)
-    res = propagate(w, labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12, maxiter=10000,
-                    class_prior=False)
+    res = propagate(w, labeled_pos, labeled_y, 3, PseudoLabels(
+        lp_alpha=0.99, lp_rtol=1e-12, lp_maxiter=10000, lp_class_prior=False))
     unl = np.setdiff1d(np.arange(40), labeled_pos)
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
     assert np.array_equal(res.pseudo_label[unl], p_ref[unl].argmax(1))
@@ -60,8 +61,8 @@ def test_class_prior_equals_dense_reference():
     labeled_y = np.array([0, 0, 0, 0, 0, 0, 1, 1, 2, 0])
     _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99)
     _, p_prior = dense_reference(z, labeled_pos, labeled_y, 3, k=5, alpha=0.99, class_prior=True)
-    res = propagate(knn_graph(z, k=5), labeled_pos, labeled_y, 3, alpha=0.99, rtol=1e-12,
-                    maxiter=10000)
+    res = propagate(knn_graph(z, k=5), labeled_pos, labeled_y, 3,
+                    PseudoLabels(lp_alpha=0.99, lp_rtol=1e-12, lp_maxiter=10000))
     unl = np.setdiff1d(np.arange(50), labeled_pos)
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-5)
     assert np.array_equal(res.pseudo_label[unl], p_prior[unl].argmax(1))
@@ -74,20 +75,20 @@ def test_class_prior_equals_dense_reference():
 def test_default_iteration_limit_reaches_the_converged_solve(alpha):
     """k = 3 (the paper's), the default alpha and 0.999: the default iteration limit must
     give the dense solve's labels and certainties, not a truncated CG iterate."""
-    import inspect
-    alpha = alpha or inspect.signature(label_propagation).parameters["alpha"].default
+    alpha = alpha or PseudoLabels().lp_alpha
     rng = np.random.default_rng(4)
     z = rng.normal(size=(400, 6)) + 0.3
     labeled_pos = np.arange(0, 400, 10)
     labeled_y = rng.integers(0, 3, len(labeled_pos))
     _, p_ref = dense_reference(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha)
-    res = label_propagation(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha, class_prior=False)
+    res = label_propagation(z, labeled_pos, labeled_y, 3,
+                            PseudoLabels(lp_k=3, lp_alpha=alpha, lp_class_prior=False))
     unl = np.setdiff1d(np.arange(400), labeled_pos)
     assert np.array_equal(res.pseudo_label[unl], p_ref[unl].argmax(1))
     np.testing.assert_allclose(res.prob[unl], p_ref[unl], atol=1e-4)
     if alpha == 0.999:   # 20 iterations (the earlier default) do not get there
-        short = label_propagation(z, labeled_pos, labeled_y, 3, k=3, alpha=alpha, maxiter=20,
-                                  class_prior=False)
+        short = label_propagation(z, labeled_pos, labeled_y, 3, PseudoLabels(
+            lp_k=3, lp_alpha=alpha, lp_maxiter=20, lp_class_prior=False))
         assert np.mean(short.pseudo_label[unl] != p_ref[unl].argmax(1)) > 0.05
 
 
@@ -107,13 +108,14 @@ def test_graph_without_label_information_gives_no_certainty(class_prior):
     """Labels independent of the latent rows, 80/20 classes: every pseudo-label's certainty
     is ~0 with or without the class prior (the prior must not create certainty)."""
     rng, z, y, labeled_pos, unl = uninformative_graph()
-    res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, class_prior=class_prior)
+    res = label_propagation(z, labeled_pos, y[labeled_pos], 2,
+                            PseudoLabels(lp_k=10, lp_class_prior=class_prior))
     assert res.weight[unl].mean() < 0.01 and res.weight[unl].max() < 0.1
     # while on separated clusters the same code is certain (the check can fail)
     a = np.array([1.0, 0, 0, 0]) + rng.normal(scale=0.1, size=(150, 4))
     b = np.array([0, 0, 1.0, 0]) + rng.normal(scale=0.1, size=(50, 4))
     res2 = label_propagation(np.vstack([a, b]), np.array([3, 5, 160]), np.array([0, 0, 1]), 2,
-                             k=10, class_prior=class_prior)
+                             PseudoLabels(lp_k=10, lp_class_prior=class_prior))
     assert res2.weight.min() > 0.9
 
 
@@ -126,8 +128,8 @@ def test_class_prior_keeps_rare_classes_rare():
     rng, z, y, labeled_pos, unl = uninformative_graph()
     acc, rare = {}, {}
     for cm in (False, True):
-        res = label_propagation(z, labeled_pos, y[labeled_pos], 2, k=10, alpha=0.999,
-                                maxiter=50, class_prior=cm)
+        res = label_propagation(z, labeled_pos, y[labeled_pos], 2, PseudoLabels(
+            lp_k=10, lp_alpha=0.999, lp_maxiter=50, lp_class_prior=cm))
         acc[cm] = np.mean(res.pseudo_label[unl] == y[unl])
         rare[cm] = np.mean(res.pseudo_label[unl] == 1)
     assert acc[False] < 0.5 and rare[False] > 0.5
@@ -140,8 +142,8 @@ def test_two_separated_clusters_from_one_label_each():
     b = np.array([0, 0, 1.0, 0]) + rng.normal(scale=0.1, size=(150, 4))
     z = np.vstack([a, b])
     truth = np.repeat([0, 1], 150)
-    res = label_propagation(z, np.array([3, 200]), np.array([0, 1]), 2, k=10, alpha=0.99,
-                            maxiter=200)
+    res = label_propagation(z, np.array([3, 200]), np.array([0, 1]), 2,
+                            PseudoLabels(lp_k=10, lp_alpha=0.99, lp_maxiter=200))
     assert np.array_equal(res.pseudo_label, truth)
     assert res.missing_classes == []
     assert np.all(res.weight > 0.9)
@@ -150,7 +152,7 @@ def test_two_separated_clusters_from_one_label_each():
 def test_class_without_labeled_row_is_reported_not_a_crash():
     rng = np.random.default_rng(2)
     z = rng.normal(size=(50, 5))
-    res = label_propagation(z, np.array([0, 1, 2]), np.array([0, 1, 0]), 3, k=5)
+    res = label_propagation(z, np.array([0, 1, 2]), np.array([0, 1, 0]), 3, PseudoLabels(lp_k=5))
     assert res.missing_classes == [2]
     assert not np.any(res.pseudo_label == 2)
     assert np.all(np.isfinite(res.prob)) and np.all(np.isfinite(res.weight))

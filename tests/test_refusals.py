@@ -323,7 +323,26 @@ def test_yaml_exponent_without_dot_is_a_number(two_stores, tmp_path):
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("lr: 1e-3\n")
-    assert resolve_config(read_config_file(cfg))["lr"] == 1e-3
+    assert resolve_config(read_config_file(cfg)).pretrain.lr == 1e-3
+
+
+def test_config_sections_hold_the_flat_keys_as_written():
+    """Each key lands in its section and comes back in the flat mapping a checkpoint keeps
+    (keys in the defaults' order, values as written: an int for a float key stays an int,
+    so the run key does not move); a flat mapping without a later key takes its default."""
+    from cmix.learn.config import DEFAULTS, SECTION_OF, Config, resolve_config
+
+    user = {"lp_k": 10, "lr": 1, "hidden": None, "vime_k": 5, "mix": "random",
+            "pred_refit": False, "gbdt_lr": 0.05}
+    cfg = resolve_config(user)
+    want = {**DEFAULTS, **user}
+    assert cfg.flat() == want and list(cfg.flat()) == list(DEFAULTS)
+    assert type(cfg.pretrain.lr) is int and cfg.pseudo_labels.lp_k == 10
+    assert all(getattr(getattr(cfg, SECTION_OF[k]), k) == v for k, v in want.items())
+    assert Config.from_flat(cfg.flat()) == cfg
+    older = {k: v for k, v in cfg.flat().items() if k != "pred_dropout"}
+    assert Config.from_flat(older) == cfg
+    assert cfg.with_keys(predictor_mixup=False).flat() == {**want, "predictor_mixup": False}
 
 
 # ------------------------------------------------------------------ full disk

@@ -141,7 +141,7 @@ def test_batch_norm_sees_originals_and_mixed_rows_as_one_batch():
     cfg = resolve_config({"batchnorm": True, "n_layers": 1, "hidden": 8, "alpha": 0.5})
     torch.manual_seed(0)
     x = torch.randint(0, 3, (12, 5), dtype=torch.int8)
-    model = ContrastiveMixup(5, cfg, np.ones(5, np.float32), np.ones(5, np.float32))
+    model = ContrastiveMixup(5, cfg.model, np.ones(5, np.float32), np.ones(5, np.float32))
     model.train()
     bn = model.encoder.blocks[0][1]
     labels = torch.tensor([0] * 6 + [1] * 6)
@@ -150,12 +150,12 @@ def test_batch_norm_sees_originals_and_mixed_rows_as_one_batch():
     gen_copy = torch.Generator().manual_seed(3)
     t = int(torch.randint(0, 2, (1,), generator=gen_copy))
     from cmix.learn.losses import draw_mixup, mix_rows
-    partner, lam = draw_mixup(labels, cfg["alpha"], gen_copy, True, torch.ones(12))
+    partner, lam = draw_mixup(labels, cfg.contrastive.alpha, gen_copy, True, torch.ones(12))
     with torch.no_grad():
         h = model.encoder.forward_to(model.embed(x), t)
         mixed, _ = mix_rows(h, partner, lam)
         pre = model.encoder.blocks[0][0](torch.cat([h, mixed])) if t == 0 else None
-    contrastive_mixup_loss(model, x, labels, torch.ones(12), cfg, gen, 2, "cpu")
+    contrastive_mixup_loss(model, x, labels, torch.ones(12), cfg.contrastive, gen, 2, "cpu")
     assert int(bn.num_batches_tracked) == 1
     if pre is not None:
         expect = 0.9 * torch.zeros(8) + 0.1 * pre.mean(0)

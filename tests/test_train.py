@@ -17,7 +17,7 @@ import torch
 import cmix.learn.train as train_mod
 from cmix.learn import harness
 from cmix.cli import main
-from cmix.learn.config import DEFAULTS
+from cmix.learn.config import Config
 from cmix.learn.methods import METHODS
 from cmix.io import CmixError
 from store_helpers import simulate_labels, write_test_store
@@ -75,7 +75,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
     real_model = train_mod.__dict__.get("ContrastiveMixup")
     real_epoch = train_mod.predictor_epoch
 
-    def spy_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
+    def spy_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch):
         enc = made[0]
         enc_params = {id(p) for p in enc.parameters()}
         assert all(not p.requires_grad for p in enc.parameters())
@@ -83,7 +83,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
         seen.setdefault("n_rows", len(targets))         # the first (early-stopped) fit
         seen.setdefault("weights", weights.cpu().numpy())
         before = {k: v.clone() for k, v in enc.state_dict().items()}
-        loss = real_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device)
+        loss = real_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch)
         assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
         return loss
     monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
@@ -101,7 +101,6 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
 
 def test_pseudo_labels_change_the_predictor_loss():
     from cmix.learn.nn import Head, Predictor
-    cfg = dict(DEFAULTS, pred_batch_size=1000, predictor_mixup=True)
     g = torch.Generator().manual_seed(0)
     z = torch.randn(40, 8, generator=g)
     eye = torch.eye(2)
@@ -109,11 +108,11 @@ def test_pseudo_labels_change_the_predictor_loss():
     w = torch.cat([torch.ones(10), torch.full((30,), 0.5)])
 
     def loss_with(labels, weights, mixup=True):
-        cfg["predictor_mixup"] = mixup
+        cfg = Config().with_keys(pred_batch_size=1000, predictor_mixup=mixup)
         torch.manual_seed(0)
         head = Head(torch.nn.Identity(), Predictor(8, 2))
         opt = torch.optim.SGD(head.parameters(), lr=0.0)   # lr 0: loss of the same weights
-        return train_mod.predictor_epoch(head, opt, z, eye[labels], weights, cfg, 1, 0, "cpu")
+        return train_mod.predictor_epoch(head, opt, z, eye[labels], weights, cfg, 1, 0)
     base = loss_with(y, w)
     flipped = y.clone()
     flipped[10:] = 1 - flipped[10:]                 # change only the pseudo-labels

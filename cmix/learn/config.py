@@ -1,121 +1,212 @@
 """Training configuration: typed keys in sections, presets, and the checks at the edge.
 
 A config is one flat mapping of keys (a YAML/JSON file, or a dict in Python). Every key
-belongs to one section; each method reads the sections the registry gives it
-(:mod:`cmix.learn.methods`), so the same file serves every method of a grid, and a method's run
-key covers only the keys it reads (changing ``vime_k`` reruns no cmix job). Every key
-is checked for every method: an unknown key, or a value of the wrong type or range,
-stops any method, naming the key.
+belongs to one section, a frozen dataclass (:class:`Model`, :class:`Pretrain`, ...), and
+:class:`Config` holds the sections: code reads ``cfg.pseudo_labels.lp_k``. Each method
+reads the sections the registry gives it (:mod:`cmix.learn.methods`), so the same file
+serves every method of a grid, and a method's run key covers only the keys it reads
+(changing ``vime_k`` reruns no cmix job). Every key is checked for every method: an
+unknown key, or a value of the wrong type or range, stops any method, naming the key.
 
 ``preset: cpu`` (the defaults: CPU-sized, for tests, the demo and 2-core machines) or
 ``preset: paper`` (the paper's encoder: categorical SNPs, encoder width = the embedded
 width) sets the starting values; the other keys override them.
 
-Only :mod:`cmix.cli` reads config files (:func:`read_config_file`); everything below it
-takes dicts.
-"""
+Only :mod:`cmix.cli` reads config files (:func:`read_config_file`);
+:func:`resolve_config` checks a flat mapping and returns its :class:`Config`, which
+everything below takes. A checkpoint keeps the flat mapping (:meth:`Config.flat`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from ..io import CmixError
 
-SECTIONS: dict[str, dict] = {
-    "model": {
-        "encoding": "dosage",       # dosage (standardised) | categorical (4 levels -> width 3)
-        "hidden": 256,              # encoder width; null = embedded width (paper)
-        "n_layers": 1,              # T encoder layers (paper: 1)
-        "batchnorm": False,
-        "d_proj": 128,              # projection head output width
-        "proj_layers": 2,           # L_proj
-    },
-    "pretrain": {
-        "epochs": 20,
-        "batch_size": 256,          # unlabeled rows per step
-        "labeled_batch_size": 128,  # labeled rows per step (drawn from D_L each step)
-        "labeled_passes": 2.0,      # at most this many views of each labeled row an
+@dataclass(frozen=True)
+class Model:
+    """The network: SNP encoding, encoder, projection head."""
+
+    encoding: str = "dosage"        # dosage (standardised) | categorical (4 levels -> width 3)
+    hidden: int | None = 256        # encoder width; null = embedded width (paper)
+    n_layers: int = 1               # T encoder layers (paper: 1)
+    batchnorm: bool = False
+    d_proj: int = 128               # projection head output width
+    proj_layers: int = 2            # L_proj
+
+
+@dataclass(frozen=True)
+class Pretrain:
+    """The pre-training stage (cmix, ae, vime)."""
+
+    epochs: int = 20
+    batch_size: int = 256           # unlabeled rows per step
+    labeled_batch_size: int = 128   # labeled rows per step (drawn from D_L each step)
+    labeled_passes: float = 2.0     # at most this many views of each labeled row an
                                     # epoch (fewer labeled rows per step); 0 = no cap
-        "lr": 1e-3,
-        "weight_decay": 0.0,
-    },
-    "contrastive": {
-        "alpha": 0.2,               # lambda ~ U(0, alpha), alpha in [0, 0.5]
-        "tau": 0.1,                 # SupCon temperature
-        "beta": 0.25,               # weight of the reconstruction loss
-        "gamma": 1.0,               # weight of pseudo-labeled rows in SupCon (0 = Self-SL)
-        "mix": "within_class",      # within_class | random
-    },
-    "pseudo_labels": {
-        "warmup_epochs": 5,         # K
-        "lp_every": 5,              # f
-        "lp_k": 3,                  # kNN neighbours (paper: 3); 10 is tried beside it
-        "lp_pcs": 20,               # PCs of the inputs: a second space for the graph (0 = latent only)
-        "lp_folds": 5,              # folds of the labeled rows judging the pseudo-labels
-        "lp_alpha": 0.99,           # converged solve; 0.999 oversmooths (RESULTS.md)
-        "lp_rtol": 1e-6,
-        "lp_maxiter": 500,          # CG iterations (stops earlier at lp_rtol)
-        "lp_max_unlabeled": 20000,  # |S_U|
-        "lp_class_prior": True,     # weight class scores by the labeled class shares
-        "lp_block": 4096,
-    },
-    "switches": {                   # the ablation ladder; the registry sets them per method
-        "pretrain": True,
-        "pseudo_labels": True,
-        "predictor_mixup": True,    # latent mixup, lambda ~ U(0, 1)
-    },
-    "predictor": {
-        "pred_hidden": 100,
-        "pred_epochs": 100,
-        "pred_patience": 10,
-        "pred_lr": 1e-3,
-        "pred_weight_decay": 0.0,
-        "pred_dropout": 0.0,        # dropout after each hidden layer of every head
-        "pred_batch_size": 128,
-        "pred_refit": True,         # then retrain on all labeled rows for the best epoch count
-    },
-    "data": {
-        "val_fraction": 0.2,        # validation carved from the labeled rows
-        "loader": "auto",           # auto | memory | stream
-        "buffer_chunks": 8,
-        "memory_limit_mb": 2048,
-    },
-    "covariates": {
-        "covariates": True,         # use the store's covariates (age, sex, PCs, ...) when it
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Contrastive:
+    """The contrastive mixup loss."""
+
+    alpha: float = 0.2              # lambda ~ U(0, alpha), alpha in [0, 0.5]
+    tau: float = 0.1                # SupCon temperature
+    beta: float = 0.25              # weight of the reconstruction loss
+    gamma: float = 1.0              # weight of pseudo-labeled rows in SupCon (0 = Self-SL)
+    mix: str = "within_class"       # within_class | random
+
+
+@dataclass(frozen=True)
+class PseudoLabels:
+    """Label propagation on the kNN graph (:mod:`cmix.learn.labelprop`)."""
+
+    warmup_epochs: int = 5          # K
+    lp_every: int = 5               # f
+    lp_k: int = 3                   # kNN neighbours (paper: 3); 10 is tried beside it
+    lp_pcs: int = 20                # input PCs: a second space for the graph (0 = latent only)
+    lp_folds: int = 5               # folds of the labeled rows judging the pseudo-labels
+    lp_alpha: float = 0.99          # converged solve; 0.999 oversmooths (RESULTS.md)
+    lp_rtol: float = 1e-6
+    lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
+    lp_max_unlabeled: int = 20000   # |S_U|
+    lp_class_prior: bool = True     # weight class scores by the labeled class shares
+    lp_block: int = 4096            # rows per block of the kNN search
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The ablation ladder; the registry sets them per method."""
+
+    pretrain: bool = True
+    pseudo_labels: bool = True
+    predictor_mixup: bool = True    # latent mixup, lambda ~ U(0, 1)
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """The head every network method ends in, and its early-stopped training."""
+
+    pred_hidden: int = 100
+    pred_epochs: int = 100
+    pred_patience: int = 10
+    pred_lr: float = 1e-3
+    pred_weight_decay: float = 0.0
+    pred_dropout: float = 0.0       # dropout after each hidden layer of every head
+    pred_batch_size: int = 128
+    pred_refit: bool = True         # then retrain on all labeled rows for the best epoch count
+
+
+@dataclass(frozen=True)
+class Data:
+    """The validation split and how rows are read."""
+
+    val_fraction: float = 0.2       # validation carved from the labeled rows
+    loader: str = "auto"            # auto | memory | stream
+    buffer_chunks: int = 8
+    memory_limit_mb: int = 2048
+
+
+@dataclass(frozen=True)
+class Covariates:
+    """Whether the store's covariates are used."""
+
+    covariates: bool = True         # use the store's covariates (age, sex, PCs, ...) when it
                                     # has them: beside the latent / input of the networks,
                                     # as features of logreg, beside the score of prs
-    },
-    "logreg": {
-        "logreg_n_c": 10,           # C grid: logspace(-4, 2, logreg_n_c)
-        "logreg_folds": 5,
-    },
-    "semi_linear": {                # pca_logreg and label_spreading
-        "semi_pcs": 20,             # PCs of the training split's genotypes
-        "semi_max_rows": 20000,     # rows the PCA and the spreading graph are fitted on
-        "spreading_k": 10,          # kNN neighbours of label spreading
-        "spreading_alpha": 0.2,     # clamping: share of a node's label taken from neighbours
-    },
-    "gbdt": {
-        "gbdt_lr": 0.1,
-        "gbdt_max_iter": 300,       # trees, early-stopped on 20% of the labeled rows
-        "gbdt_max_leaf_nodes": 15,
-        "gbdt_l2": 1.0,
-    },
-    "vime": {
-        "vime_p_m": 0.3,            # mask probability
-        "vime_alpha": 2.0,          # weight of the feature-estimation loss
-        "vime_k": 3,                # augmented copies per unlabeled row
-        "vime_beta": 1.0,           # weight of the consistency loss
-    },
-    "manifold_mixup": {
-        "mixup_alpha": 2.0,         # lambda ~ Beta(a, a)
-    },
-}
 
+
+@dataclass(frozen=True)
+class Logreg:
+    """L2 logistic regression, C by cross-validation."""
+
+    logreg_n_c: int = 10            # C grid: logspace(-4, 2, logreg_n_c)
+    logreg_folds: int = 5
+
+
+@dataclass(frozen=True)
+class SemiLinear:
+    """pca_logreg and label_spreading."""
+
+    semi_pcs: int = 20              # PCs of the training split's genotypes
+    semi_max_rows: int = 20000      # rows the PCA and the spreading graph are fitted on
+    spreading_k: int = 10           # kNN neighbours of label spreading
+    spreading_alpha: float = 0.2    # clamping: share of a node's label taken from neighbours
+
+
+@dataclass(frozen=True)
+class Gbdt:
+    """scikit-learn's histogram gradient-boosted trees."""
+
+    gbdt_lr: float = 0.1
+    gbdt_max_iter: int = 300        # trees, early-stopped on 20% of the labeled rows
+    gbdt_max_leaf_nodes: int = 15
+    gbdt_l2: float = 1.0
+
+
+@dataclass(frozen=True)
+class Vime:
+    """VIME (Yoon et al. 2020)."""
+
+    vime_p_m: float = 0.3           # mask probability
+    vime_alpha: float = 2.0         # weight of the feature-estimation loss
+    vime_k: int = 3                 # augmented copies per unlabeled row
+    vime_beta: float = 1.0          # weight of the consistency loss
+
+
+@dataclass(frozen=True)
+class ManifoldMixup:
+    """Manifold mixup (Verma et al. 2019)."""
+
+    mixup_alpha: float = 2.0        # lambda ~ Beta(a, a)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every section of a resolved config. Build it with :func:`resolve_config` (checked)
+    or :meth:`from_flat`; :meth:`flat` gives back the flat mapping of keys."""
+
+    model: Model = field(default_factory=Model)
+    pretrain: Pretrain = field(default_factory=Pretrain)
+    contrastive: Contrastive = field(default_factory=Contrastive)
+    pseudo_labels: PseudoLabels = field(default_factory=PseudoLabels)
+    switches: Switches = field(default_factory=Switches)
+    predictor: Predictor = field(default_factory=Predictor)
+    data: Data = field(default_factory=Data)
+    covariates: Covariates = field(default_factory=Covariates)
+    logreg: Logreg = field(default_factory=Logreg)
+    semi_linear: SemiLinear = field(default_factory=SemiLinear)
+    gbdt: Gbdt = field(default_factory=Gbdt)
+    vime: Vime = field(default_factory=Vime)
+    manifold_mixup: ManifoldMixup = field(default_factory=ManifoldMixup)
+
+    @classmethod
+    def from_flat(cls, flat: dict) -> "Config":
+        """The sections of a flat mapping of keys (not checked: see :func:`resolve_config`);
+        a key it lacks (a checkpoint written before the key existed) takes its default."""
+        return cls(**{name: section(**{f.name: flat.get(f.name, f.default)
+                                       for f in fields(section)})
+                      for name, section in SECTIONS.items()})
+
+    def flat(self) -> dict:
+        """key -> value of every key, in the order of :data:`DEFAULTS` (a plain dict: what
+        a checkpoint holds)."""
+        return {f.name: getattr(getattr(self, name), f.name)
+                for name, section in SECTIONS.items() for f in fields(section)}
+
+    def with_keys(self, **keys) -> "Config":
+        """A copy with some keys (flat names) changed."""
+        return Config.from_flat({**self.flat(), **keys})
+
+
+#: section name -> its dataclass, in the order of :class:`Config`
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}
 #: every key with its default (the ``cpu`` preset)
-DEFAULTS: dict = {k: v for section in SECTIONS.values() for k, v in section.items()}
-SECTION_OF: dict = {k: name for name, section in SECTIONS.items() for k in section}
+DEFAULTS: dict = {f.name: f.default for section in SECTIONS.values() for f in fields(section)}
+SECTION_OF: dict = {f.name: name for name, section in SECTIONS.items() for f in fields(section)}
 NULLABLE = ("hidden",)
 
 PRESETS: dict[str, dict] = {
@@ -168,10 +259,10 @@ def read_config_file(path) -> dict:
 
 
 def resolve_config(user: dict | None = None, switches: dict | None = None,
-                   where="config") -> dict:
+                   where="config") -> Config:
     """Every key's value: the preset's, then ``user``'s, then ``switches`` (a method's
     fixed settings from the registry). Checks names, types and ranges; ``where`` names
-    the source in messages. Returns a new flat dict."""
+    the source in messages. Returns the sections."""
     user = dict(user or {})
     preset = user.pop("preset", "cpu")
     if preset not in PRESETS:
@@ -186,11 +277,12 @@ def resolve_config(user: dict | None = None, switches: dict | None = None,
                         f"listed in cmix/config.py and the README")
     cfg = {**DEFAULTS, **PRESETS[preset], **user, **(switches or {})}
     check_config(cfg, where)
-    return cfg
+    return Config.from_flat(cfg)
 
 
 def check_config(cfg: dict, where="config") -> None:
-    """Raise CmixError for the first key of ``cfg`` with a wrong type or range.
+    """Raise CmixError for the first key of the flat mapping ``cfg`` with a wrong type or
+    range.
 
     Float keys take any finite number; text that reads as a number is converted in
     place (YAML 1.1 reads ``1e-3`` without a dot as text)."""
@@ -227,7 +319,7 @@ def check_config(cfg: dict, where="config") -> None:
             bad(key, " or ".join(CHOICES[key]))
 
 
-def sections_config(cfg: dict, sections) -> dict:
-    """The keys of ``cfg`` in ``sections`` (what one method reads: its run key and the
-    config its metrics.json records)."""
-    return {k: v for k, v in cfg.items() if SECTION_OF.get(k) in sections}
+def sections_config(cfg: Config, sections) -> dict:
+    """The keys of ``cfg`` in ``sections`` as a flat dict (what one method reads: its run
+    key and the config its metrics.json records)."""
+    return {k: v for k, v in cfg.flat().items() if SECTION_OF[k] in sections}

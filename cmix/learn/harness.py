@@ -73,7 +73,7 @@ class RunContext:
     standardisation of every method."""
 
     method: object                  # cmix.learn.methods.Method (the registry entry)
-    cfg: dict
+    cfg: object                     # cmix.learn.config.Config
     budget: int
     seed: int
     store_path: Path
@@ -242,7 +242,7 @@ def open_store_checked(store_path):
     return root
 
 
-def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, device,
+def open_run(method, store_path, budget: int, seed: int, out_dir, cfg, device,
              resume: bool) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
@@ -254,9 +254,9 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
 
     dev = resolve_device(device)
     root = open_store_checked(store_path)
-    store_mod.check_encoding(root, cfg["encoding"], Path(store_path).name)
+    store_mod.check_encoding(root, cfg.model.encoding, Path(store_path).name)
     store_path = Path(store_path)
-    splits = make_splits(root, budget, seed, cfg["val_fraction"], store_path.name)
+    splits = make_splits(root, budget, seed, cfg.data.val_fraction, store_path.name)
     out_dir = check_writable_dir(out_dir)
     store_sha256 = store_mod.store_fingerprint(root)
     run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store_sha256)
@@ -282,7 +282,7 @@ def open_run(method, store_path, budget: int, seed: int, out_dir, cfg: dict, dev
     return ctx, state
 
 
-def run_key_of(root, method, budget: int, seed: int, cfg: dict, test_hash: str,
+def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
                store_sha256: str) -> str:
     """sha256 hex of what makes a run: the trait, budget, seed, method, the config
     sections the method reads, the test split and the store's content."""
@@ -327,12 +327,12 @@ def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:
     return None
 
 
-def standardised_covariates(root, train_split: np.ndarray, cfg: dict):
+def standardised_covariates(root, train_split: np.ndarray, cfg):
     """(float32 (n_rows, K) the store's covariates standardised with the training split's
-    mean and sd (a constant column -> 0), mean (K,), sd (K,)); K = 0 when
-    cfg["covariates"] is off or the store has none."""
+    mean and sd (a constant column -> 0), mean (K,), sd (K,)); K = 0 when the config's
+    ``covariates`` is off or the store has none."""
     n_cov = int(root["sample_covariate"].shape[1]) if "sample_covariate" in root else 0
-    if not cfg["covariates"] or not n_cov:
+    if not cfg.covariates.covariates or not n_cov:
         return np.zeros((int(root["sample_label"].shape[0]), 0), np.float32), \
             np.zeros(0), np.ones(0)
     cov = np.asarray(root["sample_covariate"][:], dtype=np.float64)
@@ -397,16 +397,16 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
     :class:`cmix.learn.nn.Head`.
     epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
     train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
-    numpy ints), possibly empty. Stops after cfg["pred_patience"] epochs without a
+    numpy ints), possibly empty. Stops after ``pred_patience`` epochs without a
     better validation log-loss and reloads the best state; with covariates the untrained
     head (the covariates-only model,
     :meth:`cmix.learn.methods.networks.NetworkMethod.new_head`) competes as epoch 0.
-    With cfg["pred_refit"] a fresh head is trained on train + validation rows for the
+    With ``pred_refit`` a fresh head is trained on train + validation rows for the
     best epoch count (none when epoch 0 wins).
     State: stage "predictor" then "refit", parts "predictor" and "refit".
     Returns (head, validation summary dict).
     """
-    cfg = ctx.cfg
+    cfg = ctx.cfg.predictor
     x_val, y_val = val
     has_val = len(y_val) > 0
     head, opt = new_head()
@@ -421,10 +421,10 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
         opt.load_state_dict(pred["opt"])
     if state.stage not in ("predictor", "refit", "done"):
         state.stage, state.epoch = "predictor", 0
-    bar = progress(total=cfg["pred_epochs"], desc=desc, unit="epoch")
-    bar.update(state.epoch if state.stage == "predictor" else cfg["pred_epochs"])
-    while state.stage == "predictor" and state.epoch < cfg["pred_epochs"] and (
-            not has_val or pred["bad"] < cfg["pred_patience"]):
+    bar = progress(total=cfg.pred_epochs, desc=desc, unit="epoch")
+    bar.update(state.epoch if state.stage == "predictor" else cfg.pred_epochs)
+    while state.stage == "predictor" and state.epoch < cfg.pred_epochs and (
+            not has_val or pred["bad"] < cfg.pred_patience):
         t0 = time.perf_counter()
         loss = epoch_fn(head, opt, *train, state.epoch)
         rec = {"stage": "predictor", "epoch": state.epoch + 1, "loss": loss}
@@ -452,7 +452,7 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
                "best_loss": pred["best_loss"] if np.isfinite(pred["best_loss"]) else None}
     if has_val:
         summary["accuracy"] = float(np.mean(head.proba(x_val).argmax(1) == y_val))
-    n_refit = pred["best_epoch"] if cfg["pred_refit"] and has_val else 0
+    n_refit = pred["best_epoch"] if cfg.pred_refit and has_val else 0
     summary["refit_epochs"] = n_refit
     if not n_refit:
         return head, summary

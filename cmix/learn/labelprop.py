@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import cg
 
 from ..io import log
+from .config import PseudoLabels
 
 
 @dataclass
@@ -82,13 +83,14 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
 
 
 def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-              n_classes: int, alpha: float = 0.99, rtol: float = 1e-6,
-              maxiter: int = 500, class_prior: bool = True) -> PropagationResult:
+              n_classes: int, lp: PseudoLabels = PseudoLabels()) -> PropagationResult:
     """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients.
 
     w: (N, N) sparse affinity; labeled_pos: positions of labeled rows; labeled_y: their
-    classes. y_c = 1/|L_c| on labeled rows of class c, so f_c acts as a class-conditional
-    score; scores are clipped at 0 and each row normalised to p. The certainty weight is
+    classes; lp: the config's ``pseudo_labels`` section (alpha = lp_alpha; CG to relative
+    tolerance lp_rtol or lp_maxiter iterations; class_prior = lp_class_prior).
+    y_c = 1/|L_c| on labeled rows of class c, so f_c acts as a class-conditional score;
+    scores are clipped at 0 and each row normalised to p. The certainty weight is
     w = 1 - H(p)/log C of that propagated distribution itself, so a graph that carries no
     label information gives w ~ 0. The pseudo-label is argmax p, or with ``class_prior``
     argmax of p times each class's share of the labeled rows (Bayes' rule with the labeled
@@ -107,6 +109,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     """
     from threadpoolctl import threadpool_limits
 
+    alpha, rtol, maxiter = lp.lp_alpha, lp.lp_rtol, lp.lp_maxiter
     n = w.shape[0]
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
     labeled_y = np.asarray(labeled_y, dtype=np.int64)
@@ -139,7 +142,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     weight = np.where(reached, 1.0 - ent / np.log(n_seeded), 0.0) if n_seeded > 1 \
         else reached.astype(float)
     decide = prob
-    if class_prior:
+    if lp.lp_class_prior:
         decide = prob * (np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1))
     pseudo = np.where(reached, decide.argmax(1), -1)
     pseudo[labeled_pos] = labeled_y
@@ -150,13 +153,12 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
                              missing_classes=missing)
 
 
-def label_propagation(z, labeled_pos, labeled_y, n_classes: int, k: int = 3,
-                      alpha: float = 0.99, rtol: float = 1e-6, maxiter: int = 500,
-                      block: int = 4096, class_prior: bool = True) -> PropagationResult:
-    """kNN graph of latent rows z (N, d) then :func:`propagate`."""
-    w = knn_graph(z, k=k, block=block)
-    return propagate(w, labeled_pos, labeled_y, n_classes, alpha=alpha, rtol=rtol,
-                     maxiter=maxiter, class_prior=class_prior)
+def label_propagation(z, labeled_pos, labeled_y, n_classes: int,
+                      lp: PseudoLabels = PseudoLabels()) -> PropagationResult:
+    """kNN graph of latent rows z (N, d) (k = lp.lp_k, searched in blocks of lp.lp_block
+    rows) then :func:`propagate`."""
+    w = knn_graph(z, k=lp.lp_k, block=lp.lp_block)
+    return propagate(w, labeled_pos, labeled_y, n_classes, lp)
 
 
 # ------------------------------------------------------------------ judging pseudo-labels
@@ -172,17 +174,18 @@ def stratified_folds(y: np.ndarray, n_folds: int, rng) -> np.ndarray:
 
 
 def out_of_fold_propagation(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-                            n_classes: int, fold: np.ndarray, **kw):
+                            n_classes: int, fold: np.ndarray,
+                            lp: PseudoLabels = PseudoLabels()):
     """Pseudo-labels of the labeled rows themselves, each from a propagation in which its
     fold was unseeded (the other folds seed it; the unlabeled rows are nodes as always).
 
-    w: (N, N) affinity; labeled_pos, labeled_y, fold: (n_L,). kw: :func:`propagate`'s.
+    w: (N, N) affinity; labeled_pos, labeled_y, fold: (n_L,); lp: as :func:`propagate`.
     Returns (label (n_L,) int64, -1 where no class reached the row; certainty (n_L,))."""
     label = np.full(len(labeled_pos), -1, dtype=np.int64)
     certainty = np.zeros(len(labeled_pos))
     for f in np.unique(fold):
         held = fold == f
-        res = propagate(w, labeled_pos[~held], labeled_y[~held], n_classes, **kw)
+        res = propagate(w, labeled_pos[~held], labeled_y[~held], n_classes, lp)
         label[held] = res.pseudo_label[labeled_pos[held]]
         certainty[held] = res.weight[labeled_pos[held]]
     return label, certainty
@@ -264,7 +267,8 @@ class JudgedPseudoLabels:
 
 def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray,
                              n_classes: int, head_features: np.ndarray, fold: np.ndarray,
-                             ks=(3, 10), block: int = 4096, **kw) -> JudgedPseudoLabels:
+                             lp: PseudoLabels = PseudoLabels(),
+                             ks=(3, 10)) -> JudgedPseudoLabels:
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
     held-out labeled rows; no row outside the nodes is looked at.
 
@@ -278,22 +282,23 @@ def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray
     unlabeled row's weight is the calibrated probability that its pseudo-label is right,
     above the head's accuracy (:func:`calibrated_weights`): a row weighs more than 0 only
     where a pseudo-label of its certainty was right more often than the head. ``used``:
-    some unlabeled row weighs more than 0. kw: :func:`propagate`'s."""
+    some unlabeled row weighs more than 0. lp: the config's ``pseudo_labels`` section
+    (:func:`propagate`'s settings; the kNN search in blocks of lp_block rows)."""
     pos = np.arange(n_labeled)
     best = None
     heldout = {}
     for name, z in spaces.items():
-        index, sim = knn_neighbours(z, max(ks), block)
+        index, sim = knn_neighbours(z, max(ks), lp.lp_block)
         for k in ks:
             w = graph_from_neighbours(index, sim, k)
-            lab, cert = out_of_fold_propagation(w, pos, labeled_y, n_classes, fold, **kw)
+            lab, cert = out_of_fold_propagation(w, pos, labeled_y, n_classes, fold, lp)
             acc = float(np.mean(lab == labeled_y)) if n_labeled else 0.0
             heldout[f"{name} k{k}"] = acc
             if best is None or acc > best[0]:
                 best = (acc, name, k, w, lab, cert)
     acc, name, k, w, lab, cert = best
     head_acc = out_of_fold_head_accuracy(head_features, labeled_y, fold)
-    res = propagate(w, pos, labeled_y, n_classes, **kw)
+    res = propagate(w, pos, labeled_y, n_classes, lp)
     weight = np.zeros(len(res.weight))
     if acc >= head_acc:
         weight = calibrated_weights(cert, lab == labeled_y, res.weight, head_acc)

@@ -218,16 +218,17 @@ class Predictor(nn.Module):
 
 
 class ContrastiveMixup(nn.Module):
-    """Embedding + encoder + decoder + projection head (the pre-trained part)."""
+    """Embedding + encoder + decoder + projection head (the pre-trained part), shaped by
+    ``model`` (the config's ``model`` section); mean, sd (M,): the dosage moments of the
+    ``dosage`` encoding."""
 
-    def __init__(self, n_snps: int, cfg: dict, mean=None, sd=None):
+    def __init__(self, n_snps: int, model, mean=None, sd=None):
         super().__init__()
-        self.embed = SnpEmbedding(n_snps, cfg["encoding"], mean, sd)
-        hidden = cfg["hidden"] or self.embed.out_dim
-        self.encoder = Encoder(self.embed.out_dim, hidden, cfg["n_layers"], cfg["batchnorm"])
-        self.decoder = Decoder(hidden, n_snps, cfg["encoding"], cfg["n_layers"],
-                               cfg["batchnorm"])
-        self.proj = ProjectionHead(hidden, cfg["d_proj"], cfg["proj_layers"])
+        self.embed = SnpEmbedding(n_snps, model.encoding, mean, sd)
+        hidden = model.hidden or self.embed.out_dim
+        self.encoder = Encoder(self.embed.out_dim, hidden, model.n_layers, model.batchnorm)
+        self.decoder = Decoder(hidden, n_snps, model.encoding, model.n_layers, model.batchnorm)
+        self.proj = ProjectionHead(hidden, model.d_proj, model.proj_layers)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """(B, M) int8 -> latent (B, H)."""
@@ -286,25 +287,26 @@ class Head:
         self.predictor.load_state_dict(state["predictor"])
 
 
-def build_head(n_snps: int, n_classes: int, n_cov: int, cfg: dict, seed: int, *,
-               latent_dim: int | None = None, mean=None, sd=None, device="cpu") -> Head:
-    """The one head of every network method. latent_dim None: a fresh SNP embedding of
-    the int8 dosages (encoding cfg["encoding"], moments mean/sd (M,)), the covariates
-    beside it; else identity features on latent rows of width latent_dim with the K =
-    n_cov covariates beside them. Then :class:`Predictor` (pred_hidden, pred_dropout),
-    a covariate term when n_cov > 0. The embedding and the predictor draw their weights
-    from torch's global generator seeded by the run's ``seed`` and their streams
+def build_head(n_snps: int, n_classes: int, n_cov: int, cfg, seed: int, *,
+               latent_dim: int | None = None, moments=(None, None), device="cpu") -> Head:
+    """The one head of every network method (cfg: the :class:`cmix.learn.config.Config`).
+    latent_dim None: a fresh SNP embedding of the int8 dosages (the ``encoding`` of
+    cfg.model, ``moments`` = (mean (M,), sd (M,)) of the dosages), the covariates beside
+    it; else identity features on latent rows of width latent_dim with the K = n_cov
+    covariates beside them. Then :class:`Predictor` (cfg.predictor's pred_hidden and
+    pred_dropout), a covariate term when n_cov > 0. The embedding and the predictor draw
+    their weights from torch's global generator seeded by the run's ``seed`` and their streams
     (:mod:`cmix.learn.streams`)."""
     from .streams import HEAD_FEATURES, HEAD_PREDICTOR, manual_seed
 
     manual_seed(seed, HEAD_FEATURES)
     if latent_dim is None:
-        features = SnpEmbedding(n_snps, cfg["encoding"], mean, sd).to(device)
+        features = SnpEmbedding(n_snps, cfg.model.encoding, *moments).to(device)
         if n_cov:
             features = WithCovariates(features, n_snps, n_cov)
         in_dim = features.out_dim
     else:
         features, in_dim = nn.Identity(), latent_dim + n_cov
     manual_seed(seed, HEAD_PREDICTOR)
-    return Head(features, Predictor(in_dim, n_classes, cfg["pred_hidden"], n_cov,
-                                    cfg["pred_dropout"]).to(device))
+    return Head(features, Predictor(in_dim, n_classes, cfg.predictor.pred_hidden, n_cov,
+                                    cfg.predictor.pred_dropout).to(device))

@@ -53,12 +53,13 @@ def embed_rows(model, loader, device, batch_size: int | None = None):
 
 
 # ------------------------------------------------------------------ pre-training
-def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, device):
+def contrastive_mixup_loss(model, x, labels, weights, contrastive, gen, n_classes, device):
     """The pre-training loss of one batch: (total, contrastive, reconstruction) tensors.
 
-    x: (B, M) dosages; labels: (B,) int64 class or -1 (no label); weights: (B,) certainty.
+    x: (B, M) dosages; labels: (B,) int64 class or -1 (no label); weights: (B,) certainty;
+    contrastive: the config's ``contrastive`` section (alpha, tau, beta, mix).
     Partners (drawn in proportion to certainty) and lambda ~ U(0, alpha) come from
-    :func:`cmix.learn.losses.draw_mixup` (within the class with cfg["mix"] ==
+    :func:`cmix.learn.losses.draw_mixup` (within the class with mix ==
     "within_class"); rows are mixed in the hidden
     layer t, drawn uniformly from 0..n_layers of the encoder. The weighted supervised
     contrastive loss (temperature tau) runs over the labeled rows and the mixed rows
@@ -71,7 +72,8 @@ def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, devic
                          supcon_loss)
 
     t = int(torch.randint(0, model.encoder.n_layers + 1, (1,), generator=gen))
-    partner, lam = draw_mixup(labels, cfg["alpha"], gen, cfg["mix"] == "within_class", weights)
+    partner, lam = draw_mixup(labels, contrastive.alpha, gen,
+                              contrastive.mix == "within_class", weights)
     with _amp(device):
         h = model.encoder.forward_to(model.embed(x), t)
         mixed, _ = mix_rows(h, partner, lam)
@@ -83,19 +85,22 @@ def contrastive_mixup_loss(model, x, labels, weights, cfg, gen, n_classes, devic
         orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
         if len(orig):
             p = model.proj(torch.cat([z[orig], zm]))
-            con = supcon_loss(p, q, w, cfg["tau"])
+            con = supcon_loss(p, q, w, contrastive.tau)
         else:
             con = recon * 0.0
-        return con + cfg["beta"] * recon, con, recon
+        return con + contrastive.beta * recon, con, recon
 
 
-def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch, device,
-                   n_classes):
-    """One pre-training epoch. x_lab: int8 (n_L, M) labeled rows on device; y_lab: (n_L,)
-    int64; pseudo: None or (label (n_U,), weight (n_U,)) tensors over the unlabeled loader's
-    positions (-1 = no pseudo-label). Returns mean losses."""
+def pretrain_epoch(model, opt, labeled, unlabeled, cfg, n_classes, seed, epoch):
+    """One pre-training epoch. labeled: (x_lab int8 (n_L, M) labeled rows on the device
+    the epoch runs on, y_lab (n_L,) int64); unlabeled: (the unlabeled rows' loader, pseudo:
+    None or (label (n_U,), weight (n_U,)) tensors over the loader's positions, -1 = no
+    pseudo-label); cfg: the :class:`cmix.learn.config.Config` (its ``pretrain`` and
+    ``contrastive`` sections). Returns mean losses."""
     import torch
 
+    (x_lab, y_lab), (u_loader, pseudo) = labeled, unlabeled
+    device = x_lab.device
     gen, rng = streams.gen(seed, streams.PRETRAIN_STEPS, epoch)
     model.train()
     n_l = len(x_lab)
@@ -107,8 +112,10 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
         batches = u_loader.batches(seed_seq=streams.seed_seq(seed, streams.PRETRAIN_BATCHES,
                                                              epoch), drop_last=False)
     else:
-        batches = ((None, None) for _ in range(max(1, -(-n_l // cfg["labeled_batch_size"]))))
-    take = labeled_rows_per_step(n_l, -(-len(u_loader) // cfg["batch_size"]), n_classes, cfg)
+        n_steps_labeled = max(1, -(-n_l // cfg.pretrain.labeled_batch_size))
+        batches = ((None, None) for _ in range(n_steps_labeled))
+    take = labeled_rows_per_step(n_l, -(-len(u_loader) // cfg.pretrain.batch_size), n_classes,
+                                 cfg.pretrain)
     for pos, xu in batches:
         if lab_ptr + take > n_l:
             lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
@@ -123,7 +130,7 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
             xu = xu.to(device, non_blocking=True)
             if pseudo is not None:
                 pidx = torch.as_tensor(pos, device=device)
-                yu, wu = pseudo[0][pidx], pseudo[1][pidx] * cfg["gamma"]
+                yu, wu = pseudo[0][pidx], pseudo[1][pidx] * cfg.contrastive.gamma
                 yu = torch.where(wu > 0, yu, torch.full_like(yu, -1))
             else:
                 yu = torch.full((len(xu),), -1, dtype=torch.long, device=device)
@@ -131,8 +138,8 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
             x = torch.cat([xl, xu])
             labels, weights = torch.cat([yl, yu]), torch.cat([wl, wu])
         labels = torch.where(weights > 0, labels, torch.full_like(labels, -1))
-        loss, con, recon = contrastive_mixup_loss(model, x, labels, weights, cfg, gen,
-                                                  n_classes, device)
+        loss, con, recon = contrastive_mixup_loss(model, x, labels, weights, cfg.contrastive,
+                                                  gen, n_classes, device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -143,15 +150,16 @@ def pretrain_epoch(model, opt, x_lab, y_lab, u_loader, pseudo, cfg, seed, epoch,
     return {k: v / max(n_steps, 1) for k, v in sums.items()}
 
 
-def labeled_rows_per_step(n_labeled: int, n_steps: int, n_classes: int, cfg) -> int:
+def labeled_rows_per_step(n_labeled: int, n_steps: int, n_classes: int, pretrain) -> int:
     """Labeled rows in each pre-training step: labeled_batch_size, but at most what
     shows each labeled row ``labeled_passes`` times an epoch over ``n_steps`` steps (and
     at least 2 per class, so the contrastive term has positives). Drawing the whole
     labeled set at every step of a pass over the unlabeled rows shows each labeled row
-    hundreds of times an epoch and lets the encoder memorise D_L. 0 = no cap."""
-    take = min(cfg["labeled_batch_size"], n_labeled)
-    if cfg["labeled_passes"] > 0 and n_steps > 0:
-        cap = int(np.ceil(cfg["labeled_passes"] * n_labeled / n_steps))
+    hundreds of times an epoch and lets the encoder memorise D_L. 0 = no cap. pretrain:
+    the config's ``pretrain`` section."""
+    take = min(pretrain.labeled_batch_size, n_labeled)
+    if pretrain.labeled_passes > 0 and n_steps > 0:
+        cap = int(np.ceil(pretrain.labeled_passes * n_labeled / n_steps))
         take = min(take, max(cap, 2 * n_classes))
     return max(1, min(take, n_labeled))
 
@@ -168,20 +176,23 @@ def node_latent(model, x_lab, su_loader, device) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ predictor
-def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, device):
-    """One epoch of the predictor: inputs (N, ...) on device, targets (N, C) soft,
-    weights (N,). Latent mixup (lambda ~ U(0, 1), partner = a random row of the batch)
-    when cfg["predictor_mixup"], each parent's target weighted by lambda times its own
-    certainty (:func:`losses.mixup_cross_entropy`). Returns the mean loss."""
+def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch):
+    """One epoch of the predictor: inputs (N, ...) on the device the epoch runs on, targets
+    (N, C) soft, weights (N,); cfg: the :class:`cmix.learn.config.Config`
+    (``pred_batch_size``, ``predictor_mixup``). Latent mixup (lambda ~ U(0, 1), partner =
+    a random row of the batch) when ``predictor_mixup``, each parent's target weighted by
+    lambda times its own certainty (:func:`losses.mixup_cross_entropy`). Returns the mean
+    loss."""
     import torch
 
     from .losses import mixup_cross_entropy, soft_cross_entropy
 
+    device = inputs.device
     gen, rng = streams.gen(seed, streams.PREDICTOR_STEPS, epoch)
     head.train()
     n = len(inputs)
     order = torch.from_numpy(rng.permutation(n)).to(device)
-    bs = cfg["pred_batch_size"]
+    bs = cfg.predictor.pred_batch_size
     total, steps = 0.0, 0
     for s in range(0, n, bs):
         idx = order[s:s + bs]
@@ -190,7 +201,7 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch, devic
         with _amp(device):
             f = head.features(inputs[idx])
         t, w = targets[idx], weights[idx]
-        if cfg["predictor_mixup"]:
+        if cfg.switches.predictor_mixup:
             lam = torch.rand(len(idx), generator=gen).to(device)
             perm = torch.from_numpy(rng.permutation(len(idx))).to(device)
             lf = lam.view(-1, 1).to(f.dtype)
@@ -216,54 +227,56 @@ def pseudo_label_rows(ctx) -> np.ndarray:
     lp_max_unlabeled of them, drawn with the run's seed."""
     _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_ROWS)
     n_u = len(ctx.splits.unlabeled)
-    return np.sort(rng.permutation(n_u)[:ctx.cfg["lp_max_unlabeled"]])
+    return np.sort(rng.permutation(n_u)[:ctx.cfg.pseudo_labels.lp_max_unlabeled])
 
 
 def _loader(ctx, rows, batch_size):
     from .data import RowLoader, choose_mode
 
-    mode = choose_mode(len(ctx.splits.unlabeled), ctx.n_snps, ctx.cfg["loader"],
-                       int(ctx.cfg["memory_limit_mb"]) << 20)
+    mode = choose_mode(len(ctx.splits.unlabeled), ctx.n_snps, ctx.cfg.data.loader,
+                       int(ctx.cfg.data.memory_limit_mb) << 20)
     return RowLoader(ctx.root, rows, batch_size=batch_size, mode=mode, device=ctx.dev,
-                     buffer_chunks=ctx.cfg["buffer_chunks"])
+                     buffer_chunks=ctx.cfg.data.buffer_chunks)
 
 
-def pretrain_stage(ctx, state, model, x_lab, y_lab, su_pos) -> None:
+def pretrain_stage(ctx, model, x_lab, y_lab, su_pos) -> None:
     """Contrastive mixup pre-training; label propagation after ``warmup_epochs`` epochs,
-    then every ``lp_every`` epochs and after the last (pseudo-labels in state.parts)."""
+    then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
+    checkpoint parts)."""
     import torch
 
-    cfg, s = ctx.cfg, ctx.splits
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.pretrain.lr,
+                           weight_decay=cfg.pretrain.weight_decay)
     loaders = {}
 
     def epoch_fn(epoch):
         if not loaders:
-            loaders["u"] = _loader(ctx, s.unlabeled, cfg["batch_size"])
+            loaders["u"] = _loader(ctx, s.unlabeled, cfg.pretrain.batch_size)
             loaders["su"] = _loader(ctx, s.unlabeled[su_pos], 4096)
-        pseudo = state.parts.get("pseudo")
+        pseudo = ctx.parts.get("pseudo")
         pseudo_t = (_pseudo_tensors(pseudo, su_pos, len(s.unlabeled), ctx.dev)
                     if pseudo is not None else None)
-        rec = pretrain_epoch(model, opt, x_lab, y_lab, loaders["u"], pseudo_t, cfg, ctx.seed,
-                             epoch, ctx.dev, s.n_classes)
+        rec = pretrain_epoch(model, opt, (x_lab, y_lab), (loaders["u"], pseudo_t), cfg,
+                             s.n_classes, ctx.seed, epoch)
         done = epoch + 1
-        due = cfg["pseudo_labels"] and len(su_pos) > 0 and (
-            (done >= cfg["warmup_epochs"] and (done - cfg["warmup_epochs"]) % cfg["lp_every"] == 0)
-            or done == cfg["epochs"])
+        due = cfg.switches.pseudo_labels and len(su_pos) > 0 and (
+            (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
+            or done == cfg.pretrain.epochs)
         if due:
             if "pcs" not in loaders:
                 loaders["pcs"] = input_pcs(ctx, x_lab, su_pos)
-            info = pseudo_label_step(ctx, state, model, x_lab, y_lab, loaders["su"], su_pos,
-                                     done, loaders["pcs"])
+            info = pseudo_label_step(ctx, model, x_lab, y_lab, loaders["su"], su_pos, done,
+                                     loaders["pcs"])
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
         return rec
 
-    ctx.epochs("pretrain", cfg["epochs"], {"model": model, "opt": opt}, epoch_fn,
+    ctx.epochs("pretrain", cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
                "pre-training")
 
 
-def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch,
+def pseudo_label_step(ctx, model, x_lab, y_lab, su_loader, su_pos, epoch,
                       input_pcs=None) -> dict:
     """Label propagation judged on held-out labeled rows
     (:func:`cmix.learn.labelprop.judged_label_propagation`): the graph is built in the
@@ -271,26 +284,23 @@ def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch,
     k from {lp_k, 10}, whichever gives the labeled rows the most accurate pseudo-labels
     when their fold is unseeded; the pseudo-labels carry weight only where they are
     estimated to be right more often than the supervised head on the latent is. Stores
-    the pseudo-labels and weights of the S_U rows in state.parts["pseudo"] and a summary
-    in parts["lp_info"]. Only training labeled rows are used: validation rows are not
-    nodes."""
+    the pseudo-labels and weights of the S_U rows in the run's checkpoint parts
+    ("pseudo") and a summary in parts["lp_info"]. Only training labeled rows are used:
+    validation rows are not nodes."""
     from .labelprop import judged_label_propagation, stratified_folds
 
-    s, cfg = ctx.splits, ctx.cfg
+    s, lp, parts = ctx.splits, ctx.cfg.pseudo_labels, ctx.parts
     t0 = time.perf_counter()
     n_l = len(x_lab)
     y_l = y_lab.cpu().numpy()
     z = node_latent(model, x_lab, su_loader, ctx.dev)
     spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
     _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_FOLDS)
-    fold = stratified_folds(y_l, cfg["lp_folds"], rng)
-    res = judged_label_propagation(
-        spaces, n_l, y_l, s.n_classes, z[:n_l], fold, ks=tuple(sorted({cfg["lp_k"], 10})),
-        block=cfg["lp_block"], alpha=cfg["lp_alpha"], rtol=cfg["lp_rtol"],
-        maxiter=cfg["lp_maxiter"], class_prior=cfg["lp_class_prior"])
-    state.parts["pseudo"] = {"label": res.label[n_l:],
-                             "weight": res.weight[n_l:].astype(np.float32)}
-    info = _pseudo_stats(state.parts["pseudo"], s.label[s.unlabeled[su_pos]])
+    fold = stratified_folds(y_l, lp.lp_folds, rng)
+    res = judged_label_propagation(spaces, n_l, y_l, s.n_classes, z[:n_l], fold, lp,
+                                   ks=tuple(sorted({lp.lp_k, 10})))
+    parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
+    info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
                 graph=f"{res.space} k{res.k}", heldout_accuracy=res.heldout_accuracy,
                 head_accuracy=res.head_accuracy, used=res.used,
@@ -304,8 +314,8 @@ def pseudo_label_step(ctx, state, model, x_lab, y_lab, su_loader, su_pos, epoch,
     if res.missing_classes:
         log(f"label propagation: no labeled row of class(es) {info['missing_classes']}; "
             "they get no pseudo-labels")
-    state.parts.setdefault("lp_info", []).append(info)
-    state.add_time("label_propagation", t0)
+    parts.setdefault("lp_info", []).append(info)
+    ctx.add_time("label_propagation", t0)
     return info
 
 
@@ -314,7 +324,7 @@ def input_pcs(ctx, x_lab, su_pos) -> np.ndarray | None:
     rows then the S_U rows (fitted on those rows; p = lp_pcs), or None when lp_pcs is 0."""
     from .data import standardised_pcs
 
-    n_pcs = ctx.cfg["lp_pcs"]
+    n_pcs = ctx.cfg.pseudo_labels.lp_pcs
     if not n_pcs:
         return None
     x = np.concatenate([x_lab.cpu().numpy(), ctx.rows(ctx.splits.unlabeled[su_pos]).cpu().numpy()])
@@ -327,14 +337,14 @@ def trainer_inputs(ctx, model):
     from .data import RowLoader
 
     def inputs(rows):
-        if not ctx.cfg["pretrain"]:
+        if not ctx.cfg.switches.pretrain:
             return ctx.with_cov(ctx.rows(rows), rows)
         loader = RowLoader(ctx.root, rows, batch_size=4096, mode="memory", device=ctx.dev)
         return ctx.with_cov(embed_rows(model, loader, ctx.dev), rows)
     return inputs
 
 
-def predictor_stage(ctx, state, inputs_of, su_pos, new_head):
+def predictor_stage(ctx, inputs_of, su_pos, new_head):
     """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
     (latent mixup per the config, and only when some pseudo-label carries weight: with
     none, the predictor is trained exactly as cmix_selfsl's), early-stopped and refitted
@@ -346,16 +356,16 @@ def predictor_stage(ctx, state, inputs_of, su_pos, new_head):
     eye = np.eye(s.n_classes, dtype=np.float32)
     rows, ys, ws = [s.train_labeled], [s.label[s.train_labeled]], \
         [np.ones(len(s.train_labeled), np.float32)]
-    pseudo = state.parts.get("pseudo")
+    pseudo = ctx.parts.get("pseudo")
     keep = np.zeros(0, dtype=bool)
-    if cfg["pseudo_labels"] and pseudo is not None:
+    if cfg.switches.pseudo_labels and pseudo is not None:
         keep = (pseudo["label"] >= 0) & (pseudo["weight"] > 0)
         rows.append(s.unlabeled[su_pos][keep])
         ys.append(pseudo["label"][keep])
         ws.append(pseudo["weight"][keep])
-    if cfg["predictor_mixup"] and not keep.any():
+    if cfg.switches.predictor_mixup and not keep.any():
         # no pseudo-label earned weight: the predictor is trained as cmix_selfsl's is
-        cfg = {**cfg, "predictor_mixup": False}
+        cfg = cfg.with_keys(predictor_mixup=False)
     rows = np.concatenate(rows)
     order = np.argsort(rows, kind="stable")
     inputs = inputs_of(rows[order])[torch.from_numpy(np.argsort(order)).to(dev)]
@@ -364,7 +374,7 @@ def predictor_stage(ctx, state, inputs_of, su_pos, new_head):
     val = (inputs_of(s.validation), s.label[s.validation])
 
     def epoch_fn(head, opt, x, t, w, epoch):
-        return predictor_epoch(head, opt, x, t, w, cfg, ctx.seed, epoch, dev)
+        return predictor_epoch(head, opt, x, t, w, cfg, ctx.seed, epoch)
 
     return ctx.early_stopped(new_head, epoch_fn, train, val)
 

@@ -98,10 +98,13 @@ def method_rank(name: str) -> int:
 
 def from_state_dict(state: dict, device="cpu") -> FittedMethod:
     """The fitted method a :meth:`FittedMethod.state_dict` describes (its ``class``
-    names it), its modules on ``device``."""
+    names it; ``cfg``, the flat config, becomes a :class:`cmix.learn.config.Config`), its
+    modules on ``device``."""
     cls = CLASSES.get(state.get("class")) if isinstance(state, dict) else None
     if cls is None:
         raise CmixError(f"the run's model names no known method class "
                         f"({state.get('class') if isinstance(state, dict) else state!r}); "
                         "retrain it with this cmix")
-    return cls(state["cfg"], device).load_state_dict(state)
+    from ..config import Config
+
+    return cls(Config.from_flat(state["cfg"]), device).load_state_dict(state)

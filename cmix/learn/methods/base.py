@@ -7,7 +7,8 @@ and the harness's resumable loops ``epochs`` and ``early_stopped`` with the chec
 ``parts``, where a long fit keeps its progress. ``predict_proba(x, covariates)`` takes
 int8 dosages (n, M) (-1 missing) and standardised covariates (n, K) and gives float
 (n, C). ``state_dict()`` is one dict, all that :func:`cmix.learn.methods.from_state_dict`
-needs to rebuild the fitted method: ``class`` names it, ``cfg`` is the run's config.
+needs to rebuild the fitted method: ``class`` names it, ``cfg`` is the run's config as
+a flat dict (:meth:`cmix.learn.config.Config.flat`), so a checkpoint holds plain values.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class FittedMethod:
     family = ""
     FIELDS: tuple = ()
 
-    def __init__(self, cfg: dict, device="cpu"):
-        self.cfg = dict(cfg)
+    def __init__(self, cfg, device="cpu"):
+        self.cfg = cfg                  # cmix.learn.config.Config
         self.device = device
         self.report = {"validation": None, "pseudo_labels": None}
 
@@ -39,7 +40,7 @@ class FittedMethod:
         return None
 
     def state_dict(self) -> dict:
-        return {"class": type(self).__name__, "cfg": self.cfg,
+        return {"class": type(self).__name__, "cfg": self.cfg.flat(),
                 **{k: getattr(self, k) for k in self.FIELDS}}
 
     def load_state_dict(self, state: dict) -> "FittedMethod":

@@ -36,14 +36,14 @@ class _CvLogreg(FittedMethod):
     def fit(self, data):
         from ..linear import fit_logreg_cv, fit_with_unpenalised_covariates
 
-        s, cfg = data.splits, self.cfg
+        s, cfg = data.splits, self.cfg.logreg
         self.mean, self.sd, self.n_classes = data.mean, data.sd, s.n_classes
         self.with_cov = self.uses_covariates and data.n_cov > 0
         t = time.perf_counter()
         self.prepare(data)
         x = self.features(data.rows(s.labeled).cpu().numpy(), data.cov[s.labeled])
         t = data.add_time("load", t)
-        args = (s.label[s.labeled], s.n_classes, cfg["logreg_folds"], cfg["logreg_n_c"],
+        args = (s.label[s.labeled], s.n_classes, cfg.logreg_folds, cfg.logreg_n_c,
                 data.seed)
         if self.with_cov:
             self.model, best_c, folds, cv_loss = fit_with_unpenalised_covariates(
@@ -89,19 +89,20 @@ class CovariatesOnly(_CvLogreg):
         return covariates.astype(np.float64)
 
 
-def training_pca(data, cfg: dict):
+def training_pca(data, cfg):
     """PCA of the standardised dosages of the training split's rows (labeled, validation
     and unlabeled: genotypes only, no label; at most ``semi_max_rows`` of them, drawn
-    with the run's seed); ``semi_pcs`` axes (:func:`cmix.learn.data.standardised_pcs`)."""
+    with the run's seed); ``semi_pcs`` axes (:func:`cmix.learn.data.standardised_pcs`).
+    cfg: the config's ``semi_linear`` section."""
     from ..data import standardised_pcs
     from ..streams import PCA_ROWS, gen
 
     train = data.train_rows
-    if len(train) > cfg["semi_max_rows"]:
+    if len(train) > cfg.semi_max_rows:
         _, rng = gen(data.seed, PCA_ROWS)
-        train = np.sort(rng.choice(train, cfg["semi_max_rows"], replace=False))
+        train = np.sort(rng.choice(train, cfg.semi_max_rows, replace=False))
     return standardised_pcs(data.rows(train).cpu().numpy(), data.mean, data.sd,
-                            cfg["semi_pcs"], data.seed)[1]
+                            cfg.semi_pcs, data.seed)[1]
 
 
 class PcaLogreg(_CvLogreg):
@@ -113,7 +114,7 @@ class PcaLogreg(_CvLogreg):
     FIELDS = _CvLogreg.FIELDS + ("pca",)
 
     def prepare(self, data):
-        self.pca = training_pca(data, self.cfg)
+        self.pca = training_pca(data, self.cfg.semi_linear)
 
     def features(self, x, covariates):
         from ..data import project_pcs
@@ -137,21 +138,21 @@ class LabelSpreadingOnPcs(FittedMethod):
         from ..data import project_pcs
         from ..streams import SPREADING_ROWS, gen
 
-        s, cfg = data.splits, self.cfg
+        s, cfg = data.splits, self.cfg.semi_linear
         self.mean, self.sd, self.n_classes = data.mean, data.sd, s.n_classes
         t = time.perf_counter()
         self.pca = training_pca(data, cfg)
         unl = s.unlabeled
-        if len(unl) > cfg["semi_max_rows"]:
+        if len(unl) > cfg.semi_max_rows:
             _, rng = gen(data.seed, SPREADING_ROWS)
-            unl = np.sort(rng.choice(unl, cfg["semi_max_rows"], replace=False))
+            unl = np.sort(rng.choice(unl, cfg.semi_max_rows, replace=False))
         x = np.vstack([project_pcs(self.pca, data.rows(r).cpu().numpy(), self.mean, self.sd)
                        for r in (s.labeled, unl)])
         y = np.concatenate([s.label[s.labeled], np.full(len(unl), -1)])
         t = data.add_time("load", t)
         with threadpool_limits(limits=1):
-            self.model = LabelSpreading(kernel="knn", n_neighbors=cfg["spreading_k"],
-                                        alpha=cfg["spreading_alpha"], max_iter=1000).fit(x, y)
+            self.model = LabelSpreading(kernel="knn", n_neighbors=cfg.spreading_k,
+                                        alpha=cfg.spreading_alpha, max_iter=1000).fit(x, y)
         data.add_time("fit", t)
         self.report["validation"] = {"fit_rows": "labeled seeds + unlabeled nodes",
                                      "n_nodes": int(len(y))}
@@ -193,15 +194,15 @@ class GradientBoostedTrees(FittedMethod):
         from sklearn.ensemble import HistGradientBoostingClassifier
         from threadpoolctl import threadpool_limits
 
-        s, cfg = data.splits, self.cfg
+        s, cfg = data.splits, self.cfg.gbdt
         self.n_classes = s.n_classes
         t = time.perf_counter()
         x = self.features(data.rows(s.labeled).cpu().numpy(), data.cov[s.labeled])
         y = s.label[s.labeled]
         t = data.add_time("load", t)
         self.model = HistGradientBoostingClassifier(
-            learning_rate=cfg["gbdt_lr"], max_iter=cfg["gbdt_max_iter"],
-            max_leaf_nodes=cfg["gbdt_max_leaf_nodes"], l2_regularization=cfg["gbdt_l2"],
+            learning_rate=cfg.gbdt_lr, max_iter=cfg.gbdt_max_iter,
+            max_leaf_nodes=cfg.gbdt_max_leaf_nodes, l2_regularization=cfg.gbdt_l2,
             early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
             scoring="loss", random_state=int(data.seed) & 0x7FFFFFFF)
         with threadpool_limits(limits=1):

@@ -24,7 +24,7 @@ class NetworkMethod(FittedMethod):
 
     encode_autocast = False
 
-    def __init__(self, cfg: dict, device="cpu"):
+    def __init__(self, cfg, device="cpu"):
         super().__init__(cfg, device)
         self.model = self.head = None
         self._cov_start = None
@@ -41,7 +41,7 @@ class NetworkMethod(FittedMethod):
         from ..streams import MODEL_INIT, manual_seed
 
         manual_seed(data.seed, MODEL_INIT)
-        return nn.ContrastiveMixup(self.n_snps, self.cfg, self.mean, self.sd).to(data.dev)
+        return nn.ContrastiveMixup(self.n_snps, self.cfg.model, self.mean, self.sd).to(data.dev)
 
     def covariates_start(self, data):
         """(weight (C, K), bias (C,)) of the covariates baseline's model fitted on the
@@ -50,14 +50,14 @@ class NetworkMethod(FittedMethod):
         from ..linear import fit_logreg_cv
 
         if self._cov_start is None:
-            s, cfg = data.splits, self.cfg
+            s, cfg = data.splits, self.cfg.logreg
             rows = s.train_labeled
             y = s.label[rows]
             c = s.n_classes
             w, b = np.zeros((c, data.n_cov)), np.zeros(c)
             if len(np.unique(y)) > 1:
                 lr = fit_logreg_cv(data.cov[rows].astype(np.float64), y, c,
-                                   cfg["logreg_folds"], cfg["logreg_n_c"], data.seed)[0]
+                                   cfg.logreg_folds, cfg.logreg_n_c, data.seed)[0]
                 if len(lr.classes_) == 2:
                     w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
                 else:
@@ -65,7 +65,7 @@ class NetworkMethod(FittedMethod):
             self._cov_start = (w, b)
         return self._cov_start
 
-    def new_head(self, data, cfg: dict | None = None):
+    def new_head(self, data):
         """A fresh head (latent rows when the method has an encoder) and its Adam, seeded
         the same way at every call. With covariates the predictor's covariate term starts
         as the covariates-only model (:meth:`covariates_start`) and its network's last
@@ -75,10 +75,10 @@ class NetworkMethod(FittedMethod):
 
         from ..nn import build_head
 
-        cfg = cfg or self.cfg
+        cfg = self.cfg
         latent = self.model.encoder.out_dim if self.model is not None else None
         head = build_head(self.n_snps, self.n_classes, self.n_cov, cfg, data.seed,
-                          latent_dim=latent, mean=self.mean, sd=self.sd, device=data.dev)
+                          latent_dim=latent, moments=(self.mean, self.sd), device=data.dev)
         if head.predictor.skip is not None:
             w, b = self.covariates_start(data)
             with torch.no_grad():
@@ -86,18 +86,18 @@ class NetworkMethod(FittedMethod):
                 head.predictor.skip.bias.copy_(torch.from_numpy(b))
                 head.predictor.net[-1].weight.zero_()
                 head.predictor.net[-1].bias.zero_()
-        return head, torch.optim.Adam(head.parameters(), lr=cfg["pred_lr"],
-                                      weight_decay=cfg["pred_weight_decay"])
+        return head, torch.optim.Adam(head.parameters(), lr=cfg.predictor.pred_lr,
+                                      weight_decay=cfg.predictor.pred_weight_decay)
 
     def train_loader(self, data, rows):
         """Batches of ``rows`` (the loader mode chosen for the training split's size)."""
         from ..data import RowLoader, choose_mode
 
         cfg = self.cfg
-        mode = choose_mode(len(data.train_rows), data.n_snps, cfg["loader"],
-                           int(cfg["memory_limit_mb"]) << 20)
-        return RowLoader(data.root, rows, batch_size=cfg["batch_size"], mode=mode,
-                         device=data.dev, buffer_chunks=cfg["buffer_chunks"])
+        mode = choose_mode(len(data.train_rows), data.n_snps, cfg.data.loader,
+                           int(cfg.data.memory_limit_mb) << 20)
+        return RowLoader(data.root, rows, batch_size=cfg.pretrain.batch_size, mode=mode,
+                         device=data.dev, buffer_chunks=cfg.data.buffer_chunks)
 
     def frozen_latent(self, data):
         """Freeze the encoder; the labeled rows' latent inputs (covariates beside them, if
@@ -119,9 +119,9 @@ class NetworkMethod(FittedMethod):
         """One plain supervised epoch of a head (the trainer's predictor epoch, no mixup)."""
         from .. import train
 
-        cfg = {**self.cfg, "predictor_mixup": False}
+        cfg = self.cfg.with_keys(predictor_mixup=False)
         return lambda head, opt, x, t, w, epoch: train.predictor_epoch(
-            head, opt, x, t, w, cfg, data.seed, epoch, data.dev)
+            head, opt, x, t, w, cfg, data.seed, epoch)
 
     # ------------------------------------------------------------ prediction
     def encode(self, x, batch: int = 4096):
@@ -157,7 +157,7 @@ class NetworkMethod(FittedMethod):
         return self.head.proba(self.inputs(x, covariates))
 
     def state_dict(self):
-        return {"class": type(self).__name__, "cfg": self.cfg, "n_snps": self.n_snps,
+        return {"class": type(self).__name__, "cfg": self.cfg.flat(), "n_snps": self.n_snps,
                 "n_classes": self.n_classes, "n_cov": self.n_cov, "mean": self.mean,
                 "sd": self.sd,
                 "encoder": self.model.state_dict() if self.model is not None else None,
@@ -169,12 +169,12 @@ class NetworkMethod(FittedMethod):
         for k in ("n_snps", "n_classes", "n_cov", "mean", "sd"):
             setattr(self, k, state[k])
         if state["encoder"] is not None:
-            self.model = ContrastiveMixup(self.n_snps, self.cfg, self.mean, self.sd)
+            self.model = ContrastiveMixup(self.n_snps, self.cfg.model, self.mean, self.sd)
             self.model.load_state_dict(state["encoder"])
             self.model.to(self.device).eval()
         latent = self.model.encoder.out_dim if self.model is not None else None
         self.head = build_head(self.n_snps, self.n_classes, self.n_cov, self.cfg, 0,
-                               latent_dim=latent, mean=self.mean, sd=self.sd,
+                               latent_dim=latent, moments=(self.mean, self.sd),
                                device=self.device)
         self.head.load_state_dict(state["head"])
         return self
@@ -194,7 +194,7 @@ class ContrastiveMixupMethod(NetworkMethod):
 
         from .. import train
 
-        cfg, s = self.cfg, data.splits
+        pretrain, s = self.cfg.switches.pretrain, data.splits
         self.take_shapes(data)
         t0 = time.perf_counter()
         x_lab = data.rows(s.train_labeled)
@@ -202,16 +202,15 @@ class ContrastiveMixupMethod(NetworkMethod):
         data.add_time("load", t0)
         model = self.cmix_model(data)
         su_pos = train.pseudo_label_rows(data)
-        if cfg["pretrain"]:
-            train.pretrain_stage(data, data.state, model, x_lab, y_lab, su_pos)
+        if pretrain:
+            train.pretrain_stage(data, model, x_lab, y_lab, su_pos)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
         frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self.model = model if cfg["pretrain"] else None
+        self.model = model if pretrain else None
         self.head, validation = train.predictor_stage(
-            data, data.state, train.trainer_inputs(data, model), su_pos,
-            lambda: self.new_head(data))
+            data, train.trainer_inputs(data, model), su_pos, lambda: self.new_head(data))
         train.check_frozen(model, frozen)
         lp = data.parts.get("lp_info") or []
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
@@ -243,10 +242,10 @@ class Autoencoder(NetworkMethod):
         from ..losses import reconstruction_loss
         from ..streams import AE_BATCHES, seed_seq
 
-        cfg, dev = self.cfg, data.dev
+        cfg, dev = self.cfg.pretrain, data.dev
         self.take_shapes(data)
         model = self.cmix_model(data)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         loader = []
 
         def epoch_fn(epoch):
@@ -263,7 +262,7 @@ class Autoencoder(NetworkMethod):
                 tot, n = tot + float(loss.detach()), n + 1
             return {"loss": tot / max(n, 1)}
 
-        data.epochs("pretrain", cfg["epochs"], {"model": model, "opt": opt}, epoch_fn,
+        data.epochs("pretrain", cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
                     "ae pre-training")
         self.model = model
         train, val = self.frozen_latent(data)
@@ -301,14 +300,14 @@ class Vime(NetworkMethod):
         from ..streams import (VIME_BATCHES, VIME_CORRUPTION, VIME_MASK_ESTIMATOR, gen,
                                manual_seed, seed_seq)
 
-        cfg, dev = self.cfg, data.dev
+        cfg, vime, dev = self.cfg.pretrain, self.cfg.vime, data.dev
         model = self.cmix_model(data)
         manual_seed(data.seed, VIME_MASK_ESTIMATOR)
-        dims = [model.encoder.out_dim] * cfg["proj_layers"] + [self.n_snps]
+        dims = [model.encoder.out_dim] * self.cfg.model.proj_layers + [self.n_snps]
         mask_est = torch.nn.Sequential(*mlp_layers(dims, batchnorm=False, last_act=False)).to(dev)
         params = list(model.embed.parameters()) + list(model.encoder.parameters()) \
             + list(model.decoder.parameters()) + list(mask_est.parameters())
-        opt = torch.optim.Adam(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         loaders = {}
 
         def self_epoch(epoch):
@@ -321,17 +320,17 @@ class Vime(NetworkMethod):
             for _, x in loaders["train"].batches(seed_seq=seed_seq(data.seed, VIME_BATCHES,
                                                                    epoch)):
                 x = x.to(dev)
-                x_tilde, mask = vime_corrupt(x, cfg["vime_p_m"], g)
+                x_tilde, mask = vime_corrupt(x, vime.vime_p_m, g)
                 z = model.encode(x_tilde)
                 loss, _, _ = vime_self_loss(mask_est(z), mask.to(dev), model.decoder(z), x,
-                                            model.embed, cfg["vime_alpha"])
+                                            model.embed, vime.vime_alpha)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
                 tot, n = tot + float(loss.detach()), n + 1
             return {"loss": tot / max(n, 1)}
 
-        data.epochs("pretrain", cfg["epochs"],
+        data.epochs("pretrain", cfg.epochs,
                     {"model": model, "mask_estimator": mask_est, "opt": opt}, self_epoch,
                     "vime self-supervised")
         return model
@@ -346,9 +345,9 @@ class Vime(NetworkMethod):
         from ..baselines import vime_consistency_loss, vime_corrupt
         from ..streams import VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, gen, seed_seq
 
-        s, cfg, dev, model = data.splits, self.cfg, data.dev, self.model
+        s, vime, dev, model = data.splits, self.cfg.vime, data.dev, self.model
         u_loader = self.train_loader(data, s.unlabeled)
-        bs, k = cfg["pred_batch_size"], cfg["vime_k"]
+        bs, k = self.cfg.predictor.pred_batch_size, vime.vime_k
 
         def semi_epoch(head, popt, z_l, t_l, w_l, epoch):
             g, rng = gen(data.seed, VIME_SEMI_STEPS, epoch)
@@ -365,16 +364,16 @@ class Vime(NetworkMethod):
                     continue
                 loss = F.cross_entropy(head.predictor(z_l[idx]), y_l[idx])
                 pos_u, xu = next(u_iter, (None, None))
-                if xu is not None and len(xu) >= 2 and cfg["vime_beta"] > 0:
+                if xu is not None and len(xu) >= 2 and vime.vime_beta > 0:
                     xu = xu.to(dev)
                     with torch.no_grad():
-                        zk = torch.stack([model.encode(vime_corrupt(xu, cfg["vime_p_m"], g)[0])
+                        zk = torch.stack([model.encode(vime_corrupt(xu, vime.vime_p_m, g)[0])
                                           for _ in range(k)])             # (K, B, H)
                         if data.n_cov:
                             cov_u = data.cov_rows(s.unlabeled[pos_u])
                             zk = torch.cat([zk, cov_u.expand(k, -1, -1)], 2)
                     logits_k = head.predictor(zk.flatten(0, 1)).view(k, len(xu), -1)
-                    loss = loss + cfg["vime_beta"] * vime_consistency_loss(logits_k)
+                    loss = loss + vime.vime_beta * vime_consistency_loss(logits_k)
                 popt.zero_grad(set_to_none=True)
                 loss.backward()
                 popt.step()
@@ -399,7 +398,7 @@ class ManifoldMixup(NetworkMethod):
         from ..losses import soft_cross_entropy
         from ..streams import MANIFOLD_MIXUP_STEPS, gen
 
-        s, cfg, dev = data.splits, self.cfg, data.dev
+        s, dev, bs = data.splits, data.dev, self.cfg.predictor.pred_batch_size
         self.take_shapes(data)
         t = time.perf_counter()
         x_lab = data.with_cov(data.rows(s.train_labeled), s.train_labeled)
@@ -408,15 +407,15 @@ class ManifoldMixup(NetworkMethod):
         train = (x_lab, eye[y_lab], torch.ones(len(y_lab), device=dev))
         val = (data.with_cov(data.rows(s.validation), s.validation), s.label[s.validation])
         data.add_time("load", t)
-        a = float(cfg["mixup_alpha"])
+        a = float(self.cfg.manifold_mixup.mixup_alpha)
 
         def epoch_fn(head, opt, x_l, t_l, w_l, epoch):
             _, rng = gen(data.seed, MANIFOLD_MIXUP_STEPS, epoch)
             head.train()
             order = torch.from_numpy(rng.permutation(len(t_l))).to(dev)
             tot = 0.0
-            for st in range(0, len(order), cfg["pred_batch_size"]):
-                idx = order[st:st + cfg["pred_batch_size"]]
+            for st in range(0, len(order), bs):
+                idx = order[st:st + bs]
                 if len(idx) < 2:
                     continue
                 layer = int(rng.integers(0, 3))
