@@ -268,17 +268,7 @@ MAX_PARAMETERS = 8
 # Functions still taking more than MAX_PARAMETERS parameters, by "module path:function".
 # This list should only shrink: group what belongs together in a dataclass and remove the
 # function here; never add to it.
-MANY_PARAMETERS_ALLOWED = {
-    "genotypes/store.py:write_store",
-    "genotypes/store.py:build_store",
-    "genotypes/sumstats.py:select_snps",
-    "learn/labelprop.py:label_propagation",
-    "learn/labelprop.py:judged_label_propagation",
-    "learn/nn.py:build_head",
-    "learn/train.py:pretrain_epoch",
-    "learn/train.py:predictor_epoch",
-    "learn/train.py:pseudo_label_step",
-}
+MANY_PARAMETERS_ALLOWED: set[str] = set()
 
 
 def _is_numba_jitted(node) -> bool:
