@@ -179,13 +179,30 @@ def deterministic_algorithms(device):
     before = (torch.are_deterministic_algorithms_enabled(),
               torch.is_deterministic_algorithms_warn_only_enabled(),
               det.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
+    use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
     det.fill_uninitialized_memory = False
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        use_deterministic_algorithms(before[0], warn_only=before[1])
         det.fill_uninitialized_memory = before[2]
+
+
+def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)`` without its import
+    of torch._inductor (about 1 s, most of a small run's start-up): that import only
+    sets inductor's own flag of the same name, read by ``torch.compile``, which no run
+    uses; the kernels' flag is set the same way. Once inductor is imported (or where
+    this torch lacks the internal setter), the public call sets both."""
+    import sys
+
+    import torch
+
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
