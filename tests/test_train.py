@@ -221,6 +221,41 @@ def _cli(args):
     return [sys.executable, "-m", "cmix.cli", "train", *args]
 
 
+def _same(a, b) -> bool:
+    """Deep equality of nested dicts / lists / tensors / arrays / plain values."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
+    """What RunContext.save writes loads back as dataclasses.asdict of the state: every
+    field, tensors and arrays in nested parts included."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from cmix.io import load_torch
+
+    g = torch.Generator().manual_seed(0)
+    state = harness.RunState(run_key="k", stage="predictor", epoch=3,
+                             history=[{"stage": "pretrain", "epoch": 1, "loss": 0.5}],
+                             times={"pretrain": 1.25},
+                             parts={"pretrain": {"model": {"w": torch.randn(4, 3, generator=g)}},
+                                    "pseudo": {"label": np.arange(5), "weight": np.ones(5)},
+                                    "report": {"validation": None, "list": [1, (2, 3)]}})
+    ctx = SimpleNamespace(out_dir=tmp_path)
+    harness.RunContext.save(ctx, state)
+    saved = load_torch(tmp_path / harness.CHECKPOINT_FILE)
+    assert _same(saved, asdict(state))
+    assert (tmp_path / harness.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"
+
+
 def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
     cfg = {**TINY, "epochs": 12, "lp_every": 3, "pred_epochs": 8}
     cfg_file = tmp_path / "cfg.json"

@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -131,8 +131,11 @@ class RunContext:
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 
     def save(self, state: RunState) -> None:
-        """Write the checkpoint and the log (atomically)."""
-        save_torch(asdict(state), self.out_dir / CHECKPOINT_FILE)
+        """Write the checkpoint (the state's fields as a dict) and the log (atomically).
+        The dict holds the state's own objects (no deep copy of every tensor first):
+        torch.save serialises them as they stand."""
+        save_torch({f.name: getattr(state, f.name) for f in fields(state)},
+                   self.out_dir / CHECKPOINT_FILE)
         with atomic_path(self.out_dir / LOG_FILE) as tmp:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
 
