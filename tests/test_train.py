@@ -256,6 +256,39 @@ def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
     assert (tmp_path / harness.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"
 
 
+def _python(code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_help_imports_no_heavy_library():
+    """`cmix --help` and `cmix train --help` import none of torch, scikit-learn, dask,
+    zarr."""
+    out = _python("import sys\nfrom cmix.cli import main\n"
+                  "for argv in (['--help'], ['train', '--help']):\n"
+                  "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+                  "print('HEAVY', sorted(m for m in ('torch', 'sklearn', 'dask', 'zarr')"
+                  " if m in sys.modules))")
+    assert out.splitlines()[-1] == "HEAVY []"
+
+
+def test_a_cli_step_freezes_the_objects_at_exit(toy_store, tmp_path):
+    """After a `cmix train`, the process's exit moves the objects out of the garbage
+    collector's reach (gc.freeze), so exit skips collecting torch's objects; the run's
+    outputs are whole."""
+    out = tmp_path / "run"
+    got = _python("import atexit, gc\nfrom cmix.cli import main\n"
+                  f"rc = main(['train', '--store', {str(toy_store)!r}, '--budget', '60', "
+                  f"'--seed', '1', '--method', 'logreg', '--device', 'cpu', '--out', "
+                  f"{str(out)!r}])\n"
+                  "before = gc.get_freeze_count()\natexit._run_exitfuncs()\n"
+                  "print(rc, before, gc.get_freeze_count() > 0)")
+    assert got.split()[-3:] == ["0", "0", "True"]
+    assert json.loads((out / "metrics.json").read_text())["method"] == "logreg"
+
+
 def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
     cfg = {**TINY, "epochs": 12, "lp_every": 3, "pred_epochs": 8}
     cfg_file = tmp_path / "cfg.json"
