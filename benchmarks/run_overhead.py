@@ -188,7 +188,8 @@ def top_imports(src: Path, store: Path, method: str, work: Path, config: Path,
     env = {**os.environ, "PYTHONPATH": str(src), "CMIX_PROGRESS": "0"}
     res = subprocess.run([sys.executable, "-X", "importtime", "-m", "cmix.cli",
                           *train_args(store, method, out, config)],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)   # cwd: `-m` puts it first on sys.path, before src
     rows = []
     for line in res.stderr.splitlines():
         if line.startswith("import time:") and "cumulative" not in line:

@@ -521,8 +521,8 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
     (average precision) of class 1; more classes: ``macro_auroc`` and ``macro_ap``, the
     one-vs-rest mean over the classes present. Ranking metrics are None when fewer than
     2 classes are present."""
-    from sklearn.metrics import (average_precision_score, balanced_accuracy_score,
-                                 matthews_corrcoef, roc_auc_score)
+    from .metrics import (average_precision_score, balanced_accuracy_score,
+                          matthews_corrcoef, roc_auc_score)
 
     y = np.asarray(y, dtype=np.int64)
     prob = np.asarray(prob, dtype=np.float64)
@@ -547,20 +547,20 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
 
 
 def versions() -> dict:
-    """Versions of the packages a result depends on."""
+    """Versions of the packages a result depends on: an imported package's
+    ``__version__``, else its installed distribution's (not imported for this)."""
     import platform
-
-    import dask
-    import scipy
-    import sklearn
-    import torch
-    import zarr
+    import sys
+    from importlib.metadata import version
 
     from .. import __version__
 
-    return {"cmix": __version__, "torch": torch.__version__, "numpy": np.__version__,
-            "scipy": scipy.__version__, "sklearn": sklearn.__version__,
-            "dask": dask.__version__, "zarr": zarr.__version__,
+    def of(module: str, dist: str) -> str:
+        return sys.modules[module].__version__ if module in sys.modules else version(dist)
+
+    return {"cmix": __version__, "torch": of("torch", "torch"), "numpy": np.__version__,
+            "scipy": of("scipy", "scipy"), "sklearn": of("sklearn", "scikit-learn"),
+            "dask": of("dask", "dask"), "zarr": of("zarr", "zarr"),
             "python": platform.python_version()}
 
 
