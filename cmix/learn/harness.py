@@ -193,7 +193,7 @@ def deterministic_algorithms(device):
 
 def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
     """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)`` without its import
-    of torch._inductor (about 1 s, most of a small run's start-up): that import only
+    of torch._inductor (1.7 s of a logreg run's start on the 2-core VM): that import only
     sets inductor's own flag of the same name, read by ``torch.compile``, which no run
     uses; the kernels' flag is set the same way. Once inductor is imported (or where
     this torch lacks the internal setter), the public call sets both."""
