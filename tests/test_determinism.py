@@ -147,6 +147,30 @@ def test_mixup_backward_adds_repeated_partners_in_a_fixed_order():
     assert not torch.are_deterministic_algorithms_enabled()      # restored after the run
 
 
+def test_the_deterministic_switch_sets_torch_s_flags_without_importing_inductor():
+    """Inside the run's switch torch's deterministic flag is on (warn-only on CUDA), and
+    both are restored after; in a fresh process the switch leaves torch._inductor
+    unimported (torch.use_deterministic_algorithms itself imports it)."""
+    code = ("import sys, torch\n"
+            "from cmix.learn.harness import deterministic_algorithms\n"
+            "seen = []\n"
+            "for device in ('cpu', 'cuda'):\n"
+            "    with deterministic_algorithms(device):\n"
+            "        seen += [torch.are_deterministic_algorithms_enabled(),\n"
+            "                 torch.is_deterministic_algorithms_warn_only_enabled()]\n"
+            "    seen += [torch.are_deterministic_algorithms_enabled(),\n"
+            "             torch.is_deterministic_algorithms_warn_only_enabled()]\n"
+            "print(*seen, 'torch._inductor' in sys.modules)\n"
+            "torch.use_deterministic_algorithms(False)\n"
+            "print('torch._inductor' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[:8] == ["True", "False", "False", "False", "True", "True", "False", "False"]
+    assert out[8:] == ["False", "True"]      # the public call would have imported it
+
+
 def test_label_propagation_is_the_same_at_1_and_2_blas_threads():
     """20,000 nodes: longer vectors than OpenBLAS/MKL take on one thread in a dot product."""
     from threadpoolctl import threadpool_limits

@@ -246,6 +246,66 @@ def test_classification_metrics_against_direct_computation():
     assert m3["mcc"] == pytest.approx((c * s - t @ pk) / np.sqrt((s**2 - pk @ pk) * (s**2 - t @ t)))
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_metrics_are_scikit_learn_s_to_the_bit(seed):
+    """cmix.learn.metrics gives scikit-learn's floats exactly: random sizes and class
+    counts, scores with many ties (few decimals) or none, predictions of classes absent
+    from the truth, a constant prediction (MCC undefined), 0/1 and bool truths."""
+    import warnings
+
+    import sklearn.metrics as skm
+
+    from cmix.learn import metrics
+
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(3, 400)), int(rng.integers(2, 5))
+    y = rng.integers(0, k, n)
+    y[:2] = [1, 0]                                       # both sides of class 1 present
+    score = np.round(rng.random(n) * (0.6 + (y == 1)), int(rng.choice([1, 2, 12])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for pred in (rng.integers(0, k + 1, n), np.where(rng.random(n) < 0.7, y, 0),
+                     np.zeros(n, dtype=int)):
+            for name in ("balanced_accuracy_score", "matthews_corrcoef"):
+                assert getattr(metrics, name)(y, pred) == getattr(skm, name)(y, pred)
+        for truth in (y == 1, (y == 1).astype(int)):
+            for name in ("roc_auc_score", "average_precision_score"):
+                assert getattr(metrics, name)(truth, score) == getattr(skm, name)(truth, score)
+
+
+def test_metrics_and_versions_import_no_scikit_learn():
+    """A run's metrics and version record leave scikit-learn (and scipy) unimported, and
+    the versions are the packages' own."""
+    import importlib.metadata
+    import os
+    import subprocess
+    import sys
+
+    import dask
+    import scipy
+    import sklearn
+    import torch
+    import zarr
+
+    from cmix.learn.harness import versions
+
+    code = ("import sys, numpy as np\n"
+            "from cmix.learn.harness import classification_metrics, versions\n"
+            "classification_metrics(np.array([0, 1, 2, 1]), np.eye(3)[[0, 1, 1, 2]], 3)\n"
+            "versions()\n"
+            "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.split("\n")[-2] == "[]"
+    v = versions()
+    assert (v["torch"], v["scipy"], v["sklearn"], v["dask"], v["zarr"]) == (
+        torch.__version__, scipy.__version__, sklearn.__version__, dask.__version__,
+        zarr.__version__)
+    assert importlib.metadata.version("scikit-learn") == sklearn.__version__
+
+
 def test_gain_over_covariates_is_paired_by_seed(tmp_path):
     cells = [(t, m, b, s, k) for t, k in (("binary_trait", 2),)
              for m in ("covariates", "logreg") for b in BUDGETS for s in SEEDS]

@@ -220,6 +220,74 @@ def _cli(args):
     return [sys.executable, "-m", "cmix.cli", "train", *args]
 
 
+def _same(a, b) -> bool:
+    """Deep equality of nested dicts / lists / tensors / arrays / plain values."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
+    """What RunContext.save writes loads back as dataclasses.asdict of the state: every
+    field, tensors and arrays in nested parts included."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from cmix.io import load_torch
+
+    g = torch.Generator().manual_seed(0)
+    state = harness.RunState(run_key="k", stage="predictor", epoch=3,
+                             history=[{"stage": "pretrain", "epoch": 1, "loss": 0.5}],
+                             times={"pretrain": 1.25},
+                             parts={"pretrain": {"model": {"w": torch.randn(4, 3, generator=g)}},
+                                    "pseudo": {"label": np.arange(5), "weight": np.ones(5)},
+                                    "report": {"validation": None, "list": [1, (2, 3)]}})
+    ctx = SimpleNamespace(out_dir=tmp_path)
+    harness.RunContext.save(ctx, state)
+    saved = load_torch(tmp_path / harness.CHECKPOINT_FILE)
+    assert _same(saved, asdict(state))
+    assert (tmp_path / harness.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"
+
+
+def _python(code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_help_imports_no_heavy_library():
+    """`cmix --help` and `cmix train --help` import none of torch, scikit-learn, dask,
+    zarr."""
+    out = _python("import sys\nfrom cmix.cli import main\n"
+                  "for argv in (['--help'], ['train', '--help']):\n"
+                  "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+                  "print('HEAVY', sorted(m for m in ('torch', 'sklearn', 'dask', 'zarr')"
+                  " if m in sys.modules))")
+    assert out.splitlines()[-1] == "HEAVY []"
+
+
+def test_a_cli_step_freezes_the_objects_at_exit(toy_store, tmp_path):
+    """After a `cmix train`, the process's exit moves the objects out of the garbage
+    collector's reach (gc.freeze), so exit skips collecting torch's objects; the run's
+    outputs are whole."""
+    out = tmp_path / "run"
+    got = _python("import atexit, gc\nfrom cmix.cli import main\n"
+                  f"rc = main(['train', '--store', {str(toy_store)!r}, '--budget', '60', "
+                  f"'--seed', '1', '--method', 'logreg', '--device', 'cpu', '--out', "
+                  f"{str(out)!r}])\n"
+                  "before = gc.get_freeze_count()\natexit._run_exitfuncs()\n"
+                  "print(rc, before, gc.get_freeze_count() > 0)")
+    assert got.split()[-3:] == ["0", "0", "True"]
+    assert json.loads((out / "metrics.json").read_text())["method"] == "logreg"
+
+
 def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
     cfg = {**TINY, "epochs": 12, "lp_every": 3, "pred_epochs": 8}
     cfg_file = tmp_path / "cfg.json"

@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -131,8 +131,11 @@ class RunContext:
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 
     def save(self, state: RunState) -> None:
-        """Write the checkpoint and the log (atomically)."""
-        save_torch(asdict(state), self.out_dir / CHECKPOINT_FILE)
+        """Write the checkpoint (the state's fields as a dict) and the log (atomically).
+        The dict holds the state's own objects (no deep copy of every tensor first):
+        torch.save serialises them as they stand."""
+        save_torch({f.name: getattr(state, f.name) for f in fields(state)},
+                   self.out_dir / CHECKPOINT_FILE)
         with atomic_path(self.out_dir / LOG_FILE) as tmp:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
 
@@ -179,13 +182,30 @@ def deterministic_algorithms(device):
     before = (torch.are_deterministic_algorithms_enabled(),
               torch.is_deterministic_algorithms_warn_only_enabled(),
               det.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
+    use_deterministic_algorithms(True, warn_only=torch.device(device).type == "cuda")
     det.fill_uninitialized_memory = False
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        use_deterministic_algorithms(before[0], warn_only=before[1])
         det.fill_uninitialized_memory = before[2]
+
+
+def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)`` without its import
+    of torch._inductor (1.7 s of a logreg run's start on the 2-core VM): that import only
+    sets inductor's own flag of the same name, read by ``torch.compile``, which no run
+    uses; the kernels' flag is set the same way. Once inductor is imported (or where
+    this torch lacks the internal setter), the public call sets both."""
+    import sys
+
+    import torch
+
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
@@ -501,8 +521,8 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
     (average precision) of class 1; more classes: ``macro_auroc`` and ``macro_ap``, the
     one-vs-rest mean over the classes present. Ranking metrics are None when fewer than
     2 classes are present."""
-    from sklearn.metrics import (average_precision_score, balanced_accuracy_score,
-                                 matthews_corrcoef, roc_auc_score)
+    from .metrics import (average_precision_score, balanced_accuracy_score,
+                          matthews_corrcoef, roc_auc_score)
 
     y = np.asarray(y, dtype=np.int64)
     prob = np.asarray(prob, dtype=np.float64)
@@ -527,20 +547,20 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
 
 
 def versions() -> dict:
-    """Versions of the packages a result depends on."""
+    """Versions of the packages a result depends on: an imported package's
+    ``__version__``, else its installed distribution's (not imported for this)."""
     import platform
-
-    import dask
-    import scipy
-    import sklearn
-    import torch
-    import zarr
+    import sys
+    from importlib.metadata import version
 
     from .. import __version__
 
-    return {"cmix": __version__, "torch": torch.__version__, "numpy": np.__version__,
-            "scipy": scipy.__version__, "sklearn": sklearn.__version__,
-            "dask": dask.__version__, "zarr": zarr.__version__,
+    def of(module: str, dist: str) -> str:
+        return sys.modules[module].__version__ if module in sys.modules else version(dist)
+
+    return {"cmix": __version__, "torch": of("torch", "torch"), "numpy": np.__version__,
+            "scipy": of("scipy", "scipy"), "sklearn": of("sklearn", "scikit-learn"),
+            "dask": of("dask", "dask"), "zarr": of("zarr", "zarr"),
             "python": platform.python_version()}
 
 

@@ -1,0 +1,265 @@
+"""The fixed cost of one `cmix train`: wall time outside the method's own fit, by stage.
+
+On a store of the benchmark grid's kind (benchmarks/grid.py's binary trait, --n-samples x
+--n-snps), each method runs as one `cmix train` process (CPU, one torch thread, a fresh
+run folder). The process is this file with ``--child``: it wraps the harness's stages in
+timers (time.perf_counter; each stage's time excludes the stages nested in it, so the
+stages add up), then calls the CLI's ``main`` with the train arguments, as the ``cmix``
+command does. Stages:
+
+- import: every import statement (outermost), wherever it happens;
+- verify (the store's checksums), open store, splits, run key, moments, covariates,
+  device, run folder (lock and checks), checkpoint read / writes, determinism switch;
+- read rows: dosages read from the store (inside the fit too);
+- fit: the method's ``fit``, less the stages above nested in it;
+- predict test (the test rows' probabilities and latent), metrics, versions,
+  prediction record, writes (predictions.npz);
+- other: the rest of the process's own time; startup: the wall time outside it
+  (interpreter start, site, exit).
+
+overhead = wall - fit, printed per stage and as a ratio to the fit. The methods run in
+alternating order, ``--repeats`` times (benchmarks/alternate.py); medians are printed.
+With ``--before SRC`` (another cmix source tree, e.g. ``git archive`` of an older
+commit) each run is made with both trees, alternating, and the table gives both. One
+more run per method and tree under ``python -X importtime`` lists the costliest
+top-level imports.
+
+    python benchmarks/run_overhead.py --work /tmp/overhead [--before /tmp/cmix_before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MLP_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 2, "warmup_epochs": 1,
+              "batch_size": 256, "labeled_batch_size": 128, "pred_epochs": 5,
+              "pred_patience": 8}
+
+
+# ----------------------------------------------------------------- the timed process
+class StageClock:
+    """Exclusive wall seconds per stage: a stage's time stops while a stage nested in it
+    runs, so the stages of one process add up to its time."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.stack: list[list] = []           # [name, start of its current slice]
+
+    def enter(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.stack:
+            outer = self.stack[-1]
+            self.seconds[outer[0]] = self.seconds.get(outer[0], 0.0) + now - outer[1]
+        self.stack.append([name, now])
+
+    def leave(self) -> None:
+        now = time.perf_counter()
+        name, start = self.stack.pop()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - start
+        if self.stack:
+            self.stack[-1][1] = now
+
+    def wrap(self, owner, attr: str, name: str) -> None:
+        """Time ``owner.attr`` (a function or method) as stage ``name``; absent: skipped."""
+        fn = getattr(owner, attr, None)
+        if fn is None or getattr(fn, "_staged", False):
+            return
+
+        def timed(*args, **kwargs):
+            self.enter(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.leave()
+
+        timed._staged = True
+        setattr(owner, attr, timed)
+
+
+def child(times_path: str, argv: list[str]) -> int:
+    """Run ``cmix`` with ``argv`` in this process, stages timed; writes their seconds
+    (and the process's own total) as JSON to ``times_path``."""
+    t0 = time.perf_counter()
+    clock = StageClock()
+    real_import = builtins.__import__
+
+    def timed_import(name, *args, **kwargs):
+        if clock.stack and clock.stack[-1][0] == "import":
+            return real_import(name, *args, **kwargs)
+        clock.enter("import")
+        try:
+            return real_import(name, *args, **kwargs)
+        finally:
+            clock.leave()
+
+    builtins.__import__ = timed_import
+    clock.enter("other")
+    import cmix.cli as cli
+    import cmix.genotypes.store as store
+    import cmix.io as io
+    import cmix.learn.data as data
+    import cmix.learn.harness as harness
+    from cmix.learn.methods import CLASSES
+
+    for owner, attr, name in [
+            (store, "verify_store", "verify"), (store, "open_store", "open store"),
+            (data, "make_splits", "splits"), (harness, "run_key_of", "run key"),
+            (store, "store_fingerprint", "run key"), (store, "column_moments", "moments"),
+            (harness, "standardised_covariates", "covariates"),
+            (io, "resolve_device", "device"), (io, "folder_lock", "run folder"),
+            (io, "check_writable_dir", "run folder"),
+            (harness, "saved_state", "checkpoint read"),
+            (harness.RunContext, "save", "checkpoint writes"),
+            (store, "load_rows", "read rows"), (data, "load_rows", "read rows"),
+            (harness, "classification_metrics", "metrics"), (harness, "versions", "versions"),
+            (harness, "prediction_record", "prediction record"),
+            (harness, "write_predictions", "writes")]:
+        clock.wrap(owner, attr, name)
+    for cls in {base for c in CLASSES.values() for base in c.__mro__}:
+        for attr, name in (("fit", "fit"), ("predict_proba", "predict test"),
+                           ("latent", "predict test")):
+            if attr in cls.__dict__:
+                clock.wrap(cls, attr, name)
+    import torch
+
+    clock.wrap(torch, "use_deterministic_algorithms", "determinism switch")
+    torch.set_num_threads(1)
+    rc = cli.main(argv)
+    clock.leave()
+    builtins.__import__ = real_import
+    Path(times_path).write_text(json.dumps(
+        {"stages": clock.seconds, "process": time.perf_counter() - t0}))
+    return rc
+
+
+# ----------------------------------------------------------------- the comparison
+def make_store(work: Path, n_samples: int, n_snps: int) -> Path:
+    sys.path.insert(0, str(HERE))
+    from grid import simulate_traits
+
+    stores = simulate_traits(work, n_samples, n_snps, n_discovery=1000, n_causal=100,
+                             h2=0.5, seed=2026)
+    return stores[0]
+
+
+def train_args(store: Path, method: str, out: Path, config: Path) -> list[str]:
+    args = ["train", "--store", str(store), "--budget", "300", "--seed", "1", "--method",
+            method, "--device", "cpu", "--out", str(out)]
+    return args + (["--config", str(config)] if method != "logreg" else [])
+
+
+def timed_run(src: Path, store: Path, method: str, work: Path, config: Path) -> dict:
+    """One `cmix train` of ``method`` with cmix from ``src`` in a fresh run folder:
+    {"wall", "fit", "overhead", "stages"} in seconds."""
+    out = work / "runs" / f"{src.name}_{method}"
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    times = work / "times.json"
+    env = {**os.environ, "PYTHONPATH": str(src), "CMIX_PROGRESS": "0"}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(times), "--",
+           *train_args(store, method, out, config)]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{res.stdout.decode()[-3000:]}")
+    got = json.loads(times.read_text())
+    stages = dict(got["stages"])
+    stages["startup"] = wall - got["process"]
+    fit = stages.get("fit", 0.0)
+    return {"wall": wall, "fit": fit, "overhead": wall - fit, "stages": stages,
+            "metrics": json.loads((out / "metrics.json").read_text())["test"]}
+
+
+def top_imports(src: Path, store: Path, method: str, work: Path, config: Path,
+                n: int = 6) -> list[tuple[str, float]]:
+    """The ``n`` costliest top-level imports of one `cmix train` (python -X importtime,
+    cumulative seconds)."""
+    out = work / "runs" / f"{src.name}_{method}_importtime"
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    env = {**os.environ, "PYTHONPATH": str(src), "CMIX_PROGRESS": "0"}
+    res = subprocess.run([sys.executable, "-X", "importtime", "-m", "cmix.cli",
+                          *train_args(store, method, out, config)],
+                         env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)   # cwd: `-m` puts it first on sys.path, before src
+    rows = []
+    for line in res.stderr.splitlines():
+        if line.startswith("import time:") and "cumulative" not in line:
+            _, cum, name = line.split("|")
+            if not name[1:].startswith(" "):          # top level
+                rows.append((name.strip(), int(cum) / 1e6))
+    return sorted(rows, key=lambda r: -r[1])[:n]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return child(argv[1], argv[3:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", required=True, help="folder for the store and the runs")
+    ap.add_argument("--store", default=None, help="use this store instead of simulating one")
+    ap.add_argument("--n-samples", type=int, default=2500)
+    ap.add_argument("--n-snps", type=int, default=900)
+    ap.add_argument("--methods", nargs="+", default=["logreg", "mlp"])
+    ap.add_argument("--before", default=None, help="another cmix source tree to compare")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    from alternate import alternate, load_summary
+
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    store = Path(args.store) if args.store else make_store(work, args.n_samples, args.n_snps)
+    config = work / "mlp_config.json"
+    config.write_text(json.dumps(MLP_CONFIG))
+    trees = {"after": HERE.parent}
+    if args.before:
+        trees = {"before": Path(args.before).resolve(), **trees}
+    runs = {f"{m} {t}": (lambda src=src, m=m: timed_run(src, store, m, work, config))
+            for m in args.methods for t, src in trees.items()}
+    results, loads = alternate(runs, args.repeats)
+    print(f"store {store.name}: {args.n_samples} x {args.n_snps}; budget 300; CPU, 1 torch "
+          f"thread; medians of {args.repeats}; {load_summary(loads)}")
+    first = next(iter(trees))
+    for m in args.methods:
+        if any(rep["metrics"] != results[f"{m} {first}"][0]["metrics"]
+               for t in trees for rep in results[f"{m} {t}"]):
+            print(f"!! {m}: the test metrics differ between runs")
+    names = list(runs)
+    stages = sorted({s for r in results.values() for rep in r for s in rep["stages"]},
+                    key=lambda s: -statistics.median(
+                        results[names[-1]][k]["stages"].get(s, 0.0)
+                        for k in range(args.repeats)))
+    med = {name: {key: statistics.median(rep[key] for rep in results[name])
+                  for key in ("wall", "fit", "overhead")} for name in names}
+    print(f"\n{'seconds':22s}" + "".join(f"{n:>15s}" for n in names))
+    for key in ("wall", "fit", "overhead"):
+        print(f"{key:22s}" + "".join(f"{med[n][key]:15.3f}" for n in names))
+    print(f"{'overhead / fit':22s}" + "".join(
+        f"{statistics.median(r['overhead'] / max(r['fit'], 1e-9) for r in results[n]):15.2f}"
+        for n in names))
+    print("overhead by stage:")
+    for s in stages:
+        if s == "fit":
+            continue
+        print(f"  {s:20s}" + "".join(
+            f"{statistics.median(rep['stages'].get(s, 0.0) for rep in results[n]):15.3f}"
+            for n in names))
+    print("\ncostliest top-level imports (python -X importtime, one run, cumulative s):")
+    for m in args.methods:
+        for t, src in trees.items():
+            rows = top_imports(src, store, m, work, config)
+            print(f"  {m} {t}: " + ", ".join(f"{name} {s:.2f}" for name, s in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
