@@ -343,6 +343,8 @@ def test_config_sections_hold_the_flat_keys_as_written():
     older = {k: v for k, v in cfg.flat().items() if k != "pred_dropout"}
     assert Config.from_flat(older) == cfg
     assert cfg.with_keys(predictor_mixup=False).flat() == {**want, "predictor_mixup": False}
+    with pytest.raises(KeyError, match="predictor_mixpu"):
+        cfg.with_keys(predictor_mixpu=False)
 
 
 # ------------------------------------------------------------------ full disk

@@ -198,7 +198,10 @@ class Config:
                 for name, section in SECTIONS.items() for f in fields(section)}
 
     def with_keys(self, **keys) -> "Config":
-        """A copy with some keys (flat names) changed."""
+        """A copy with some keys (flat names) changed; KeyError for a name that is no key."""
+        unknown = sorted(set(keys) - set(DEFAULTS))
+        if unknown:
+            raise KeyError(f"unknown config key(s) {unknown}")
         return Config.from_flat({**self.flat(), **keys})
 
 
