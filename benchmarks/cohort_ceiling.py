@@ -12,7 +12,7 @@ never on the reported cohort), for each budget and seed (the same labeled rows a
 - ``all_labels``: logistic regression (C = 0.01) on every training row's label, once:
   the ceiling of a linear model on this trait.
 
-With ``--runs DIR ...`` (cmix, cmix ablation, ae or vime run folders on the same store),
+With ``--runs DIR ...`` (finished cmix, cmix ablation, ae or vime runs on the same store),
 also what each run's frozen encoder keeps: nearest class mean (cosine) and CV logistic
 regression on the latent z of the labeled rows, and label-propagation pseudo-label
 accuracy on up to 5,000 unlabeled rows for k = 3, 10, 30, 100 neighbours.
@@ -30,7 +30,7 @@ import numpy as np
 
 from cmix.learn.data import standardised_dosage
 from cmix.learn.harness import fit_logreg_cv
-from cmix.learn.config import DEFAULTS, Config, PseudoLabels
+from cmix.learn.config import DEFAULTS, PseudoLabels
 from cmix.learn.data import make_splits
 from cmix.genotypes.store import column_moments
 from cmix.genotypes.store import open_store
@@ -72,19 +72,15 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     """dosage: int8 (n_samples, n_snps), the whole store."""
     import torch
 
+    from cmix.learn import methods
     from cmix.learn.labelprop import label_propagation
-    from cmix.learn.nn import ContrastiveMixup
+    from cmix.learn.predict import load_run
 
-    m = json.load(open(f"{run_dir}/metrics.json"))
-    fitted = "checkpoint.pt" if m["method"].startswith("cmix") else "model.pt"
-    state = torch.load(f"{run_dir}/{fitted}", weights_only=False)
+    run = load_run(run_dir)
+    m = run["metrics"]
+    fitted = methods.from_state_dict(run["parts"]["model"])
     s = make_splits(root, m["budget"], m["seed"], m["config"]["val_fraction"])
-    dosage = torch.from_numpy(dosage)
-    model = ContrastiveMixup(dosage.shape[1], Config.from_flat(m["config"]).model)
-    model.load_state_dict(state["model"])
-    model.eval()
-    with torch.no_grad():
-        z = torch.cat([model.encode(dosage[i:i + 4096]) for i in range(0, len(dosage), 4096)]).numpy()
+    z = fitted.encode(torch.from_numpy(dosage)).numpy()
     zn = z / np.linalg.norm(z, axis=1, keepdims=True).clip(1e-9)
     y, lab, test = s.label, s.labeled, s.test
     mean = np.stack([zn[lab][y[lab] == c].mean(0) for c in range(s.n_classes)])
