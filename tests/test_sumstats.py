@@ -689,3 +689,20 @@ def test_a_used_column_named_twice_is_refused(tmp_path):
     header[5:7] = ["BETA", "SE"]
     with pytest.raises(CmixError, match="names the column 'BETA' \\(beta\\) twice"):
         S.resolve_columns(header, None, "f")
+
+
+def test_chromosome_codes_match_the_bim_however_written(tmp_path):
+    """Summary statistics that write chromosomes as chr01, 01, CHR2 or plink's 23 match a
+    .bim that writes 1, 2 and X by position (their IDs match nothing), as
+    :func:`cmix.genotypes.selection.chrom_code` reads both; the sort key puts X after 22."""
+    rows = [["a1", "chr01", 100, "A", "G", .1, "5"], ["a2", "01", 200, "A", "G", .1, "4"],
+            ["a3", "CHR2", 300, "A", "G", .1, "3"], ["a4", "23", 400, "A", "G", .1, "2"]]
+    path = _write(tmp_path / "codes.txt", ["ID", "CHROM", "GENPOS", "ALLELE0", "ALLELE1",
+                                           "BETA", "LOG10P"], rows)
+    got = S.read_sumstats(path)
+    assert list(got.chrom) == ["1", "1", "2", "X"]
+    bim = pd.DataFrame({"chrom": ["1", "1", "2", "X"], "variant_id": ["rs1", "rs2", "rs3", "rs4"],
+                        "cm": 0.0, "pos": [100, 200, 300, 400], "a1": "G", "a2": "A"})
+    table, _ = S.harmonise(got, bim)
+    assert sorted(table.variant_id) == ["rs1", "rs2", "rs3", "rs4"]
+    assert list(S.chrom_sort_key(["X", "22", "chr1", "MT", "01"])) == [23, 22, 1, 26, 1]

@@ -63,6 +63,7 @@ import pandas as pd
 
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
                  open_maybe_gzip)
+from .selection import CHROM_ORDER, chrom_code
 
 if TYPE_CHECKING:
     from .sources import GenotypeFiles
@@ -71,8 +72,7 @@ OUTPUT_COLUMNS = ["variant_id", "chrom", "pos", "effect_allele", "other_allele",
                   "log10_p", "p", "bim_index"]
 _MISSING_TEXT = {"", "NA", "#NA", "NAN", "NONE", ".", "NULL"}   # #NA: GWAS-SSF
 _NUMBER = re.compile(r"^\s*\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?\s*$")
-_CHROM_ORDER = {**{str(i): i for i in range(1, 27)}, "X": 23, "Y": 24, "XY": 25, "MT": 26,
-                "M": 26}
+_CHROM_ORDER = {code: i + 1 for i, code in enumerate(CHROM_ORDER)}   # 1..22, X 23 .. MT 26
 
 
 #: The fields a summary-statistics table is read into. ``beta`` and ``or`` are
@@ -188,11 +188,6 @@ def _map_unique(values, func) -> np.ndarray:
     codes, uniques = pd.factorize(pd.Series(np.asarray(values, dtype=object)).astype(str))
     mapped = np.array([func(u) for u in uniques] + [""], dtype=object)
     return mapped[codes]
-
-
-def _chrom_name(c: str) -> str:
-    c = c.strip()
-    return (c[3:] if c[:3].lower() == "chr" else c).upper()
 
 
 def parse_log10_p(text, path="", column="p", lines=None) -> np.ndarray:
@@ -484,7 +479,8 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     column other than ADD (plink2's covariate rows, regenie's non-additive tests) are
     left out; rows with a plink2 ERRCODE have a missing beta.
 
-    Columns: id, chrom (str, no "chr" prefix; "" when the file has none), pos (int64,
+    Columns: id, chrom (str, a chromosome code,
+    :func:`cmix.genotypes.selection.chrom_code`; "" when the file has none), pos (int64,
     -1 when none), effect_allele, other_allele (upper-case str), beta (float64, NaN
     missing; ln OR where the file gives odds ratios), log10_p (float64), p (the p-value
     text; "" where read from -log10 p: :func:`select_top` and the output write it from
@@ -505,7 +501,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
         log(f"{path}: {describe_columns(layout, columns)}{note}")
     out = pd.DataFrame(index=raw.index)
     out["id"] = raw[columns["id"]].str.strip() if "id" in columns else ""
-    out["chrom"] = (_map_unique(raw[columns["chrom"]], _chrom_name) if "chrom" in columns
+    out["chrom"] = (_map_unique(raw[columns["chrom"]], chrom_code) if "chrom" in columns
                     else np.full(len(raw), "", dtype=object))
     out["pos"] = _positions(raw, columns, lines, path)
     out["effect_allele"], out["other_allele"] = _alleles(raw, columns, lines, path)
@@ -633,13 +629,13 @@ def _p_values(raw: pd.DataFrame, columns: dict, lines, path) -> dict:
 
 # ---------------------------------------------------------------------- harmonising
 def _normalise_chrom(chrom) -> pd.Series:
-    return pd.Series(_map_unique(chrom, _chrom_name))
+    return pd.Series(_map_unique(chrom, chrom_code))
 
 
 def chrom_sort_key(chrom) -> np.ndarray:
     """Sort key for chromosome names: 1..22, X=23, Y=24, XY=25, MT=26, others after."""
     codes, uniques = pd.factorize(pd.Series(np.asarray(chrom, dtype=object)).astype(str))
-    names = [_chrom_name(u) for u in uniques]
+    names = [chrom_code(u) for u in uniques]
     others = sorted(n for n in set(names) if n not in _CHROM_ORDER)
     order = {**{o: 100 + i for i, o in enumerate(others)}, **_CHROM_ORDER}
     return np.array([order[n] for n in names] + [999], dtype=np.int64)[codes]
