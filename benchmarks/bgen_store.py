@@ -16,7 +16,7 @@ both as whole commands with peak RSS (/usr/bin/time), in ``--repeats`` alternati
 rounds (benchmarks/alternate.py: median and min of the per-round ratio, load average), checks the store's dosages
 against plink2's to the stated quantisation, and compares cmix's peak RSS for 200
 SNPs from the longest chromosome's file and from the shortest (memory must not grow
-with chromosome length). Goal (issue 17): cmix <= 2x plink2.
+with chromosome length). Goal: cmix <= 2x plink2.
 
     python benchmarks/bgen_store.py [--n-samples 20000] [--n-variants 16000] [--repeats 3] [--workdir DIR]
 """
