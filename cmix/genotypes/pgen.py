@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, check_unique_header, input_file, read_table, text_lines
-from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, encode, first_duplicate_lines
+from .plink import BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, encode, first_duplicate_lines
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -143,7 +143,7 @@ def pfile_prefix(path: str | os.PathLike) -> Path:
 
 
 @dataclass
-class Pfile(Tables):
+class Pfile(PlinkTrio):
     """An opened, validated .pgen/.pvar/.psam trio (tables in memory, genotypes lazy).
 
     ``fam``/``bim`` hold the .psam/.pvar as .fam/.bim columns. ``psam`` may be a shared
@@ -158,25 +158,11 @@ class Pfile(Tables):
 
     file_format = "PLINK 2 .pgen"
     encoding = "hard calls and dosages"    # one of cmix.genotypes.sources.ENCODINGS
+    EXTENSIONS = (".pgen", ".pvar", ".psam")
 
     @property
     def pgen_path(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".pgen")
-
-    @property
-    def variant_file(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".pvar")
-
-    def input_files(self) -> dict:
-        """{path: "fingerprint" for the .pgen, "sha256" for the .pvar and the .psam beside
-        the prefix (when there is one)}."""
-        files = {self.pgen_path: "fingerprint", self.variant_file: "sha256"}
-        psam = self.prefix.with_name(self.prefix.name + ".psam")
-        return {**files, psam: "sha256"} if psam.is_file() else files
-
-    def samples_present(self) -> np.ndarray:
-        """bool (n_samples,): every .psam sample has calls in the .pgen."""
-        return np.ones(self.n_samples, bool)
+        return self.beside(".pgen")
 
     def reader(self, sample_idx=None):
         """A pgenlib.PgenReader over the sorted ``sample_idx`` (None = all samples)."""

@@ -121,8 +121,35 @@ class Tables:
         return (self.n_samples + 3) // 4
 
 
+class PlinkTrio(Tables):
+    """A genotype file, its variant table and its sample table sharing one ``prefix``
+    (.bed/.bim/.fam, .pgen/.pvar/.psam): the subclass names them in ``EXTENSIONS``
+    (genotypes, variants, samples)."""
+
+    EXTENSIONS: tuple[str, str, str]
+
+    def beside(self, extension: str) -> Path:
+        """The file ``prefix`` + ``extension``."""
+        return self.prefix.with_name(self.prefix.name + extension)
+
+    @property
+    def variant_file(self) -> Path:
+        return self.beside(self.EXTENSIONS[1])
+
+    def input_files(self) -> dict:
+        """{path: "fingerprint" for the genotype file, "sha256" for the variant table and
+        the sample table beside the prefix (when there is one)}."""
+        files = {self.beside(self.EXTENSIONS[0]): "fingerprint", self.variant_file: "sha256"}
+        samples = self.beside(self.EXTENSIONS[2])
+        return {**files, samples: "sha256"} if samples.is_file() else files
+
+    def samples_present(self) -> np.ndarray:
+        """bool (n_samples,): every sample of the sample table has calls."""
+        return np.ones(self.n_samples, bool)
+
+
 @dataclass
-class Bfile(Tables):
+class Bfile(PlinkTrio):
     """An opened, validated .bed/.bim/.fam trio. Nothing but the tables is in memory.
     A :class:`cmix.genotypes.sources.GenotypeSource` of hard calls."""
 
@@ -132,25 +159,11 @@ class Bfile(Tables):
 
     file_format = "PLINK .bed"
     encoding = "hard calls"          # one of cmix.genotypes.sources.ENCODINGS
+    EXTENSIONS = (".bed", ".bim", ".fam")
 
     @property
     def bed_path(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".bed")
-
-    @property
-    def variant_file(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".bim")
-
-    def input_files(self) -> dict:
-        """{path: "fingerprint" for the .bed, "sha256" for the .bim and the .fam beside
-        the prefix (when there is one)}."""
-        files = {self.bed_path: "fingerprint", self.variant_file: "sha256"}
-        fam = self.prefix.with_name(self.prefix.name + ".fam")
-        return {**files, fam: "sha256"} if fam.is_file() else files
-
-    def samples_present(self) -> np.ndarray:
-        """bool (n_samples,): every .fam sample has calls in the .bed."""
-        return np.ones(self.n_samples, bool)
+        return self.beside(".bed")
 
     def read_dosages(self, variant_idx, sample_idx=None) -> np.ndarray:
         """A1 counts as float32 (n_selected_variants, n_selected_samples), NaN missing."""
