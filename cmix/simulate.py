@@ -230,18 +230,9 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
     out, names = [], set()
     for i, p in enumerate(pops):
         where = f"populations[{i}]"
-        if not isinstance(p, dict):
-            bad(where, "expected an object with name, code, share and fst or admixed_from")
-        unknown = sorted(set(p) - _POP_KEYS)
-        if unknown:
-            bad(f"{where}.{unknown[0]}", f"unknown key (expected one of {', '.join(sorted(_POP_KEYS))})")
-        for key in ("name", "code", "share"):
-            if key not in p:
-                bad(f"{where}.{key}", "missing")
+        _check_entry(p, where, _POP_KEYS, ("name", "code", "share"), names, bad,
+                     "an object with name, code, share and fst or admixed_from")
         q = dict(p)
-        if not isinstance(q["name"], str) or not q["name"] or q["name"] in names:
-            bad(f"{where}.name", f"expected a unique non-empty string, got {q['name']!r}")
-        names.add(q["name"])
         where = f"populations[{i}] ({q['name']})"
         if not isinstance(q["code"], int) or isinstance(q["code"], bool):
             bad(f"{where}.code", f"expected an integer (UKB data-coding 1001), got {q['code']!r}")
@@ -321,24 +312,33 @@ def _check_fst_and_regions(q: dict, i: int, where: str, bad) -> None:
     q["regions"] = _check_regions(regions, where, bad)
 
 
+def _check_entry(entry, where: str, allowed: set, required: tuple, names: set, bad,
+                 expected: str) -> None:
+    """Refuse a population or region entry that is not an object (``expected`` says what
+    it should be), has a key outside ``allowed``, lacks one of ``required``, or whose
+    ``name`` is not a non-empty string unique among ``names``; then add its name to
+    ``names``. ``bad(where, message)`` raises."""
+    if not isinstance(entry, dict):
+        bad(where, f"expected {expected}")
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        bad(f"{where}.{unknown[0]}", f"unknown key (expected one of {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in entry:
+            bad(f"{where}.{key}", "missing")
+    if not isinstance(entry["name"], str) or not entry["name"] or entry["name"] in names:
+        bad(f"{where}.name", f"expected a unique non-empty string, got {entry['name']!r}")
+    names.add(entry["name"])
+
+
 def _check_regions(regions, where: str, bad) -> list[dict]:
     """Checked copies of a population's regions: [{name, share, fst, smoking_shift}, ...],
     names unique, share > 0, 0 <= fst < 0.5. ``bad(where, message)`` raises."""
     clean, rnames = [], set()
     for j, r in enumerate(regions):
         rw = f"{where}.regions[{j}]"
-        if not isinstance(r, dict):
-            bad(rw, "expected an object {name, share, fst}")
-        unknown = sorted(set(r) - _REGION_KEYS)
-        if unknown:
-            bad(f"{rw}.{unknown[0]}",
-                f"unknown key (expected one of {', '.join(sorted(_REGION_KEYS))})")
-        for key in ("name", "share", "fst"):
-            if key not in r:
-                bad(f"{rw}.{key}", "missing")
-        if not isinstance(r["name"], str) or not r["name"] or r["name"] in rnames:
-            bad(f"{rw}.name", f"expected a unique non-empty string, got {r['name']!r}")
-        rnames.add(r["name"])
+        _check_entry(r, rw, _REGION_KEYS, ("name", "share", "fst"), rnames, bad,
+                     "an object {name, share, fst}")
         if not _is_number(r["share"]) or r["share"] <= 0:
             bad(f"{rw}.share", f"expected a positive number, got {r['share']!r}")
         if not _is_number(r["fst"]) or not 0 <= r["fst"] < 0.5:
