@@ -217,7 +217,7 @@ PRESETS: dict[str, dict] = {
     "paper": {"encoding": "categorical", "hidden": None},
 }
 
-#: key -> (kind, low, high, low_inclusive, high_inclusive) for numbers; set of choices
+#: float key -> (low, high, low_inclusive, high_inclusive); None = unbounded on that side
 RANGES: dict = {
     "alpha": (0.0, 0.5, True, True), "lp_alpha": (0.0, 1.0, True, False),
     "val_fraction": (0.0, 1.0, True, False), "vime_p_m": (0.0, 1.0, False, False),
@@ -277,7 +277,7 @@ def resolve_config(user: dict | None = None, switches: dict | None = None,
         hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(
             k, list(DEFAULTS), n=1)) else "") for k in unknown]
         raise CmixError(f"{where}: unknown config key(s) {', '.join(hints)}; the keys are "
-                        f"listed in cmix/config.py and the README")
+                        f"listed in cmix/learn/config.py and the README")
     cfg = {**DEFAULTS, **PRESETS[preset], **user, **(switches or {})}
     check_config(cfg, where)
     return Config.from_flat(cfg)
