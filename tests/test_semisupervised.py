@@ -8,9 +8,10 @@ import torch
 
 from cmix.learn import harness
 from cmix.learn.config import resolve_config
-from cmix.learn.labelprop import (calibrated_weights, judged_label_propagation,
-                                  out_of_fold_head_accuracy, stratified_folds)
+from cmix.learn.labelprop import (calibrated_weights, heldout_head_accuracy,
+                                  judge_rows, judged_label_propagation)
 from cmix.learn.losses import mix_partners
+from statsmodels.stats.proportion import proportion_confint
 
 from store_helpers import simulate_labels, write_test_store
 
@@ -29,16 +30,20 @@ def order_labeled_first(z, y, n_labeled, seed=0):
     return z[order], y[order]
 
 
+def judge_mask(y, fraction=0.25, seed=0):
+    return judge_rows(y, fraction, np.random.default_rng(seed))
+
+
 def test_pseudo_labels_that_lose_to_the_head_carry_no_weight():
     """The graph carries no class information (random node features), the head's
-    features do: the held-out labeled rows show it and every pseudo-label weighs 0."""
+    features do: the judge rows show it and every pseudo-label weighs 0."""
     rng = np.random.default_rng(1)
     z, y = clusters(n_per=100)
     z, y = order_labeled_first(z, y, 60)
     n_l = 60
     noise = rng.normal(size=z.shape)
-    fold = stratified_folds(y[:n_l], 5, np.random.default_rng(0))
-    res = judged_label_propagation({"latent": noise}, n_l, y[:n_l], 3, z[:n_l], fold, ks=(3, 10))
+    res = judged_label_propagation({"latent": noise}, y[:n_l], judge_mask(y[:n_l]), 3, z[:n_l],
+                                   ks=(3, 10))
     assert res.head_accuracy > 0.95
     assert not res.used and res.heldout_accuracy < res.head_accuracy
     assert np.all(res.weight[n_l:] == 0) and np.all(res.weight[:n_l] == 1)
@@ -51,36 +56,62 @@ def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
     z, y = clusters(n_per=100)
     z, y = order_labeled_first(z, y, 60)
     n_l = 60
-    fold = stratified_folds(y[:n_l], 5, np.random.default_rng(0))
-    res = judged_label_propagation({"latent": rng.normal(size=z.shape), "pcs": z}, n_l, y[:n_l],
-                                   3, rng.normal(size=(n_l, 4)), fold, ks=(3, 10))
+    res = judged_label_propagation({"latent": rng.normal(size=z.shape), "pcs": z}, y[:n_l],
+                                   judge_mask(y[:n_l]), 3, rng.normal(size=(n_l, 4)), ks=(3, 10))
     assert res.used and res.space == "pcs"
     assert res.heldout_accuracy == 1.0 and res.head_accuracy < 0.7
-    assert res.weight[n_l:].mean() > 0.9
+    # every judge row right: the weight is the Wilson bound of n of n right, above the head
+    n_judge = int(judge_mask(y[:n_l]).sum())
+    bound = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
+    np.testing.assert_allclose(res.weight[n_l:],
+                               (bound - res.head_accuracy) / (1 - res.head_accuracy))
     assert np.mean(res.label[n_l:] == y[n_l:]) > 0.98
 
 
+def test_a_memorised_latent_does_not_fool_the_judge():
+    """The encoder has seen the seeded rows' labels and maps them onto their class
+    centres; the judge rows, whose labels it has not seen, land anywhere. Judged on the
+    judge rows, the head is near chance and the pseudo-labels of a graph on the same
+    latent are no better than chance either; scored on the memorised rows both would be
+    perfect (the judge fold is what keeps the comparison honest)."""
+    rng = np.random.default_rng(5)
+    n_l, n_u, n_classes = 120, 300, 3
+    y = rng.integers(0, n_classes, n_l + n_u)
+    judge = judge_mask(y[:n_l])
+    z = rng.normal(size=(n_l + n_u, 8))
+    seen = np.flatnonzero(~judge)
+    z[seen] = np.eye(8)[y[seen]] * 5 + rng.normal(scale=0.01, size=(len(seen), 8))
+    res = judged_label_propagation({"latent": z}, y[:n_l], judge, n_classes, z[:n_l], ks=(3,))
+    assert res.head_accuracy < 0.6 and res.heldout_accuracy < 0.6
+    fit, held = seen[: len(seen) // 2], seen[len(seen) // 2:]
+    assert heldout_head_accuracy(z[fit], y[fit], z[held], y[held]) == 1.0
+
+
 def test_pseudo_labels_level_with_the_head_weigh_only_rows_more_often_right(monkeypatch):
-    """The gate is "no worse than the head": with the head's held-out accuracy set equal
-    to the pseudo-labels', rows whose certainty was right more often than that still
-    carry weight; a hair above it, and every pseudo-label weighs 0."""
+    """The gate is "no worse than the head": with the head's accuracy on the judge rows
+    set equal to the pseudo-labels', rows whose certainty was right more often than that
+    still carry weight; a hair above it, and every pseudo-label weighs 0."""
     import cmix.learn.labelprop as lp
 
-    rng = np.random.default_rng(4)
     z, y = clusters(n_per=100, spread=1.2)              # overlapping: some held-out errors
-    z, y = order_labeled_first(z, y, 90)
-    n_l = 90
-    fold = stratified_folds(y[:n_l], 5, np.random.default_rng(0))
-    args = ({"latent": z}, n_l, y[:n_l], 3, z[:n_l], fold)
+    z, y = order_labeled_first(z, y, 150)
+    n_l = 150
+    args = ({"latent": z}, y[:n_l], judge_mask(y[:n_l], 0.4), 3, z[:n_l])
     pl_acc = judged_label_propagation(*args, ks=(3,)).heldout_accuracy
     assert 0.5 < pl_acc < 1.0
-    monkeypatch.setattr(lp, "out_of_fold_head_accuracy", lambda *a: pl_acc)
+    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc)
     level = judged_label_propagation(*args, ks=(3,))
     assert level.used and 0 < level.weight[n_l:].mean() < 1
     assert level.weight[n_l:].min() == 0.0               # only where more often right
-    monkeypatch.setattr(lp, "out_of_fold_head_accuracy", lambda *a: pl_acc + 1e-9)
+    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc + 1e-9)
     above = judged_label_propagation(*args, ks=(3,))
     assert not above.used and np.all(above.weight[n_l:] == 0)
+
+
+def test_without_judge_rows_nothing_weighs():
+    z, y = clusters(n_per=20)
+    res = judged_label_propagation({"latent": z}, y[:9], np.zeros(9, bool), 3, z[:9], ks=(3,))
+    assert not res.used and np.all(res.weight[9:] == 0)
 
 
 def test_calibrated_weight_is_zero_at_the_heads_accuracy_and_grows_with_correctness():
@@ -91,22 +122,36 @@ def test_calibrated_weight_is_zero_at_the_heads_accuracy_and_grows_with_correctn
     assert np.all(calibrated_weights(cert, correct, cert, floor=1.0) == 0)
 
 
+@pytest.mark.parametrize("n_right, n", [(8, 10), (10, 10), (45, 50), (0, 7)])
+def test_weights_rest_on_a_lower_confidence_bound(n_right, n):
+    """Judge rows of one certainty: the weight is statsmodels' one-sided 95% Wilson bound
+    of their share right, above the head's accuracy, so ten rows all right weigh less
+    than fifty rows 90% right against a head at 0.7."""
+    cert = np.full(n, 0.5)
+    correct = np.arange(n) < n_right
+    bound = proportion_confint(n_right, n, alpha=0.1, method="wilson")[0]
+    w = calibrated_weights(cert, correct, np.array([0.5]), floor=0.7)
+    np.testing.assert_allclose(w, max(0.0, (bound - 0.7) / 0.3), atol=1e-12)
+
+
 def test_head_accuracy_is_held_out():
     """Features that are pure noise with as many columns as rows: a head fitted and scored
-    on the same rows would be perfect; held out it is near chance."""
+    on the same rows would be perfect; on held-out rows it is near chance."""
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(60, 200))
-    y = np.repeat([0, 1], 30)
-    fold = stratified_folds(y, 5, rng)
-    assert out_of_fold_head_accuracy(x, y, fold) < 0.8
+    x = rng.normal(size=(120, 200))
+    y = np.tile([0, 1], 60)
+    assert heldout_head_accuracy(x[:60], y[:60], x[:60], y[:60]) == 1.0
+    assert heldout_head_accuracy(x[:60], y[:60], x[60:], y[60:]) < 0.75
 
 
-def test_folds_are_stratified():
-    y = np.repeat([0, 1, 2], [10, 20, 7])
-    fold = stratified_folds(y, 5, np.random.default_rng(0))
-    for c in range(3):
-        counts = np.bincount(fold[y == c], minlength=5)
-        assert counts.max() - counts.min() <= 1
+def test_judge_rows_are_stratified_and_leave_every_class_a_seed():
+    y = np.repeat([0, 1, 2, 3], [12, 24, 8, 1])
+    judge = judge_mask(y, 0.25)
+    np.testing.assert_array_equal(np.bincount(y[judge], minlength=4), [3, 6, 2, 0])
+    assert all((y[~judge] == c).any() for c in range(4))
+    assert not judge_mask(y, 0.0).any()
+    again = judge_mask(y, 0.25)
+    np.testing.assert_array_equal(judge, again)
 
 
 def test_partners_are_drawn_in_proportion_to_certainty():
@@ -194,3 +239,67 @@ def test_validation_labels_never_reach_pre_training(tmp_path, monkeypatch):
     # the predictor, which early-stops on validation rows, did see them (the check can fail)
     assert any(not torch.equal(v, b["predictor"]["best"]["predictor"][k])
                for k, v in a["predictor"]["best"]["predictor"].items())
+
+
+def test_judge_rows_labels_never_reach_pre_training(tmp_path, monkeypatch):
+    """Flipping the judge rows' labels changes nothing of pre-training before the
+    pseudo-labels are judged: those rows are not in its label-aware terms. Flipping
+    another labeled row's label does change it (the check can fail)."""
+    import cmix.learn.data as data_mod
+    import cmix.learn.train as train_mod
+
+    dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
+    store = write_test_store(tmp_path / "s.zarr", dosage, label)
+    real = data_mod.make_splits
+    judged = {}
+    cfg = {"epochs": 2, "warmup_epochs": 2, "pred_epochs": 1, "hidden": 16, "d_proj": 8,
+           "batch_size": 64, "lp_pcs": 5}
+
+    def first_model(ctx, model, *a, **k):
+        judged.setdefault("model", {n: v.clone() for n, v in model.state_dict().items()})
+        return real_step(ctx, model, *a, **k)
+    real_step = train_mod.pseudo_label_step
+    monkeypatch.setattr(train_mod, "pseudo_label_step", first_model)
+    # a fixed judge fold: every other training labeled row
+    monkeypatch.setattr(train_mod, "judge_fold", lambda ctx, y: np.arange(len(y)) % 2 == 0)
+
+    def run(tag, which):
+        def splits(*a, **k):
+            s = real(*a, **k)
+            rows = s.train_labeled[0 if which == "judge" else 1::2]
+            if which:
+                s.label = s.label.copy()
+                s.label[rows] = 1 - s.label[rows]
+            return s
+        monkeypatch.setattr(data_mod, "make_splits", splits)
+        judged.clear()
+        harness.train_run(store, 80, 3, tmp_path / tag, config=cfg, device="cpu")
+        return judged["model"]
+
+    a, b, c = run("a", None), run("b", "judge"), run("c", "seeded")
+    assert all(torch.equal(v, b[k]) for k, v in a.items())
+    assert any(not torch.equal(v, c[k]) for k, v in a.items())
+
+
+@pytest.mark.parametrize("head_accuracy", [1.01, 0.0])
+def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, monkeypatch,
+                                                                    head_accuracy):
+    """A head the pseudo-labels cannot match: cmix pre-trains again without them and its
+    metrics equal cmix_selfsl's to the bit. A head they beat: they are used and the run
+    differs from cmix_selfsl's."""
+    import cmix.learn.labelprop as lp_mod
+
+    dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
+    store = write_test_store(tmp_path / "s.zarr", dosage, label)
+    cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
+           "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
+    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: head_accuracy)
+    runs = {m: harness.train_run(store, 60, 3, tmp_path / m, method=m, config=cfg, device="cpu")
+            for m in ("cmix", "cmix_selfsl")}
+    ck = torch.load(tmp_path / "cmix" / "checkpoint.pt", weights_only=False)
+    if head_accuracy > 1:
+        assert not runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" in ck["parts"]
+        assert runs["cmix"]["test"] == runs["cmix_selfsl"]["test"]
+    else:
+        assert runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" not in ck["parts"]
+        assert runs["cmix"]["test"] != runs["cmix_selfsl"]["test"]

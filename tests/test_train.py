@@ -89,7 +89,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
     monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
     # a head that never beats the pseudo-labels on held-out rows: they are used
     import cmix.learn.labelprop as lp_mod
-    monkeypatch.setattr(lp_mod, "out_of_fold_head_accuracy", lambda *a, **k: 0.0)
+    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a, **k: 0.0)
     m = harness.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
     assert real_model is None and len(made) == 1
     # the predictor trained on the labeled rows plus the pseudo-labeled rows, weighted by w
@@ -125,13 +125,14 @@ def test_pseudo_labels_change_the_predictor_loss():
 
 def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_models):
     """The frozen-encoder check compares with a copy taken before the predictor stage: a
-    predictor epoch that nudges the encoder (a test double) must stop the run."""
+    predictor epoch that nudges the encoder (a test double; the last network made, as a
+    run whose pseudo-labels weigh nothing pre-trains a second one) must stop the run."""
     made = made_models
     real_epoch = train_mod.predictor_epoch
 
     def nudging_epoch(*args):
         with torch.no_grad():
-            next(made[0].encoder.parameters()).view(-1)[0] += 1e-3
+            next(made[-1].encoder.parameters()).view(-1)[0] += 1e-3
         return real_epoch(*args)
     monkeypatch.setattr(train_mod, "predictor_epoch", nudging_epoch)
     with pytest.raises(CmixError, match="encoder changed during the predictor stage"):
@@ -157,7 +158,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     spy(train_mod, "predictor_epoch")
     # pseudo-labels that beat the head on held-out rows, so that they reach the predictor
     import cmix.learn.labelprop as lp_mod
-    monkeypatch.setattr(lp_mod, "out_of_fold_head_accuracy", lambda *a, **k: 0.0)
+    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a, **k: 0.0)
     spy(losses_mod, "mixup_cross_entropy")
     spy(losses_mod, "contrastive_targets")
     seen = {}

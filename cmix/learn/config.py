@@ -68,7 +68,7 @@ class PseudoLabels:
     lp_every: int = 5               # f
     lp_k: int = 3                   # kNN neighbours (paper: 3); 10 is tried beside it
     lp_pcs: int = 20                # input PCs: a second space for the graph (0 = latent only)
-    lp_folds: int = 5               # folds of the labeled rows judging the pseudo-labels
+    lp_judge_fraction: float = 0.25 # labeled rows kept from pre-training's labels to judge them
     lp_alpha: float = 0.99          # converged solve; 0.999 oversmooths (RESULTS.md)
     lp_rtol: float = 1e-6
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
@@ -220,7 +220,7 @@ PRESETS: dict[str, dict] = {
 #: float key -> (low, high, low_inclusive, high_inclusive); None = unbounded on that side
 RANGES: dict = {
     "alpha": (0.0, 0.5, True, True), "lp_alpha": (0.0, 1.0, True, False),
-    "val_fraction": (0.0, 1.0, True, False), "vime_p_m": (0.0, 1.0, False, False),
+    "val_fraction": (0.0, 1.0, True, False), "lp_judge_fraction": (0.0, 1.0, True, False), "vime_p_m": (0.0, 1.0, False, False),
     "tau": (0.0, None, False, None), "lr": (0.0, None, False, None),
     "pred_lr": (0.0, None, False, None), "lp_rtol": (0.0, None, False, None),
     "weight_decay": (0.0, None, True, None), "pred_weight_decay": (0.0, None, True, None),
@@ -234,7 +234,7 @@ RANGES: dict = {
 CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", "random"),
                  "loader": ("auto", "memory", "stream")}
 MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patience": 0,
-                 "logreg_folds": 2, "lp_pcs": 0, "lp_folds": 2,
+                 "logreg_folds": 2, "lp_pcs": 0,
                  "gbdt_max_leaf_nodes": 2}
 
 

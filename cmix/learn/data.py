@@ -63,7 +63,7 @@ class Splits:
                                              / len(self.test)) if len(self.test) else None)}
 
 
-def _stratified_take(rows: np.ndarray, label: np.ndarray, n_take: int, rng,
+def stratified_take(rows: np.ndarray, label: np.ndarray, n_take: int, rng,
                      min_per_class: int, keep: int = 0) -> np.ndarray:
     """``n_take`` of ``rows``: each class in proportion to its size (largest remainder),
     at least ``min_per_class`` of each class when n_take allows, and at most its size
@@ -116,10 +116,10 @@ def make_splits(root, budget: int, seed: int, val_fraction: float = 0.2,
         raise CmixError(f"{store_name}: class(es) {absent} have no sample in the training "
                         "split, so the labeled subset cannot contain them")
     rng = np.random.default_rng([int(seed), SPLITS])
-    labeled = _stratified_take(train, label, budget, rng, min_per_class=1)
+    labeled = stratified_take(train, label, budget, rng, min_per_class=1)
     # Validation: from the labeled rows only; every class keeps >= 1 training row.
     n_val = int(round(val_fraction * budget))
-    validation = (_stratified_take(labeled, label, n_val, rng, min_per_class=1, keep=1)
+    validation = (stratified_take(labeled, label, n_val, rng, min_per_class=1, keep=1)
                   if n_val > 0 else np.zeros(0, dtype=np.int64))
     train_labeled = np.setdiff1d(labeled, validation)
     unlabeled = np.setdiff1d(train, labeled)

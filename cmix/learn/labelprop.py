@@ -162,78 +162,88 @@ def label_propagation(z, labeled_pos, labeled_y, n_classes: int,
 
 
 # ------------------------------------------------------------------ judging pseudo-labels
-def stratified_folds(y: np.ndarray, n_folds: int, rng) -> np.ndarray:
-    """Fold index (n,) in 0..n_folds-1 for labels y (n,): each class dealt round the folds
-    from a random start, in a random order (``rng``: a numpy Generator)."""
-    fold = np.empty(len(y), dtype=np.int64)
-    for c in np.unique(y):
-        rows = np.flatnonzero(y == c)
-        rng.shuffle(rows)
-        fold[rows] = (np.arange(len(rows)) + rng.integers(n_folds)) % n_folds
-    return fold
+def judge_rows(y: np.ndarray, fraction: float, rng) -> np.ndarray:
+    """Boolean mask (n,) of the judge fold among labeled rows of classes y (n,): about
+    ``fraction`` of each class (largest remainder, at least one row of each class that
+    has two or more, never a class's last row), drawn with ``rng`` (a numpy Generator).
+    These rows' labels are kept from every label-aware term of pre-training, so the
+    encoder's latent is as new to them as to an unlabeled row."""
+    from .data import stratified_take
+
+    rows = np.arange(len(y))
+    n_take = int(round(fraction * len(y)))
+    take = (stratified_take(rows, y, n_take, rng, min_per_class=1, keep=1)
+            if n_take > 0 else np.zeros(0, np.int64))
+    mask = np.zeros(len(y), dtype=bool)
+    mask[take] = True
+    return mask
 
 
-def out_of_fold_propagation(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-                            n_classes: int, fold: np.ndarray,
-                            lp: PseudoLabels = PseudoLabels()):
-    """Pseudo-labels of the labeled rows themselves, each from a propagation in which its
-    fold was unseeded (the other folds seed it; the unlabeled rows are nodes as always).
-
-    w: (N, N) affinity; labeled_pos, labeled_y, fold: (n_L,); lp: as :func:`propagate`.
-    Returns (label (n_L,) int64, -1 where no class reached the row; certainty (n_L,))."""
-    label = np.full(len(labeled_pos), -1, dtype=np.int64)
-    certainty = np.zeros(len(labeled_pos))
-    for f in np.unique(fold):
-        held = fold == f
-        res = propagate(w, labeled_pos[~held], labeled_y[~held], n_classes, lp)
-        label[held] = res.pseudo_label[labeled_pos[held]]
-        certainty[held] = res.weight[labeled_pos[held]]
-    return label, certainty
-
-
-def out_of_fold_head_accuracy(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
-                              cs=(0.01, 0.1, 1.0, 10.0)) -> float:
-    """The supervised head's held-out accuracy on the same features: L2 logistic
-    regression on x (n, d) (standardised on each training fold), trained on the other
-    folds and scored on each fold; the best accuracy over the C grid ``cs``. Taking the
-    best C favours the head, so a comparison against it is conservative."""
+def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarray,
+                          y_held: np.ndarray, cs=(0.01, 0.1, 1.0, 10.0)) -> float:
+    """The supervised head's accuracy on held-out rows: L2 logistic regression on x_fit
+    (n, d) (standardised on those rows), scored on x_held (m, d); the best accuracy over
+    the C grid ``cs``. Taking the best C favours the head, so a comparison against it is
+    conservative. With one class in y_fit the head predicts it."""
     import warnings
 
     from sklearn.linear_model import LogisticRegression
 
-    x = np.asarray(x, dtype=np.float64)
+    if len(y_held) == 0:
+        return 1.0
+    if len(np.unique(y_fit)) < 2:
+        return float(np.mean(y_held == y_fit[0])) if len(y_fit) else 0.0
+    x_fit, x_held = np.asarray(x_fit, np.float64), np.asarray(x_held, np.float64)
+    mu, sd = x_fit.mean(0), x_fit.std(0) + 1e-9
     best = 0.0
     for c in cs:
-        pred = np.full(len(y), -1)
-        for f in np.unique(fold):
-            held = fold == f
-            if len(np.unique(y[~held])) < 2:
-                pred[held] = y[~held][0] if (~held).any() else -1
-                continue
-            mu, sd = x[~held].mean(0), x[~held].std(0) + 1e-9
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                lr = LogisticRegression(C=c, max_iter=1000).fit((x[~held] - mu) / sd, y[~held])
-            pred[held] = lr.predict((x[held] - mu) / sd)
-        best = max(best, float(np.mean(pred == y)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lr = LogisticRegression(C=c, max_iter=1000).fit((x_fit - mu) / sd, y_fit)
+        best = max(best, float(np.mean(lr.predict((x_held - mu) / sd) == y_held)))
     return best
+
+
+#: one-sided 95% normal quantile of the lower confidence bounds in calibrated_weights
+LOWER_BOUND_Z = 1.6448536269514722
+
+
+def wilson_lower_bound(p: np.ndarray, n: np.ndarray, z: float = LOWER_BOUND_Z) -> np.ndarray:
+    """Wilson score lower confidence bound of a proportion p observed on n rows (arrays of
+    one shape); z: the normal quantile (one-sided 95% by default)."""
+    p, n = np.asarray(p, np.float64), np.asarray(n, np.float64)
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    spread = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return (centre - spread) / (1 + z2 / n)
 
 
 def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
                        certainty: np.ndarray, floor: float) -> np.ndarray:
-    """Weights (n,) for pseudo-labels of certainty (n,): the estimated probability that a
-    pseudo-label of that certainty is right (isotonic regression of ``correct_held``
-    (n_L,) bool on ``certainty_held`` (n_L,), from held-out labeled rows), rescaled so
-    that ``floor`` (the supervised head's own held-out accuracy) maps to 0 and 1 to 1:
-    a pseudo-label no more likely to be right than the head's prediction carries no
-    weight."""
+    """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
+    probability that a pseudo-label of that certainty is right, rescaled so that
+    ``floor`` (the supervised head's own held-out accuracy) maps to 0 and 1 to 1: a
+    pseudo-label not shown to be right more often than the head's prediction carries no
+    weight.
+
+    The probability is the isotonic regression of ``correct_held`` (m,) bool on
+    ``certainty_held`` (m,) (held-out labeled rows); each of its pooled blocks of rows
+    gets the Wilson lower bound of its share right (one-sided 95%) on the block's row
+    count, made non-decreasing in certainty, and a new certainty takes the bound
+    interpolated between the held rows' certainties. A handful of held-out rows thus
+    weighs little, however often they were right."""
     from sklearn.isotonic import IsotonicRegression
 
     if floor >= 1.0 or len(certainty_held) < 2:
         return np.zeros(len(certainty))
+    order = np.argsort(certainty_held, kind="stable")
+    cert = np.asarray(certainty_held, np.float64)[order]
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-    iso.fit(certainty_held, correct_held.astype(np.float64))
-    p_right = iso.predict(certainty)
+    share = iso.fit_transform(cert, np.asarray(correct_held, np.float64)[order])
+    _, block, n_block = np.unique(share, return_inverse=True, return_counts=True)
+    bound = np.maximum.accumulate(wilson_lower_bound(share, n_block[block]))
+    cert, last = np.unique(cert[::-1], return_index=True)      # the highest bound at a tie
+    p_right = np.interp(certainty, cert, bound[::-1][last])
     return np.clip((p_right - floor) / (1.0 - floor), 0.0, 1.0)
 
 
@@ -245,10 +255,10 @@ class JudgedPseudoLabels:
     class reached a row; weight: (N,) 1 for labeled rows, the calibrated weight
     (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
     certainty: (N,) the propagation's own 1 - H(p)/log C; space, k: the chosen graph;
-    heldout: candidate name -> held-out accuracy of its pseudo-labels on the labeled rows;
-    head_accuracy: the supervised head's held-out accuracy on the same rows; used: some
+    heldout: candidate name -> accuracy of its pseudo-labels on the judge rows;
+    head_accuracy: the supervised head's accuracy on the same rows; used: some
     unlabeled row carries weight (the chosen graph's pseudo-labels were no worse than the
-    head's predictions on the held-out rows, and some were more likely right than them)."""
+    head's predictions on the judge rows, and some were more likely right than them)."""
 
     label: np.ndarray
     weight: np.ndarray
@@ -265,43 +275,49 @@ class JudgedPseudoLabels:
         return self.heldout[f"{self.space} k{self.k}"]
 
 
-def judged_label_propagation(spaces: dict, n_labeled: int, labeled_y: np.ndarray,
-                             n_classes: int, head_features: np.ndarray, fold: np.ndarray,
+def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndarray,
+                             n_classes: int, head_features: np.ndarray,
                              lp: PseudoLabels = PseudoLabels(),
                              ks=(3, 10)) -> JudgedPseudoLabels:
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
-    held-out labeled rows; no row outside the nodes is looked at.
+    the judge fold of the labeled rows; no row outside the nodes is looked at.
 
-    spaces: name -> (N, d) node features (rows 0..n_labeled-1 are the labeled rows, with
-    classes labeled_y); for each space and each k in ``ks`` the kNN graph's pseudo-labels
-    of the labeled rows themselves are made out of fold (:func:`out_of_fold_propagation`,
-    folds ``fold`` (n_L,)). The candidate with the best held-out accuracy is chosen
-    (ties: the first, in the order given). Its pseudo-labels are weighed only if that
-    accuracy is at least the supervised head's on the same rows and folds
-    (:func:`out_of_fold_head_accuracy` on ``head_features`` (n_L, h)); then each
-    unlabeled row's weight is the calibrated probability that its pseudo-label is right,
-    above the head's accuracy (:func:`calibrated_weights`): a row weighs more than 0 only
-    where a pseudo-label of its certainty was right more often than the head. ``used``:
-    some unlabeled row weighs more than 0. lp: the config's ``pseudo_labels`` section
-    (:func:`propagate`'s settings; the kNN search in blocks of lp_block rows)."""
-    pos = np.arange(n_labeled)
+    spaces: name -> (N, d) node features; rows 0..n_L-1 are the labeled rows, with classes
+    labeled_y (n_L,), and judge (n_L,) bool marks the judge fold (rows whose labels no
+    label-aware term of pre-training has seen, :func:`judge_rows`). For each space and
+    each k in ``ks`` the kNN graph is seeded with the other labeled rows only, so the
+    judge rows are labeled as an unlabeled row is; the candidate whose pseudo-labels are
+    most often right on them is chosen (ties: the first, in the order given). Its
+    pseudo-labels are weighed only if that accuracy is at least the supervised head's on
+    the same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
+    ``head_features`` (n_L, h)); then each unlabeled row's weight is the calibrated
+    probability that its pseudo-label is right, above the head's accuracy
+    (:func:`calibrated_weights`): a row weighs more than 0 only where a pseudo-label of
+    its certainty was right more often than the head. The pseudo-labels themselves come
+    from the chosen graph seeded with every labeled row. ``used``: some unlabeled row
+    weighs more than 0. lp: the config's ``pseudo_labels`` section (:func:`propagate`'s
+    settings; the kNN search in blocks of lp_block rows)."""
+    pos = np.arange(len(labeled_y))
+    seeded, held = pos[~judge], pos[judge]
     best = None
     heldout = {}
     for name, z in spaces.items():
         index, sim = knn_neighbours(z, max(ks), lp.lp_block)
         for k in ks:
             w = graph_from_neighbours(index, sim, k)
-            lab, cert = out_of_fold_propagation(w, pos, labeled_y, n_classes, fold, lp)
-            acc = float(np.mean(lab == labeled_y)) if n_labeled else 0.0
+            res = propagate(w, seeded, labeled_y[seeded], n_classes, lp)
+            lab, cert = res.pseudo_label[held], res.weight[held]
+            acc = float(np.mean(lab == labeled_y[held])) if len(held) else 0.0
             heldout[f"{name} k{k}"] = acc
             if best is None or acc > best[0]:
                 best = (acc, name, k, w, lab, cert)
     acc, name, k, w, lab, cert = best
-    head_acc = out_of_fold_head_accuracy(head_features, labeled_y, fold)
+    head_acc = heldout_head_accuracy(head_features[seeded], labeled_y[seeded],
+                                     head_features[held], labeled_y[held])
     res = propagate(w, pos, labeled_y, n_classes, lp)
     weight = np.zeros(len(res.weight))
-    if acc >= head_acc:
-        weight = calibrated_weights(cert, lab == labeled_y, res.weight, head_acc)
+    if len(held) and acc >= head_acc:
+        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_acc)
     weight[pos] = 0.0
     used = bool(weight.max() > 0.0)
     weight[pos] = 1.0

@@ -239,13 +239,32 @@ def _loader(ctx, rows, batch_size):
                      buffer_chunks=ctx.cfg.data.buffer_chunks)
 
 
-def pretrain_stage(ctx, model, x_lab, y_lab, su_pos) -> None:
-    """Contrastive mixup pre-training; label propagation after ``warmup_epochs`` epochs,
-    then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
+def judge_fold(ctx, y_lab: np.ndarray) -> np.ndarray:
+    """(n_L,) bool: the judge fold of the training labeled rows (classes y_lab (n_L,)),
+    ``lp_judge_fraction`` of them drawn with the run's seed
+    (:func:`cmix.learn.labelprop.judge_rows`)."""
+    from .labelprop import judge_rows
+
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE)
+    return judge_rows(y_lab, ctx.cfg.pseudo_labels.lp_judge_fraction, rng)
+
+
+def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") -> None:
+    """Contrastive mixup pre-training as checkpoint stage ``stage``. labeled: (x_lab int8
+    (n_L, M), y_lab (n_L,) int64) tensors of the training labeled rows. judge: None
+    (pre-training without pseudo-labels, every labeled row in the label-aware terms) or
+    (n_L,) bool, the judge fold (:func:`judge_fold`): those rows' labels stay out of
+    pre-training, and label propagation, judged on them, runs after ``warmup_epochs``
+    epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
     checkpoint parts)."""
     import torch
 
     cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
+    x_lab, y_lab = labeled
+    seen = x_lab, y_lab
+    if judge is not None:
+        keep = torch.from_numpy(np.flatnonzero(~judge)).to(x_lab.device)
+        seen = x_lab[keep], y_lab[keep]
     opt = torch.optim.Adam(model.parameters(), lr=cfg.pretrain.lr,
                            weight_decay=cfg.pretrain.weight_decay)
     loaders = {}
@@ -254,61 +273,82 @@ def pretrain_stage(ctx, model, x_lab, y_lab, su_pos) -> None:
         if not loaders:
             loaders["u"] = _loader(ctx, s.unlabeled, cfg.pretrain.batch_size)
             loaders["su"] = _loader(ctx, s.unlabeled[su_pos], 4096)
-        pseudo = ctx.parts.get("pseudo")
+        pseudo = ctx.parts.get("pseudo") if judge is not None else None
         pseudo_t = (_pseudo_tensors(pseudo, su_pos, len(s.unlabeled), ctx.dev)
                     if pseudo is not None else None)
-        rec = pretrain_epoch(model, opt, (x_lab, y_lab), (loaders["u"], pseudo_t), cfg,
+        rec = pretrain_epoch(model, opt, seen, (loaders["u"], pseudo_t), cfg,
                              s.n_classes, ctx.seed, epoch)
         done = epoch + 1
-        due = cfg.switches.pseudo_labels and len(su_pos) > 0 and (
+        due = judge is not None and len(su_pos) > 0 and (
             (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
             or done == cfg.pretrain.epochs)
         if due:
             if "pcs" not in loaders:
                 loaders["pcs"] = input_pcs(ctx, x_lab, su_pos)
-            info = pseudo_label_step(ctx, model, x_lab, y_lab, loaders["su"], su_pos, done,
-                                     loaders["pcs"])
+            info = pseudo_label_step(ctx, model, (x_lab, y_lab, judge), loaders["su"],
+                                     su_pos, done, loaders["pcs"])
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
         return rec
 
-    ctx.epochs("pretrain", cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
+    ctx.epochs(stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
                "pre-training")
 
 
-def pseudo_label_step(ctx, model, x_lab, y_lab, su_loader, su_pos, epoch,
-                      input_pcs=None) -> dict:
-    """Label propagation judged on held-out labeled rows
-    (:func:`cmix.learn.labelprop.judged_label_propagation`): the graph is built in the
-    current latent or in ``input_pcs`` ((n_L + n_SU, p) PCs of the inputs, or None), with
-    k from {lp_k, 10}, whichever gives the labeled rows the most accurate pseudo-labels
-    when their fold is unseeded; the pseudo-labels carry weight only where they are
-    estimated to be right more often than the supervised head on the latent is. Stores
-    the pseudo-labels and weights of the S_U rows in the run's checkpoint parts
-    ("pseudo") and a summary in parts["lp_info"]. Only training labeled rows are used:
-    validation rows are not nodes."""
-    from .labelprop import judged_label_propagation, stratified_folds
+def pseudo_labels_weigh(ctx) -> bool:
+    """Whether some pseudo-label in the run's checkpoint parts carries weight."""
+    pseudo = ctx.parts.get("pseudo")
+    return pseudo is not None and bool(((pseudo["label"] >= 0) & (pseudo["weight"] > 0)).any())
+
+
+def pretrain_without_pseudo_labels(ctx, new_model, labeled, su_pos):
+    """The encoder pre-trained as cmix_selfsl's is (a fresh model from new_model(), every
+    training labeled row in the label-aware terms, no pseudo-labels), as checkpoint stage
+    "pretrain_all" after the judged stage. Used when the judged pseudo-labels end with no
+    weight, so that the run is then exactly cmix_selfsl's and the judge fold's labels are
+    not lost to the encoder. Returns the model."""
+    state = ctx.state
+    if state.stage == "pretrain":
+        state.stage, state.epoch = "pretrain_all", 0
+    log("pseudo-labels carry no weight after pre-training: pre-training again with every "
+        "labeled row and no pseudo-labels (the run is then cmix_selfsl's)")
+    model = new_model()
+    pretrain_stage(ctx, model, labeled, su_pos, None, stage="pretrain_all")
+    return model
+
+
+def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=None) -> dict:
+    """Label propagation judged on the judge fold of the labeled rows
+    (:func:`cmix.learn.labelprop.judged_label_propagation`). labeled: (x_lab, y_lab, judge
+    (n_L,) bool). The graph is built in the current latent or in ``input_pcs`` ((n_L +
+    n_SU, p) PCs of the inputs, or None), with k from {lp_k, 10}, whichever gives the
+    judge rows the most accurate pseudo-labels when only the other labeled rows seed it;
+    the pseudo-labels carry weight only where they are estimated to be right more often
+    than the supervised head on the latent is on the judge rows. Stores the pseudo-labels
+    and weights of the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
+    parts["lp_info"]. Only training labeled rows are used: validation rows are not nodes."""
+    from .labelprop import judged_label_propagation
 
     s, lp, parts = ctx.splits, ctx.cfg.pseudo_labels, ctx.parts
     t0 = time.perf_counter()
+    x_lab, y_lab, judge = labeled
     n_l = len(x_lab)
     y_l = y_lab.cpu().numpy()
     z = node_latent(model, x_lab, su_loader, ctx.dev)
     spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
-    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_FOLDS)
-    fold = stratified_folds(y_l, lp.lp_folds, rng)
-    res = judged_label_propagation(spaces, n_l, y_l, s.n_classes, z[:n_l], fold, lp,
+    res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l], lp,
                                    ks=tuple(sorted({lp.lp_k, 10})))
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
                 graph=f"{res.space} k{res.k}", heldout_accuracy=res.heldout_accuracy,
-                head_accuracy=res.head_accuracy, used=res.used,
+                head_accuracy=res.head_accuracy, used=res.used, n_judge=int(judge.sum()),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
-    log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, held-out accuracy "
-        f"{res.heldout_accuracy:.3f} vs the head's {res.head_accuracy:.3f}: "
+    log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy on the "
+        f"{info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
+        f"{res.head_accuracy:.3f}: "
         + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
            "not used (weight 0)"))
     if res.missing_classes:

@@ -202,8 +202,14 @@ class ContrastiveMixupMethod(NetworkMethod):
         data.add_time("load", t0)
         model = self.cmix_model(data)
         su_pos = train.pseudo_label_rows(data)
-        if pretrain:
-            train.pretrain_stage(data, model, x_lab, y_lab, su_pos)
+        if pretrain and self.cfg.switches.pseudo_labels:
+            judge = train.judge_fold(data, s.label[s.train_labeled])
+            train.pretrain_stage(data, model, (x_lab, y_lab), su_pos, judge)
+            if not train.pseudo_labels_weigh(data):
+                model = train.pretrain_without_pseudo_labels(
+                    data, lambda: self.cmix_model(data), (x_lab, y_lab), su_pos)
+        elif pretrain:
+            train.pretrain_stage(data, model, (x_lab, y_lab), su_pos)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
@@ -214,7 +220,7 @@ class ContrastiveMixupMethod(NetworkMethod):
         train.check_frozen(model, frozen)
         lp = data.parts.get("lp_info") or []
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "heldout_accuracy", "head_accuracy", "mean_weight")
+                "heldout_accuracy", "head_accuracy", "n_judge", "mean_weight")
         self.report = {"validation": validation, "pseudo_labels": (
             {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
             if lp else None)}
