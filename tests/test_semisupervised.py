@@ -60,11 +60,14 @@ def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
                                    judge_mask(y[:n_l]), 3, rng.normal(size=(n_l, 4)), ks=(3, 10))
     assert res.used and res.space == "pcs"
     assert res.heldout_accuracy == 1.0 and res.head_accuracy < 0.7
-    # every judge row right: the weight is the Wilson bound of n of n right, above the head
+    # every judge row right: the weight is the Wilson lower bound of n of n right, above
+    # the Wilson upper bound of the head's share right (statsmodels, one-sided 95% each)
     n_judge = int(judge_mask(y[:n_l]).sum())
-    bound = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
-    np.testing.assert_allclose(res.weight[n_l:],
-                               (bound - res.head_accuracy) / (1 - res.head_accuracy))
+    lower = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
+    n_head = round(res.head_accuracy * n_judge)
+    upper = proportion_confint(n_head, n_judge, alpha=0.1, method="wilson")[1]
+    assert res.head_bound == pytest.approx(upper)
+    np.testing.assert_allclose(res.weight[n_l:], (lower - upper) / (1 - upper))
     assert np.mean(res.label[n_l:] == y[n_l:]) > 0.98
 
 
@@ -87,10 +90,12 @@ def test_a_memorised_latent_does_not_fool_the_judge():
     assert heldout_head_accuracy(z[fit], y[fit], z[held], y[held]) == 1.0
 
 
-def test_pseudo_labels_level_with_the_head_weigh_only_rows_more_often_right(monkeypatch):
-    """The gate is "no worse than the head": with the head's accuracy on the judge rows
-    set equal to the pseudo-labels', rows whose certainty was right more often than that
-    still carry weight; a hair above it, and every pseudo-label weighs 0."""
+def test_pseudo_labels_no_better_than_the_head_can_be_weigh_nothing(monkeypatch):
+    """The gate is "no worse than the head" and the floor of the weights is what the head
+    can be (its upper bound): with the head's accuracy on the judge rows far below the
+    pseudo-labels', rows whose certainty was right more often carry weight, and only
+    those; with it equal to theirs, its upper bound lies above their lower bounds and
+    nothing weighs; a hair above it, and the gate refuses."""
     import cmix.learn.labelprop as lp
 
     z, y = clusters(n_per=100, spread=1.2)              # overlapping: some held-out errors
@@ -99,10 +104,13 @@ def test_pseudo_labels_level_with_the_head_weigh_only_rows_more_often_right(monk
     args = ({"latent": z}, y[:n_l], judge_mask(y[:n_l], 0.4), 3, z[:n_l])
     pl_acc = judged_label_propagation(*args, ks=(3,)).heldout_accuracy
     assert 0.5 < pl_acc < 1.0
+    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: 0.4)
+    low = judged_label_propagation(*args, ks=(3,))
+    assert low.used and 0 < low.weight[n_l:].mean() < 1
+    assert low.weight[n_l:].min() == 0.0                 # only where shown more often right
     monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc)
     level = judged_label_propagation(*args, ks=(3,))
-    assert level.used and 0 < level.weight[n_l:].mean() < 1
-    assert level.weight[n_l:].min() == 0.0               # only where more often right
+    assert not level.used and np.all(level.weight[n_l:] == 0)
     monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc + 1e-9)
     above = judged_label_propagation(*args, ks=(3,))
     assert not above.used and np.all(above.weight[n_l:] == 0)

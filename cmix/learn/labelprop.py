@@ -204,25 +204,26 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     return best
 
 
-#: one-sided 95% normal quantile of the lower confidence bounds in calibrated_weights
+#: one-sided 95% normal quantile of the confidence bounds that judge pseudo-labels
 LOWER_BOUND_Z = 1.6448536269514722
 
 
-def wilson_lower_bound(p: np.ndarray, n: np.ndarray, z: float = LOWER_BOUND_Z) -> np.ndarray:
-    """Wilson score lower confidence bound of a proportion p observed on n rows (arrays of
-    one shape); z: the normal quantile (one-sided 95% by default)."""
+def wilson_bounds(p, n, z: float = LOWER_BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) Wilson score confidence bounds of a proportion p observed on n rows
+    (arrays of one shape); z: the normal quantile (one-sided 95% each by default)."""
     p, n = np.asarray(p, np.float64), np.asarray(n, np.float64)
     z2 = z * z
     centre = p + z2 / (2 * n)
     spread = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return (centre - spread) / (1 + z2 / n)
+    return (centre - spread) / (1 + z2 / n), (centre + spread) / (1 + z2 / n)
 
 
 def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
                        certainty: np.ndarray, floor: float) -> np.ndarray:
     """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
     probability that a pseudo-label of that certainty is right, rescaled so that
-    ``floor`` (the supervised head's own held-out accuracy) maps to 0 and 1 to 1: a
+    ``floor`` (what the supervised head's accuracy can be: an upper confidence bound of
+    it on the same held-out rows) maps to 0 and 1 to 1: a
     pseudo-label not shown to be right more often than the head's prediction carries no
     weight.
 
@@ -241,7 +242,7 @@ def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
     share = iso.fit_transform(cert, np.asarray(correct_held, np.float64)[order])
     _, block, n_block = np.unique(share, return_inverse=True, return_counts=True)
-    bound = np.maximum.accumulate(wilson_lower_bound(share, n_block[block]))
+    bound = np.maximum.accumulate(wilson_bounds(share, n_block[block])[0])
     cert, last = np.unique(cert[::-1], return_index=True)      # the highest bound at a tie
     p_right = np.interp(certainty, cert, bound[::-1][last])
     return np.clip((p_right - floor) / (1.0 - floor), 0.0, 1.0)
@@ -256,7 +257,8 @@ class JudgedPseudoLabels:
     (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
     certainty: (N,) the propagation's own 1 - H(p)/log C; space, k: the chosen graph;
     heldout: candidate name -> accuracy of its pseudo-labels on the judge rows;
-    head_accuracy: the supervised head's accuracy on the same rows; used: some
+    head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
+    one-sided 95% Wilson upper bound, the floor of the weights; used: some
     unlabeled row carries weight (the chosen graph's pseudo-labels were no worse than the
     head's predictions on the judge rows, and some were more likely right than them)."""
 
@@ -267,6 +269,7 @@ class JudgedPseudoLabels:
     k: int
     heldout: dict
     head_accuracy: float
+    head_bound: float
     used: bool
     missing_classes: list = field(default_factory=list)
 
@@ -290,10 +293,11 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     most often right on them is chosen (ties: the first, in the order given). Its
     pseudo-labels are weighed only if that accuracy is at least the supervised head's on
     the same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
-    ``head_features`` (n_L, h)); then each unlabeled row's weight is the calibrated
-    probability that its pseudo-label is right, above the head's accuracy
-    (:func:`calibrated_weights`): a row weighs more than 0 only where a pseudo-label of
-    its certainty was right more often than the head. The pseudo-labels themselves come
+    ``head_features`` (n_L, h)); then each unlabeled row's weight is a lower confidence
+    bound of the probability that its pseudo-label is right, above an upper confidence
+    bound of the head's accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a
+    row weighs more than 0 only where pseudo-labels of its certainty were shown to be
+    right more often than the head can be. The pseudo-labels themselves come
     from the chosen graph seeded with every labeled row. ``used``: some unlabeled row
     weighs more than 0. lp: the config's ``pseudo_labels`` section (:func:`propagate`'s
     settings; the kNN search in blocks of lp_block rows)."""
@@ -314,13 +318,15 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     acc, name, k, w, lab, cert = best
     head_acc = heldout_head_accuracy(head_features[seeded], labeled_y[seeded],
                                      head_features[held], labeled_y[held])
+    head_bound = float(wilson_bounds(head_acc, max(len(held), 1))[1])
     res = propagate(w, pos, labeled_y, n_classes, lp)
     weight = np.zeros(len(res.weight))
     if len(held) and acc >= head_acc:
-        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_acc)
+        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound)
     weight[pos] = 0.0
     used = bool(weight.max() > 0.0)
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), heldout=heldout, head_accuracy=head_acc,
-                              used=bool(used), missing_classes=res.missing_classes)
+                              head_bound=head_bound, used=bool(used),
+                              missing_classes=res.missing_classes)

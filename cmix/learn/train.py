@@ -323,8 +323,8 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     (n_L,) bool). The graph is built in the current latent or in ``input_pcs`` ((n_L +
     n_SU, p) PCs of the inputs, or None), with k from {lp_k, 10}, whichever gives the
     judge rows the most accurate pseudo-labels when only the other labeled rows seed it;
-    the pseudo-labels carry weight only where they are estimated to be right more often
-    than the supervised head on the latent is on the judge rows. Stores the pseudo-labels
+    the pseudo-labels carry weight only where they are shown to be right more often than
+    the supervised head on the latent can be on the judge rows. Stores the pseudo-labels
     and weights of the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
     parts["lp_info"]. Only training labeled rows are used: validation rows are not nodes."""
     from .labelprop import judged_label_propagation
@@ -342,13 +342,14 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
                 graph=f"{res.space} k{res.k}", heldout_accuracy=res.heldout_accuracy,
-                head_accuracy=res.head_accuracy, used=res.used, n_judge=int(judge.sum()),
+                head_accuracy=res.head_accuracy, head_bound=round(res.head_bound, 4),
+                used=res.used, n_judge=int(judge.sum()),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
     log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy on the "
         f"{info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
-        f"{res.head_accuracy:.3f}: "
+        f"{res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
         + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
            "not used (weight 0)"))
     if res.missing_classes:
