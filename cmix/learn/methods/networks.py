@@ -220,7 +220,7 @@ class ContrastiveMixupMethod(NetworkMethod):
         train.check_frozen(model, frozen)
         lp = data.parts.get("lp_info") or []
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "heldout_accuracy", "head_accuracy", "n_judge", "mean_weight")
+                "heldout_accuracy", "head_accuracy", "head_bound", "n_judge", "mean_weight")
         self.report = {"validation": validation, "pseudo_labels": (
             {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
             if lp else None)}
