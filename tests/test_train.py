@@ -412,3 +412,19 @@ def test_several_seeds_skip_a_finished_run_and_name_a_failing_seed(toy_store, tm
     assert json.loads((tmp_path / "seed5/metrics.json").read_text())["seed"] == 5
     assert not (tmp_path / "seed7").exists()
 
+
+def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, capsys):
+    """--seed with several seeds needs {seed} in --out (refused before anything is
+    written otherwise); with it, each seed's run lands in its own folder."""
+    common = ["train", "--store", str(toy_store), "--budget", "60", "--method", "logreg",
+              "--device", "cpu"]
+    assert main([*common, "--seed", "1", "2", "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "--out" in err and "{seed}" in err and not (tmp_path / "run").exists()
+    assert main([*common, "--seed", "1", "1", "--out", str(tmp_path / "r{seed}")]) == 1
+    assert "seed 1 given twice" in capsys.readouterr().err and not list(tmp_path.glob("r*"))
+    assert main([*common, "--seed", "1", "2", "--out", str(tmp_path / "run{seed}")]) == 0
+    for seed in (1, 2):
+        assert json.loads((tmp_path / f"run{seed}/metrics.json").read_text())["seed"] == seed
+    assert main([*common, "--seed", "3", "--out", str(tmp_path / "one/seed{seed}")]) == 0
+    assert (tmp_path / "one/seed3/metrics.json").exists()
