@@ -126,15 +126,19 @@ def _add_train(sub):
     p = sub.add_parser(
         "train",
         help="train Contrastive Mixup (or a baseline) on one trait store for one labeled "
-             "budget and seed; writes metrics.json",
+             "budget and one or more seeds; writes metrics.json per seed",
         description="Split the store's training rows into a stratified labeled subset of "
                     "BUDGET samples (validation carved from it) and unlabeled rows, train the "
                     "method, evaluate on the store's fixed test split. Checkpoints every "
-                    "epoch; rerunning the same command resumes.")
+                    "epoch; rerunning the same command resumes. Several seeds run one "
+                    "after another in this one process, each into its own folder, as "
+                    "many single-seed commands would.")
     p.add_argument("--store", required=True, help="per-trait Zarr store (cmix store)")
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")
-    p.add_argument("--seed", required=True, type=int, help="seed of the labeled subset and training")
+    p.add_argument("--seed", required=True, type=int, nargs="+",
+                   help="seed of the labeled subset and training; several seeds run one "
+                        "after another in this process (--out then holds {seed})")
     from .learn.methods import METHODS
 
     p.add_argument("--method", default="cmix", metavar="METHOD",
@@ -146,19 +150,36 @@ def _add_train(sub):
                    help="auto (CUDA if available), cpu or cuda")
     p.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --out (required to exist)")
-    p.add_argument("--out", required=True, help="run folder (metrics.json, train_log.jsonl, checkpoint.pt)")
+    p.add_argument("--out", required=True,
+                   help="run folder (metrics.json, train_log.jsonl, checkpoint.pt); the "
+                        "literal {seed} in it is replaced by the seed")
     p.set_defaults(func=_run_train)
 
 
 def _run_train(args):
     from .learn.config import read_config_file, resolve_config
-    from .learn.harness import train_run
+    from .learn.harness import train_seeds
     from .learn.methods import get_method
 
+    seed_dirs = _seed_dirs(args.seed, args.out)
     config = read_config_file(args.config) if args.config else {}
     resolve_config(config, get_method(args.method).switches, where=args.config or "config")
-    train_run(args.store, args.budget, args.seed, args.out, method=args.method, config=config,
-              device=args.device, resume=args.resume)
+    train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
+                device=args.device, resume=args.resume)
+
+
+def _seed_dirs(seeds: list[int], out: str) -> dict[int, str]:
+    """Seed -> run folder: ``out`` with the literal ``{seed}`` replaced by the seed (a
+    lone seed may go without it)."""
+    from .io import CmixError
+
+    if len(seeds) > 1 and "{seed}" not in out:
+        raise CmixError(f"--out {out}: several seeds need a folder per seed; put the "
+                        "literal {seed} in --out (e.g. runs/seed{seed})")
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:
+        raise CmixError(f"--seed: seed {twice[0]} given twice")
+    return {seed: out.replace("{seed}", str(seed)) for seed in seeds}
 
 
 # ---------------------------------------------------------------------------- predict

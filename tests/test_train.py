@@ -356,3 +356,76 @@ def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, cap
                                                                    "pred_epochs": 1}, device="cpu")
     with pytest.raises(CmixError, match="holds a finished run with another"):
         harness.train_run(toy_store, 30, 1, tmp_path / "j", config=TINY, device="cpu")
+
+
+def _without_times(metrics: dict) -> dict:
+    """A run's metrics less its wall-time field."""
+    return {k: v for k, v in metrics.items() if k != "wall_seconds"}
+
+
+def _same_run_folders(a: Path, b: Path) -> None:
+    """metrics.json equal but for wall times; predictions.npz equal array for array."""
+    assert (_without_times(json.loads((a / "metrics.json").read_text()))
+            == _without_times(json.loads((b / "metrics.json").read_text())))
+    with np.load(a / "predictions.npz") as pa, np.load(b / "predictions.npz") as pb:
+        assert sorted(pa.files) == sorted(pb.files)
+        for name in pa.files:
+            assert np.array_equal(pa[name], pb[name]), name
+
+
+@pytest.mark.parametrize("method", ["mlp", "logreg"])
+def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method):
+    """train_seeds of 3 seeds writes, for each, the run folder a lone train_run of that
+    seed writes into another folder (the lone runs go in the reverse order, so a state
+    carried from one run to the next would show)."""
+    seeds = [4, 9, 2]
+    many = harness.train_seeds(toy_store, 60, {s: tmp_path / f"many/seed{s}" for s in seeds},
+                               method=method, config=TINY, device="cpu")
+    assert [m["seed"] for m in many] == seeds
+    for seed in reversed(seeds):
+        lone = harness.train_run(toy_store, 60, seed, tmp_path / f"lone/seed{seed}",
+                                 method=method, config=TINY, device="cpu")
+        got = many[seeds.index(seed)]
+        for key in ("test", "validation", "pseudo_labels", "run_key"):
+            assert got[key] == lone[key], (seed, key)
+        _same_run_folders(tmp_path / f"many/seed{seed}", tmp_path / f"lone/seed{seed}")
+    assert len({m["run_key"] for m in many}) == 3
+
+
+def test_several_seeds_skip_a_finished_run_and_name_a_failing_seed(toy_store, tmp_path):
+    """A finished seed's folder is left as it is while the others run; a seed that fails
+    is named in the error, and the seeds before it stay finished."""
+    done = tmp_path / "seed2"
+    harness.train_run(toy_store, 60, 2, done, method="logreg", device="cpu")
+    def finished():
+        return (done / "metrics.json").read_bytes(), (done / "metrics.json").stat().st_mtime_ns
+
+    before = finished()
+    dirs = {s: tmp_path / f"seed{s}" for s in (1, 2, 3)}
+    out = harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu")
+    assert finished() == before
+    assert [m["seed"] for m in out] == [1, 2, 3]
+    assert all((d / "metrics.json").exists() for d in dirs.values())
+    # seed 6's folder holds another seed's finished run: refused, naming seed 6
+    dirs = {5: tmp_path / "seed5", 6: tmp_path / "seed1", 7: tmp_path / "seed7"}
+    with pytest.raises(CmixError, match=r"^seed 6 \(.*seed1\): .*holds a finished run"):
+        harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu")
+    assert json.loads((tmp_path / "seed5/metrics.json").read_text())["seed"] == 5
+    assert not (tmp_path / "seed7").exists()
+
+
+def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, capsys):
+    """--seed with several seeds needs {seed} in --out (refused before anything is
+    written otherwise); with it, each seed's run lands in its own folder."""
+    common = ["train", "--store", str(toy_store), "--budget", "60", "--method", "logreg",
+              "--device", "cpu"]
+    assert main([*common, "--seed", "1", "2", "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "--out" in err and "{seed}" in err and not (tmp_path / "run").exists()
+    assert main([*common, "--seed", "1", "1", "--out", str(tmp_path / "r{seed}")]) == 1
+    assert "seed 1 given twice" in capsys.readouterr().err and not list(tmp_path.glob("r*"))
+    assert main([*common, "--seed", "1", "2", "--out", str(tmp_path / "run{seed}")]) == 0
+    for seed in (1, 2):
+        assert json.loads((tmp_path / f"run{seed}/metrics.json").read_text())["seed"] == seed
+    assert main([*common, "--seed", "3", "--out", str(tmp_path / "one/seed{seed}")]) == 0
+    assert (tmp_path / "one/seed3/metrics.json").exists()

@@ -82,7 +82,7 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     jobs = plan(res.stdout)
     rules = [j["rule"] for j in jobs]
-    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2 * 2
+    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2     # every seed in one job
     assert rules.count("train") == n_train
     assert "simulate" not in rules                      # real inputs: nothing simulated
     for rule in ("sample_filters", "variant_qc_merge", "unrelated"):
@@ -108,7 +108,7 @@ def test_one_trait_by_config_alone(ukb_standin):
                     "--config", 'traits=["hair_colour"]', "budgets=[50]")
     assert res.returncode == 0, res.stderr
     rules = [j["rule"] for j in plan(res.stdout)]
-    assert rules.count("train") == len(cfg["methods"]) * len(cfg["seeds"])
+    assert rules.count("train") == len(cfg["methods"])      # every seed in one job
     assert rules.count("store") == 1
 
 
@@ -225,7 +225,9 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     res = snakemake(*args)
     assert res.returncode == 0, res.stderr[-3000:]
-    for log in out.glob("logs/train/*/cmix/*/*.log"):
+    logs = list(out.glob("logs/train/*/cmix/*.log"))
+    assert len(logs) == 2
+    for log in logs:
         assert "starting this run afresh" in log.read_text(), log
     # no individual-level IDs in the logs
     eids = set((out / "cohort/genotypes.fam").read_text().split()[1::6])
@@ -264,7 +266,7 @@ def test_killed_training_job_resumes_from_its_checkpoint(tmp_path):
     assert (run / "checkpoint.pt").exists() and not (run / "metrics.json").exists()
     res = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    log = (tmp_path / "results/kill/logs/train/mean_platelet_volume/cmix/budget60/seed1.log")
+    log = (tmp_path / "results/kill/logs/train/mean_platelet_volume/cmix/budget60.log")
     assert "resuming from" in log.read_text()
     assert (run / "metrics.json").exists()
 
@@ -331,7 +333,8 @@ def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
 
 
 def test_slurm_dry_run_packs_training_runs(ukb_standin, tmp_path):
-    """`train: runs_per_job` packs the runs into Snakemake groups, one cluster job each."""
+    """`train: runs_per_job` packs the training jobs (each of every seed) into Snakemake
+    groups, one cluster job each."""
     cfg_path, cfg = ukb_standin
     cfg = copy.deepcopy(cfg)
     cfg["train"]["runs_per_job"] = 10
@@ -340,9 +343,9 @@ def test_slurm_dry_run_packs_training_runs(ukb_standin, tmp_path):
     res = snakemake("-n", "--profile", "profiles/slurm", "--configfile", str(path),
                     "--directory", str(REPO))
     assert res.returncode == 0, res.stdout + res.stderr
-    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2 * 2
+    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2     # jobs of 2 seeds each
     groups = res.stdout.split("Group job train")[1:]
-    assert len(groups) == -(-n_train // 10)              # ceil: 10 runs per submitted job
+    assert len(groups) == -(-n_train // 5)         # ceil: 5 jobs, 10 runs, per submitted job
     assert sum(g.count("rule train:") for g in groups) == n_train
     for job in plan(res.stdout):
         if job["rule"] == "train":
@@ -353,13 +356,17 @@ FAKE_SLURM = REPO / "tests/fake_slurm/fake_slurm.py"
 SLURM_COMMANDS = ("sbatch", "srun", "sacct", "squeue", "sinfo", "sacctmgr", "sshare",
                   "scontrol", "scancel")
 
-# A `cmix` ahead of the real one on PATH: the first `cmix train` of one run is killed as
-# soon as its first checkpoint is written (as a node failure or preemption would).
+# A `cmix` ahead of the real one on PATH: the first `cmix train` of one run folder pattern
+# is killed as soon as its first seed's first checkpoint is written (as a node failure or
+# preemption would).
 PREEMPT_ONCE = """#!/usr/bin/env python3
 import os, signal, subprocess, sys, time
 from pathlib import Path
 args = sys.argv[1:]
-out = Path(args[args.index("--out") + 1]) if "--out" in args else None
+out = args[args.index("--out") + 1] if "--out" in args else ""
+if "--seed" in args:
+    out = out.replace("{{seed}}", args[args.index("--seed") + 1])
+out = Path(out)
 flag = Path(os.environ["PREEMPT_FLAG"])
 target = args[:1] == ["train"] and os.environ["PREEMPT_RUN"] in str(out)
 if not target or flag.exists():
@@ -376,8 +383,9 @@ sys.exit(1)
 
 def test_packed_training_on_a_fake_slurm(tmp_path):
     """The SLURM profile through stand-ins for sbatch/sacct/srun that run jobs here: two
-    packed jobs of two runs each, one GPU asked for each; one run is killed after its
-    first checkpoint, its retry resumes from it, and every run's metrics appear."""
+    packed jobs of two runs (one training job of both seeds) each, one GPU asked for each;
+    one run is killed after its first checkpoint, its retry resumes from it, and every
+    run's metrics appear."""
     work = tmp_path
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg.update(run_name="packed", simulate={"n_samples": 600, "n_variants": 1200, "seed": 3},
@@ -398,7 +406,7 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     cmix = bin_dir / "cmix"
     cmix.write_text(PREEMPT_ONCE.format(real=shutil.which("cmix")))
     cmix.chmod(0o755)
-    run = "runs/hair_colour/cmix/budget60/seed1"
+    run = "runs/hair_colour/cmix/budget60/seed1"          # the job's first seed
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
                FAKE_SLURM_DIR=str(work / "slurm"), PREEMPT_FLAG=str(work / "preempted"),
                PREEMPT_RUN=run)
@@ -412,7 +420,7 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     assert (work / "preempted").exists()                 # the kill did happen
     out = work / "results/packed"
     assert len(list(out.glob("runs/*/*/*/*/metrics.json"))) == 4
-    log = (out / "logs/train/hair_colour/cmix/budget60/seed1.log").read_text()
+    log = (out / "logs/train/hair_colour/cmix/budget60.log").read_text()
     assert "resuming from" in log
     sbatch = (work / "slurm/sbatch.log").read_text().splitlines()
     train_jobs = [line for line in sbatch if "--comment rule_train" in line]

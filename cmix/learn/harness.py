@@ -8,6 +8,9 @@ test rows' probabilities and checkpoints by its state dict.
 - :class:`RunContext`: the resolved config, device, checked store, splits, standardisation
   moments, run key and run folder; what a method's ``fit`` gets, with the resumable
   loops below as its methods ``epochs`` and ``early_stopped``.
+- :func:`train_run`: one run; :func:`train_seeds`: the runs of several seeds, one after
+  another in one process, sharing the store opened and checked once
+  (:class:`CheckedStore`).
 - :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
   ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels; the
   fitted method's state dict as ``model`` with its ``report``, the record ``cmix
@@ -215,14 +218,51 @@ def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmi
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
     deterministic kernels (:func:`deterministic_algorithms`)."""
+    return train_seeds(store_path, budget, {seed: out_dir}, method=method, config=config,
+                       device=device, resume=resume)[0]
+
+
+def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix",
+                config: dict | None = None, device: str = "auto",
+                resume: bool = False) -> list[dict]:
+    """Run one method on one store and budget for every seed of ``seed_dirs`` (seed ->
+    run folder), one after another in this process; returns their metrics, in the
+    dict's order.
+
+    Each run is the one :func:`train_run` of that seed alone makes (same folder
+    contents, run key, lock, checkpoint and resume; a finished run is returned as it
+    is): the store is opened, checked against its checksums and its training moments
+    computed once (:func:`check_store`), and each run gets its own copy of the moments;
+    splits, seeding and everything else are the run's own. When a run fails, the runs
+    before it are finished in their folders; with several seeds the error names the
+    failing seed and folder."""
     from .config import resolve_config
-    from ..io import folder_lock
     from .methods import get_method
 
     m = get_method(method)
     cfg = resolve_config(config, m.switches)
-    with folder_lock(out_dir, f"cmix train --method {method} --budget {budget} --seed {seed}"):
-        ctx, state = open_run(m, store_path, budget, seed, out_dir, cfg, device, resume)
+    store = check_store(store_path, cfg)
+    results = []
+    for seed, out_dir in seed_dirs.items():
+        try:
+            results.append(train_seed(m, store, budget, seed, out_dir, cfg, device, resume))
+        except Exception as err:
+            if len(seed_dirs) > 1 and isinstance(err, (CmixError, OSError)):
+                raise CmixError(f"seed {seed} ({out_dir}): {err}") from err
+            if len(seed_dirs) > 1:
+                err.add_note(f"while training seed {seed} into {out_dir}")
+            raise
+    return results
+
+
+def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,
+               resume: bool) -> dict:
+    """One run of :func:`train_seeds`, in its locked folder: its metrics."""
+    from ..io import folder_lock
+
+    holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
+    with folder_lock(out_dir, holder):
+        ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, resume)
         if state is None:
             return json.loads((ctx.out_dir / METRICS_FILE).read_text())
         with deterministic_algorithms(ctx.dev):
@@ -250,6 +290,38 @@ def run_method(ctx: RunContext, state: RunState) -> dict:
                   pseudo_labels=method.report["pseudo_labels"], latent=method.latent(x, cov))
 
 
+@dataclass(frozen=True)
+class CheckedStore:
+    """A store opened and checked once for every run on it: ``root`` the zarr group,
+    ``sha256`` its fingerprint (:func:`cmix.genotypes.store.store_fingerprint`),
+    ``train_split`` int64 (n_train,) the rows with sample_split == 0, and ``mean``/``sd``
+    float32 (n_snps,) their dosage moments (missing calls left out); a run takes copies."""
+
+    path: Path
+    root: object
+    sha256: str
+    train_split: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray
+
+
+def check_store(store_path, cfg) -> CheckedStore:
+    """Open a store, check its files against its checksums and its encoding against the
+    config's, and compute the training split's moments."""
+    from ..genotypes import store as store_mod
+    from ..genotypes.store import column_moments
+
+    store_path = Path(store_path)
+    root = open_store_checked(store_path)
+    store_mod.check_encoding(root, cfg.model.encoding, store_path.name)
+    train_split = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
+    mean, sd = column_moments(root, train_split)
+    for shared in (train_split, mean, sd):
+        shared.setflags(write=False)
+    return CheckedStore(path=store_path, root=root, sha256=store_mod.store_fingerprint(root),
+                        train_split=train_split, mean=mean, sd=sd)
+
+
 def open_store_checked(store_path):
     """Open a store and check its files against its checksums (logged with the time)."""
     from ..genotypes import store as store_mod
@@ -262,32 +334,25 @@ def open_store_checked(store_path):
     return root
 
 
-def open_run(method, store_path, budget: int, seed: int, out_dir, cfg, device,
+def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, device,
              resume: bool) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
     the same run)."""
-    from ..genotypes import store as store_mod
-    from ..genotypes.store import column_moments
     from ..io import resolve_device
     from .data import make_splits
 
     dev = resolve_device(device)
-    root = open_store_checked(store_path)
-    store_mod.check_encoding(root, cfg.model.encoding, Path(store_path).name)
-    store_path = Path(store_path)
-    splits = make_splits(root, budget, seed, cfg.data.val_fraction, store_path.name)
+    root = store.root
+    splits = make_splits(root, budget, seed, cfg.data.val_fraction, store.path.name)
     out_dir = check_writable_dir(out_dir)
-    store_sha256 = store_mod.store_fingerprint(root)
-    run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store_sha256)
+    run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store.sha256)
     state = saved_state(out_dir, run_key, resume)
-    train_split = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
-    mean, sd = column_moments(root, train_split)
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
-                     store_path=store_path, root=root, splits=splits, dev=dev,
-                     out_dir=out_dir, store_sha256=store_sha256, run_key=run_key,
-                     mean=mean, sd=sd, cov=None)
-    ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, train_split, cfg)
+                     store_path=store.path, root=root, splits=splits, dev=dev,
+                     out_dir=out_dir, store_sha256=store.sha256, run_key=run_key,
+                     mean=store.mean.copy(), sd=store.sd.copy(), cov=None)
+    ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, store.train_split, cfg)
     if state is not None and state.stage == "done" and (out_dir / METRICS_FILE).exists():
         log(f"{out_dir}: run already complete")
         return ctx, None

@@ -421,16 +421,19 @@ def pca_reads_the_calls():
 
 
 def train_group(wildcards):
-    """The group of every training run; config `train: runs_per_job` sets how many runs
-    one submitted job holds. Snakemake takes group sizes only from --group-components and
-    sets them after reading the Snakefile, so the config's value is added when the DAG
-    first asks for a group; a --group-components train=N given by the user wins."""
+    """The group of every training job (the runs of every seed of one trait, method and
+    budget); config `train: runs_per_job` sets how many runs one submitted job holds at
+    most, in whole training jobs (at least one: runs_per_job // number of seeds).
+    Snakemake takes group sizes only from --group-components and sets them after reading
+    the Snakefile, so the config's value is added when the DAG first asks for a group; a
+    --group-components train=N (N training jobs) given by the user wins."""
     settings = workflow.group_settings
     if "train" not in settings.group_components:
-        settings.group_components = dict(settings.group_components, train=RUNS_PER_JOB)
+        jobs = max(1, RUNS_PER_JOB // len(SEEDS))
+        settings.group_components = dict(settings.group_components, train=jobs)
     # Inside a submitted job, the profile's `resources: gpu: 1` is not passed on; without
-    # it the job's runs would be sized (and started) together, asking srun for one GPU
-    # each, more than the job holds. One GPU, one run at a time.
+    # it the job's training jobs would be sized (and started) together, asking srun for
+    # one GPU each, more than the job holds. One GPU, one training job at a time.
     if not workflow.is_main_process and "gpu" not in workflow.global_resources:
         workflow.register_resource("gpu", 1)
     return "train"

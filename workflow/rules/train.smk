@@ -1,6 +1,8 @@
-# One job per (trait, method, budget, seed): GPU jobs on a cluster, CPU anywhere.
-# On a cluster, `train: runs_per_job` runs are packed into one submitted job (a Snakemake
-# group): they share one allocation and run one after another on its GPU.
+# One job per (trait, method, budget): `cmix train` runs every seed of config `seeds` one
+# after another in one process (one start-up), each into its own run folder. GPU jobs on
+# a cluster, CPU anywhere. On a cluster, the jobs of `train: runs_per_job` runs are packed
+# into one submitted job (a Snakemake group): they share one allocation and run one after
+# another on its GPU.
 
 
 rule train_config:
@@ -21,21 +23,22 @@ rule train:
         store=f"{OUT}/traits/{{trait}}.zarr",
         config=f"{OUT}/train_config.json",
     output:
-        f"{run_dir()}/metrics.json",
+        expand(f"{run_dir()}/metrics.json", seed=SEEDS, allow_missing=True),
     log:
-        f"{OUT}/logs/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.log",
+        f"{OUT}/logs/train/{{trait}}/{{method}}/budget{{budget}}.log",
     benchmark:
-        f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}/seed{{seed}}.tsv"
+        f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}.tsv"
     group:
         train_group
     conda:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        out=lambda wc, output: os.path.dirname(output[0]),
+        out=lambda wc: run_dir(wc.trait, wc.method, wc.budget, seed="{seed}"),
+        seeds=SEEDS,
         device=config.get("train", {}).get("device", "auto"),
     shell:
-        "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {wildcards.seed} "
+        "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {params.seeds} "
         "--method {wildcards.method} --config {input.config:q} --device {params.device:q} "
         "--out {params.out:q} 2> {log:q}"
 
