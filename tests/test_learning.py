@@ -2,11 +2,11 @@
 
 Unlabeled data must never hurt: Contrastive Mixup must not fall below the supervised MLP
 trained on the same labels (10% of the data labeled) by more than either method's spread
-over the five default seeds. (cmix judges its pseudo-labels on held-out labeled rows and
-weighs them only where they are no worse than the supervised head on its latent; on
-digits they carry weight in some seeds and not in others, so the check is "not below",
-not "above": benchmarks/RESULTS.md, "Digits", has the ten-seed ladder with tuned
-configurations.) The per-seed accuracies, mean and sd are printed into the test log.
+over the five default seeds. (cmix judges its pseudo-labels on a fold of labeled rows
+kept from pre-training's labels and weighs them only where they are shown better than the
+supervised head on its latent can be; on digits 27 judge rows cannot show that, so cmix
+is cmix_selfsl there and the check is "not below", not "above": benchmarks/RESULTS.md,
+"Digits", has the ten-seed ladder with tuned configurations.) The per-seed accuracies, mean and sd are printed into the test log.
 """
 
 import sys

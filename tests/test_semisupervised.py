@@ -1,4 +1,5 @@
-"""Unlabeled data that never hurts: pseudo-labels judged on held-out labeled rows,
+"""Unlabeled data that never hurts: pseudo-labels judged on a fold of labeled rows kept
+from pre-training's labels,
 partners drawn by certainty, batch norm with mixed rows, validation labels kept out of
 pre-training."""
 

@@ -183,8 +183,10 @@ class NetworkMethod(FittedMethod):
 # ------------------------------------------------------------------ cmix, mlp, ablations
 class ContrastiveMixupMethod(NetworkMethod):
     """cmix, mlp and the ablations (the registry's switches select the stages of
-    :mod:`cmix.learn.train`): pre-training with pseudo-labels, then the predictor on the
-    frozen encoder (or, without pre-training, on the embedded dosages)."""
+    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged on a judge fold of the
+    labeled rows (pre-training again without them, as cmix_selfsl does, when none carries
+    weight at the end), then the predictor on the frozen encoder (or, without
+    pre-training, on the embedded dosages)."""
 
     family = "trainer"
     encode_autocast = True
