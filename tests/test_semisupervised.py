@@ -1,7 +1,6 @@
 """Unlabeled data that never hurts: pseudo-labels judged on a fold of labeled rows kept
-from pre-training's labels,
-partners drawn by certainty, batch norm with mixed rows, validation labels kept out of
-pre-training."""
+from pre-training's labels, partners drawn by certainty, batch norm with mixed rows,
+validation labels kept out of pre-training."""
 
 import numpy as np
 import pytest
