@@ -220,7 +220,8 @@ PRESETS: dict[str, dict] = {
 #: float key -> (low, high, low_inclusive, high_inclusive); None = unbounded on that side
 RANGES: dict = {
     "alpha": (0.0, 0.5, True, True), "lp_alpha": (0.0, 1.0, True, False),
-    "val_fraction": (0.0, 1.0, True, False), "lp_judge_fraction": (0.0, 1.0, True, False), "vime_p_m": (0.0, 1.0, False, False),
+    "val_fraction": (0.0, 1.0, True, False), "lp_judge_fraction": (0.0, 1.0, True, False),
+    "vime_p_m": (0.0, 1.0, False, False),
     "tau": (0.0, None, False, None), "lr": (0.0, None, False, None),
     "pred_lr": (0.0, None, False, None), "lp_rtol": (0.0, None, False, None),
     "weight_decay": (0.0, None, True, None), "pred_weight_decay": (0.0, None, True, None),

@@ -64,7 +64,7 @@ class Splits:
 
 
 def stratified_take(rows: np.ndarray, label: np.ndarray, n_take: int, rng,
-                     min_per_class: int, keep: int = 0) -> np.ndarray:
+                    min_per_class: int, keep: int = 0) -> np.ndarray:
     """``n_take`` of ``rows``: each class in proportion to its size (largest remainder),
     at least ``min_per_class`` of each class when n_take allows, and at most its size
     minus ``keep``."""

@@ -205,10 +205,10 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
 
 
 #: one-sided 95% normal quantile of the confidence bounds that judge pseudo-labels
-LOWER_BOUND_Z = 1.6448536269514722
+BOUND_Z = 1.6448536269514722
 
 
-def wilson_bounds(p, n, z: float = LOWER_BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
+def wilson_bounds(p, n, z: float = BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) Wilson score confidence bounds of a proportion p observed on n rows
     (arrays of one shape); z: the normal quantile (one-sided 95% each by default)."""
     p, n = np.asarray(p, np.float64), np.asarray(n, np.float64)
@@ -223,9 +223,8 @@ def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
     """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
     probability that a pseudo-label of that certainty is right, rescaled so that
     ``floor`` (what the supervised head's accuracy can be: an upper confidence bound of
-    it on the same held-out rows) maps to 0 and 1 to 1: a
-    pseudo-label not shown to be right more often than the head's prediction carries no
-    weight.
+    it on the same held-out rows) maps to 0 and 1 to 1: a pseudo-label not shown to be
+    right more often than the head's prediction carries no weight.
 
     The probability is the isotonic regression of ``correct_held`` (m,) bool on
     ``certainty_held`` (m,) (held-out labeled rows); each of its pooled blocks of rows
