@@ -116,6 +116,38 @@ def test_pseudo_labels_no_better_than_the_head_can_be_weigh_nothing(monkeypatch)
     assert not above.used and np.all(above.weight[n_l:] == 0)
 
 
+def test_the_judge_chooses_alpha_and_labels_with_the_chosen_propagation():
+    """Candidates differ in alpha only: the chosen one is the alpha whose propagation,
+    seeded by the non-judge rows, is most often right on the judge rows (computed here
+    with :func:`propagate` directly, ties to the first), and the pseudo-labels are that
+    alpha's propagation seeded by every labeled row."""
+    from dataclasses import replace
+
+    from cmix.learn.config import PseudoLabels
+    from cmix.learn.labelprop import knn_graph, propagate
+
+    z, y = clusters(n_per=100, spread=1.4, seed=3)       # overlapping: alphas disagree
+    z, y = order_labeled_first(z, y, 150, seed=3)
+    n_l = 150
+    judge = judge_mask(y[:n_l], 0.4)
+    w = knn_graph(z, k=10)
+    pos = np.arange(n_l)
+    alphas = (0.99, 0.5, 0.9)
+    held_acc = []
+    for a in alphas:
+        r = propagate(w, pos[~judge], y[:n_l][~judge], 3, PseudoLabels(lp_alpha=a))
+        held_acc.append(np.mean(r.pseudo_label[pos[judge]] == y[:n_l][judge]))
+    assert len(set(held_acc)) > 1                          # the choice is not a tie
+    chosen = alphas[int(np.argmax(held_acc))]
+    res = judged_label_propagation({"latent": z}, y[:n_l], judge, 3, z[:n_l], ks=(10,),
+                                   alphas=alphas)
+    assert res.alpha == chosen and res.heldout_accuracy == max(held_acc)
+    assert sorted(res.heldout) == sorted(f"latent k10 alpha{a:g}" for a in alphas)
+    full = propagate(w, pos, y[:n_l], 3, replace(PseudoLabels(), lp_alpha=chosen))
+    np.testing.assert_array_equal(res.label, full.pseudo_label)
+    np.testing.assert_array_equal(res.certainty, full.weight)
+
+
 def test_without_judge_rows_nothing_weighs():
     z, y = clusters(n_per=20)
     res = judged_label_propagation({"latent": z}, y[:9], np.zeros(9, bool), 3, z[:9], ks=(3,))

@@ -7,7 +7,7 @@ GPU), the graph is a scipy.sparse matrix, and each class's linear system
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -254,7 +254,8 @@ class JudgedPseudoLabels:
     label: (N,) int64 over the nodes (labeled rows first, true labels), -1 where no
     class reached a row; weight: (N,) 1 for labeled rows, the calibrated weight
     (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
-    certainty: (N,) the propagation's own 1 - H(p)/log C; space, k: the chosen graph;
+    certainty: (N,) the propagation's own 1 - H(p)/log C; space, k, alpha: the chosen
+    graph and propagation;
     heldout: candidate name -> accuracy of its pseudo-labels on the judge rows;
     head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
     one-sided 95% Wilson upper bound, the floor of the weights; used: some
@@ -266,6 +267,7 @@ class JudgedPseudoLabels:
     certainty: np.ndarray
     space: str
     k: int
+    alpha: float
     heldout: dict
     head_accuracy: float
     head_bound: float
@@ -274,22 +276,28 @@ class JudgedPseudoLabels:
 
     @property
     def heldout_accuracy(self) -> float:
-        return self.heldout[f"{self.space} k{self.k}"]
+        return self.heldout[candidate_name(self.space, self.k, self.alpha)]
+
+
+def candidate_name(space: str, k: int, alpha: float) -> str:
+    """A judged propagation's name, e.g. "pcs k10 alpha0.9"."""
+    return f"{space} k{k} alpha{alpha:g}"
 
 
 def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndarray,
                              n_classes: int, head_features: np.ndarray,
                              lp: PseudoLabels = PseudoLabels(),
-                             ks=(3, 10)) -> JudgedPseudoLabels:
+                             ks=(3, 10), alphas=None) -> JudgedPseudoLabels:
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
     the judge fold of the labeled rows; no row outside the nodes is looked at.
 
     spaces: name -> (N, d) node features; rows 0..n_L-1 are the labeled rows, with classes
     labeled_y (n_L,), and judge (n_L,) bool marks the judge fold (rows whose labels no
-    label-aware term of pre-training has seen, :func:`judge_rows`). For each space and
-    each k in ``ks`` the kNN graph is seeded with the other labeled rows only, so the
-    judge rows are labeled as an unlabeled row is; the candidate whose pseudo-labels are
-    most often right on them is chosen (ties: the first, in the order given). Its
+    label-aware term of pre-training has seen, :func:`judge_rows`). For each space, each
+    k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha alone) the propagation
+    on the kNN graph is seeded with the other labeled rows only, so the judge rows are
+    labeled as an unlabeled row is; the candidate whose pseudo-labels are most often
+    right on them is chosen (ties: the first, in the order spaces, ks, alphas). Its
     pseudo-labels are weighed only if that accuracy is at least the supervised head's on
     the same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
     ``head_features`` (n_L, h)); then each unlabeled row's weight is a lower confidence
@@ -308,13 +316,16 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
         index, sim = knn_neighbours(z, max(ks), lp.lp_block)
         for k in ks:
             w = graph_from_neighbours(index, sim, k)
-            res = propagate(w, seeded, labeled_y[seeded], n_classes, lp)
-            lab, cert = res.pseudo_label[held], res.weight[held]
-            acc = float(np.mean(lab == labeled_y[held])) if len(held) else 0.0
-            heldout[f"{name} k{k}"] = acc
-            if best is None or acc > best[0]:
-                best = (acc, name, k, w, lab, cert)
-    acc, name, k, w, lab, cert = best
+            for alpha in alphas or (lp.lp_alpha,):
+                lp_a = replace(lp, lp_alpha=alpha)
+                res = propagate(w, seeded, labeled_y[seeded], n_classes, lp_a)
+                lab, cert = res.pseudo_label[held], res.weight[held]
+                acc = float(np.mean(lab == labeled_y[held])) if len(held) else 0.0
+                heldout[candidate_name(name, k, alpha)] = acc
+                if best is None or acc > best[0]:
+                    best = (acc, name, k, alpha, w, lab, cert)
+    acc, name, k, alpha, w, lab, cert = best
+    lp = replace(lp, lp_alpha=alpha)
     head_acc = heldout_head_accuracy(head_features[seeded], labeled_y[seeded],
                                      head_features[held], labeled_y[held])
     head_bound = float(wilson_bounds(head_acc, max(len(held), 1))[1])
@@ -326,6 +337,7 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     used = bool(weight.max() > 0.0)
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
-                              space=name, k=int(k), heldout=heldout, head_accuracy=head_acc,
+                              space=name, k=int(k), alpha=float(alpha), heldout=heldout,
+                              head_accuracy=head_acc,
                               head_bound=head_bound, used=bool(used),
                               missing_classes=res.missing_classes)

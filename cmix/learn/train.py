@@ -321,13 +321,14 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     """Label propagation judged on the judge fold of the labeled rows
     (:func:`cmix.learn.labelprop.judged_label_propagation`). labeled: (x_lab, y_lab, judge
     (n_L,) bool). The graph is built in the current latent or in ``input_pcs`` ((n_L +
-    n_SU, p) PCs of the inputs, or None), with k from {lp_k, 10}, whichever gives the
-    judge rows the most accurate pseudo-labels when only the other labeled rows seed it;
+    n_SU, p) PCs of the inputs, or None), with k from {lp_k, 10} and propagation's alpha
+    from {lp_alpha, 0.9}, whichever gives the judge rows the most accurate pseudo-labels
+    when only the other labeled rows seed it;
     the pseudo-labels carry weight only where they are shown to be right more often than
     the supervised head on the latent can be on the judge rows. Stores the pseudo-labels
     and weights of the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
     parts["lp_info"]. Only training labeled rows are used: validation rows are not nodes."""
-    from .labelprop import judged_label_propagation
+    from .labelprop import candidate_name, judged_label_propagation
 
     s, lp, parts = ctx.splits, ctx.cfg.pseudo_labels, ctx.parts
     t0 = time.perf_counter()
@@ -337,11 +338,12 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     z = node_latent(model, x_lab, su_loader, ctx.dev)
     spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
     res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l], lp,
-                                   ks=tuple(sorted({lp.lp_k, 10})))
+                                   ks=tuple(sorted({lp.lp_k, 10})),
+                                   alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
-                graph=f"{res.space} k{res.k}", heldout_accuracy=res.heldout_accuracy,
+                graph=candidate_name(res.space, res.k, res.alpha), heldout_accuracy=res.heldout_accuracy,
                 head_accuracy=res.head_accuracy, head_bound=round(res.head_bound, 4),
                 used=res.used, n_judge=int(judge.sum()),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
