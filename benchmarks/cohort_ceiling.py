@@ -14,8 +14,13 @@ never on the reported cohort), for each budget and seed (the same labeled rows a
 
 With ``--runs DIR ...`` (finished cmix, cmix ablation, ae or vime runs on the same store),
 also what each run's frozen encoder keeps: nearest class mean (cosine) and CV logistic
-regression on the latent z of the labeled rows, and label-propagation pseudo-label
-accuracy on up to 5,000 unlabeled rows for k = 3, 10, 30, 100 neighbours.
+regression on the latent z of the labeled rows (the nearest class mean also scored on
+the training labeled rows themselves, which the encoder saw with their labels), and
+label-propagation pseudo-label accuracy on up to 5,000 unlabeled rows for k = 3, 10, 30,
+100 neighbours; then, under "graphs", the pseudo-labels' accuracy on all unlabeled rows
+for each space (the latent; 20 PCs of the inputs, fitted on the nodes without labels), k
+(3, 10) and alpha (0.5, 0.9, 0.99, 0.999), on a graph whose nodes are the training labeled
+rows (seeded), the validation rows and the unlabeled rows.
 
     python benchmarks/cohort_ceiling.py STORE [--budgets 200 1000] [--runs RUN_DIR ...]
 """
@@ -84,8 +89,10 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
     zn = z / np.linalg.norm(z, axis=1, keepdims=True).clip(1e-9)
     y, lab, test = s.label, s.labeled, s.test
     mean = np.stack([zn[lab][y[lab] == c].mean(0) for c in range(s.n_classes)])
+    tl = s.train_labeled
     out = {"method": m["method"], "seed": m["seed"], "test": m["test"]["accuracy"],
            "nearest_mean": float(np.mean((zn[test] @ mean.T).argmax(1) == y[test])),
+           "nearest_mean_labeled": float(np.mean((zn[tl] @ mean.T).argmax(1) == y[tl])),
            "logreg_z": float(cv_logreg(z[lab], y[lab], s.n_classes, m["seed"])
                              .score(z[test], y[test]))}
     su = np.random.default_rng(0).choice(s.unlabeled, min(5000, len(s.unlabeled)), replace=False)
@@ -95,6 +102,35 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
         r = label_propagation(zz, np.arange(n_l), y[s.train_labeled], s.n_classes,
                               PseudoLabels(lp_k=k))
         out[f"lp_k{k}"] = float(np.mean(r.pseudo_label[n_l:] == y[su]))
+    out["graphs"] = propagation_graphs(dosage, s, z)
+    return out
+
+
+def propagation_graphs(dosage: np.ndarray, s, z: np.ndarray) -> dict:
+    """Pseudo-label accuracy on the unlabeled rows, by space, k and alpha. dosage: int8
+    (n_samples, n_snps); s: the run's splits; z: (n_samples, H) its latent."""
+    from dataclasses import replace
+
+    from cmix.learn.data import standardised_pcs
+    from cmix.learn.labelprop import graph_from_neighbours, knn_neighbours, propagate
+
+    nodes = np.concatenate([s.train_labeled, s.validation, s.unlabeled])
+    n_seeded, n_val = len(s.train_labeled), len(s.validation)
+    x = dosage[nodes]
+    xf = x.astype(np.float64)
+    pcs = standardised_pcs(x, xf.mean(0), xf.std(0) + 1e-9, 20, 0)[0]
+    y = s.label[nodes]
+    unl = slice(n_seeded + n_val, None)
+    out = {}
+    for space, f in (("latent", z[nodes]), ("pcs", pcs)):
+        index, sim = knn_neighbours(f, 10, 4096)
+        for k in (3, 10):
+            w = graph_from_neighbours(index, sim, k)
+            for alpha in (0.5, 0.9, 0.99, 0.999):
+                r = propagate(w, np.arange(n_seeded), y[:n_seeded], s.n_classes,
+                              replace(PseudoLabels(), lp_alpha=alpha))
+                out[f"{space} k{k} alpha{alpha:g}"] = float(
+                    np.mean(r.pseudo_label[unl] == y[unl]))
     return out
 
 
