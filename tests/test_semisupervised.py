@@ -71,6 +71,31 @@ def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
     assert np.mean(res.label[n_l:] == y[n_l:]) > 0.98
 
 
+def test_pseudo_labels_worth_less_than_the_judge_folds_labels_are_not_used():
+    """Pseudo-labels right more often than the head can be, each with the same weight
+    (lower bound of 15 of 15 right above the head's upper bound, statsmodels' Wilson),
+    are used when their weights add up to at least the 15 judge rows pre-training gave
+    up, and not used (every weight 0) on a graph with only 4 unlabeled rows."""
+    rng = np.random.default_rng(2)
+    z, y = clusters(n_per=100)
+    z, y = order_labeled_first(z, y, 60)
+    n_l, judge = 60, judge_mask(y[:60])
+    head_features = rng.normal(size=(n_l, 4))
+    many = judged_label_propagation({"pcs": z}, y[:n_l], judge, 3, head_features, ks=(3,))
+    few = judged_label_propagation({"pcs": z[:n_l + 4]}, y[:n_l], judge, 3, head_features,
+                                   ks=(3,))
+    n_judge = int(judge.sum())
+    assert few.head_accuracy == many.head_accuracy and few.heldout_accuracy == 1.0
+    lower = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
+    upper = proportion_confint(round(many.head_accuracy * n_judge), n_judge, alpha=0.1,
+                               method="wilson")[1]
+    per_row = (lower - upper) / (1 - upper)
+    assert 0 < 4 * per_row < n_judge <= (len(y) - n_l) * per_row
+    assert many.used
+    np.testing.assert_allclose(many.weight[n_l:], per_row)
+    assert not few.used and np.all(few.weight[n_l:] == 0) and np.all(few.weight[:n_l] == 1)
+
+
 def test_a_memorised_latent_does_not_fool_the_judge():
     """The encoder has seen the seeded rows' labels and maps them onto their class
     centres; the judge rows, whose labels it has not seen, land anywhere. Judged on the

@@ -258,9 +258,10 @@ class JudgedPseudoLabels:
     graph and propagation;
     heldout: candidate name -> accuracy of its pseudo-labels on the judge rows;
     head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
-    one-sided 95% Wilson upper bound, the floor of the weights; used: some
-    unlabeled row carries weight (the chosen graph's pseudo-labels were no worse than the
-    head's predictions on the judge rows, and some were more likely right than them)."""
+    one-sided 95% Wilson upper bound, the floor of the weights; used: the unlabeled
+    rows carry weight (the chosen graph's pseudo-labels were no worse than the head's
+    predictions on the judge rows, some were more likely right than them, and their
+    weights add up to at least the judge fold's row count)."""
 
     label: np.ndarray
     weight: np.ndarray
@@ -305,8 +306,11 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     bound of the head's accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a
     row weighs more than 0 only where pseudo-labels of its certainty were shown to be
     right more often than the head can be. The pseudo-labels themselves come
-    from the chosen graph seeded with every labeled row. ``used``: some unlabeled row
-    weighs more than 0. lp: the config's ``pseudo_labels`` section (:func:`propagate`'s
+    from the chosen graph seeded with every labeled row. ``used``: the unlabeled rows'
+    weights add up to at least the judge fold's row count, the labels pre-training gave
+    up to judge them (weight is what a row counts for in the losses, a labeled row's
+    being 1): pseudo-labels worth less than the labels they cost are not used, and every
+    weight is then 0. lp: the config's ``pseudo_labels`` section (:func:`propagate`'s
     settings; the kNN search in blocks of lp_block rows)."""
     pos = np.arange(len(labeled_y))
     seeded, held = pos[~judge], pos[judge]
@@ -334,7 +338,9 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     if len(held) and acc >= head_acc:
         weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound)
     weight[pos] = 0.0
-    used = bool(weight.max() > 0.0)
+    used = bool(weight.max() > 0.0) and weight.sum() >= len(held)
+    if not used:
+        weight[:] = 0.0
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), alpha=float(alpha), heldout=heldout,
