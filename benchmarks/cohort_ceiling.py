@@ -102,13 +102,16 @@ def encoder_probe(root, dosage: np.ndarray, run_dir: str) -> dict:
         r = label_propagation(zz, np.arange(n_l), y[s.train_labeled], s.n_classes,
                               PseudoLabels(lp_k=k))
         out[f"lp_k{k}"] = float(np.mean(r.pseudo_label[n_l:] == y[su]))
-    out["graphs"] = propagation_graphs(dosage, s, z)
+    out["graphs"] = propagation_graphs(root, dosage, s, z)
     return out
 
 
-def propagation_graphs(dosage: np.ndarray, s, z: np.ndarray) -> dict:
+def propagation_graphs(root, dosage: np.ndarray, s, z: np.ndarray) -> dict:
     """Pseudo-label accuracy on the unlabeled rows, by space, k and alpha. dosage: int8
-    (n_samples, n_snps); s: the run's splits; z: (n_samples, H) its latent."""
+    (n_samples, n_snps), the whole store; s: the run's splits; z: (n_samples, H) its
+    latent. The PCs are of the nodes' dosages standardised with the nodes' moments
+    (:func:`column_moments`, missing calls left out and set to the mean), as the
+    trainer's input PCs are."""
     from dataclasses import replace
 
     from cmix.learn.data import standardised_pcs
@@ -116,9 +119,7 @@ def propagation_graphs(dosage: np.ndarray, s, z: np.ndarray) -> dict:
 
     nodes = np.concatenate([s.train_labeled, s.validation, s.unlabeled])
     n_seeded, n_val = len(s.train_labeled), len(s.validation)
-    x = dosage[nodes]
-    xf = x.astype(np.float64)
-    pcs = standardised_pcs(x, xf.mean(0), xf.std(0) + 1e-9, 20, 0)[0]
+    pcs = standardised_pcs(dosage[nodes], *column_moments(root, nodes), 20, 0)[0]
     y = s.label[nodes]
     unl = slice(n_seeded + n_val, None)
     out = {}

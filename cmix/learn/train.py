@@ -343,7 +343,8 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
-                graph=candidate_name(res.space, res.k, res.alpha), heldout_accuracy=res.heldout_accuracy,
+                graph=candidate_name(res.space, res.k, res.alpha),
+                heldout_accuracy=res.heldout_accuracy,
                 head_accuracy=res.head_accuracy, head_bound=round(res.head_bound, 4),
                 used=res.used, n_judge=int(judge.sum()),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
