@@ -25,10 +25,11 @@ more run per method and tree under ``python -X importtime`` lists the costliest
 top-level imports.
 
 With ``--seeds N`` it times instead the seeds 1..N of each method made by N `cmix train`
-processes, one seed each, against one `cmix train --seed 1 .. N` process (one torch
-thread, fresh run folders, alternating, ``--repeats`` times): the wall time of each and
+processes, one seed each, against one `cmix train --seed 1 .. N` process (``--threads
+T`` CPU threads a process, 1 by default; the one process then runs min(N, T) seeds at
+once; fresh run folders, alternating, ``--repeats`` times): the wall time of each and
 the ratio one process / N processes (median and minimum over the repeats), and whether
-every seed's metrics.json, less its wall times, is the same in both.
+every seed's metrics.json, less its wall times and thread count, is the same in both.
 
     python benchmarks/run_overhead.py --work /tmp/overhead [--before /tmp/cmix_before]
     python benchmarks/run_overhead.py --work /tmp/overhead --seeds 5
@@ -159,48 +160,52 @@ def make_store(work: Path, n_samples: int, n_snps: int) -> Path:
 
 
 def train_args(store: Path, method: str, out: Path, config: Path,
-               seeds: tuple = (1,)) -> list[str]:
+               seeds: tuple = (1,), threads: int | None = None) -> list[str]:
     args = ["train", "--store", str(store), "--budget", "300", "--seed", *map(str, seeds),
             "--method", method, "--device", "cpu", "--out", str(out)]
+    args += ["--threads", str(threads)] if threads else []
     return args + (["--config", str(config)] if method != "logreg" else [])
 
 
 def seeds_run(store: Path, method: str, work: Path, config: Path, n_seeds: int,
-              one_process: bool) -> dict:
+              one_process: bool, threads: int = 1) -> dict:
     """Seeds 1..n_seeds of ``method`` in fresh run folders, by one `cmix train` process
-    for all or one process per seed (cmix of this tree, one torch thread): {"wall":
-    seconds of all the processes, "metrics": {seed: metrics.json less wall_seconds}}."""
+    for all or one process per seed (cmix of this tree, ``threads`` CPU threads per
+    process: one process then runs min(n_seeds, threads) seeds at once): {"wall":
+    seconds of all the processes, "metrics": {seed: metrics.json less wall_seconds and
+    torch_threads}}."""
     from alternate import run_process
 
     runs = work / "runs" / f"seeds_{method}_{'one' if one_process else 'each'}"
     subprocess.run(["rm", "-rf", str(runs)], check=True)
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), "CMIX_PROGRESS": "0",
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     seeds = tuple(range(1, n_seeds + 1))
     batches = [seeds] if one_process else [(s,) for s in seeds]
     wall = 0.0
     for batch in batches:
         cmd = [sys.executable, "-m", "cmix.cli",
-               *train_args(store, method, runs / "seed{seed}", config, batch)]
+               *train_args(store, method, runs / "seed{seed}", config, batch, threads)]
         wall += run_process(cmd, env=env, cwd=work)["wall"]
     metrics = {}
     for s in seeds:
         m = json.loads((runs / f"seed{s}" / "metrics.json").read_text())
-        metrics[s] = {k: v for k, v in m.items() if k != "wall_seconds"}
+        metrics[s] = {k: v for k, v in m.items() if k not in ("wall_seconds", "torch_threads")}
     return {"wall": wall, "metrics": metrics}
 
 
 def compare_seeds(store: Path, methods: list[str], work: Path, config: Path, n_seeds: int,
-                  repeats: int) -> None:
+                  repeats: int, threads: int = 1) -> None:
     """Print, per method, the wall time of ``n_seeds`` seeds as n_seeds processes and as
     one, their ratio per repeat and whether the metrics agree (see the module docstring)."""
     from alternate import alternate, load_summary, ratios, summary
 
     runs = {f"{m} {mode}": (lambda m=m, one=(mode == "one"):
-                            seeds_run(store, m, work, config, n_seeds, one))
+                            seeds_run(store, m, work, config, n_seeds, one, threads))
             for m in methods for mode in ("each", "one")}
     results, loads = alternate(runs, repeats)
-    print(f"store {store.name}; budget 300; CPU, 1 torch thread; seeds 1..{n_seeds}; "
+    print(f"store {store.name}; budget 300; CPU, {threads} thread(s) a process; "
+          f"seeds 1..{n_seeds}; "
           f"{repeats} repeats; {load_summary(loads)}")
     for m in methods:
         each, one = results[f"{m} each"], results[f"{m} one"]
@@ -268,6 +273,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=None,
                     help="time this many seeds as separate processes against one process")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="with --seeds: CPU threads of every process (one process then "
+                         "runs min(seeds, threads) seeds at once)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
     from alternate import alternate, load_summary
@@ -278,7 +286,8 @@ def main(argv=None) -> int:
     config = work / "mlp_config.json"
     config.write_text(json.dumps(MLP_CONFIG))
     if args.seeds:
-        compare_seeds(store, args.methods, work, config, args.seeds, args.repeats)
+        compare_seeds(store, args.methods, work, config, args.seeds, args.repeats,
+                      args.threads)
         return 0
     trees = {"after": HERE.parent}
     if args.before:

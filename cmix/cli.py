@@ -130,15 +130,17 @@ def _add_train(sub):
         description="Split the store's training rows into a stratified labeled subset of "
                     "BUDGET samples (validation carved from it) and unlabeled rows, train the "
                     "method, evaluate on the store's fixed test split. Checkpoints every "
-                    "epoch; rerunning the same command resumes. Several seeds run one "
-                    "after another in this one process, each into its own folder, as "
-                    "many single-seed commands would.")
+                    "epoch; rerunning the same command resumes. Several seeds each go "
+                    "into their own folder, as many single-seed commands would: on the "
+                    "CPU min(seeds, threads) of them at once, in worker processes that "
+                    "share the threads (peak memory is that many runs'); on a GPU one "
+                    "after another.")
     p.add_argument("--store", required=True, help="per-trait Zarr store (cmix store)")
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")
     p.add_argument("--seed", required=True, type=int, nargs="+",
-                   help="seed of the labeled subset and training; several seeds run one "
-                        "after another in this process (--out then holds {seed})")
+                   help="seed of the labeled subset and training; several seeds run in "
+                        "this one command (--out then holds {seed})")
     from .learn.methods import METHODS
 
     p.add_argument("--method", default="cmix", metavar="METHOD",
@@ -150,6 +152,9 @@ def _add_train(sub):
                    help="auto (CUDA if available), cpu or cuda")
     p.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --out (required to exist)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="CPU threads for the whole command (default: the cores it may use); "
+                        "with several seeds on the CPU each seed gets an equal share")
     p.add_argument("--out", required=True,
                    help="run folder (metrics.json, train_log.jsonl, checkpoint.pt); the "
                         "literal {seed} in it is replaced by the seed")
@@ -165,7 +170,7 @@ def _run_train(args):
     config = read_config_file(args.config) if args.config else {}
     resolve_config(config, get_method(args.method).switches, where=args.config or "config")
     train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
-                device=args.device, resume=args.resume)
+                device=args.device, resume=args.resume, threads=args.threads)
 
 
 def _seed_dirs(seeds: list[int], out: str) -> dict[int, str]:

@@ -251,9 +251,19 @@ def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", dis
                 dynamic_ncols=True)
 
 
+_LOG_PREFIX = [""]
+
+
 def log(msg: str) -> None:
-    """One line of progress or summary on stderr (never individual-level IDs)."""
-    print(f"[cmix] {msg}", file=sys.stderr, flush=True)
+    """One line of progress or summary on stderr (never individual-level IDs), after the
+    prefix of :func:`set_log_prefix`."""
+    print(f"[cmix] {_LOG_PREFIX[0]}{msg}", file=sys.stderr, flush=True)
+
+
+def set_log_prefix(prefix: str) -> None:
+    """Start every later :func:`log` line of this process with ``prefix`` (e.g. "seed 3:
+    ", where processes log side by side)."""
+    _LOG_PREFIX[0] = prefix
 
 
 def input_file(path: str | os.PathLike, what: str) -> Path:

@@ -359,8 +359,9 @@ def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, cap
 
 
 def _without_times(metrics: dict) -> dict:
-    """A run's metrics less its wall-time field."""
-    return {k: v for k, v in metrics.items() if k != "wall_seconds"}
+    """A run's metrics less its wall times and torch thread count (how it ran, not what
+    it found)."""
+    return {k: v for k, v in metrics.items() if k not in ("wall_seconds", "torch_threads")}
 
 
 def _same_run_folders(a: Path, b: Path) -> None:
@@ -373,18 +374,40 @@ def _same_run_folders(a: Path, b: Path) -> None:
             assert np.array_equal(pa[name], pb[name]), name
 
 
-@pytest.mark.parametrize("method", ["mlp", "logreg"])
-def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method):
+@pytest.mark.parametrize("method, threads", [("mlp", 1), ("mlp", 2), ("logreg", 2),
+                                             ("cmix", 2)])
+def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, threads):
     """train_seeds of 3 seeds writes, for each, the run folder a lone train_run of that
     seed writes into another folder (the lone runs go in the reverse order, so a state
-    carried from one run to the next would show)."""
+    carried from one run to the next would show). With 1 thread the seeds run one after
+    another in this process; with 2, two at a time in worker processes of one thread
+    each; the lone runs have one thread."""
     seeds = [4, 9, 2]
-    many = harness.train_seeds(toy_store, 60, {s: tmp_path / f"many/seed{s}" for s in seeds},
-                               method=method, config=TINY, device="cpu")
+    dirs = {s: tmp_path / f"many/seed{s}" for s in seeds}
+    in_this_process = []
+    real = harness.train_seed
+
+    def after_the_others(method_, store, budget, seed, *args):
+        """This process's run of a seed waits for the worker to finish the others."""
+        in_this_process.append(seed)
+        deadline = time.monotonic() + 300
+        while threads == 2 and not all((dirs[s] / "metrics.json").exists()
+                                       for s in seeds if s != seed):
+            assert time.monotonic() < deadline, "the worker process ran no seed"
+            time.sleep(0.1)
+        return real(method_, store, budget, seed, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(harness, "train_seed", after_the_others)
+        many = harness.train_seeds(toy_store, 60, dirs, method=method, config=TINY,
+                                   device="cpu", threads=threads)
     assert [m["seed"] for m in many] == seeds
+    assert len(in_this_process) == (1 if threads == 2 else 3)
+    if threads == 2:
+        assert {m["torch_threads"] for m in many} == {1}
     for seed in reversed(seeds):
         lone = harness.train_run(toy_store, 60, seed, tmp_path / f"lone/seed{seed}",
-                                 method=method, config=TINY, device="cpu")
+                                 method=method, config=TINY, device="cpu", threads=1)
         got = many[seeds.index(seed)]
         for key in ("test", "validation", "pseudo_labels", "run_key"):
             assert got[key] == lone[key], (seed, key)
@@ -392,9 +415,12 @@ def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method):
     assert len({m["run_key"] for m in many}) == 3
 
 
-def test_several_seeds_skip_a_finished_run_and_name_a_failing_seed(toy_store, tmp_path):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_several_seeds_skip_a_finished_run_and_name_a_failing_seed(toy_store, tmp_path,
+                                                                   threads):
     """A finished seed's folder is left as it is while the others run; a seed that fails
-    is named in the error, and the seeds before it stay finished."""
+    is named in the error and the seeds started before it finish (one after another, or
+    two at a time in worker processes); one after another, none starts after it."""
     done = tmp_path / "seed2"
     harness.train_run(toy_store, 60, 2, done, method="logreg", device="cpu")
     def finished():
@@ -402,16 +428,19 @@ def test_several_seeds_skip_a_finished_run_and_name_a_failing_seed(toy_store, tm
 
     before = finished()
     dirs = {s: tmp_path / f"seed{s}" for s in (1, 2, 3)}
-    out = harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu")
+    out = harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu",
+                              threads=threads)
     assert finished() == before
     assert [m["seed"] for m in out] == [1, 2, 3]
     assert all((d / "metrics.json").exists() for d in dirs.values())
     # seed 6's folder holds another seed's finished run: refused, naming seed 6
     dirs = {5: tmp_path / "seed5", 6: tmp_path / "seed1", 7: tmp_path / "seed7"}
     with pytest.raises(CmixError, match=r"^seed 6 \(.*seed1\): .*holds a finished run"):
-        harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu")
+        harness.train_seeds(toy_store, 60, dirs, method="logreg", device="cpu",
+                            threads=threads)
     assert json.loads((tmp_path / "seed5/metrics.json").read_text())["seed"] == 5
-    assert not (tmp_path / "seed7").exists()
+    if threads == 1:          # two at a time, seed 7 starts if seed 5 ends first
+        assert not (tmp_path / "seed7").exists()
 
 
 def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, capsys):

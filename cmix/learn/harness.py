@@ -8,9 +8,9 @@ test rows' probabilities and checkpoints by its state dict.
 - :class:`RunContext`: the resolved config, device, checked store, splits, standardisation
   moments, run key and run folder; what a method's ``fit`` gets, with the resumable
   loops below as its methods ``epochs`` and ``early_stopped``.
-- :func:`train_run`: one run; :func:`train_seeds`: the runs of several seeds, one after
-  another in one process, sharing the store opened and checked once
-  (:class:`CheckedStore`).
+- :func:`train_run`: one run; :func:`train_seeds`: the runs of several seeds, sharing
+  the store opened and checked once (:class:`CheckedStore`); on the CPU several seeds
+  run at once in worker processes, one after another on a GPU.
 - :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
   ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels; the
   fitted method's state dict as ``model`` with its ``report``, the record ``cmix
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log, progress,
-                  save_torch)
+                  save_torch, set_log_prefix)
 from .linear import cv_folds, fit_logreg_cv  # noqa: F401  (their home before linear.py)
 
 METRICS_FILE = "metrics.json"
@@ -212,47 +212,222 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
-              config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
+              config: dict | None = None, device: str = "auto", resume: bool = False,
+              threads: int | None = None) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
     the metrics. config: keys of :mod:`cmix.learn.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
-    deterministic kernels (:func:`deterministic_algorithms`)."""
+    deterministic kernels (:func:`deterministic_algorithms`); threads: CPU threads (None:
+    torch's own count)."""
     return train_seeds(store_path, budget, {seed: out_dir}, method=method, config=config,
-                       device=device, resume=resume)[0]
+                       device=device, resume=resume, threads=threads)[0]
 
 
 def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix",
                 config: dict | None = None, device: str = "auto",
-                resume: bool = False) -> list[dict]:
+                resume: bool = False, threads: int | None = None) -> list[dict]:
     """Run one method on one store and budget for every seed of ``seed_dirs`` (seed ->
-    run folder), one after another in this process; returns their metrics, in the
-    dict's order.
+    run folder); returns their metrics, in the dict's order.
 
     Each run is the one :func:`train_run` of that seed alone makes (same folder
     contents, run key, lock, checkpoint and resume; a finished run is returned as it
     is): the store is opened, checked against its checksums and its training moments
     computed once (:func:`check_store`), and each run gets its own copy of the moments;
-    splits, seeding and everything else are the run's own. When a run fails, the runs
-    before it are finished in their folders; with several seeds the error names the
-    failing seed and folder."""
+    splits, seeding and everything else are the run's own.
+
+    threads: CPU threads for the whole call (default: the cores this process may use).
+    On the CPU, min(seeds, threads) seeds run at once (:func:`seed_workers`): this
+    process takes seeds one after another from the queue while spawned worker processes
+    take the others, each with an equal share of the threads, so that small runs, which
+    cannot keep several cores busy, fill them. A seed's run is the one a lone run with
+    its share of the threads makes (``torch_threads`` in its metrics.json); another
+    thread count can change the last bits of the matrix products, and from there the
+    metrics (README, "Same seed, same result"). On a GPU the seeds run one after another
+    in this process. When a run
+    fails, the runs already started finish in their folders and no new one starts;
+    with several seeds the error names the failing seed and folder."""
+    from ..io import resolve_device
     from .config import resolve_config
     from .methods import get_method
 
     m = get_method(method)
     cfg = resolve_config(config, m.switches)
     store = check_store(store_path, cfg)
-    results = []
-    for seed, out_dir in seed_dirs.items():
+    n_workers, per_worker = seed_workers(len(seed_dirs), threads, resolve_device(device))
+    queue = SeedQueue(list(seed_dirs))
+    with cpu_threads(per_worker):
+        if n_workers > 1:
+            log(f"{len(seed_dirs)} seeds, {n_workers} at a time, {per_worker} thread(s) each")
+        with _seed_feeders(queue, n_workers - 1, per_worker, (store, budget, seed_dirs, method,
+                                                               config, device, resume)):
+            while (seed := queue.next()) is not None:
+                if n_workers > 1:
+                    set_log_prefix(f"seed {seed}: ")
+                queue.run(seed, lambda seed=seed: train_seed(
+                    m, store, budget, seed, seed_dirs[seed], cfg, device, resume))
+            set_log_prefix("")
+    if queue.failed:
+        seed = next(s for s in seed_dirs if s in queue.failed)
+        err = queue.failed[seed]
+        named = _seed_error(err, seed, seed_dirs[seed], len(seed_dirs))
+        if named is err:
+            raise err
+        raise named from err
+    return [queue.results[seed] for seed in seed_dirs]
+
+
+def available_cpus() -> int:
+    """The CPU cores this process may run on (its affinity mask, which a SLURM allocation
+    sets; the machine's count where the platform has no mask)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def seed_workers(n_seeds: int, threads: int | None, device) -> tuple[int, int | None]:
+    """(processes, torch threads each, None to leave torch's own count) for ``n_seeds``
+    seeds on ``threads`` CPU threads. On the CPU, min(n_seeds, threads) processes share
+    the threads equally (at least one each); threads None: the cores this process may
+    use (:func:`available_cpus`), each process's share capped at torch's own thread
+    count (so OMP_NUM_THREADS=1 keeps every run on one thread). On a GPU (``device``, a
+    torch device), or for one seed, one process."""
+    if device.type != "cpu" or n_seeds < 2:
+        return 1, threads
+    cpus = max(1, int(threads or available_cpus()))
+    n_workers = min(n_seeds, cpus)
+    if n_workers < 2:
+        return 1, threads
+    share = cpus // n_workers
+    if threads is None:
+        import torch
+
+        share = min(share, torch.get_num_threads())
+    return n_workers, share
+
+
+def _seed_error(err: Exception, seed: int, out_dir, n_seeds: int) -> Exception:
+    """``err`` naming the seed and folder it came from when a call ran several seeds: a
+    new CmixError for a CmixError or OSError, else ``err`` itself with a note."""
+    if n_seeds > 1 and isinstance(err, (CmixError, OSError)):
+        return CmixError(f"seed {seed} ({out_dir}): {err}")
+    if n_seeds > 1:
+        err.add_note(f"while training seed {seed} into {out_dir}")
+    return err
+
+
+class SeedQueue:
+    """The seeds of :func:`train_seeds` waiting to run, shared by the threads that run
+    them: ``next`` gives the next seed in order, or None once the queue is empty or a
+    seed has failed (so none starts after a failure has come back); ``run`` records a
+    seed's metrics or its error."""
+
+    def __init__(self, seeds: list):
+        import threading
+
+        self.waiting, self.results, self.failed = list(seeds), {}, {}
+        self.lock = threading.Lock()
+
+    def next(self):
+        with self.lock:
+            return self.waiting.pop(0) if self.waiting and not self.failed else None
+
+    def stop(self) -> None:
+        with self.lock:
+            self.waiting.clear()
+
+    def run(self, seed, fit) -> None:
         try:
-            results.append(train_seed(m, store, budget, seed, out_dir, cfg, device, resume))
+            self.results[seed] = fit()
         except Exception as err:
-            if len(seed_dirs) > 1 and isinstance(err, (CmixError, OSError)):
-                raise CmixError(f"seed {seed} ({out_dir}): {err}") from err
-            if len(seed_dirs) > 1:
-                err.add_note(f"while training seed {seed} into {out_dir}")
-            raise
-    return results
+            with self.lock:
+                self.failed[seed] = err
+
+
+@contextlib.contextmanager
+def cpu_threads(n: int | None):
+    """torch's and the BLAS libraries' thread counts set to ``n`` inside the block (left
+    as they are for None), restored after it."""
+    if n is None:
+        yield
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(n):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
+    """Inside the block, ``n_processes`` spawned worker processes (``threads`` threads
+    each) also take seeds from ``queue``, one at a time each, each fed by a thread of
+    this process; run: (checked store, budget, seed -> folder, method name, config dict,
+    device, resume). The workers take the checked store (checksums not read again),
+    log with a "seed N: " prefix and show no progress bars. On leaving, no seed starts
+    and the block waits for the workers' runs to end."""
+    if n_processes < 1:
+        yield
+        return
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    store, budget, seed_dirs, method, config, device, resume = run
+    shared = (str(store.path), store.sha256, store.train_split, store.mean, store.sd)
+
+    def feed(pool):
+        while (seed := queue.next()) is not None:
+            queue.run(seed, lambda seed=seed: pool.submit(
+                _seed_in_worker, shared, method, config, budget, seed,
+                str(seed_dirs[seed]), device, resume).result())
+
+    with ProcessPoolExecutor(n_processes, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_seed_worker_start, initargs=(threads,)) as pool:
+        feeders = [threading.Thread(target=feed, args=(pool,), daemon=True)
+                   for _ in range(n_processes)]
+        for t in feeders:
+            t.start()
+        try:
+            yield
+        finally:
+            queue.stop()
+            for t in feeders:
+                t.join()
+
+
+def _seed_worker_start(threads: int) -> None:
+    """A seed worker's start: its thread count for torch and the BLAS libraries, and
+    progress bars off (several processes share one terminal)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(threads)
+    threadpool_limits(threads)
+    os.environ["CMIX_PROGRESS"] = "0"
+
+
+def _seed_in_worker(shared: tuple, method: str, config, budget: int, seed: int, out_dir: str,
+                    device: str, resume: bool) -> dict:
+    """One seed's run in a seed worker, on the store the parent checked."""
+    from ..genotypes.store import open_store
+    from ..io import set_log_prefix
+    from .config import resolve_config
+    from .methods import get_method
+
+    path, sha256, train_split, mean, sd = shared
+    set_log_prefix(f"seed {seed}: ")
+    m = get_method(method)
+    cfg = resolve_config(config, m.switches)
+    store = CheckedStore(path=Path(path), root=open_store(Path(path)), sha256=sha256,
+                         train_split=train_split, mean=mean, sd=sd)
+    return train_seed(m, store, budget, seed, out_dir, cfg, device, resume)
 
 
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,

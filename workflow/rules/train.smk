@@ -1,8 +1,8 @@
-# One job per (trait, method, budget): `cmix train` runs every seed of config `seeds` one
-# after another in one process (one start-up), each into its own run folder. GPU jobs on
-# a cluster, CPU anywhere. On a cluster, the jobs of `train: runs_per_job` runs are packed
-# into one submitted job (a Snakemake group): they share one allocation and run one after
-# another on its GPU.
+# One job per (trait, method, budget): `cmix train` runs every seed of config `seeds` in one
+# command, each into its own run folder: on the CPU as many seeds at once as the job has
+# threads, one after another on a GPU. GPU jobs on a cluster, CPU anywhere. On a cluster,
+# the jobs of `train: runs_per_job` runs are packed into one submitted job (a Snakemake
+# group): they share one allocation and run one after another on its GPU.
 
 
 rule train_config:
@@ -40,7 +40,7 @@ rule train:
     shell:
         "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {params.seeds} "
         "--method {wildcards.method} --config {input.config:q} --device {params.device:q} "
-        "--out {params.out:q} 2> {log:q}"
+        "--threads {threads} --out {params.out:q} 2> {log:q}"
 
 
 rule report:
