@@ -406,8 +406,8 @@ def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, 
     if threads == 2:
         assert {m["torch_threads"] for m in many} == {1}
     for seed in reversed(seeds):
-        lone = harness.train_run(toy_store, 60, seed, tmp_path / f"lone/seed{seed}",
-                                 method=method, config=TINY, device="cpu", threads=1)
+        lone = harness.train_seeds(toy_store, 60, {seed: tmp_path / f"lone/seed{seed}"},
+                                   method=method, config=TINY, device="cpu", threads=1)[0]
         got = many[seeds.index(seed)]
         for key in ("test", "validation", "pseudo_labels", "run_key"):
             assert got[key] == lone[key], (seed, key)

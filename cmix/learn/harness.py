@@ -212,16 +212,14 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
-              config: dict | None = None, device: str = "auto", resume: bool = False,
-              threads: int | None = None) -> dict:
+              config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
     the metrics. config: keys of :mod:`cmix.learn.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
-    deterministic kernels (:func:`deterministic_algorithms`); threads: CPU threads (None:
-    torch's own count)."""
+    deterministic kernels (:func:`deterministic_algorithms`)."""
     return train_seeds(store_path, budget, {seed: out_dir}, method=method, config=config,
-                       device=device, resume=resume, threads=threads)[0]
+                       device=device, resume=resume)[0]
 
 
 def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix",
