@@ -321,6 +321,49 @@ def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
         assert a[key] == b[key], key
 
 
+def test_interrupted_seeds_stop_at_once_and_resume(toy_store, tmp_path):
+    """Ctrl-C on `cmix train` running two seeds at once (this process and a worker) ends
+    it with exit 130 and one line, no traceback and no worker left; the same command
+    then resumes both seeds to the metrics of an uninterrupted one-thread run."""
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps({**TINY, "epochs": 40, "lp_every": 5}))
+    common = ["--store", str(toy_store), "--budget", "60", "--seed", "3", "5", "--device",
+              "cpu", "--config", str(cfg_file)]
+    out = tmp_path / "s{seed}"
+    proc = subprocess.Popen(_cli([*common, "--threads", "2", "--out", str(out)]),
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while not all((tmp_path / f"s{s}/checkpoint.pt").exists() for s in (3, 5)):
+        assert time.time() < deadline and proc.poll() is None, "both seeds never started"
+        time.sleep(0.02)
+    assert not any((tmp_path / f"s{s}/metrics.json").exists() for s in (3, 5)), \
+        "a seed ended before the other started: raise the test's epochs"
+    os.killpg(proc.pid, signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and "Exception in" not in err
+    time.sleep(0.5)
+    session = subprocess.run(["ps", "-o", "stat=", "-s", str(proc.pid)], capture_output=True,
+                             text=True).stdout.split()
+    assert all(st.startswith("Z") for st in session), "a worker outlived the command"
+    assert not any((tmp_path / f"s{s}/metrics.json").exists() for s in (3, 5))
+    r = subprocess.run(_cli([*common, "--threads", "2", "--out", str(out)]),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "resuming from" in r.stderr
+    ref = tmp_path / "ref{seed}"
+    r = subprocess.run(_cli([*common, "--threads", "1", "--out", str(ref)]),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for s in (3, 5):
+        a = json.loads((tmp_path / f"s{s}/metrics.json").read_text())
+        b = json.loads((tmp_path / f"ref{s}/metrics.json").read_text())
+        for key in ("test", "pseudo_labels", "validation", "run_key"):
+            assert a[key] == b[key], (s, key)
+
+
 def test_bad_inputs_give_one_clear_error_and_no_metrics(toy_store, tmp_path, capsys):
     def run(store, budget, out, *extra):
         code = main(["train", "--store", str(store), "--budget", str(budget), "--seed", "1",

@@ -335,10 +335,12 @@ class SeedQueue:
         with self.lock:
             self.waiting.clear()
 
-    def run(self, seed, fit) -> None:
+    def run(self, seed, fit, catch=Exception) -> None:
+        """Record ``fit()``'s metrics, or its error if of a type in ``catch`` (a worker's
+        KeyboardInterrupt comes back to the thread that feeds it as an error)."""
         try:
             self.results[seed] = fit()
-        except Exception as err:
+        except catch as err:
             with self.lock:
                 self.failed[seed] = err
 
@@ -384,7 +386,7 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
         while (seed := queue.next()) is not None:
             queue.run(seed, lambda seed=seed: pool.submit(
                 _seed_in_worker, shared, method, config, budget, seed,
-                str(seed_dirs[seed]), device, resume).result())
+                str(seed_dirs[seed]), device, resume).result(), catch=BaseException)
 
     with ProcessPoolExecutor(n_processes, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_seed_worker_start, initargs=(threads,)) as pool:
