@@ -420,8 +420,8 @@ def _same_run_folders(a: Path, b: Path) -> None:
 @pytest.mark.parametrize("method, threads", [("mlp", 1), ("mlp", 2), ("logreg", 2),
                                              ("cmix", 2)])
 def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, threads):
-    """train_seeds of 3 seeds writes, for each, the run folder a lone train_run of that
-    seed writes into another folder (the lone runs go in the reverse order, so a state
+    """train_seeds of 3 seeds writes, for each, the run folder a lone run of that seed
+    writes into another folder (the lone runs go in the reverse order, so a state
     carried from one run to the next would show). With 1 thread the seeds run one after
     another in this process; with 2, two at a time in worker processes of one thread
     each; the lone runs have one thread."""

@@ -242,9 +242,9 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     its share of the threads makes (``torch_threads`` in its metrics.json); another
     thread count can change the last bits of the matrix products, and from there the
     metrics (README, "Same seed, same result"). On a GPU the seeds run one after another
-    in this process. When a run
-    fails, the runs already started finish in their folders and no new one starts;
-    with several seeds the error names the failing seed and folder."""
+    in this process. When a run fails, the runs already started finish in their folders
+    and no new one starts; with several seeds the error names the failing seed and
+    folder."""
     from ..io import resolve_device
     from .config import resolve_config
     from .methods import get_method
@@ -259,12 +259,14 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
             log(f"{len(seed_dirs)} seeds, {n_workers} at a time, {per_worker} thread(s) each")
         with _seed_feeders(queue, n_workers - 1, per_worker, (store, budget, seed_dirs, method,
                                                                config, device, resume)):
-            while (seed := queue.next()) is not None:
-                if n_workers > 1:
-                    set_log_prefix(f"seed {seed}: ")
-                queue.run(seed, lambda seed=seed: train_seed(
-                    m, store, budget, seed, seed_dirs[seed], cfg, device, resume))
-            set_log_prefix("")
+            try:
+                while (seed := queue.next()) is not None:
+                    if n_workers > 1:
+                        set_log_prefix(f"seed {seed}: ")
+                    queue.run(seed, lambda seed=seed: train_seed(
+                        m, store, budget, seed, seed_dirs[seed], cfg, device, resume))
+            finally:
+                set_log_prefix("")
     if queue.failed:
         seed = next(s for s in seed_dirs if s in queue.failed)
         err = queue.failed[seed]
@@ -417,7 +419,6 @@ def _seed_in_worker(shared: tuple, method: str, config, budget: int, seed: int, 
                     device: str, resume: bool) -> dict:
     """One seed's run in a seed worker, on the store the parent checked."""
     from ..genotypes.store import open_store
-    from ..io import set_log_prefix
     from .config import resolve_config
     from .methods import get_method
 
