@@ -290,7 +290,7 @@ class _Killed(BaseException):
 
 @pytest.mark.parametrize("method, kill_after", [
     ("prs", 1), ("logreg", 1), ("ae", 2), ("vime", 2), ("manifold_mixup", 2), ("mlp", 3),
-    ("cmix", 2), ("cmix", 5)])
+    ("cmix", 1), ("cmix", 2), ("cmix", 5)])
 def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, method,
                                                  kill_after):
     """Every method family: stopped after its k-th checkpoint and rerun, a run gives the

@@ -9,7 +9,8 @@ import torch
 from cmix.learn import harness
 from cmix.learn.config import resolve_config
 from cmix.learn.labelprop import (calibrated_weights, heldout_head_accuracy,
-                                  judge_rows, judged_label_propagation)
+                                  judge_rows, judged_label_propagation,
+                                  knn_neighbours)
 from cmix.learn.losses import mix_partners
 from statsmodels.stats.proportion import proportion_confint
 
@@ -47,6 +48,23 @@ def test_pseudo_labels_that_lose_to_the_head_carry_no_weight():
     assert res.head_accuracy > 0.95
     assert not res.used and res.heldout_accuracy < res.head_accuracy
     assert np.all(res.weight[n_l:] == 0) and np.all(res.weight[:n_l] == 1)
+
+
+def test_a_space_given_by_its_neighbours_judges_as_its_features_do():
+    """A space handed over as its kNN search's output (the input PCs, searched once a run)
+    gives the judge exactly what its features give."""
+    rng = np.random.default_rng(3)
+    z, y = clusters(n_per=100)
+    z, y = order_labeled_first(z, y, 60)
+    n_l, latent, head = 60, rng.normal(size=z.shape), rng.normal(size=(60, 4))
+    args = (y[:n_l], judge_mask(y[:n_l]), 3, head)
+    direct = judged_label_propagation({"latent": latent, "pcs": z}, *args, ks=(3, 10))
+    given = judged_label_propagation({"latent": latent, "pcs": knn_neighbours(z, 10)}, *args,
+                                     ks=(3, 10))
+    assert direct.heldout == given.heldout and direct.space == given.space == "pcs"
+    np.testing.assert_array_equal(direct.label, given.label)
+    np.testing.assert_array_equal(direct.weight, given.weight)
+    np.testing.assert_array_equal(direct.certainty, given.certainty)
 
 
 def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
@@ -349,9 +367,10 @@ def test_judge_rows_labels_never_reach_pre_training(tmp_path, monkeypatch):
 @pytest.mark.parametrize("head_accuracy", [1.01, 0.0])
 def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, monkeypatch,
                                                                     head_accuracy):
-    """A head the pseudo-labels cannot match: cmix pre-trains again without them and its
-    metrics equal cmix_selfsl's to the bit. A head they beat: they are used and the run
-    differs from cmix_selfsl's."""
+    """A head the pseudo-labels cannot match: the judged pre-training stops at the first
+    look, cmix pre-trains again without them and its metrics equal cmix_selfsl's to the
+    bit. A head they beat: they are used at every look and the run differs from
+    cmix_selfsl's."""
     import cmix.learn.labelprop as lp_mod
 
     dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
@@ -362,9 +381,13 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
     runs = {m: harness.train_run(store, 60, 3, tmp_path / m, method=m, config=cfg, device="cpu")
             for m in ("cmix", "cmix_selfsl")}
     ck = torch.load(tmp_path / "cmix" / "checkpoint.pt", weights_only=False)
+    judged_epochs = [h["epoch"] for h in ck["history"] if h["stage"] == "pretrain"]
+    looks = runs["cmix"]["pseudo_labels"]["epochs"]
     if head_accuracy > 1:
         assert not runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" in ck["parts"]
+        assert judged_epochs == [1] and looks == [1]
         assert runs["cmix"]["test"] == runs["cmix_selfsl"]["test"]
     else:
         assert runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" not in ck["parts"]
+        assert judged_epochs == [1, 2, 3] and looks == [1, 2, 3]
         assert runs["cmix"]["test"] != runs["cmix_selfsl"]["test"]

@@ -35,7 +35,11 @@ def toy_store(tmp_path_factory):
     return path
 
 
-def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
+def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path, monkeypatch):
+    import cmix.learn.labelprop as lp_mod
+
+    # a head the pseudo-labels beat: they are used, so every look of the schedule runs
+    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: 0.0)
     out = tmp_path / "run"
     m = harness.train_run(toy_store, 60, 123, out, config=TINY, device="cpu")
     on_disk = json.loads((out / "metrics.json").read_text())
@@ -44,6 +48,7 @@ def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path):
     assert m["n_unlabeled"] == 450 - 60
     assert 0 <= m["test"]["accuracy"] <= 1 and m["test"]["auroc"] is not None
     assert m["pseudo_labels"]["epochs"] == [2, 3, 4]              # after K, then every f
+    assert m["pseudo_labels"]["used"]
     assert 0 < m["pseudo_labels"]["coverage"] <= 1
     assert set(m["wall_seconds"]) >= {"pretrain", "label_propagation", "predictor", "evaluate"}
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]

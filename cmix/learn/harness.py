@@ -621,8 +621,9 @@ def run_epochs(ctx: RunContext, state: RunState, stage: str, n_epochs: int, modu
     """Run epochs ``state.epoch + 1 .. n_epochs`` of ``stage``, resuming where the state
     is. modules: name -> module or optimiser, saved in state.parts[stage] after every
     epoch (with the checkpoint) and loaded from it on resume. epoch_fn(epoch) -> dict of
-    the epoch's log record (epoch is 0-based). A state past this stage skips it after
-    loading the modules."""
+    the epoch's log record (epoch is 0-based); a record with ``end_stage: True`` ends the
+    stage after that epoch (the checkpoint then holds the stage as finished). A state
+    past this stage skips it after loading the modules."""
     part = state.parts.get(stage)
     if part is not None:
         for name, m in modules.items():
@@ -636,9 +637,10 @@ def run_epochs(ctx: RunContext, state: RunState, stage: str, n_epochs: int, modu
     while state.epoch < n_epochs:
         t0 = time.perf_counter()
         rec = epoch_fn(state.epoch)
-        state.epoch += 1
+        done = state.epoch + 1
+        state.epoch = n_epochs if rec.pop("end_stage", False) else done
         state.add_time(stage, t0)
-        state.history.append({"stage": stage, "epoch": state.epoch, **rec,
+        state.history.append({"stage": stage, "epoch": done, **rec,
                               "seconds": round(time.perf_counter() - t0, 3)})
         state.parts[stage] = {name: cpu_state(m.state_dict()) for name, m in modules.items()}
         ctx.save(state)

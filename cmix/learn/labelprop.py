@@ -292,32 +292,34 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
     the judge fold of the labeled rows; no row outside the nodes is looked at.
 
-    spaces: name -> (N, d) node features; rows 0..n_L-1 are the labeled rows, with classes
-    labeled_y (n_L,), and judge (n_L,) bool marks the judge fold (rows whose labels no
-    label-aware term of pre-training has seen, :func:`judge_rows`). For each space, each
-    k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha alone) the propagation
-    on the kNN graph is seeded with the other labeled rows only, so the judge rows are
-    labeled as an unlabeled row is; the candidate whose pseudo-labels are most often
-    right on them is chosen (ties: the first, in the order spaces, ks, alphas). Its
-    pseudo-labels are weighed only if that accuracy is at least the supervised head's on
-    the same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
+    spaces: name -> (N, d) node features, or the (index, sim) of their
+    :func:`knn_neighbours` with at least max(ks) columns (for a space whose features do not
+    change between calls, searched once by the caller); rows 0..n_L-1 are the labeled rows,
+    with classes labeled_y (n_L,), and judge (n_L,) bool marks the judge fold (rows whose
+    labels no label-aware term of pre-training has seen, :func:`judge_rows`). For each
+    space, each k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha alone) the
+    propagation on the kNN graph is seeded with the other labeled rows only, so the judge
+    rows are labeled as an unlabeled row is; the candidate whose pseudo-labels are most
+    often right on them is chosen (ties: the first, in the order spaces, ks, alphas). Its
+    pseudo-labels are weighed only if that accuracy is at least the supervised head's on the
+    same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
     ``head_features`` (n_L, h)); then each unlabeled row's weight is a lower confidence
-    bound of the probability that its pseudo-label is right, above an upper confidence
-    bound of the head's accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a
-    row weighs more than 0 only where pseudo-labels of its certainty were shown to be
-    right more often than the head can be. The pseudo-labels themselves come
-    from the chosen graph seeded with every labeled row. ``used``: the unlabeled rows'
-    weights add up to at least the judge fold's row count, the labels pre-training gave
-    up to judge them (weight is what a row counts for in the losses, a labeled row's
-    being 1): pseudo-labels worth less than the labels they cost are not used, and every
-    weight is then 0. lp: the config's ``pseudo_labels`` section (:func:`propagate`'s
-    settings; the kNN search in blocks of lp_block rows)."""
+    bound of the probability that its pseudo-label is right, above an upper confidence bound
+    of the head's accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a row weighs
+    more than 0 only where pseudo-labels of its certainty were shown to be right more often
+    than the head can be. The pseudo-labels themselves come from the chosen graph seeded
+    with every labeled row. ``used``: the unlabeled rows' weights add up to at least the
+    judge fold's row count, the labels pre-training gave up to judge them (weight is what a
+    row counts for in the losses, a labeled row's being 1): pseudo-labels worth less than
+    the labels they cost are not used, and every weight is then 0. lp: the config's
+    ``pseudo_labels`` section (:func:`propagate`'s settings; the kNN search in blocks of
+    lp_block rows)."""
     pos = np.arange(len(labeled_y))
     seeded, held = pos[~judge], pos[judge]
     best = None
     heldout = {}
     for name, z in spaces.items():
-        index, sim = knn_neighbours(z, max(ks), lp.lp_block)
+        index, sim = z if isinstance(z, tuple) else knn_neighbours(z, max(ks), lp.lp_block)
         for k in ks:
             w = graph_from_neighbours(index, sim, k)
             for alpha in alphas or (lp.lp_alpha,):

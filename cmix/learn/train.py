@@ -256,7 +256,10 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
     (n_L,) bool, the judge fold (:func:`judge_fold`): those rows' labels stay out of
     pre-training, and label propagation, judged on them, runs after ``warmup_epochs``
     epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
-    checkpoint parts)."""
+    checkpoint parts). The first look at which the judge does not use the pseudo-labels
+    ends the stage: the run is then pre-trained again as cmix_selfsl
+    (:func:`pretrain_without_pseudo_labels`), so the epochs left would change nothing it
+    reports."""
     import torch
 
     cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
@@ -283,12 +286,23 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
             (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
             or done == cfg.pretrain.epochs)
         if due:
-            if "pcs" not in loaders:
-                loaders["pcs"] = input_pcs(ctx, x_lab, su_pos)
+            if "pcs" not in loaders:      # fixed inputs: their kNN search runs once
+                from .labelprop import knn_neighbours
+
+                t0 = time.perf_counter()
+                pcs = input_pcs(ctx, x_lab, su_pos)
+                loaders["pcs"] = None if pcs is None else knn_neighbours(
+                    pcs, max(graph_ks(lp)), lp.lp_block)
+                ctx.add_time("label_propagation", t0)
             info = pseudo_label_step(ctx, model, (x_lab, y_lab, judge), loaders["su"],
                                      su_pos, done, loaders["pcs"])
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
+            if not info["used"] and done < cfg.pretrain.epochs:
+                # refused: the run will be cmix_selfsl's, whatever later looks would say
+                log(f"pseudo-labels refused at epoch {done}: the judged pre-training stops "
+                    "here")
+                rec["end_stage"] = True
         return rec
 
     ctx.epochs(stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
@@ -310,18 +324,25 @@ def pretrain_without_pseudo_labels(ctx, new_model, labeled, su_pos):
     state = ctx.state
     if state.stage == "pretrain":
         state.stage, state.epoch = "pretrain_all", 0
-    log("pseudo-labels carry no weight after pre-training: pre-training again with every "
-        "labeled row and no pseudo-labels (the run is then cmix_selfsl's)")
+    log("pseudo-labels carry no weight after the judged pre-training: pre-training again "
+        "with every labeled row and no pseudo-labels (the run is then cmix_selfsl's)")
     model = new_model()
     pretrain_stage(ctx, model, labeled, su_pos, None, stage="pretrain_all")
     return model
 
 
-def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=None) -> dict:
+def graph_ks(lp) -> tuple:
+    """The kNN graph's k tried by the judge: lp_k and 10."""
+    return tuple(sorted({lp.lp_k, 10}))
+
+
+def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch,
+                      pcs_neighbours=None) -> dict:
     """Label propagation judged on the judge fold of the labeled rows
     (:func:`cmix.learn.labelprop.judged_label_propagation`). labeled: (x_lab, y_lab, judge
-    (n_L,) bool). The graph is built in the current latent or in ``input_pcs`` ((n_L +
-    n_SU, p) PCs of the inputs, or None), with k from {lp_k, 10} and propagation's alpha
+    (n_L,) bool). The graph is built in the current latent or in the input PCs (their
+    neighbours ``pcs_neighbours``, :func:`cmix.learn.labelprop.knn_neighbours` of the
+    (n_L + n_SU, p) PCs, or None), with k from :func:`graph_ks` and propagation's alpha
     from {lp_alpha, 0.9}, whichever gives the judge rows the most accurate pseudo-labels
     when only the other labeled rows seed it;
     the pseudo-labels carry weight only where they are shown to be right more often than
@@ -336,9 +357,9 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch, input_pcs=N
     n_l = len(x_lab)
     y_l = y_lab.cpu().numpy()
     z = node_latent(model, x_lab, su_loader, ctx.dev)
-    spaces = {"latent": z} if input_pcs is None else {"latent": z, "pcs": input_pcs}
+    spaces = {"latent": z} if pcs_neighbours is None else {"latent": z, "pcs": pcs_neighbours}
     res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l], lp,
-                                   ks=tuple(sorted({lp.lp_k, 10})),
+                                   ks=graph_ks(lp),
                                    alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
