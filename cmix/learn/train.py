@@ -256,10 +256,9 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
     (n_L,) bool, the judge fold (:func:`judge_fold`): those rows' labels stay out of
     pre-training, and label propagation, judged on them, runs after ``warmup_epochs``
     epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
-    checkpoint parts). The first look at which the judge does not use the pseudo-labels
-    ends the stage: the run is then pre-trained again as cmix_selfsl
-    (:func:`pretrain_without_pseudo_labels`), so the epochs left would change nothing it
-    reports."""
+    checkpoint parts). Pseudo-labels are used only if every look uses them: the first
+    look that does not ends the stage, and the run is then pre-trained again as
+    cmix_selfsl (:func:`pretrain_without_pseudo_labels`)."""
     import torch
 
     cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
@@ -299,7 +298,7 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
             if not info["used"] and done < cfg.pretrain.epochs:
-                # refused: the run will be cmix_selfsl's, whatever later looks would say
+                # refused: no later look is taken, the run is cmix_selfsl's
                 log(f"pseudo-labels refused at epoch {done}: the judged pre-training stops "
                     "here")
                 rec["end_stage"] = True
