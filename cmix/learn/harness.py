@@ -257,8 +257,8 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     with cpu_threads(per_worker):
         if n_workers > 1:
             log(f"{len(seed_dirs)} seeds, {n_workers} at a time, {per_worker} thread(s) each")
-        with _seed_feeders(queue, n_workers - 1, per_worker, (store, budget, seed_dirs, method,
-                                                               config, device, resume)):
+        with _seed_feeders(queue, n_workers - 1, per_worker,
+                           (store, budget, seed_dirs, m, cfg, device, resume)):
             try:
                 while (seed := queue.next()) is not None:
                     if n_workers > 1:
@@ -370,10 +370,10 @@ def cpu_threads(n: int | None):
 def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     """Inside the block, ``n_processes`` spawned worker processes (``threads`` threads
     each) also take seeds from ``queue``, one at a time each, each fed by a thread of
-    this process; run: (checked store, budget, seed -> folder, method name, config dict,
-    device, resume). The workers take the checked store (checksums not read again),
-    log with a "seed N: " prefix and show no progress bars. On leaving, no seed starts
-    and the block waits for the workers' runs to end."""
+    this process; run: (checked store, budget, seed -> folder, registry method, resolved
+    config, device, resume), what :func:`train_seed` takes. The workers take the checked
+    store (checksums not read again), log with a "seed N: " prefix and show no progress
+    bars. On leaving, no seed starts and the block waits for the workers' runs to end."""
     if n_processes < 1:
         yield
         return
@@ -381,13 +381,13 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    store, budget, seed_dirs, method, config, device, resume = run
+    store, budget, seed_dirs, method, cfg, device, resume = run
     shared = (str(store.path), store.sha256, store.train_split, store.mean, store.sd)
 
     def feed(pool):
         while (seed := queue.next()) is not None:
             queue.run(seed, lambda seed=seed: pool.submit(
-                _seed_in_worker, shared, method, config, budget, seed,
+                _seed_in_worker, shared, method, cfg, budget, seed,
                 str(seed_dirs[seed]), device, resume).result(), catch=BaseException)
 
     with ProcessPoolExecutor(n_processes, mp_context=multiprocessing.get_context("spawn"),
@@ -415,20 +415,17 @@ def _seed_worker_start(threads: int) -> None:
     os.environ["CMIX_PROGRESS"] = "0"
 
 
-def _seed_in_worker(shared: tuple, method: str, config, budget: int, seed: int, out_dir: str,
+def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir: str,
                     device: str, resume: bool) -> dict:
-    """One seed's run in a seed worker, on the store the parent checked."""
+    """One seed's run in a seed worker, on the store the parent checked, with the
+    registry method and resolved config the parent resolved."""
     from ..genotypes.store import open_store
-    from .config import resolve_config
-    from .methods import get_method
 
     path, sha256, train_split, mean, sd = shared
     set_log_prefix(f"seed {seed}: ")
-    m = get_method(method)
-    cfg = resolve_config(config, m.switches)
     store = CheckedStore(path=Path(path), root=open_store(Path(path)), sha256=sha256,
                          train_split=train_split, mean=mean, sd=sd)
-    return train_seed(m, store, budget, seed, out_dir, cfg, device, resume)
+    return train_seed(method, store, budget, seed, out_dir, cfg, device, resume)
 
 
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,

@@ -285,16 +285,16 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
             (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
             or done == cfg.pretrain.epochs)
         if due:
-            if "pcs" not in loaders:      # fixed inputs: their kNN search runs once
+            if "pcs_neighbours" not in loaders:     # fixed inputs: searched once
                 from .labelprop import knn_neighbours
 
                 t0 = time.perf_counter()
                 pcs = input_pcs(ctx, x_lab, su_pos)
-                loaders["pcs"] = None if pcs is None else knn_neighbours(
+                loaders["pcs_neighbours"] = None if pcs is None else knn_neighbours(
                     pcs, max(graph_ks(lp)), lp.lp_block)
                 ctx.add_time("label_propagation", t0)
             info = pseudo_label_step(ctx, model, (x_lab, y_lab, judge), loaders["su"],
-                                     su_pos, done, loaders["pcs"])
+                                     su_pos, done, loaders["pcs_neighbours"])
             rec.update(pseudo_label_accuracy=info["accuracy"],
                        pseudo_label_coverage=info["coverage"])
             if not info["used"] and done < cfg.pretrain.epochs:
