@@ -105,3 +105,31 @@ def test_load_rows_matches_source(store3):
     path, dosage, _ = store3
     rows = np.array([0, 63, 64, 65, 500, 899])
     assert np.array_equal(load_rows(open_store(path), rows), dosage[rows])
+
+
+@pytest.mark.parametrize("read_chunks", [1, 2, 64])
+def test_load_rows_reads_only_touched_chunks_in_runs(store3, monkeypatch, read_chunks):
+    """Rows spread over runs of chunks, gaps and the short last chunk (900 rows of 64 a
+    chunk) come back as the source's, however many chunks one read may take; no chunk
+    that holds none of the rows is read."""
+    from cmix.genotypes import store as store_mod
+
+    path, dosage, _ = store3
+    monkeypatch.setattr(store_mod, "READ_CHUNKS", read_chunks)
+    root = open_store(path)
+    reads = []
+    real = type(root["call_dosage"]).__getitem__
+    monkeypatch.setattr(type(root["call_dosage"]), "__getitem__",
+                        lambda self, key: reads.append(key) or real(self, key))
+    rng = np.random.default_rng(3)
+    for rows in (np.arange(900), np.array([5]), np.array([899]),
+                 np.r_[np.arange(0, 10), np.arange(200, 330), np.arange(890, 900)],
+                 np.sort(rng.choice(900, 77, replace=False))):
+        reads.clear()
+        assert np.array_equal(load_rows(root, rows), dosage[rows])
+        read_rows = np.concatenate([np.arange(900)[k[0] if isinstance(k, tuple) else k]
+                                    for k in reads])
+        assert set(read_rows // 64) == set(rows // 64)          # touched chunks, each once
+        assert len(read_rows) == len(np.unique(read_rows))
+        assert all(len(np.arange(900)[k[0] if isinstance(k, tuple) else k]) <= 64 * read_chunks
+                   for k in reads)

@@ -825,10 +825,16 @@ def fractional_copies(codes: np.ndarray, enc: dict = DOSAGE_ENCODINGS["fractiona
     return out
 
 
+#: Zarr chunks read at most in one slice by :func:`load_rows` (bounds its temporary memory)
+READ_CHUNKS = 64
+
+
 def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
-    """Dosages of ``rows`` (sorted indices): (len(rows), n_variants), read with dask in
-    parallel, one task per Zarr chunk touched. int8 (-1 missing) for a hard-call store,
-    float32 expected copies (-1.0 missing) for a fractional one (:func:`decode_rows`).
+    """Dosages of ``rows`` (sorted indices): (len(rows), n_variants). Only the Zarr
+    chunks that hold a row are read, each run of consecutive ones (at most
+    :data:`READ_CHUNKS`) as one slice whose chunks zarr fetches concurrently. int8 (-1
+    missing) for a hard-call store, float32 expected copies (-1.0 missing) for a
+    fractional one (:func:`decode_rows`).
 
     Raises CmixError when a chunk cannot be read or decoded (a store damaged or removed
     while in use) or holds a value outside the store's encoding (an absent chunk reads
@@ -841,12 +847,26 @@ def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
         return np.zeros((0, root["call_dosage"].shape[1]), dtype=dtype)
     name = name or store_name(root)
     try:
-        x = np.asarray(dosage_dask(root)[rows].compute())
-    except (OSError, RuntimeError, ValueError, KeyError) as err:
+        call = root["call_dosage"]
+        chunk_rows = int(call.chunks[0])
+        touched = np.unique(rows // chunk_rows)
+        # a new read where the touched chunks skip one, and every READ_CHUNKS chunks
+        new_run = np.r_[True, np.diff(touched) > 1]
+        run_id = np.cumsum(new_run) - 1
+        first = touched[np.flatnonzero(new_run)][run_id]
+        group = run_id * (len(touched) + 1) + (touched - first) // READ_CHUNKS
+        x = np.empty((len(rows), call.shape[1]), dtype=call.dtype)
+        for g in np.unique(group):
+            chunks = touched[group == g]
+            lo = int(chunks[0]) * chunk_rows
+            hi = min((int(chunks[-1]) + 1) * chunk_rows, call.shape[0])
+            pos = np.flatnonzero((rows >= lo) & (rows < hi))
+            x[pos] = np.asarray(call[lo:hi])[rows[pos] - lo]
+    except (OSError, RuntimeError, ValueError, KeyError, IndexError) as err:
         raise CmixError(f"{name}: cannot read call_dosage rows {rows[0]}-{rows[-1]} "
                         f"({type(err).__name__}: {err}); was the store changed or removed "
                         "while in use? Check it with `cmix verify`") from None
-    return decode_rows(x, enc, rows, name, int(root["call_dosage"].chunks[0]))
+    return decode_rows(x, enc, rows, name, chunk_rows)
 
 
 def column_moments(root, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

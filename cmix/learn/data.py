@@ -14,9 +14,8 @@ Loaders yield ``(positions, x)`` batches, where ``positions`` index the loader's
 and ``x`` is int8 (batch, n_variants), -1 missing. The batch order of an epoch is a
 chunk-aware shuffle (:func:`epoch_order`): Zarr chunks are shuffled, grouped into
 buffers of ``buffer_chunks`` chunks, and rows are shuffled inside each buffer. The
-in-memory path (rows loaded once with dask, batches drawn by index on the device) and
-the streaming path (a background thread reads each buffer of chunks through dask)
-use the same order, so they give the same batches for the same seed.
+in-memory path (rows loaded once, batches drawn by index on the device) and the
+streaming path (a background thread reads each buffer of chunks) use the same order, so they give the same batches for the same seed.
 """
 
 from __future__ import annotations
@@ -153,9 +152,9 @@ def epoch_order(rows: np.ndarray, chunk_rows: int, seed_seq, buffer_chunks: int 
 class RowLoader:
     """Batches of a fixed row set of a store.
 
-    mode "memory": the rows are read once (dask, parallel) into a tensor on ``device``
+    mode "memory": the rows are read once (:func:`load_rows`) into a tensor on ``device``
     and batches are gathered by index there. mode "stream": a background thread reads
-    each buffer of chunks through dask, ``prefetch`` buffers ahead.
+    each buffer of chunks (:func:`load_rows`), ``prefetch`` buffers ahead.
     Iterate with :meth:`batches` (``(positions, x)``; positions are a numpy int array
     into the row set, x an int8 tensor (batch, n_variants) on ``device``).
     """
@@ -282,7 +281,9 @@ def choose_mode(n_rows: int, n_variants: int, mode: str = "auto",
 
 def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """float64 (n, M): (dosage - mean) / sd, missing (-1) -> 0 (the mean)."""
-    z = (x.astype(np.float64) - mean) / sd
+    z = x.astype(np.float64)
+    z -= mean                   # in place: the same arithmetic without two more copies
+    z /= sd
     z[x < 0] = 0.0
     return z
 

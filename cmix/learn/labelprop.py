@@ -39,9 +39,11 @@ def knn_neighbours(z, k: int, block: int = 4096):
     n = len(z)
     k = min(k, n - 1)
     idx_out, sim_out = [], []
+    # one (block, N) buffer for every block: a fresh one each time costs its page faults
+    buf = torch.empty((min(block, n), n), dtype=z.dtype, device=z.device)
     for s in range(0, n, block):
-        sims = z[s:s + block] @ z.T                       # (b, N), one block at a time
         idx = torch.arange(s, min(s + block, n), device=z.device)
+        sims = torch.mm(z[s:s + len(idx)], z.T, out=buf[:len(idx)])    # (b, N)
         sims[torch.arange(len(idx), device=z.device), idx] = float("-inf")
         v, j = torch.topk(sims, k, dim=1)
         idx_out.append(j.cpu().numpy())
