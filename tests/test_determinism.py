@@ -248,3 +248,27 @@ def test_train_gives_the_same_metrics_at_1_and_2_threads(runs, method):
     assert log1 == log2                      # every epoch's losses, bit for bit
     if method == "cmix":
         assert m1["pseudo_labels"] is not None and any(r["stage"] == "pretrain" for r in log1)
+
+
+def test_logistic_regression_is_the_same_at_1_and_2_blas_threads():
+    """The linear baselines' fits and probabilities (C by CV, covariates as an offset)
+    at 1 and 2 BLAS threads: 1,000 x 500 dosages, where OpenBLAS splits the products
+    among threads."""
+    from threadpoolctl import threadpool_limits
+
+    from cmix.learn.linear import fit_logreg_cv, fit_with_unpenalised_covariates
+    from cmix.learn.methods.base import full_proba
+
+    rng = np.random.default_rng(4)
+    x = rng.binomial(2, 0.3, (1000, 500)).astype(np.float64)
+    y = (x[:, :20].sum(1) + rng.normal(0, 2, 1000) > 12).astype(np.int64)
+    cov = rng.normal(size=(1000, 3))
+    out = []
+    for n_threads in (1, 2):
+        with threadpool_limits(limits=n_threads, user_api="blas"):
+            model = fit_logreg_cv(x, y, 2, 5, 8, seed=1)[0]
+            offset = fit_with_unpenalised_covariates(x[:, :200], cov, y, 2, 3, 4, seed=1)[0]
+            out.append([model.coef_, full_proba(model, x, 2), offset.coef,
+                        offset.predict_proba(np.hstack([x[:, :200], cov]))])
+    for a, b in zip(*out):
+        assert np.array_equal(a, b)

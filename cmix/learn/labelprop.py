@@ -186,10 +186,12 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     """The supervised head's accuracy on held-out rows: L2 logistic regression on x_fit
     (n, d) (standardised on those rows), scored on x_held (m, d); the best accuracy over
     the C grid ``cs``. Taking the best C favours the head, so a comparison against it is
-    conservative. With one class in y_fit the head predicts it."""
+    conservative. With one class in y_fit the head predicts it. One BLAS thread."""
     import warnings
 
     from sklearn.linear_model import LogisticRegression
+
+    from .linear import one_blas_thread
 
     if len(y_held) == 0:
         return 1.0
@@ -199,10 +201,10 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     mu, sd = x_fit.mean(0), x_fit.std(0) + 1e-9
     best = 0.0
     for c in cs:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), one_blas_thread():
             warnings.simplefilter("ignore")
             lr = LogisticRegression(C=c, max_iter=1000).fit((x_fit - mu) / sd, y_fit)
-        best = max(best, float(np.mean(lr.predict((x_held - mu) / sd) == y_held)))
+            best = max(best, float(np.mean(lr.predict((x_held - mu) / sd) == y_held)))
     return best
 
 

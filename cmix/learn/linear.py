@@ -18,6 +18,15 @@ import warnings
 import numpy as np
 
 
+def one_blas_thread():
+    """A context in which numpy's and scipy's BLAS run on one thread: the sums of a fit's
+    products then do not depend on the thread count (and small fits do not pay for
+    threads they cannot use)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
     """The number of CV folds: ``folds``, fewer if a class has fewer rows (at least 2)."""
     return int(max(2, min(folds, n_labeled_per_class.min())))
@@ -27,7 +36,8 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
                   seed: int):
     """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
     stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
-    then refit on all rows. Returns (model, C, k, best mean CV log-loss)."""
+    then refit on all rows, on one BLAS thread (:func:`one_blas_thread`). Returns
+    (model, C, k, best mean CV log-loss)."""
     from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
 
@@ -35,12 +45,12 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
                               cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
                               scoring="neg_log_loss", max_iter=2000, n_jobs=1)
-    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
-        warnings.simplefilter("ignore", FutureWarning)
+    with warnings.catch_warnings(), one_blas_thread():
+        warnings.simplefilter("ignore", FutureWarning)   # scikit-learn 1.8 API notices
         cv.fit(x, y)
-    best_c = float(np.atleast_1d(cv.C_)[0])
+        best_c = float(np.atleast_1d(cv.C_)[0])
+        model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
     scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
-    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
     return model, best_c, folds, float(-scores.max())
 
 
@@ -96,7 +106,8 @@ class OffsetLogisticRegression:
 
         x, cov = features[:, :self.n_features], features[:, self.n_features:]
         d = self.n_features
-        return softmax(self.offset(cov) + x @ self.coef[:d] + self.coef[d], axis=1)
+        with one_blas_thread():
+            return softmax(self.offset(cov) + x @ self.coef[:d] + self.coef[d], axis=1)
 
 
 def covariate_logits(cov_model, cov: np.ndarray, n_classes: int) -> np.ndarray:
@@ -105,7 +116,8 @@ def covariate_logits(cov_model, cov: np.ndarray, n_classes: int) -> np.ndarray:
     if cov_model is None:
         return np.zeros((len(cov), n_classes))
     prob = np.full((len(cov), n_classes), 1e-300)
-    prob[:, cov_model.classes_] = np.clip(cov_model.predict_proba(cov), 1e-300, None)
+    with one_blas_thread():
+        prob[:, cov_model.classes_] = np.clip(cov_model.predict_proba(cov), 1e-300, None)
     return np.log(prob)
 
 
@@ -127,7 +139,8 @@ def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarra
     def cov_fit(rows):
         if cov_c is None or len(np.unique(y[rows])) < 2:
             return None
-        return LogisticRegression(C=cov_c, max_iter=5000).fit(cov[rows], y[rows])
+        with one_blas_thread():
+            return LogisticRegression(C=cov_c, max_iter=5000).fit(cov[rows], y[rows])
 
     k = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cs = np.logspace(-4, 2, n_c)

@@ -51,7 +51,10 @@ class FittedMethod:
 
 def full_proba(model, features: np.ndarray, n_classes: int) -> np.ndarray:
     """A scikit-learn model's predict_proba with columns for all n_classes (classes
-    absent from its fit get 0)."""
+    absent from its fit get 0), on one BLAS thread (the same bits at any thread count)."""
+    from ..linear import one_blas_thread
+
     prob = np.zeros((len(features), n_classes))
-    prob[:, model.classes_] = model.predict_proba(features)
+    with one_blas_thread():
+        prob[:, model.classes_] = model.predict_proba(features)
     return prob

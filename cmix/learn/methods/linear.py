@@ -238,6 +238,8 @@ class PolygenicScore(FittedMethod):
     def fit(self, data):
         from sklearn.linear_model import LogisticRegression
 
+        from ..linear import one_blas_thread
+
         s = data.splits
         self.beta = np.asarray(data.root["variant_beta"][:], dtype=np.float64)
         if not np.any(np.isfinite(self.beta) & (self.beta != 0)):
@@ -250,7 +252,8 @@ class PolygenicScore(FittedMethod):
         y = s.label[s.labeled]
         t = data.add_time("load", t)
         z = self._features(score, data.cov[s.labeled])
-        self.model = LogisticRegression(C=1e6, max_iter=5000).fit(z, y)
+        with one_blas_thread():
+            self.model = LogisticRegression(C=1e6, max_iter=5000).fit(z, y)
         data.add_time("fit", t)
         self.report["validation"] = {"labeled_accuracy": float(np.mean(self.model.predict(z) == y)),
                                      "fit_rows": "labeled (train_labeled + validation)"}
