@@ -15,7 +15,8 @@ and ``x`` is int8 (batch, n_variants), -1 missing. The batch order of an epoch i
 chunk-aware shuffle (:func:`epoch_order`): Zarr chunks are shuffled, grouped into
 buffers of ``buffer_chunks`` chunks, and rows are shuffled inside each buffer. The
 in-memory path (rows loaded once, batches drawn by index on the device) and the
-streaming path (a background thread reads each buffer of chunks) use the same order, so they give the same batches for the same seed.
+streaming path (a background thread reads each buffer of chunks) use the same order,
+so they give the same batches for the same seed.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from scipy.sparse.linalg import cg
 
 from ..io import log
 from .config import PseudoLabels
+from .linear import one_blas_thread
 
 
 @dataclass
@@ -190,8 +191,6 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     import warnings
 
     from sklearn.linear_model import LogisticRegression
-
-    from .linear import one_blas_thread
 
     if len(y_held) == 0:
         return 1.0

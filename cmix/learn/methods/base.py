@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..linear import one_blas_thread
+
 
 class FittedMethod:
     """Base of every method. ``FIELDS``: the attributes that hold the fitted state (plain
@@ -52,8 +54,6 @@ class FittedMethod:
 def full_proba(model, features: np.ndarray, n_classes: int) -> np.ndarray:
     """A scikit-learn model's predict_proba with columns for all n_classes (classes
     absent from its fit get 0), on one BLAS thread (the same bits at any thread count)."""
-    from ..linear import one_blas_thread
-
     prob = np.zeros((len(features), n_classes))
     with one_blas_thread():
         prob[:, model.classes_] = model.predict_proba(features)

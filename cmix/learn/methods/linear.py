@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from ...io import CmixError
+from ..linear import one_blas_thread
 from .base import FittedMethod, full_proba
 
 
@@ -233,12 +234,11 @@ class PolygenicScore(FittedMethod):
         d = x.astype(np.float64)
         miss = d < 0
         d[miss] = np.broadcast_to(self.mean, d.shape)[miss]
-        return d @ self.beta
+        with one_blas_thread():
+            return d @ self.beta
 
     def fit(self, data):
         from sklearn.linear_model import LogisticRegression
-
-        from ..linear import one_blas_thread
 
         s = data.splits
         self.beta = np.asarray(data.root["variant_beta"][:], dtype=np.float64)
