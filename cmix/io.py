@@ -16,6 +16,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -320,6 +321,28 @@ def resolve_device(device: str | None = "auto"):
     if device not in ("cpu", "cuda"):
         raise CmixError(f"--device must be auto, cpu or cuda, not {device!r}")
     return torch.device(device)
+
+
+_ONE_BLAS = threading.local()
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """A context in which numpy's and scipy's BLAS (and MKL's) run on one thread: the sums
+    of a fit's products then do not depend on the thread count, and small fits do not pay
+    for threads they cannot use. Entering it inside itself (same thread) costs nothing;
+    the outermost entry inspects the loaded libraries (~3 ms)."""
+    if getattr(_ONE_BLAS, "active", False):
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    _ONE_BLAS.active = True
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        _ONE_BLAS.active = False
 
 
 def is_gzip(path: str | os.PathLike) -> bool:

@@ -122,14 +122,16 @@ def test_load_rows_reads_only_touched_chunks_in_runs(store3, monkeypatch, read_c
     monkeypatch.setattr(type(root["call_dosage"]), "__getitem__",
                         lambda self, key: reads.append(key) or real(self, key))
     rng = np.random.default_rng(3)
+
+    def rows_read(key):                       # the rows of one slice read from call_dosage
+        return np.arange(900)[key[0] if isinstance(key, tuple) else key]
+
     for rows in (np.arange(900), np.array([5]), np.array([899]),
                  np.r_[np.arange(0, 10), np.arange(200, 330), np.arange(890, 900)],
                  np.sort(rng.choice(900, 77, replace=False))):
         reads.clear()
         assert np.array_equal(load_rows(root, rows), dosage[rows])
-        read_rows = np.concatenate([np.arange(900)[k[0] if isinstance(k, tuple) else k]
-                                    for k in reads])
+        read_rows = np.concatenate([rows_read(k) for k in reads])
         assert set(read_rows // 64) == set(rows // 64)          # touched chunks, each once
         assert len(read_rows) == len(np.unique(read_rows))
-        assert all(len(np.arange(900)[k[0] if isinstance(k, tuple) else k]) <= 64 * read_chunks
-                   for k in reads)
+        assert all(len(rows_read(k)) <= 64 * read_chunks for k in reads)

@@ -850,18 +850,14 @@ def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
         call = root["call_dosage"]
         chunk_rows = int(call.chunks[0])
         touched = np.unique(rows // chunk_rows)
-        # a new read where the touched chunks skip one, and every READ_CHUNKS chunks
-        new_run = np.r_[True, np.diff(touched) > 1]
-        run_id = np.cumsum(new_run) - 1
-        first = touched[np.flatnonzero(new_run)][run_id]
-        group = run_id * (len(touched) + 1) + (touched - first) // READ_CHUNKS
+        runs = np.split(touched, np.flatnonzero(np.diff(touched) > 1) + 1)
         x = np.empty((len(rows), call.shape[1]), dtype=call.dtype)
-        for g in np.unique(group):
-            chunks = touched[group == g]
-            lo = int(chunks[0]) * chunk_rows
-            hi = min((int(chunks[-1]) + 1) * chunk_rows, call.shape[0])
-            pos = np.flatnonzero((rows >= lo) & (rows < hi))
-            x[pos] = np.asarray(call[lo:hi])[rows[pos] - lo]
+        for run in runs:                          # consecutive chunks, READ_CHUNKS a read
+            for chunks in np.split(run, range(READ_CHUNKS, len(run), READ_CHUNKS)):
+                lo = int(chunks[0]) * chunk_rows
+                hi = min((int(chunks[-1]) + 1) * chunk_rows, call.shape[0])
+                pos = np.flatnonzero((rows >= lo) & (rows < hi))
+                x[pos] = np.asarray(call[lo:hi])[rows[pos] - lo]
     except (OSError, RuntimeError, ValueError, KeyError, IndexError) as err:
         raise CmixError(f"{name}: cannot read call_dosage rows {rows[0]}-{rows[-1]} "
                         f"({type(err).__name__}: {err}); was the store changed or removed "

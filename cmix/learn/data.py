@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import CmixError
+from ..io import CmixError, one_blas_thread
 from ..genotypes.store import load_rows
 from .streams import SPLITS
 
@@ -299,18 +299,15 @@ def standardised_pcs(x_fit: np.ndarray, mean: np.ndarray, sd: np.ndarray, n_pcs:
     ``seed``, on one BLAS thread so that the axes do not depend on the thread count.
     """
     from sklearn.decomposition import PCA
-    from threadpoolctl import threadpool_limits
 
     z = standardised_dosage(x_fit, mean, sd)
     p = max(1, min(n_pcs, len(z) - 1, z.shape[1]))
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         pca = PCA(p, svd_solver="randomized", random_state=int(seed) & 0x7FFFFFFF).fit(z)
         return pca.transform(z), pca
 
 
 def project_pcs(pca, x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """(m, p) scores of int8 rows x (m, M) on the axes of :func:`standardised_pcs`."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         return pca.transform(standardised_dosage(x, mean, sd))

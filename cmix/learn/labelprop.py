@@ -13,9 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import cg
 
-from ..io import log
+from ..io import log, one_blas_thread
 from .config import PseudoLabels
-from .linear import one_blas_thread
 
 
 @dataclass
@@ -85,6 +84,7 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
     return (dm @ w @ dm).tocsr()
 
 
+@one_blas_thread()
 def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
               n_classes: int, lp: PseudoLabels = PseudoLabels()) -> PropagationResult:
     """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients.
@@ -110,8 +110,6 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     OPENBLAS_NUM_THREADS). CG's time goes to the sparse products, which scipy runs on one
     thread anyway.
     """
-    from threadpoolctl import threadpool_limits
-
     alpha, rtol, maxiter = lp.lp_alpha, lp.lp_rtol, lp.lp_maxiter
     n = w.shape[0]
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
@@ -127,8 +125,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
             continue
         y = np.zeros(n)
         y[members] = 1.0 / len(members)
-        with threadpool_limits(limits=1, user_api="blas"):
-            f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
+        f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
         if info > 0:
             log(f"label propagation: conjugate gradients for class {c} stopped at maxiter "
                 f"{maxiter} before rtol {rtol:g} (residual "
@@ -199,9 +196,9 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     x_fit, x_held = np.asarray(x_fit, np.float64), np.asarray(x_held, np.float64)
     mu, sd = x_fit.mean(0), x_fit.std(0) + 1e-9
     best = 0.0
-    for c in cs:
-        with warnings.catch_warnings(), one_blas_thread():
-            warnings.simplefilter("ignore")
+    with warnings.catch_warnings(), one_blas_thread():
+        warnings.simplefilter("ignore")
+        for c in cs:
             lr = LogisticRegression(C=c, max_iter=1000).fit((x_fit - mu) / sd, y_fit)
             best = max(best, float(np.mean(lr.predict((x_held - mu) / sd) == y_held)))
     return best

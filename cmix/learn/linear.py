@@ -17,14 +17,7 @@ import warnings
 
 import numpy as np
 
-
-def one_blas_thread():
-    """A context in which numpy's and scipy's BLAS run on one thread: the sums of a fit's
-    products then do not depend on the thread count (and small fits do not pay for
-    threads they cannot use)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
+from ..io import one_blas_thread
 
 
 def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
@@ -32,6 +25,7 @@ def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
     return int(max(2, min(folds, n_labeled_per_class.min())))
 
 
+@one_blas_thread()
 def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c: int,
                   seed: int):
     """L2 logistic regression on x (n, d), y (n,): C from ``n_c`` values in 1e-4..1e2 by
@@ -45,12 +39,12 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
                               cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
                               scoring="neg_log_loss", max_iter=2000, n_jobs=1)
-    with warnings.catch_warnings(), one_blas_thread():
-        warnings.simplefilter("ignore", FutureWarning)   # scikit-learn 1.8 API notices
+    with warnings.catch_warnings():          # scikit-learn 1.8 API-transition notices
+        warnings.simplefilter("ignore", FutureWarning)
         cv.fit(x, y)
-        best_c = float(np.atleast_1d(cv.C_)[0])
-        model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
+    best_c = float(np.atleast_1d(cv.C_)[0])
     scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
+    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
     return model, best_c, folds, float(-scores.max())
 
 
@@ -64,7 +58,6 @@ def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int
     not depend on the thread count)."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp, softmax
-    from threadpoolctl import threadpool_limits
 
     n, d = x.shape
     onehot = np.eye(n_classes)[y]
@@ -84,7 +77,7 @@ def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int
         return loss + float(np.sum(w[:d] ** 2)) / (2 * c), grad.ravel()
 
     theta0 = np.zeros((d + 1) * len(free)) if start is None else start[:, free].ravel()
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
                        options={"maxiter": 2000, "gtol": 1e-6})
     return full(res.x)
@@ -121,6 +114,7 @@ def covariate_logits(cov_model, cov: np.ndarray, n_classes: int) -> np.ndarray:
     return np.log(prob)
 
 
+@one_blas_thread()
 def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
                                     n_classes: int, folds: int, n_c: int, seed: int):
     """x (n, d) penalised features, cov (n, K) covariates (K may be 0), y (n,) classes.
@@ -128,7 +122,7 @@ def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarra
     The covariates model (C by CV) gives a fixed offset; the features' C comes from
     ``n_c`` values in 1e-4..1e2 by stratified k-fold CV of the log-loss, the covariates
     model refitted (at its chosen C) on each training fold. Returns (model, C, k, best
-    mean CV log-loss), as :func:`fit_logreg_cv`."""
+    mean CV log-loss), as :func:`fit_logreg_cv`; on one BLAS thread."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
@@ -139,8 +133,7 @@ def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarra
     def cov_fit(rows):
         if cov_c is None or len(np.unique(y[rows])) < 2:
             return None
-        with one_blas_thread():
-            return LogisticRegression(C=cov_c, max_iter=5000).fit(cov[rows], y[rows])
+        return LogisticRegression(C=cov_c, max_iter=5000).fit(cov[rows], y[rows])
 
     k = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cs = np.logspace(-4, 2, n_c)

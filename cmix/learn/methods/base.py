@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linear import one_blas_thread
+from ...io import one_blas_thread
 
 
 class FittedMethod:

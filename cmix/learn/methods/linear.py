@@ -13,8 +13,7 @@ import time
 
 import numpy as np
 
-from ...io import CmixError
-from ..linear import one_blas_thread
+from ...io import CmixError, one_blas_thread
 from .base import FittedMethod, full_proba
 
 
