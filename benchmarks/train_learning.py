@@ -180,6 +180,48 @@ def ancestry_store(path: Path, model: str = "admixture", n_snps: int = 900, seed
                             [truth["classes"][n][0] for n in names])
 
 
+def pc_covariate_store(src: Path, n_pcs: int) -> Path:
+    """A copy of store ``src`` with ``n_pcs`` principal components of its genotypes as
+    covariates, fitted on the training split's rows only (labeled and unlabeled alike; no
+    label, no test row), the test rows projected on the same axes: ancestry PCs as a user
+    stores them with ``cmix store --covariates`` (UK Biobank's are fitted on everyone,
+    test people included; these are stricter). Written beside ``src`` as
+    ``<name>_pcs<n>.zarr``; same rows, labels and split."""
+    import zarr
+
+    from cmix.genotypes.store import StoreContent, column_moments, write_store
+    from cmix.learn.data import project_pcs, standardised_pcs
+
+    path = src.with_name(f"{src.stem}_pcs{n_pcs}.zarr")
+    if path.exists():
+        return path
+    root = zarr.open(str(src), mode="r")
+
+    def text(name):
+        return np.array([str(v) for v in np.asarray(root[name][:]).ravel()]).reshape(
+            root[name].shape)
+
+    dosage = np.asarray(root["call_dosage"][:])
+    split = np.asarray(root["sample_split"][:])
+    train = np.flatnonzero(split == 0)
+    mean, sd = column_moments(root, train)
+    _, pca = standardised_pcs(dosage[train], mean, sd, n_pcs, seed=0)
+    contigs = text("contig_id")
+    attrs = {k: root.attrs[k] for k in ("trait", "class_names", "split")}
+    attrs["covariates"] = {"names": [f"PC{i + 1}" for i in range(n_pcs)],
+                           "pcs_from": "the training split's genotypes"}
+    return write_store(path, StoreContent(
+        dosage=dosage, sample_id=text("sample_id"),
+        sample_label=np.asarray(root["sample_label"][:]), sample_split=split,
+        variant_id=text("variant_id"),
+        variant_contig=contigs[np.asarray(root["variant_contig"][:])],
+        variant_position=np.asarray(root["variant_position"][:]),
+        variant_allele=text("variant_allele"),
+        variant_beta=np.asarray(root["variant_beta"][:]), attrs=attrs,
+        sample_covariate=project_pcs(pca, dosage, mean, sd),
+        covariate_name=attrs["covariates"]["names"]))
+
+
 def digits_store(path: Path, tuning: bool = False) -> Path:
     """scikit-learn's digits, 25% stratified test split (seed 0). ``tuning``: the
     reported store's training rows only, with a test split of their own (25%, seed 1),
@@ -401,6 +443,9 @@ def main(argv=None):
     p.add_argument("--config", default=None, help="YAML or JSON file of config overrides")
     p.add_argument("--grid", default=None,
                    help="JSON: method -> list of config overrides; tune every one (tuning data only)")
+    p.add_argument("--pc-covariates", type=int, default=0, metavar="N",
+                   help="ancestry and structured cohorts: store N PCs of the training split's "
+                        "genotypes as covariates (every method then uses them)")
     p.add_argument("--chosen", default=None,
                    help="JSON: method -> config overrides (a tuning run's chosen.json)")
     args = p.parse_args(argv)
@@ -430,6 +475,10 @@ def main(argv=None):
         config = {"epochs": args.epochs or 20, "warmup_epochs": 5, "lp_every": 5,
                   "pred_epochs": 30, "pred_patience": 10, "lp_max_unlabeled": 5000,
                   "encoding": "dosage", "hidden": None}
+    if args.pc_covariates:
+        if not (args.dataset in ANCESTRY_MODELS or args.dataset == "structured"):
+            p.error("--pc-covariates is for the ancestry and structured cohorts")
+        store = pc_covariate_store(store, args.pc_covariates)
     if args.config:
         config.update(read_config_file(args.config))
     t = time.perf_counter()

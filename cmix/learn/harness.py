@@ -653,16 +653,20 @@ def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
 def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, desc="predictor"):
     """The early-stopped predictor, then the refit; resumable at every epoch.
 
-    new_head() -> (head, optimiser), seeded the same way at every call; head: a
-    :class:`cmix.learn.nn.Head`.
+    new_head(all_labeled=False) -> (head, optimiser), seeded the same way at every call;
+    head: a :class:`cmix.learn.nn.Head` (with covariates, its covariate term starts as the
+    covariates-only model fitted on the training labeled rows, or on every labeled row
+    with ``all_labeled``).
     epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
     train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
     numpy ints), possibly empty. Stops after ``pred_patience`` epochs without a
     better validation log-loss and reloads the best state; with covariates the untrained
     head (the covariates-only model,
     :meth:`cmix.learn.methods.networks.NetworkMethod.new_head`) competes as epoch 0.
-    With ``pred_refit`` a fresh head is trained on train + validation rows for the
-    best epoch count (none when epoch 0 wins).
+    With ``pred_refit`` a fresh head, its covariate start fitted on every labeled row, is
+    trained on train + validation rows for the best epoch count; when epoch 0 wins, that
+    fresh head untrained is the result (the covariates-only model on every labeled row,
+    as the covariates baseline fits it).
     State: stage "predictor" then "refit", parts "predictor" and "refit".
     Returns (head, validation summary dict).
     """
@@ -714,15 +718,16 @@ def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, d
         summary["accuracy"] = float(np.mean(head.proba(x_val).argmax(1) == y_val))
     n_refit = pred["best_epoch"] if cfg.pred_refit and has_val else 0
     summary["refit_epochs"] = n_refit
-    if not n_refit:
+    if not (n_refit or (cfg.pred_refit and has_val and ctx.n_cov)):
         return head, summary
     return refit_head(ctx, state, new_head, epoch_fn, train, val, n_refit), summary
 
 
 def refit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val,
                n_refit: int):
-    """A fresh head trained for ``n_refit`` epochs on the training plus validation rows
-    (arguments as :func:`fit_head`); resumable at every epoch (stage and part "refit")."""
+    """A fresh head (``new_head(all_labeled=True)``) trained for ``n_refit`` epochs (0:
+    returned as it starts) on the training plus validation rows (arguments as
+    :func:`fit_head`); resumable at every epoch (stage and part "refit")."""
     import torch
 
     x_val, y_val = val
@@ -731,7 +736,7 @@ def refit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val,
     all_train = (torch.cat([x_tr, x_val]),
                  torch.cat([t_tr, eye[torch.as_tensor(y_val, device=t_tr.device)]]),
                  torch.cat([w_tr, torch.ones(len(y_val), device=w_tr.device, dtype=w_tr.dtype)]))
-    head, opt = new_head()
+    head, opt = new_head(all_labeled=True)
     refit = state.parts.get("refit")
     if refit is not None:
         head.load_state_dict(refit["head"])

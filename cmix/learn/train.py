@@ -413,7 +413,8 @@ def predictor_stage(ctx, inputs_of, su_pos, new_head):
     (latent mixup per the config, and only when some pseudo-label carries weight: with
     none, the predictor is trained exactly as cmix_selfsl's), early-stopped and refitted
     by the run's ``early_stopped`` loop (:func:`cmix.learn.harness.fit_head`).
-    new_head() -> (head, optimiser), the same start at every call."""
+    new_head(all_labeled=False) -> (head, optimiser), the same start at every call
+    (:meth:`cmix.learn.methods.networks.NetworkMethod.new_head`)."""
     import torch
 
     cfg, s, dev = ctx.cfg, ctx.splits, ctx.dev

@@ -12,6 +12,7 @@ the same code at the end of a run and in ``cmix predict``.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class NetworkMethod(FittedMethod):
     def __init__(self, cfg, device="cpu"):
         super().__init__(cfg, device)
         self.model = self.head = None
-        self._cov_start = None
+        self._cov_start = {}
 
     # ------------------------------------------------------------ fitting helpers
     def take_shapes(self, data) -> None:
@@ -43,15 +44,17 @@ class NetworkMethod(FittedMethod):
         manual_seed(data.seed, MODEL_INIT)
         return nn.ContrastiveMixup(self.n_snps, self.cfg.model, self.mean, self.sd).to(data.dev)
 
-    def covariates_start(self, data):
-        """(weight (C, K), bias (C,)) of the covariates baseline's model fitted on the
-        training labeled rows (:func:`cmix.learn.linear.fit_logreg_cv`: L2, C by
-        cross-validation); fitted once per run."""
+    def covariates_start(self, data, all_labeled: bool = False):
+        """(weight (C, K), bias (C,)) of the covariates baseline's model
+        (:func:`cmix.learn.linear.fit_logreg_cv`: L2, C by cross-validation) fitted on the
+        training labeled rows, or with ``all_labeled`` on every labeled row (training and
+        validation, as the refit and the covariates baseline use them); fitted once per
+        run for each."""
         from ..linear import fit_logreg_cv
 
-        if self._cov_start is None:
+        if all_labeled not in self._cov_start:
             s, cfg = data.splits, self.cfg.logreg
-            rows = s.train_labeled
+            rows = s.labeled if all_labeled else s.train_labeled
             y = s.label[rows]
             c = s.n_classes
             w, b = np.zeros((c, data.n_cov)), np.zeros(c)
@@ -62,15 +65,16 @@ class NetworkMethod(FittedMethod):
                     w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
                 else:
                     w[lr.classes_], b[lr.classes_] = lr.coef_, lr.intercept_
-            self._cov_start = (w, b)
-        return self._cov_start
+            self._cov_start[all_labeled] = (w, b)
+        return self._cov_start[all_labeled]
 
-    def new_head(self, data):
+    def new_head(self, data, all_labeled: bool = False):
         """A fresh head (latent rows when the method has an encoder) and its Adam, seeded
         the same way at every call. With covariates the predictor's covariate term starts
         as the covariates-only model (:meth:`covariates_start`) and its network's last
         layer at zero: the head starts as exactly that model and learns what the genotypes
-        add; early stopping keeps the start as a candidate."""
+        add; early stopping keeps the start as a candidate. ``all_labeled``: the start
+        fitted on every labeled row, for the refit on training plus validation rows."""
         import torch
 
         from ..nn import build_head
@@ -80,7 +84,7 @@ class NetworkMethod(FittedMethod):
         head = build_head(self.n_snps, self.n_classes, self.n_cov, cfg, data.seed,
                           latent_dim=latent, moments=(self.mean, self.sd), device=data.dev)
         if head.predictor.skip is not None:
-            w, b = self.covariates_start(data)
+            w, b = self.covariates_start(data, all_labeled)
             with torch.no_grad():
                 head.predictor.skip.weight.copy_(torch.from_numpy(w))
                 head.predictor.skip.bias.copy_(torch.from_numpy(b))
@@ -218,7 +222,7 @@ class ContrastiveMixupMethod(NetworkMethod):
         frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.model = model if pretrain else None
         self.head, validation = train.predictor_stage(
-            data, train.trainer_inputs(data, model), su_pos, lambda: self.new_head(data))
+            data, train.trainer_inputs(data, model), su_pos, partial(self.new_head, data))
         train.check_frozen(model, frozen)
         lp = data.parts.get("lp_info") or []
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
@@ -274,7 +278,7 @@ class Autoencoder(NetworkMethod):
                     "ae pre-training")
         self.model = model
         train, val = self.frozen_latent(data)
-        self.head, validation = data.early_stopped(lambda: self.new_head(data),
+        self.head, validation = data.early_stopped(partial(self.new_head, data),
                                                    self.supervised_epoch(data), train, val)
         self.report["validation"] = validation
         return self
@@ -292,7 +296,7 @@ class Vime(NetworkMethod):
         self.take_shapes(data)
         self.model = self.pretrain(data)
         train, val = self.frozen_latent(data)
-        self.head, validation = data.early_stopped(lambda: self.new_head(data),
+        self.head, validation = data.early_stopped(partial(self.new_head, data),
                                                    self.semi_epoch(data), train, val)
         self.report["validation"] = validation
         return self
@@ -439,7 +443,7 @@ class ManifoldMixup(NetworkMethod):
                 tot += float(loss.detach())
             return tot
 
-        self.head, validation = data.early_stopped(lambda: self.new_head(data), epoch_fn,
+        self.head, validation = data.early_stopped(partial(self.new_head, data), epoch_fn,
                                                    train, val)
         self.report["validation"] = validation
         return self
