@@ -197,6 +197,34 @@ def test_vime_corruption_against_direct_computation():
     assert abs(float(mk.mean()) - 0.3 * 0.5) < 0.02      # a masked entry changes w.p. ~1/2
 
 
+def test_vime_column_permutations_are_torch_argsort():
+    # the permutations' fast path gives torch.argsort's indices (torch's CPU sort is not
+    # stable: columns with equal keys keep torch's order), and the shuffle its gather
+    g = torch.Generator().manual_seed(5)
+    rng = np.random.default_rng(5)
+    for b in (2, 3, 64, 256, 257, 600):
+        for q in (None, 2, 3, 1000, 2 ** 16):
+            keys = torch.rand((b, 40), generator=g)
+            if q is not None:                          # coarse keys: many ties
+                keys = torch.floor(keys * q) / q
+            want = torch.argsort(keys, dim=0)
+            assert torch.equal(baselines.column_argsort(keys), want)
+            x = torch.from_numpy(rng.integers(-128, 128, (b, 40)).astype(np.int8))
+            assert torch.equal(baselines.column_shuffle(x, keys), torch.gather(x, 0, want))
+    # torch.rand keys at a batch's shape: a few columns with tied keys per batch
+    for _ in range(20):
+        keys = torch.rand((256, 500), generator=g)
+        assert torch.equal(baselines.column_argsort(keys), torch.argsort(keys, dim=0))
+    # int8 extremes: the arithmetic form of where() wraps exactly
+    x = torch.tensor([[-128, 127, 0], [127, -128, -1]], dtype=torch.int8)
+    x_all, mask = baselines.vime_corrupt(x, 1 - 1e-9, torch.Generator().manual_seed(3))
+    g3 = torch.Generator().manual_seed(3)
+    torch.rand((2, 3), generator=g3)
+    want = torch.gather(x, 0, torch.argsort(torch.rand((2, 3), generator=g3), dim=0))
+    assert torch.equal(x_all, want)
+    assert torch.equal(mask, (want != x).float())
+
+
 def test_vime_losses_against_direct_computation():
     from cmix.learn.nn import SnpEmbedding
 
