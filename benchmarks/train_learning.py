@@ -449,6 +449,10 @@ def main(argv=None):
     p.add_argument("--chosen", default=None,
                    help="JSON: method -> config overrides (a tuning run's chosen.json)")
     args = p.parse_args(argv)
+    if args.pc_covariates < 0:
+        p.error(f"--pc-covariates: expected a number of PCs >= 1 (0: none), got {args.pc_covariates}")
+    if args.pc_covariates and not (args.dataset in ANCESTRY_MODELS or args.dataset == "structured"):
+        p.error("--pc-covariates is for the ancestry and structured cohorts")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.dataset in ANCESTRY_MODELS:
@@ -476,8 +480,6 @@ def main(argv=None):
                   "pred_epochs": 30, "pred_patience": 10, "lp_max_unlabeled": 5000,
                   "encoding": "dosage", "hidden": None}
     if args.pc_covariates:
-        if not (args.dataset in ANCESTRY_MODELS or args.dataset == "structured"):
-            p.error("--pc-covariates is for the ancestry and structured cohorts")
         store = pc_covariate_store(store, args.pc_covariates)
     if args.config:
         config.update(read_config_file(args.config))
