@@ -187,20 +187,17 @@ def pc_covariate_store(src: Path, n_pcs: int) -> Path:
     stores them with ``cmix store --covariates`` (UK Biobank's are fitted on everyone,
     test people included; these are stricter). Written beside ``src`` as
     ``<name>_pcs<n>.zarr``; same rows, labels and split."""
-    import zarr
+    from functools import partial
 
-    from cmix.genotypes.store import StoreContent, column_moments, write_store
+    from cmix.genotypes.store import (StoreContent, column_moments, open_store, store_text,
+                                      write_store)
     from cmix.learn.data import project_pcs, standardised_pcs
 
     path = src.with_name(f"{src.stem}_pcs{n_pcs}.zarr")
     if path.exists():
         return path
-    root = zarr.open(str(src), mode="r")
-
-    def text(name):
-        return np.array([str(v) for v in np.asarray(root[name][:]).ravel()]).reshape(
-            root[name].shape)
-
+    root = open_store(src)
+    text = partial(store_text, root)
     dosage = np.asarray(root["call_dosage"][:])
     split = np.asarray(root["sample_split"][:])
     train = np.flatnonzero(split == 0)

@@ -788,6 +788,14 @@ def dosage_dask(root):
     return da.from_zarr(root["call_dosage"])
 
 
+def store_text(root, name: str) -> np.ndarray:
+    """Array ``name`` of a store's string arrays (sample_id, variant_id, variant_allele,
+    contig_id, covariate_name) as a numpy ``str`` array of its shape (zarr returns numpy's
+    variable-width string dtype, which cannot be cast to a fixed width)."""
+    return np.array([str(v) for v in np.asarray(root[name][:]).ravel()]).reshape(
+        root[name].shape)
+
+
 def store_name(root) -> str:
     """The folder name of an open store, for messages."""
     where = getattr(root.store, "root", None)

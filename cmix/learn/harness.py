@@ -36,6 +36,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -814,12 +815,10 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:
     apply the run to new people (no sample IDs): the method's name, the store's variants
     and effect alleles, the covariate spec and standardisation moments, and the test
     probabilities (test rows in store order) to check a prediction against."""
+    from ..genotypes.store import store_text
+
     root = ctx.root
-
-    def text(name):
-        return np.array([str(v) for v in np.asarray(root[name][:]).ravel()]).reshape(
-            root[name].shape)
-
+    text = partial(store_text, root)
     contig = text("contig_id")[np.asarray(root["variant_contig"][:])]
     cov_attrs = root.attrs.get("covariates") or {}
     return {"method": ctx.method.name, "class_names": list(ctx.splits.class_names),
