@@ -323,13 +323,14 @@ def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, me
                                                  kill_after):
     """Every method family: stopped after its k-th checkpoint and rerun, a run gives the
     metrics and validation summary of an uninterrupted run, and the log has each epoch
-    once."""
+    once. Every epoch's checkpoint is written here (CHECKPOINT_SECONDS 0)."""
     cfg = {**TINY, "epochs": 3, "pred_epochs": 6}
+    monkeypatch.setattr(harness, "CHECKPOINT_SECONDS", 0.0)
     full = run_method(method, easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
     real_save, calls = harness.RunContext.save, []
 
-    def save_then_die(self, state):
-        real_save(self, state)
+    def save_then_die(self, state, force=False):
+        real_save(self, state, force)
         calls.append(state.stage)
         if len(calls) == kill_after:
             raise _Killed
@@ -343,6 +344,47 @@ def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, me
                          device="cpu")
     assert resumed["test"] == full["test"] and resumed["validation"] == full["validation"]
     assert resumed["pseudo_labels"] == full["pseudo_labels"]
+    log = [json.loads(line) for line in (tmp_path / "killed" / "train_log.jsonl").open()]
+    ref = [json.loads(line) for line in (tmp_path / "full" / "train_log.jsonl").open()]
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in log]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in ref]
+
+
+def test_checkpoints_are_written_at_most_every_checkpoint_seconds(easy, tmp_path,
+                                                                   monkeypatch):
+    """With the default interval a short run writes three checkpoints (its first epoch,
+    the fitted method, the finished run), not one an epoch; killed after a later epoch
+    whose checkpoint was not written, it resumes from the first epoch's to the metrics and
+    log of an uninterrupted run."""
+    cfg = {**TINY, "epochs": 3, "pred_epochs": 6}
+    assert harness.CHECKPOINT_SECONDS >= 30
+    writes = []
+    real_write = harness.save_torch
+
+    def counted(obj, path):
+        writes.append((obj["stage"], obj["epoch"]))
+        real_write(obj, path)
+
+    monkeypatch.setattr(harness, "save_torch", counted)
+    full = run_method("cmix", easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
+    assert writes == [("pretrain", 1), ("fitted", writes[1][1]), ("done", writes[2][1])]
+    real_save, calls = harness.RunContext.save, []
+
+    def save_then_die(self, state, force=False):
+        real_save(self, state, force)
+        calls.append(state.stage)
+        if len(calls) == 4:                     # after a predictor epoch, not written
+            raise _Killed
+
+    monkeypatch.setattr(harness.RunContext, "save", save_then_die)
+    writes.clear()
+    with pytest.raises(_Killed):
+        run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg, device="cpu")
+    assert writes == [("pretrain", 1)] and calls[-1] != "pretrain"
+    monkeypatch.setattr(harness.RunContext, "save", real_save)
+    resumed = run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg,
+                         device="cpu")
+    assert resumed["test"] == full["test"] and resumed["validation"] == full["validation"]
     log = [json.loads(line) for line in (tmp_path / "killed" / "train_log.jsonl").open()]
     ref = [json.loads(line) for line in (tmp_path / "full" / "train_log.jsonl").open()]
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in log]

@@ -255,7 +255,7 @@ def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
                                     "pseudo": {"label": np.arange(5), "weight": np.ones(5)},
                                     "report": {"validation": None, "list": [1, (2, 3)]}})
     ctx = SimpleNamespace(out_dir=tmp_path)
-    harness.RunContext.save(ctx, state)
+    harness.RunContext.save(ctx, state, force=True)
     saved = load_torch(tmp_path / harness.CHECKPOINT_FILE)
     assert _same(saved, asdict(state))
     assert (tmp_path / harness.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"

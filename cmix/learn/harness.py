@@ -14,9 +14,11 @@ test rows' probabilities and checkpoints by its state dict.
 - :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
   ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels; the
   fitted method's state dict as ``model`` with its ``report``, the record ``cmix
-  predict`` checks new data against as ``predict``); ``history`` is train_log.jsonl. It is written atomically after
-  every epoch of every stage, so a killed run of any method resumes to the same
-  metrics (on CPU, bit for bit).
+  predict`` checks new data against as ``predict``); ``history`` is train_log.jsonl.
+  It is kept whole in memory after every epoch of every stage and written atomically
+  after the first epoch, then at most every :data:`CHECKPOINT_SECONDS`, and when the
+  method is fitted and when the run is done, so a killed run of any method resumes to
+  the same metrics (on CPU, bit for bit).
 - :func:`run_epochs`: a resumable epoch loop over some modules (pre-training).
 - :func:`fit_head`: the one early-stopping loop for every predictor (validation
   log-loss, patience, best state reloaded), then the refit on every labeled row for
@@ -49,6 +51,12 @@ METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.jsonl"
+
+#: least seconds between two checkpoint writes inside a run's epoch loops. The first
+#: epoch's checkpoint, the fitted method's and the finished run's are always written; a
+#: killed run loses at most this much work plus one epoch, and a run of many short epochs
+#: does not spend a tenth of its time serialising itself.
+CHECKPOINT_SECONDS = 60.0
 
 
 @dataclass
@@ -93,6 +101,7 @@ class RunContext:
     cov_mu: np.ndarray = None       # float64 (K,) training-split mean of the covariates
     cov_sd: np.ndarray = None       # float64 (K,) and sd (1 for a constant column)
     state: RunState = None          # the checkpoint the loops below keep
+    last_save: float = float("-inf")  # time.perf_counter() of the last checkpoint write
 
     @property
     def n_cov(self) -> int:
@@ -134,14 +143,20 @@ class RunContext:
 
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 
-    def save(self, state: RunState) -> None:
-        """Write the checkpoint (the state's fields as a dict) and the log (atomically).
-        The dict holds the state's own objects (no deep copy of every tensor first):
-        torch.save serialises them as they stand."""
+    def save(self, state: RunState, force: bool = False) -> None:
+        """Write the checkpoint (the state's fields as a dict) and the log (atomically),
+        unless ``force`` is False and the last write was less than
+        :data:`CHECKPOINT_SECONDS` ago (the state in memory is whole after every epoch,
+        so whichever write a kill leaves resumes to the same metrics). The dict holds the
+        state's own objects (no deep copy of every tensor first): torch.save serialises
+        them as they stand."""
+        if not force and time.perf_counter() - self.last_save < CHECKPOINT_SECONDS:
+            return
         save_torch({f.name: getattr(state, f.name) for f in fields(state)},
                    self.out_dir / CHECKPOINT_FILE)
         with atomic_path(self.out_dir / LOG_FILE) as tmp:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
+        self.last_save = time.perf_counter()
 
     @property
     def parts(self) -> dict:
@@ -457,7 +472,7 @@ def run_method(ctx: RunContext, state: RunState) -> dict:
         state.parts["model"] = cpu_state(method.state_dict())
         state.parts["report"] = method.report
         state.stage = "fitted"
-        ctx.save(state)
+        ctx.save(state, force=True)
     test = ctx.splits.test
     x, cov = ctx.rows(test).cpu().numpy(), ctx.cov[test]
     return finish(ctx, state, method.predict_proba(x, cov), method.report["validation"],
@@ -869,7 +884,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
                                 else provenance)
     state.parts["predict"] = prediction_record(ctx, test_prob)
     state.stage = "done"
-    ctx.save(state)
+    ctx.save(state, force=True)
     write_predictions(ctx.out_dir / PREDICTIONS_FILE, s.label[s.test], test_prob, latent)
     with atomic_path(ctx.out_dir / METRICS_FILE) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
