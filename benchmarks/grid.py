@@ -8,7 +8,10 @@ discovery sample (``--n-discovery``, not in the store), so PRS is an honest base
 Each store gets a stratified 30% test split. Then every (trait, method, budget) cell
 runs its seeds in one :func:`cmix.learn.harness.train_seeds` call, as the workflow's
 training job does (``--jobs`` worker processes, one torch thread each; finished runs are
-skipped, so a rerun resumes), and the report is written to OUT/report.
+skipped, so a rerun resumes), with the workflow's shared-encoder folder (OUT/encoders):
+within a budget the cmix cells run first and the cmix_selfsl_pl and cmix_selfsl cells
+last, so that these take the pre-training cmix made instead of repeating it. The report
+is written to OUT/report.
 
     python benchmarks/grid.py --out /tmp/grid                        # the full grid
     python benchmarks/grid.py --out /tmp/grid_small --budgets 100 1000 --seeds 123
@@ -87,7 +90,7 @@ def _cell(args):
     """The seeds of one (trait, method, budget) cell in one `train_seeds` call, one torch
     thread, as the workflow's training job runs them: the store is opened, checked and
     its moments computed once for the cell."""
-    method, store, budget, seed_dirs, config = args
+    method, store, budget, seed_dirs, config, encoders = args
     import torch
 
     torch.set_num_threads(1)
@@ -96,7 +99,7 @@ def _cell(args):
 
     t = time.perf_counter()
     train_seeds(store, budget, seed_dirs, method=method, config=config, device="cpu",
-                threads=1)
+                threads=1, encoders=encoders)
     return method, budget, list(seed_dirs), time.perf_counter() - t
 
 
@@ -127,18 +130,22 @@ def main(argv=None):
         stores = [s for s in stores if s.stem in args.traits]
     print(f"stores: {time.perf_counter() - t0:.1f} s", flush=True)
     # one job per (trait, method, budget) cell with its unfinished seeds; the largest
-    # budgets first, so that the cheap cells fill the workers' last minutes
+    # budgets first, so that the cheap cells fill the workers' last minutes; within a
+    # budget cmix first and the ablations that take its pre-training last
+    takers = ("cmix_selfsl_pl", "cmix_selfsl")
+    order = sorted(args.methods, key=lambda m: (m != "cmix", m in takers))
     jobs, n_runs = [], 0
     for budget in sorted(args.budgets, reverse=True):
-        for store in stores:
-            for method in args.methods:
+        for method in order:
+            for store in stores:
                 seed_dirs = {}
                 for seed in args.seeds:
                     run = out / "runs" / store.stem / method / f"budget{budget}" / f"seed{seed}"
                     if not (run / "metrics.json").exists():
                         seed_dirs[seed] = str(run)
                 if seed_dirs:
-                    jobs.append((method, str(store), budget, seed_dirs, config))
+                    jobs.append((method, str(store), budget, seed_dirs, config,
+                                 str(out / "encoders")))
                     n_runs += len(seed_dirs)
     n_cells = len(stores) * len(args.methods) * len(args.budgets) * len(args.seeds)
     print(f"{n_runs} of {n_cells} runs to do in {len(jobs)} cells, {args.jobs} worker(s)",

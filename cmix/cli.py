@@ -129,8 +129,9 @@ def _add_train(sub):
              "budget and one or more seeds; writes metrics.json per seed",
         description="Split the store's training rows into a stratified labeled subset of "
                     "BUDGET samples (validation carved from it) and unlabeled rows, train the "
-                    "method, evaluate on the store's fixed test split. Checkpoints every "
-                    "epoch; rerunning the same command resumes. Several seeds each go "
+                    "method, evaluate on the store's fixed test split. Checkpoints after "
+                    "the first epoch, then at most once a minute; rerunning the same "
+                    "command resumes. Several seeds each go "
                     "into their own folder, as many single-seed commands would: on the "
                     "CPU min(seeds, threads) of them at once, in worker processes that "
                     "share the threads (peak memory is that many runs'); on a GPU one "
@@ -158,6 +159,12 @@ def _add_train(sub):
     p.add_argument("--out", required=True,
                    help="run folder (metrics.json, train_log.jsonl, checkpoint.pt); the "
                         "literal {seed} in it is replaced by the seed")
+    p.add_argument("--shared-encoders", default=None, metavar="DIR",
+                   help="folder where the cmix methods' runs leave their pre-trained "
+                        "encoders and take them from when another run (cmix_selfsl, "
+                        "cmix_selfsl_pl, another config file) made the same one; the "
+                        "metrics are the same either way (default: none, every run "
+                        "pre-trains for itself)")
     p.set_defaults(func=_run_train)
 
 
@@ -170,7 +177,8 @@ def _run_train(args):
     config = read_config_file(args.config) if args.config else {}
     resolve_config(config, get_method(args.method).switches, where=args.config or "config")
     train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
-                device=args.device, resume=args.resume, threads=args.threads)
+                device=args.device, resume=args.resume, threads=args.threads,
+                encoders=args.shared_encoders)
 
 
 def _seed_dirs(seeds: list[int], out: str) -> dict[int, str]:

@@ -24,7 +24,6 @@ references only for a change meant to move them, and say so in its commit.
 from __future__ import annotations
 
 import json
-import platform
 import sys
 from pathlib import Path
 
@@ -46,19 +45,11 @@ EXACT = ("accuracy", "balanced_accuracy")
 
 
 def numerics() -> str:
-    """The kind of CPU numerics a reference holds, e.g. "AuthenticAMD AVX2": the CPU's
-    vendor (MKL dispatches by it) and torch's CPU capability."""
-    import torch
+    """The kind of CPU numerics a reference holds, e.g. "AuthenticAMD AVX2"
+    (:func:`cmix.learn.harness.numerics_kind` less its "cpu")."""
+    from cmix.learn.harness import numerics_kind
 
-    vendor = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                vendor = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}"
+    return numerics_kind("cpu").removeprefix("cpu ")
 
 
 def references() -> dict:

@@ -506,3 +506,93 @@ def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, c
         assert json.loads((tmp_path / f"run{seed}/metrics.json").read_text())["seed"] == seed
     assert main([*common, "--seed", "3", "--out", str(tmp_path / "one/seed{seed}")]) == 0
     assert (tmp_path / "one/seed3/metrics.json").exists()
+
+
+# ------------------------------------------------------------------ shared pre-training
+def _log_without_seconds(run: Path) -> list:
+    return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+            for line in (run / "train_log.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("used", [False, True])
+def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_path,
+                                                              monkeypatch, used):
+    """The cmix methods run with a shared-encoder folder give the metrics, validation,
+    pseudo-label summary and log they give alone; cmix makes its judged stage and its
+    pre-training without pseudo-labels, cmix_selfsl_pl takes both and cmix_selfsl the
+    second (no new file), cmix_random_mix (another mix) makes its own. With the
+    pseudo-labels refused and with them used."""
+    import cmix.learn.labelprop as lp_mod
+
+    if used:        # a head the pseudo-labels beat: they are used
+        monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a, **k: 0.0)
+    else:           # a head they never beat: refused
+        monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a, **k: 1.0)
+    methods = ["cmix", "cmix_selfsl_pl", "cmix_selfsl", "cmix_random_mix"]
+    enc = tmp_path / "encoders"
+    alone, shared, n_files = {}, {}, []
+    for m in methods:
+        alone[m] = harness.train_run(toy_store, 60, 9, tmp_path / "alone" / m, method=m,
+                                     config=TINY, device="cpu")
+    for m in methods:
+        shared[m] = harness.train_run(toy_store, 60, 9, tmp_path / "shared" / m, method=m,
+                                      config=TINY, device="cpu", encoders=enc)
+        n_files.append(len(list(enc.glob("*.pt"))))
+    assert n_files == ([2, 2, 2, 4] if not used else [1, 1, 2, 3])
+    for m in methods:
+        for key in ("test", "validation", "pseudo_labels"):
+            assert shared[m][key] == alone[m][key], (m, key)
+        assert (_log_without_seconds(tmp_path / "shared" / m)
+                == _log_without_seconds(tmp_path / "alone" / m)), m
+    assert (alone["cmix"]["pseudo_labels"]["used"] is used
+            and alone["cmix_selfsl_pl"]["pseudo_labels"]["used"] is used)
+    taker = "cmix_selfsl_pl" if used else "cmix_selfsl"     # took its "pretrain" stage
+    assert (shared[taker]["wall_seconds"]["pretrain"]
+            < 0.5 * alone[taker]["wall_seconds"]["pretrain"])
+
+
+def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path):
+    """One key for the stages two methods share, another for any config key the
+    pre-training reads, the mix, the seed or the budget."""
+    from types import SimpleNamespace
+
+    from cmix.learn.config import resolve_config
+    from cmix.learn.data import make_splits
+    from cmix.learn.harness import check_store
+
+    def key(method="cmix", judged=True, seed=9, budget=60, **config):
+        cfg = resolve_config({**TINY, **config}, METHODS[method].switches)
+        store = check_store(toy_store, cfg)
+        ctx = SimpleNamespace(cfg=cfg, trait=str(store.root.attrs["trait"]), budget=budget,
+                              seed=seed, store_sha256=store.sha256, dev=torch.device("cpu"),
+                              splits=make_splits(store.root, budget, seed, 0.2, "toy.zarr"))
+        return train_mod.shared_encoder_key(ctx, judged)
+
+    base = key()
+    assert key("cmix_selfsl_pl") == base
+    assert key(judged=False) == key("cmix_selfsl", judged=False) != base
+    assert key("cmix_random_mix") != base
+    for changed in ({"lr": 3e-3}, {"tau": 0.5}, {"lp_k": 7}, {"hidden": 16}, {"seed": 10},
+                    {"budget": 70}):
+        assert key(**changed) != base, changed
+
+
+def test_a_damaged_shared_encoder_stops_the_run(toy_store, tmp_path):
+    """A shared encoder file cut short, or holding another key, is refused by name."""
+    enc = tmp_path / "encoders"
+    harness.train_run(toy_store, 60, 9, tmp_path / "a", method="cmix_selfsl", config=TINY,
+                      device="cpu", encoders=enc)
+    (path,) = enc.glob("*.pt")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CmixError, match=path.name):
+        harness.train_run(toy_store, 60, 9, tmp_path / "b", method="cmix_selfsl",
+                          config=TINY, device="cpu", encoders=enc)
+    other = tmp_path / "other"
+    harness.train_run(toy_store, 60, 10, tmp_path / "c", method="cmix_selfsl", config=TINY,
+                      device="cpu", encoders=other)
+    (wrong,) = other.glob("*.pt")
+    shutil.copyfile(wrong, path)
+    with pytest.raises(CmixError, match="another run"):
+        harness.train_run(toy_store, 60, 9, tmp_path / "d", method="cmix_selfsl",
+                          config=TINY, device="cpu", encoders=enc)

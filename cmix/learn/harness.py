@@ -102,6 +102,7 @@ class RunContext:
     cov_sd: np.ndarray = None       # float64 (K,) and sd (1 for a constant column)
     state: RunState = None          # the checkpoint the loops below keep
     last_save: float = float("-inf")  # time.perf_counter() of the last checkpoint write
+    encoders: Path = None           # shared-encoder folder (cmix.learn.train), or None
 
     @property
     def n_cov(self) -> int:
@@ -228,19 +229,21 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
-              config: dict | None = None, device: str = "auto", resume: bool = False) -> dict:
+              config: dict | None = None, device: str = "auto", resume: bool = False,
+              encoders=None) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
     the metrics. config: keys of :mod:`cmix.learn.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
     deterministic kernels (:func:`deterministic_algorithms`)."""
     return train_seeds(store_path, budget, {seed: out_dir}, method=method, config=config,
-                       device=device, resume=resume)[0]
+                       device=device, resume=resume, encoders=encoders)[0]
 
 
 def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix",
                 config: dict | None = None, device: str = "auto",
-                resume: bool = False, threads: int | None = None) -> list[dict]:
+                resume: bool = False, threads: int | None = None,
+                encoders=None) -> list[dict]:
     """Run one method on one store and budget for every seed of ``seed_dirs`` (seed ->
     run folder); returns their metrics, in the dict's order.
 
@@ -260,7 +263,13 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     metrics (README, "Same seed, same result"). On a GPU the seeds run one after another
     in this process. When a run fails, the runs already started finish in their folders
     and no new one starts; with several seeds the error names the failing seed and
-    folder."""
+    folder.
+
+    encoders: a folder where the runs of the cmix methods leave their pre-training, keyed
+    by everything it depends on, and take it from when another run (of another method:
+    cmix's stages are cmix_selfsl_pl's and cmix_selfsl's, or of another config file)
+    made the same one (:func:`cmix.learn.train.shared_encoder_key`); None: every run
+    pre-trains for itself. The metrics are the same either way."""
     from ..io import resolve_device
     from .config import resolve_config
     from .methods import get_method
@@ -274,13 +283,14 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
         if n_workers > 1:
             log(f"{len(seed_dirs)} seeds, {n_workers} at a time, {per_worker} thread(s) each")
         with _seed_feeders(queue, n_workers - 1, per_worker,
-                           (store, budget, seed_dirs, m, cfg, device, resume)):
+                           (store, budget, seed_dirs, m, cfg, device, resume, encoders)):
             try:
                 while (seed := queue.next()) is not None:
                     if n_workers > 1:
                         set_log_prefix(f"seed {seed}: ")
                     queue.run(seed, lambda seed=seed: train_seed(
-                        m, store, budget, seed, seed_dirs[seed], cfg, device, resume))
+                        m, store, budget, seed, seed_dirs[seed], cfg, device, resume,
+                        encoders))
             finally:
                 set_log_prefix("")
     if queue.failed:
@@ -387,7 +397,7 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     """Inside the block, ``n_processes`` spawned worker processes (``threads`` threads
     each) also take seeds from ``queue``, one at a time each, each fed by a thread of
     this process; run: (checked store, budget, seed -> folder, registry method, resolved
-    config, device, resume), what :func:`train_seed` takes. The workers take the checked
+    config, device, resume, shared-encoder folder), what :func:`train_seed` takes. The workers take the checked
     store (checksums not read again), log with a "seed N: " prefix and show no progress
     bars. On leaving, no seed starts and the block waits for the workers' runs to end."""
     if n_processes < 1:
@@ -397,14 +407,15 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    store, budget, seed_dirs, method, cfg, device, resume = run
+    store, budget, seed_dirs, method, cfg, device, resume, encoders = run
     shared = (str(store.path), store.sha256, store.train_split, store.mean, store.sd)
 
     def feed(pool):
         while (seed := queue.next()) is not None:
             queue.run(seed, lambda seed=seed: pool.submit(
                 _seed_in_worker, shared, method, cfg, budget, seed,
-                str(seed_dirs[seed]), device, resume).result(), catch=BaseException)
+                str(seed_dirs[seed]), device, resume, encoders).result(),
+                catch=BaseException)
 
     with ProcessPoolExecutor(n_processes, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_seed_worker_start, initargs=(threads,)) as pool:
@@ -432,7 +443,7 @@ def _seed_worker_start(threads: int) -> None:
 
 
 def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir: str,
-                    device: str, resume: bool) -> dict:
+                    device: str, resume: bool, encoders) -> dict:
     """One seed's run in a seed worker, on the store the parent checked, with the
     registry method and resolved config the parent resolved."""
     from ..genotypes.store import open_store
@@ -441,17 +452,18 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
     set_log_prefix(f"seed {seed}: ")
     store = CheckedStore(path=Path(path), root=open_store(Path(path)), sha256=sha256,
                          train_split=train_split, mean=mean, sd=sd)
-    return train_seed(method, store, budget, seed, out_dir, cfg, device, resume)
+    return train_seed(method, store, budget, seed, out_dir, cfg, device, resume, encoders)
 
 
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,
-               resume: bool) -> dict:
+               resume: bool, encoders=None) -> dict:
     """One run of :func:`train_seeds`, in its locked folder: its metrics."""
     from ..io import folder_lock
 
     holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
     with folder_lock(out_dir, holder):
-        ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, resume)
+        ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, resume,
+                              encoders)
         if state is None:
             return json.loads((ctx.out_dir / METRICS_FILE).read_text())
         with deterministic_algorithms(ctx.dev):
@@ -524,7 +536,7 @@ def open_store_checked(store_path):
 
 
 def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, device,
-             resume: bool) -> tuple[RunContext, RunState | None]:
+             resume: bool, encoders=None) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
     the same run)."""
@@ -540,7 +552,8 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
                      store_path=store.path, root=root, splits=splits, dev=dev,
                      out_dir=out_dir, store_sha256=store.sha256, run_key=run_key,
-                     mean=store.mean.copy(), sd=store.sd.copy(), cov=None)
+                     mean=store.mean.copy(), sd=store.sd.copy(), cov=None,
+                     encoders=None if encoders is None else Path(encoders))
     ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, store.train_split, cfg)
     if state is not None and state.stage == "done" and (out_dir / METRICS_FILE).exists():
         log(f"{out_dir}: run already complete")
@@ -805,6 +818,28 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
     out["auroc" if n_classes == 2 else "macro_auroc"] = auc
     out["ap" if n_classes == 2 else "macro_ap"] = ap
     return out
+
+
+def numerics_kind(device) -> str:
+    """What decides a network's float bits besides the code, seed and thread count:
+    "cuda", or for the CPU its vendor (MKL dispatches by it) and torch's CPU capability
+    (the vector instructions of its kernels), e.g. "cpu AuthenticAMD AVX2". The same run
+    on CPUs of two kinds can differ in its last bits and from there in its metrics."""
+    import platform
+
+    import torch
+
+    if torch.device(device).type != "cpu":
+        return torch.device(device).type
+    vendor = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu {vendor} {torch.backends.cpu.get_cpu_capability()}"
 
 
 def versions() -> dict:

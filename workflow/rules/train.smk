@@ -1,6 +1,8 @@
 # One job per (trait, method, budget): `cmix train` runs every seed of config `seeds` in one
 # command, each into its own run folder: on the CPU as many seeds at once as the job has
-# threads, one after another on a GPU. GPU jobs on a cluster, CPU anywhere. On a cluster,
+# threads, one after another on a GPU. The cmix methods' runs share their pre-training
+# through {OUT}/encoders (cmix's stages are cmix_selfsl_pl's and cmix_selfsl's; the metrics
+# are the same either way). GPU jobs on a cluster, CPU anywhere. On a cluster,
 # the jobs of `train: runs_per_job` runs are packed into one submitted job (a Snakemake
 # group): they share one allocation and run one after another on its GPU.
 
@@ -37,10 +39,12 @@ rule train:
         out=lambda wc: run_dir(wc.trait, wc.method, wc.budget, seed="{seed}"),
         seeds=SEEDS,
         device=config.get("train", {}).get("device", "auto"),
+        encoders=f"{OUT}/encoders",
     shell:
         "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {params.seeds} "
         "--method {wildcards.method} --config {input.config:q} --device {params.device:q} "
-        "--threads {threads} --out {params.out:q} 2> {log:q}"
+        "--threads {threads} --out {params.out:q} --shared-encoders {params.encoders:q} "
+        "2> {log:q}"
 
 
 rule report:
