@@ -316,7 +316,8 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
 def shared_encoder_key(ctx, judged: bool) -> str:
     """sha256 hex of what a contrastive mixup pre-training stage's result depends on: the
     trait, budget, seed, test split, store content, kind of device
-    (:func:`cmix.learn.harness.numerics_kind`), package versions and
+    (:func:`cmix.learn.harness.numerics_kind`) and CPU thread count (MKL's products can
+    differ in their last bits between thread counts), package versions and
     the cmix methods' config sections, with the switches as the stage reads them
     (``judged``: pseudo-labels judged on the judge fold, else none; predictor_mixup is
     read by the predictor only). So cmix and cmix_selfsl_pl share their judged stage,
@@ -324,6 +325,8 @@ def shared_encoder_key(ctx, judged: bool) -> str:
     (another ``mix``) and any other config get keys of their own."""
     import hashlib
     import json
+
+    import torch
 
     from .config import sections_config
     from .harness import numerics_kind, versions
@@ -334,7 +337,9 @@ def shared_encoder_key(ctx, judged: bool) -> str:
     return hashlib.sha256(json.dumps(
         {"what": "contrastive mixup pre-training", "trait": ctx.trait,
          "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,
-         "store": ctx.store_sha256, "device": numerics_kind(ctx.dev), "versions": versions(),
+         "store": ctx.store_sha256, "device": numerics_kind(ctx.dev),
+         "threads": torch.get_num_threads() if ctx.dev.type == "cpu" else None,
+         "versions": versions(),
          "config": cfg}, sort_keys=True, default=str).encode()).hexdigest()
 
 
