@@ -95,11 +95,11 @@ def _cell(args):
 
     torch.set_num_threads(1)
     os.environ.setdefault("CMIX_PROGRESS", "0")
-    from cmix.learn.harness import train_seeds
+    from cmix.learn.harness import Reuse, train_seeds
 
     t = time.perf_counter()
     train_seeds(store, budget, seed_dirs, method=method, config=config, device="cpu",
-                threads=1, encoders=encoders)
+                threads=1, reuse=Reuse(encoders=encoders))
     return method, budget, list(seed_dirs), time.perf_counter() - t
 
 

@@ -170,15 +170,15 @@ def _add_train(sub):
 
 def _run_train(args):
     from .learn.config import read_config_file, resolve_config
-    from .learn.harness import train_seeds
+    from .learn.harness import Reuse, train_seeds
     from .learn.methods import get_method
 
     seed_dirs = _seed_dirs(args.seed, args.out)
     config = read_config_file(args.config) if args.config else {}
     resolve_config(config, get_method(args.method).switches, where=args.config or "config")
     train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
-                device=args.device, resume=args.resume, threads=args.threads,
-                encoders=args.shared_encoders)
+                device=args.device, threads=args.threads,
+                reuse=Reuse(args.resume, args.shared_encoders))
 
 
 def _seed_dirs(seeds: list[int], out: str) -> dict[int, str]:

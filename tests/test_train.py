@@ -536,7 +536,8 @@ def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_pat
                                      config=TINY, device="cpu")
     for m in methods:
         shared[m] = harness.train_run(toy_store, 60, 9, tmp_path / "shared" / m, method=m,
-                                      config=TINY, device="cpu", encoders=enc)
+                                      config=TINY, device="cpu",
+                                      reuse=harness.Reuse(encoders=enc))
         n_files.append(len(list(enc.glob("*.pt"))))
     assert n_files == ([2, 2, 2, 4] if not used else [1, 1, 2, 3])
     for m in methods:
@@ -566,7 +567,7 @@ def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path)
         ctx = SimpleNamespace(cfg=cfg, trait=str(store.root.attrs["trait"]), budget=budget,
                               seed=seed, store_sha256=store.sha256, dev=torch.device("cpu"),
                               splits=make_splits(store.root, budget, seed, 0.2, "toy.zarr"))
-        return train_mod.shared_encoder_key(ctx, judged)
+        return harness.shared_stage_key(ctx, judged)
 
     base = key()
     assert key("cmix_selfsl_pl") == base
@@ -587,18 +588,31 @@ def test_a_damaged_shared_encoder_stops_the_run(toy_store, tmp_path):
     """A shared encoder file cut short, or holding another key, is refused by name."""
     enc = tmp_path / "encoders"
     harness.train_run(toy_store, 60, 9, tmp_path / "a", method="cmix_selfsl", config=TINY,
-                      device="cpu", encoders=enc)
+                      device="cpu", reuse=harness.Reuse(encoders=enc))
     (path,) = enc.glob("*.pt")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CmixError, match=path.name):
         harness.train_run(toy_store, 60, 9, tmp_path / "b", method="cmix_selfsl",
-                          config=TINY, device="cpu", encoders=enc)
+                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
     other = tmp_path / "other"
     harness.train_run(toy_store, 60, 10, tmp_path / "c", method="cmix_selfsl", config=TINY,
-                      device="cpu", encoders=other)
+                      device="cpu", reuse=harness.Reuse(encoders=other))
     (wrong,) = other.glob("*.pt")
     shutil.copyfile(wrong, path)
     with pytest.raises(CmixError, match="another run"):
         harness.train_run(toy_store, 60, 9, tmp_path / "d", method="cmix_selfsl",
-                          config=TINY, device="cpu", encoders=enc)
+                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
+
+
+def test_a_shared_encoder_folder_that_cannot_be_written_is_refused_first(toy_store, tmp_path,
+                                                                         capsys):
+    """--shared-encoders naming a file: one message naming it, exit 1, no run written."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    out = tmp_path / "run"
+    rc = main(["train", "--store", str(toy_store), "--budget", "60", "--seed", "9",
+               "--method", "cmix", "--device", "cpu", "--out", str(out),
+               "--shared-encoders", str(blocker)])
+    assert rc == 1 and "not_a_folder: cannot write to this folder" in capsys.readouterr().err
+    assert not out.exists() and blocker.read_text() == "x"

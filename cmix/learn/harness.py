@@ -77,6 +77,19 @@ class RunState:
         return now
 
 
+@dataclass(frozen=True)
+class Reuse:
+    """What a run may take from work already on disk. ``resume``: the run folder must hold
+    a checkpoint of this run, which it continues (``cmix train --resume``; without it a
+    checkpoint of the same run is continued too, and one of another run is discarded,
+    :func:`saved_state`). ``encoders``: the shared-encoder folder, where the cmix methods'
+    runs leave each pre-training stage and take the ones another run made
+    (:func:`take_shared_stage`), or None (every run pre-trains for itself)."""
+
+    resume: bool = False
+    encoders: Path | str | None = None
+
+
 @dataclass
 class RunContext:
     """What a method needs to run: see the module docstring. ``mean``/``sd`` (float32,
@@ -102,7 +115,7 @@ class RunContext:
     cov_sd: np.ndarray = None       # float64 (K,) and sd (1 for a constant column)
     state: RunState = None          # the checkpoint the loops below keep
     last_save: float = float("-inf")  # time.perf_counter() of the last checkpoint write
-    encoders: Path = None           # shared-encoder folder (cmix.learn.train), or None
+    encoders: Path = None           # shared-encoder folder (Reuse.encoders), or None
 
     @property
     def n_cov(self) -> int:
@@ -172,6 +185,14 @@ class RunContext:
         """:func:`run_epochs` of this run."""
         run_epochs(self, self.state, stage, n_epochs, modules, epoch_fn, desc)
 
+    def take_shared(self, stage: str, judged: bool) -> bool:
+        """:func:`take_shared_stage` of this run."""
+        return take_shared_stage(self, stage, judged)
+
+    def share(self, stage: str, judged: bool) -> None:
+        """:func:`share_stage` of this run."""
+        share_stage(self, stage, judged)
+
     def early_stopped(self, new_head, epoch_fn, train, val, desc="predictor"):
         """:func:`fit_head` of this run: (head, validation summary)."""
         return fit_head(self, self.state, new_head, epoch_fn, train, val, desc)
@@ -229,21 +250,20 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
 
 
 def train_run(store_path, budget: int, seed: int, out_dir, *, method: str = "cmix",
-              config: dict | None = None, device: str = "auto", resume: bool = False,
-              encoders=None) -> dict:
+              config: dict | None = None, device: str = "auto",
+              reuse: Reuse = Reuse()) -> dict:
     """Run one method on one store, budget and seed; writes the run folder and returns
     the metrics. config: keys of :mod:`cmix.learn.config` (every method takes the same dict;
     each reads its own sections). The folder is locked for the run; see
     :func:`open_run` for resuming and stale checkpoints. The run uses torch's
     deterministic kernels (:func:`deterministic_algorithms`)."""
     return train_seeds(store_path, budget, {seed: out_dir}, method=method, config=config,
-                       device=device, resume=resume, encoders=encoders)[0]
+                       device=device, reuse=reuse)[0]
 
 
 def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix",
                 config: dict | None = None, device: str = "auto",
-                resume: bool = False, threads: int | None = None,
-                encoders=None) -> list[dict]:
+                threads: int | None = None, reuse: Reuse = Reuse()) -> list[dict]:
     """Run one method on one store and budget for every seed of ``seed_dirs`` (seed ->
     run folder); returns their metrics, in the dict's order.
 
@@ -265,11 +285,12 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     and no new one starts; with several seeds the error names the failing seed and
     folder.
 
-    encoders: a folder where the runs of the cmix methods leave their pre-training, keyed
-    by everything it depends on, and take it from when another run (of another method:
-    cmix's stages are cmix_selfsl_pl's and cmix_selfsl's, or of another config file)
-    made the same one (:func:`cmix.learn.train.shared_encoder_key`); None: every run
-    pre-trains for itself. The metrics are the same either way."""
+    reuse: the checkpoint and shared-encoder folder the runs may take from
+    (:class:`Reuse`). With a shared-encoder folder the runs of the cmix methods leave
+    their pre-training there, keyed by everything it depends on, and take it when another
+    run (of another method: cmix's stages are cmix_selfsl_pl's and cmix_selfsl's, or of
+    another config file) made the same one (:func:`shared_stage_key`); the metrics are
+    the same either way."""
     from ..io import resolve_device
     from .config import resolve_config
     from .methods import get_method
@@ -277,20 +298,21 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     m = get_method(method)
     cfg = resolve_config(config, m.switches)
     store = check_store(store_path, cfg)
+    if reuse.encoders is not None:      # refused before any work, not after pre-training
+        check_writable_dir(reuse.encoders)
     n_workers, per_worker = seed_workers(len(seed_dirs), threads, resolve_device(device))
     queue = SeedQueue(list(seed_dirs))
     with cpu_threads(per_worker):
         if n_workers > 1:
             log(f"{len(seed_dirs)} seeds, {n_workers} at a time, {per_worker} thread(s) each")
         with _seed_feeders(queue, n_workers - 1, per_worker,
-                           (store, budget, seed_dirs, m, cfg, device, resume, encoders)):
+                           (store, budget, seed_dirs, m, cfg, device, reuse)):
             try:
                 while (seed := queue.next()) is not None:
                     if n_workers > 1:
                         set_log_prefix(f"seed {seed}: ")
                     queue.run(seed, lambda seed=seed: train_seed(
-                        m, store, budget, seed, seed_dirs[seed], cfg, device, resume,
-                        encoders))
+                        m, store, budget, seed, seed_dirs[seed], cfg, device, reuse))
             finally:
                 set_log_prefix("")
     if queue.failed:
@@ -397,7 +419,7 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     """Inside the block, ``n_processes`` spawned worker processes (``threads`` threads
     each) also take seeds from ``queue``, one at a time each, each fed by a thread of
     this process; run: (checked store, budget, seed -> folder, registry method, resolved
-    config, device, resume, shared-encoder folder), what :func:`train_seed` takes. The workers take the checked
+    config, device, :class:`Reuse`), what :func:`train_seed` takes. The workers take the checked
     store (checksums not read again), log with a "seed N: " prefix and show no progress
     bars. On leaving, no seed starts and the block waits for the workers' runs to end."""
     if n_processes < 1:
@@ -407,15 +429,14 @@ def _seed_feeders(queue: SeedQueue, n_processes: int, threads: int, run: tuple):
     import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    store, budget, seed_dirs, method, cfg, device, resume, encoders = run
+    store, budget, seed_dirs, method, cfg, device, reuse = run
     shared = (str(store.path), store.sha256, store.train_split, store.mean, store.sd)
 
     def feed(pool):
         while (seed := queue.next()) is not None:
             queue.run(seed, lambda seed=seed: pool.submit(
                 _seed_in_worker, shared, method, cfg, budget, seed,
-                str(seed_dirs[seed]), device, resume, encoders).result(),
-                catch=BaseException)
+                str(seed_dirs[seed]), device, reuse).result(), catch=BaseException)
 
     with ProcessPoolExecutor(n_processes, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_seed_worker_start, initargs=(threads,)) as pool:
@@ -443,7 +464,7 @@ def _seed_worker_start(threads: int) -> None:
 
 
 def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir: str,
-                    device: str, resume: bool, encoders) -> dict:
+                    device: str, reuse: Reuse) -> dict:
     """One seed's run in a seed worker, on the store the parent checked, with the
     registry method and resolved config the parent resolved."""
     from ..genotypes.store import open_store
@@ -452,18 +473,17 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
     set_log_prefix(f"seed {seed}: ")
     store = CheckedStore(path=Path(path), root=open_store(Path(path)), sha256=sha256,
                          train_split=train_split, mean=mean, sd=sd)
-    return train_seed(method, store, budget, seed, out_dir, cfg, device, resume, encoders)
+    return train_seed(method, store, budget, seed, out_dir, cfg, device, reuse)
 
 
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,
-               resume: bool, encoders=None) -> dict:
+               reuse: Reuse = Reuse()) -> dict:
     """One run of :func:`train_seeds`, in its locked folder: its metrics."""
     from ..io import folder_lock
 
     holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
     with folder_lock(out_dir, holder):
-        ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, resume,
-                              encoders)
+        ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, reuse)
         if state is None:
             return json.loads((ctx.out_dir / METRICS_FILE).read_text())
         with deterministic_algorithms(ctx.dev):
@@ -536,7 +556,7 @@ def open_store_checked(store_path):
 
 
 def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, device,
-             resume: bool, encoders=None) -> tuple[RunContext, RunState | None]:
+             reuse: Reuse = Reuse()) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
     the same run)."""
@@ -548,12 +568,12 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
     splits = make_splits(root, budget, seed, cfg.data.val_fraction, store.path.name)
     out_dir = check_writable_dir(out_dir)
     run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store.sha256)
-    state = saved_state(out_dir, run_key, resume)
+    state = saved_state(out_dir, run_key, reuse.resume)
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
                      store_path=store.path, root=root, splits=splits, dev=dev,
                      out_dir=out_dir, store_sha256=store.sha256, run_key=run_key,
                      mean=store.mean.copy(), sd=store.sd.copy(), cov=None,
-                     encoders=None if encoders is None else Path(encoders))
+                     encoders=None if reuse.encoders is None else Path(reuse.encoders))
     ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, store.train_split, cfg)
     if state is not None and state.stage == "done" and (out_dir / METRICS_FILE).exists():
         log(f"{out_dir}: run already complete")
@@ -580,6 +600,85 @@ def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
          "method": method.name, "config": sections_config(cfg, method.sections),
          "test": test_hash, "store": store_sha256},
         sort_keys=True, default=str).encode()).hexdigest()
+
+
+def shared_stage_key(ctx: RunContext, judged: bool) -> str:
+    """sha256 hex of what a contrastive mixup pre-training stage's result depends on: the
+    trait, budget, seed, test split, store content, kind of device (:func:`numerics_kind`)
+    and CPU thread count (MKL's products can differ in their last bits between thread
+    counts), package versions and the cmix methods' config sections, with the switches as
+    the stage reads them (``judged``: pseudo-labels judged on the judge fold, else none;
+    predictor_mixup is read by the predictor only). So cmix and cmix_selfsl_pl share
+    their judged stage, and cmix's pre-training without pseudo-labels is cmix_selfsl's;
+    cmix_random_mix (another ``mix``) and any other config get keys of their own."""
+    import torch
+
+    from .config import sections_config
+    from .methods import CMIX_SECTIONS
+
+    cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,
+           "pseudo_labels": bool(judged), "predictor_mixup": None}
+    return hashlib.sha256(json.dumps(
+        {"what": "contrastive mixup pre-training", "trait": ctx.trait,
+         "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,
+         "store": ctx.store_sha256, "device": numerics_kind(ctx.dev),
+         "threads": torch.get_num_threads() if ctx.dev.type == "cpu" else None,
+         "versions": versions(), "config": cfg}, sort_keys=True, default=str).encode()
+    ).hexdigest()
+
+
+#: checkpoint parts a judged pre-training stage leaves besides its modules
+JUDGED_PARTS = ("pseudo", "lp_info")
+
+
+def take_shared_stage(ctx: RunContext, stage: str, judged: bool) -> bool:
+    """Before pre-training stage ``stage`` (``judged``: with pseudo-labels judged) starts:
+    if the run's shared-encoder folder holds it (under :func:`shared_stage_key`, written
+    by :func:`share_stage` in a run of another method or config file with the same
+    pre-training), put it in the run's state as if this run had made it: the modules'
+    states, the pseudo-labels and their summary of a judged stage, and the stage's epoch
+    records. Returns whether it did. A damaged file stops the run (CmixError naming it)."""
+    state = ctx.state
+    fresh = state.stage == "start" or (state.stage == stage and state.epoch == 0)
+    if ctx.encoders is None or not fresh:
+        return False
+    key = shared_stage_key(ctx, judged)
+    path = ctx.encoders / f"{key}.pt"
+    if not path.exists():
+        return False
+    t0 = time.perf_counter()
+    shared = load_torch(path, "shared encoder")
+    if shared.get("key") != key:
+        raise CmixError(f"{path}: holds the encoder of another run (key "
+                        f"{str(shared.get('key'))[:12]}...); delete it")
+    state.parts[stage] = shared["part"]
+    state.parts.update(shared["parts"])
+    state.history.extend({**r, "stage": stage} for r in shared["history"])
+    state.stage, state.epoch = stage, shared["epoch"]
+    state.add_time(stage, t0)
+    lp = shared["parts"].get("lp_info")
+    log(f"pre-training ({stage}) taken from {path.parent.name}/{key[:12]}..., made by a run "
+        "with the same store, split, seed and pre-training config"
+        + (f"; its pseudo-labels (epoch {lp[-1]['epoch']}, graph {lp[-1]['graph']}) "
+           + ("used" if lp[-1]["used"] else "not used") if lp else ""))
+    return True
+
+
+def share_stage(ctx: RunContext, stage: str, judged: bool) -> None:
+    """After pre-training stage ``stage`` ran in this run: write it to the shared-encoder
+    folder under :func:`shared_stage_key` (atomically; kept if there already), for
+    :func:`take_shared_stage` in the runs that would repeat it."""
+    state = ctx.state
+    if ctx.encoders is None or stage not in state.parts:
+        return
+    key = shared_stage_key(ctx, judged)
+    path = ctx.encoders / f"{key}.pt"
+    if path.exists():
+        return
+    save_torch({"key": key, "part": state.parts[stage], "epoch": ctx.cfg.pretrain.epochs,
+                "parts": {k: state.parts[k] for k in JUDGED_PARTS
+                          if judged and k in state.parts},
+                "history": [r for r in state.history if r.get("stage") == stage]}, path)
 
 
 def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:

@@ -304,98 +304,11 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
                 rec["end_stage"] = True
         return rec
 
-    key = shared_encoder_key(ctx, judge is not None)
-    taken = take_shared_encoder(ctx, stage, key)
+    taken = ctx.take_shared(stage, judge is not None)
     ctx.epochs(stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
                "pre-training")
     if not taken:
-        share_encoder(ctx, stage, key, judge is not None)
-
-
-# ------------------------------------------------------------------ shared pre-training
-def shared_encoder_key(ctx, judged: bool) -> str:
-    """sha256 hex of what a contrastive mixup pre-training stage's result depends on: the
-    trait, budget, seed, test split, store content, kind of device
-    (:func:`cmix.learn.harness.numerics_kind`) and CPU thread count (MKL's products can
-    differ in their last bits between thread counts), package versions and
-    the cmix methods' config sections, with the switches as the stage reads them
-    (``judged``: pseudo-labels judged on the judge fold, else none; predictor_mixup is
-    read by the predictor only). So cmix and cmix_selfsl_pl share their judged stage,
-    and cmix's pre-training without pseudo-labels is cmix_selfsl's; cmix_random_mix
-    (another ``mix``) and any other config get keys of their own."""
-    import hashlib
-    import json
-
-    import torch
-
-    from .config import sections_config
-    from .harness import numerics_kind, versions
-    from .methods import CMIX_SECTIONS
-
-    cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,
-           "pseudo_labels": bool(judged), "predictor_mixup": None}
-    return hashlib.sha256(json.dumps(
-        {"what": "contrastive mixup pre-training", "trait": ctx.trait,
-         "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,
-         "store": ctx.store_sha256, "device": numerics_kind(ctx.dev),
-         "threads": torch.get_num_threads() if ctx.dev.type == "cpu" else None,
-         "versions": versions(),
-         "config": cfg}, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _shared_path(ctx, key: str):
-    return None if ctx.encoders is None else ctx.encoders / f"{key}.pt"
-
-
-#: checkpoint parts a judged pre-training stage leaves besides its modules
-JUDGED_PARTS = ("pseudo", "lp_info")
-
-
-def take_shared_encoder(ctx, stage: str, key: str) -> bool:
-    """Before pre-training stage ``stage`` starts: if the run's shared-encoder folder
-    (``ctx.encoders``) holds the stage of key ``key`` (:func:`shared_encoder_key`; written
-    by :func:`share_encoder` in a run of another method or config file with the same
-    pre-training), put it in the run's state as if this run had made it: the modules'
-    states, the pseudo-labels and their summary of a judged stage, and the stage's epoch
-    records. Returns whether it did. A damaged file stops the run (CmixError naming it)."""
-    from ..io import load_torch
-
-    state, path = ctx.state, _shared_path(ctx, key)
-    fresh = state.stage == "start" or (state.stage == stage and state.epoch == 0)
-    if path is None or not fresh or not path.exists():
-        return False
-    t0 = time.perf_counter()
-    shared = load_torch(path, "shared encoder")
-    if shared.get("key") != key:
-        raise CmixError(f"{path}: holds the encoder of another run (key "
-                        f"{str(shared.get('key'))[:12]}...); delete it")
-    state.parts[stage] = shared["part"]
-    state.parts.update(shared["parts"])
-    state.history.extend({**r, "stage": stage} for r in shared["history"])
-    state.stage, state.epoch = stage, shared["epoch"]
-    ctx.add_time(stage, t0)
-    lp = shared["parts"].get("lp_info")
-    log(f"pre-training ({stage}) taken from {path.parent.name}/{key[:12]}..., made by a run "
-        "with the same store, split, seed and pre-training config"
-        + (f"; its pseudo-labels (epoch {lp[-1]['epoch']}, graph {lp[-1]['graph']}) "
-           + ("used" if lp[-1]["used"] else "not used") if lp else ""))
-    return True
-
-
-def share_encoder(ctx, stage: str, key: str, judged: bool) -> None:
-    """After pre-training stage ``stage`` ran in this run: write it to the shared-encoder
-    folder under ``key`` (atomically; kept if there already), for
-    :func:`take_shared_encoder` in the runs that would repeat it."""
-    from ..io import save_torch
-
-    state, path = ctx.state, _shared_path(ctx, key)
-    if path is None or path.exists() or stage not in state.parts:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_torch({"key": key, "part": state.parts[stage], "epoch": ctx.cfg.pretrain.epochs,
-                "parts": {k: state.parts[k] for k in JUDGED_PARTS
-                          if judged and k in state.parts},
-                "history": [r for r in state.history if r.get("stage") == stage]}, path)
+        ctx.share(stage, judge is not None)
 
 
 def pseudo_labels_weigh(ctx) -> bool:
