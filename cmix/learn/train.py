@@ -258,7 +258,9 @@ def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") ->
     epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
     checkpoint parts). Pseudo-labels are used only if every look uses them: the first
     look that does not ends the stage, and the run is then pre-trained again as
-    cmix_selfsl (:func:`pretrain_without_pseudo_labels`)."""
+    cmix_selfsl (:func:`pretrain_without_pseudo_labels`). With a shared-encoder folder
+    the stage is taken from it when another run made the same one, and left there
+    otherwise (:func:`cmix.learn.harness.take_shared_stage`)."""
     import torch
 
     cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
