@@ -1,6 +1,10 @@
-"""Small simulated per-trait stores for the training tests (written with store.write_store)."""
+"""Small simulated per-trait stores for the training tests (written with store.write_store),
+and a run's training log as they compare it."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -46,3 +50,10 @@ def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: 
         attrs={"trait": trait, "class_names": class_names or [f"c{c}" for c in range(n_classes)],
                "split": {"seed": seed, "test_fraction": test_fraction}}),
         sample_chunk=sample_chunk, encoding=encoding)
+
+
+def log_without_seconds(run_dir) -> list[dict]:
+    """The records of a run folder's train_log.jsonl less their wall times ("seconds"):
+    what two runs that should be the same run must agree on."""
+    return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+            for line in (Path(run_dir) / "train_log.jsonl").read_text().splitlines()]

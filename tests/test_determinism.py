@@ -20,7 +20,7 @@ from cmix.learn import harness
 from cmix.learn.labelprop import propagate
 from cmix.learn.losses import draw_mixup, fixed_order_mean, mix_rows, reconstruction_loss
 from cmix.learn.nn import BatchNorm1d, Predictor, SnpEmbedding
-from store_helpers import simulate_labels, write_test_store
+from store_helpers import log_without_seconds, simulate_labels, write_test_store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -233,9 +233,8 @@ def runs(det_store, tmp_path_factory):
     for method in ("cmix", "mlp"):
         for n_threads in (1, 2):
             out = tmp / f"{method}_{n_threads}"
-            log = [{k: v for k, v in json.loads(line).items() if k != "seconds"}
-                   for line in (out / "train_log.jsonl").read_text().splitlines()]
-            results[method, n_threads] = json.loads((out / "metrics.json").read_text()), log
+            results[method, n_threads] = (json.loads((out / "metrics.json").read_text()),
+                                          log_without_seconds(out))
     return results
 
 

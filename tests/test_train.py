@@ -20,7 +20,7 @@ from cmix.cli import main
 from cmix.learn.config import Config
 from cmix.learn.methods import METHODS
 from cmix.io import CmixError
-from store_helpers import simulate_labels, write_test_store
+from store_helpers import log_without_seconds, simulate_labels, write_test_store
 
 TINY = {"hidden": 32, "d_proj": 16, "epochs": 4, "warmup_epochs": 2, "lp_every": 1,
         "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 15, "pred_patience": 5,
@@ -509,11 +509,6 @@ def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, c
 
 
 # ------------------------------------------------------------------ shared pre-training
-def _log_without_seconds(run: Path) -> list:
-    return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
-            for line in (run / "train_log.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.parametrize("used", [False, True])
 def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_path,
                                                               monkeypatch, used):
@@ -543,8 +538,8 @@ def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_pat
     for m in methods:
         for key in ("test", "validation", "pseudo_labels"):
             assert shared[m][key] == alone[m][key], (m, key)
-        assert (_log_without_seconds(tmp_path / "shared" / m)
-                == _log_without_seconds(tmp_path / "alone" / m)), m
+        assert (log_without_seconds(tmp_path / "shared" / m)
+                == log_without_seconds(tmp_path / "alone" / m)), m
     assert (alone["cmix"]["pseudo_labels"]["used"] is used
             and alone["cmix_selfsl_pl"]["pseudo_labels"]["used"] is used)
     taker = "cmix_selfsl_pl" if used else "cmix_selfsl"     # took its "pretrain" stage
