@@ -598,6 +598,10 @@ def test_a_damaged_shared_encoder_stops_the_run(toy_store, tmp_path):
     with pytest.raises(CmixError, match="another run"):
         harness.train_run(toy_store, 60, 9, tmp_path / "d", method="cmix_selfsl",
                           config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
+    torch.save(torch.zeros(3), path)            # a torch file, not a shared stage
+    with pytest.raises(CmixError, match="another run"):
+        harness.train_run(toy_store, 60, 9, tmp_path / "e", method="cmix_selfsl",
+                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
 
 
 def test_a_shared_encoder_folder_that_cannot_be_written_is_refused_first(toy_store, tmp_path,

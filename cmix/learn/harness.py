@@ -648,9 +648,9 @@ def take_shared_stage(ctx: RunContext, stage: str, judged: bool) -> bool:
         return False
     t0 = time.perf_counter()
     shared = load_torch(path, "shared encoder")
-    if shared.get("key") != key:
-        raise CmixError(f"{path}: holds the encoder of another run (key "
-                        f"{str(shared.get('key'))[:12]}...); delete it")
+    if not isinstance(shared, dict) or shared.get("key") != key:
+        held = str(shared.get("key"))[:12] + "..." if isinstance(shared, dict) else "none"
+        raise CmixError(f"{path}: holds the encoder of another run (key {held}); delete it")
     state.parts[stage] = shared["part"]
     state.parts.update(shared["parts"])
     state.history.extend({**r, "stage": stage} for r in shared["history"])
