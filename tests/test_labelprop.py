@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cmix.learn.config import PseudoLabels
-from cmix.learn.labelprop import knn_graph, label_propagation, propagate
+from cmix.learn.labelprop import knn_graph, knn_neighbours, label_propagation, propagate
 
 
 def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_prior=False):
@@ -158,8 +158,23 @@ def test_class_without_labeled_row_is_reported_not_a_crash():
     assert np.all(np.isfinite(res.prob)) and np.all(np.isfinite(res.weight))
 
 
-def test_block_size_does_not_change_the_graph():
-    z = np.random.default_rng(3).normal(size=(100, 8))
-    small, whole = knn_graph(z, k=3, block=9), knn_graph(z, k=3, block=4096)
+def test_block_size_does_not_change_the_neighbours():
+    """Each row's neighbours come from its own products: the same at any block (the
+    default's several blocks, a part block and a one-row block, which the matrix-vector
+    kernel sums, included) as in one whole block, and those of a dense cosine-similarity
+    reference."""
+    z = np.random.default_rng(3).normal(size=(1000, 32)).astype(np.float32)
+    index, sim = knn_neighbours(z, 10, block=len(z))
+    for block in (9, 300, PseudoLabels().lp_block):
+        index_b, sim_b = knn_neighbours(z, 10, block)
+        assert np.array_equal(index_b, index)
+        np.testing.assert_allclose(sim_b, sim, rtol=1e-6)
+    unit = z / np.linalg.norm(z, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    dense = np.argsort(-cos, axis=1, kind="stable")[:, :10]
+    assert np.array_equal(index, dense)
+    np.testing.assert_allclose(sim, np.take_along_axis(cos, dense, 1), rtol=1e-5)
+    small, whole = knn_graph(z, k=3, block=9), knn_graph(z, k=3, block=len(z))
     assert np.array_equal(small.indptr, whole.indptr) and np.array_equal(small.indices, whole.indices)
     np.testing.assert_allclose(small.data, whole.data, rtol=1e-5)

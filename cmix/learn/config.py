@@ -74,7 +74,7 @@ class PseudoLabels:
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
     lp_max_unlabeled: int = 20000   # |S_U|
     lp_class_prior: bool = True     # weight class scores by the labeled class shares
-    lp_block: int = 4096            # rows per block of the kNN search
+    lp_block: int = 256             # rows per block of the kNN search (cache-sized on a CPU)
 
 
 @dataclass(frozen=True)
