@@ -331,7 +331,9 @@ def test_interrupted_seeds_stop_at_once_and_resume(toy_store, tmp_path):
     it with exit 130 and one line, no traceback and no worker left; the same command
     then resumes both seeds to the metrics of an uninterrupted one-thread run."""
     cfg_file = tmp_path / "cfg.json"
-    cfg_file.write_text(json.dumps({**TINY, "epochs": 40, "lp_every": 5}))
+    # a seed must outlast the worker's start by seconds, on a loaded machine too: at 40
+    # epochs the first seed ended 0.4 s after the second's first checkpoint
+    cfg_file.write_text(json.dumps({**TINY, "epochs": 400, "lp_every": 5}))
     common = ["--store", str(toy_store), "--budget", "60", "--seed", "3", "5", "--device",
               "cpu", "--config", str(cfg_file)]
     out = tmp_path / "s{seed}"
