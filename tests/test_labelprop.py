@@ -7,12 +7,18 @@ from cmix.learn.config import PseudoLabels
 from cmix.learn.labelprop import knn_graph, knn_neighbours, label_propagation, propagate
 
 
-def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_prior=False):
-    """The whole computation with dense numpy matrices (fine for a few dozen nodes)."""
+def dense_cosine(z):
+    """(N, N) cosine similarities of the rows of z (N, d), -inf on the diagonal."""
     z = z / np.linalg.norm(z, axis=1, keepdims=True)
-    n = len(z)
     s = z @ z.T
     np.fill_diagonal(s, -np.inf)
+    return s
+
+
+def dense_reference(z, labeled_pos, labeled_y, n_classes, k, alpha, class_prior=False):
+    """The whole computation with dense numpy matrices (fine for a few dozen nodes)."""
+    n = len(z)
+    s = dense_cosine(z)
     g = np.zeros((n, n))
     for i in range(n):
         nn_i = np.argsort(-s[i], kind="stable")[:k]
@@ -169,9 +175,7 @@ def test_block_size_does_not_change_the_neighbours():
         index_b, sim_b = knn_neighbours(z, 10, block)
         assert np.array_equal(index_b, index)
         np.testing.assert_allclose(sim_b, sim, rtol=1e-6)
-    unit = z / np.linalg.norm(z, axis=1, keepdims=True)
-    cos = unit @ unit.T
-    np.fill_diagonal(cos, -np.inf)
+    cos = dense_cosine(z)
     dense = np.argsort(-cos, axis=1, kind="stable")[:, :10]
     assert np.array_equal(index, dense)
     np.testing.assert_allclose(sim, np.take_along_axis(cos, dense, 1), rtol=1e-5)

@@ -29,7 +29,7 @@ class PropagationResult:
     missing_classes: list = field(default_factory=list)
 
 
-def knn_neighbours(z, k: int, block: int = 256):
+def knn_neighbours(z, k: int, block: int = PseudoLabels.lp_block):
     """The k nearest other rows of each row of z (N, d) by cosine similarity:
     (index (N, k) int64, similarity (N, k) float64), most similar first."""
     import torch
@@ -66,7 +66,8 @@ def graph_from_neighbours(index: np.ndarray, sim: np.ndarray, k: int,
     return w
 
 
-def knn_graph(z, k: int = 3, block: int = 256, power: float = 3.0) -> sp.csr_matrix:
+def knn_graph(z, k: int = 3, block: int = PseudoLabels.lp_block,
+              power: float = 3.0) -> sp.csr_matrix:
     """Symmetric kNN affinity W = G + G^T (N, N) sparse, zero diagonal.
 
     z: (N, d) torch tensor or array (rows are L2-normalised here). g_ij = max(cos_ij, 0)^power
