@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from cmix.cli import main
+from conftest import requires_plink2
 from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples, selection
 from cmix.io import CmixError, read_id_list, read_id_set
 
@@ -142,6 +143,59 @@ def test_every_reader_reads_gzip_bom_and_crlf_as_the_plain_file(plain, tmp_path,
     _same(want, got)
 
 
+@pytest.mark.parametrize("reader", ["read_fam", "read_bim", "read_psam", "read_pvar"])
+def test_fields_past_the_columns_are_ignored(plain, tmp_path, reader):
+    """A .fam, .bim, .psam or .pvar whose data lines carry one more field than their
+    columns reads as the plain file: the extra field is ignored, never a shift of every
+    column (pandas took the first field of a 7-field .fam for its index)."""
+    files, fam = plain
+    key, read = READERS[reader]
+    src = files[key]
+    sep = "\t" if key.endswith((".pvar", ".psam")) else " "
+    text = "".join(line if line.startswith("#") else line.rstrip("\n") + f"{sep}extra\n"
+                   for line in src.read_text().splitlines(True))
+    dst = _write(tmp_path / src.name, text)
+    _same(read(src, fam), read(dst, fam))
+
+
+@requires_plink2
+@pytest.mark.plink2
+def test_a_fam_and_bim_with_an_extra_field_read_as_plink2_reads_them(cohort, tmp_path):
+    """plink2 reads the first six fields of a 7-field .fam and .bim and writes them back
+    (--make-just-fam, --make-just-bim); cmix's reading of the 7-field files equals its
+    reading of plink2's output."""
+    import subprocess
+
+    for ext in ("fam", "bim"):
+        text = (cohort / f"genotypes.{ext}").read_text()
+        _write(tmp_path / f"seven.{ext}",
+               "".join(line + " extra\n" for line in text.splitlines()))
+    shutil.copy(cohort / "genotypes.bed", tmp_path / "seven.bed")
+    subprocess.run(["plink2", "--bfile", str(tmp_path / "seven"), "--make-just-fam",
+                    "--make-just-bim", "--out", str(tmp_path / "p2")], check=True,
+                   capture_output=True)
+    _same(plink.read_fam(tmp_path / "p2.fam"), plink.read_fam(tmp_path / "seven.fam"))
+    _same(plink.read_bim(tmp_path / "p2.bim"), plink.read_bim(tmp_path / "seven.bim"))
+
+
+@pytest.mark.parametrize("layout", ["comma", "comma_space", "padded_tsv"])
+def test_a_tidy_sample_qc_table_reads_alike_in_every_layout(plain, tmp_path, layout):
+    """The tidy sample QC table as a CSV, as a CSV with ", " between fields, and as a TSV
+    with spaces around its names and IDs: the same filters (every column found, every ID
+    matched) and the same covariates as the plain TSV."""
+    files, fam = plain
+    rows = [line.split("\t") for line in files["sample_qc.tsv"].read_text().splitlines()]
+    join = {"comma": ",", "comma_space": ", ", "padded_tsv": "\t"}[layout]
+    pad = (lambda f: f" {f} ") if layout == "padded_tsv" else (lambda f: f)
+    path = _write(tmp_path / "sqc.txt", "".join(
+        join.join(pad(f) for f in row) + "\n" for row in rows))
+    for reader in ("read_sample_qc (tidy)", "covariates from sample QC (tidy)"):
+        read = READERS[reader][1]
+        _same(read(files["sample_qc.tsv"], fam), read(path, fam))
+    qc = samples.read_sample_qc(path, fam)
+    assert qc["in_table"].all() and set(samples.SQC_FIELDS) <= set(qc.columns)
+
+
 # --------------------------------------------------------------------- CLI helpers
 def fails(capsys, args, names, problem, out_dir) -> str:
     """Run ``cmix args``: exit 1, one error line starting with ``names`` and holding
@@ -189,6 +243,8 @@ def test_a_bom_does_not_hide_the_first_withdrawn_participant(cohort, tmp_path, c
     ("ukb_csv", "{a},2021-03-01\n{b},2021-03-02\n", "line 1: expected one ID per line"),
     ("two_fields", "{a}\n{b} 2021-03-02\n", "line 2: expected one ID per line"),
     ("none_match", "123\n456\n", "none of its 2 withdrawn participant IDs is an IID of the .fam"),
+    ("empty", "", "no participant ID in the withdrawn participants list"),
+    ("blank", "\n  \n\t\n", "no participant ID in the withdrawn participants list"),
 ])
 def test_a_withdrawal_list_that_withdraws_nobody_is_refused(cohort, tmp_path, capsys, case,
                                                             text, problem):
@@ -235,6 +291,31 @@ def test_a_bom_in_the_kinship_header_is_read(cohort, tmp_path):
     path = _write(tmp_path / "k.dat", BOM + (cohort / "kinship.dat").read_text())
     _same(relatedness.read_kinship_table(cohort / "kinship.dat"),
           relatedness.read_kinship_table(path))
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("reversed_pair", "the same pair of samples on lines 2 and"),
+    ("repeated_pair", "the same pair of samples on lines 2 and"),
+    ("self_pair", "line 2: a sample paired with itself"),
+])
+def test_a_kinship_table_listing_a_pair_twice_or_a_self_pair_is_refused(cohort, tmp_path,
+                                                                        capsys, case, problem):
+    """A pair listed twice (in either order) would be counted twice among the related
+    pairs; a sample paired with itself is no relationship. Both are refused, naming the
+    lines and no ID."""
+    lines = (cohort / "kinship.dat").read_text().splitlines(True)
+    first = lines[1].split()
+    extra = {"reversed_pair": [first[1], first[0], *first[2:]], "repeated_pair": first,
+             "self_pair": [first[0], first[0], *first[2:]]}[case]
+    if case == "self_pair":
+        lines[1] = " ".join(extra) + "\n"
+    else:
+        lines.append(" ".join(extra) + "\n")
+    path = _write(tmp_path / "k.dat", "".join(lines))
+    out = tmp_path / "out"
+    line = fails(capsys, ["unrelated", "--kinship", path, "--fam", cohort / "genotypes.fam",
+                          "--out", out / "u"], path, problem, out)
+    assert first[0] not in line and first[1] not in line
 
 
 # ---------------------------------------------------------------- tables: duplicates
@@ -322,6 +403,7 @@ def test_a_class_of_one_sample_is_refused_at_store(cohort, snps, tmp_path, capsy
 @pytest.mark.parametrize("case, problem", [
     ("empty", "the file (or its first line) is empty"),
     ("duplicate_id", "the same sample ID on lines 3 and 8"),
+    ("padded_duplicate_id", "the same sample ID on lines 3 and 8"),
     ("no_pc3", "no column PC3"),
 ])
 def test_bad_sample_qc_for_covariates_is_refused(cohort, snps, tmp_path, capsys, case, problem):
@@ -330,6 +412,9 @@ def test_bad_sample_qc_for_covariates_is_refused(cohort, snps, tmp_path, capsys,
         text = ""
     elif case == "duplicate_id":
         lines[7] = lines[2].split("\t")[0] + "\t" + lines[7].split("\t", 1)[1]
+        text = "".join(lines)
+    elif case == "padded_duplicate_id":            # the same ID once with a space after it
+        lines[7] = lines[2].split("\t")[0] + " \t" + lines[7].split("\t", 1)[1]
         text = "".join(lines)
     else:
         sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)

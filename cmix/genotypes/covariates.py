@@ -129,7 +129,7 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
     if not first.strip():
         raise CmixError(f"{path}: the file (or its first line) is empty (sample QC table "
                         "for covariates)")
-    from .samples import sqc_is_headerless
+    from .samples import read_tidy_sample_qc, sqc_is_headerless
 
     if sqc_is_headerless(path, first, flags=False):
         raw = read_table(path, "sample QC table", sep=r"\s+", header=None, dtype=str,
@@ -151,14 +151,8 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         available = max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0)
         pc_names = [f"PC{k + 1}" for k in range(len(pc_cols))]
     else:
-        table = read_table(path, "sample QC table", sep="\t" if "\t" in first else r"\s+",
-                           dtype=str, engine="python")
-        id_col = next((c for c in ("eid", "IID", "iid", "#IID") if c in table.columns), None)
-        if id_col is None:
-            raise CmixError(f"{path}: no ID column (eid or IID) to match covariates by")
-        _unique_ids(table[id_col].str.strip(), path,
-                    lambda i: data_line(path, i, "sample QC table"))
-        pos = pd.Index(table[id_col].str.strip()).get_indexer(fam["iid"].astype(str))
+        table, id_col, _ = read_tidy_sample_qc(path, first)
+        pos = pd.Index(table[id_col]).get_indexer(fam["iid"].astype(str))
         table = table.drop(columns=id_col).iloc[np.where(pos >= 0, pos, 0)].reset_index(drop=True)
         table[pos < 0] = np.nan
         available = sum(1 for k in range(1, 41) if f"PC{k}" in table.columns)

@@ -43,7 +43,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
 
     chrom, variant_id, a1 (= ALT), a2 (= REF) as str; cm (float64, 0 without a CM
     column), pos (int64). A multiallelic variant (ALT with a comma) is an error naming
-    its line; so are duplicate IDs and missing columns.
+    its line; so are duplicate IDs and missing columns. Fields past the header's columns
+    are ignored.
     """
     path = input_file(path, ".pvar file")
     if path.suffix == ".zst" or path.name.endswith(".pvar.zst"):
@@ -65,8 +66,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
                             "(expected #CHROM POS ID REF ALT ...)")
         skip = n_meta + 1
         raw = read_table(path, ".pvar file", empty=pd.DataFrame(columns=names, dtype=str),
-                         sep="\t", header=None, names=names, skiprows=skip, dtype=str,
-                         na_filter=False, engine="c")
+                         sep="\t", header=None, names=names, usecols=range(len(names)),
+                         skiprows=skip, dtype=str, na_filter=False, engine="c")
         if len(raw) and (raw[names[-1]] == "").any():
             line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + skip + 1
             raise CmixError(f"{path}, line {line}: expected {len(names)} tab-separated "
@@ -100,7 +101,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
 def read_psam(path: str | os.PathLike) -> pd.DataFrame:
     """Read a .psam (or a .fam-style headerless one) into .fam columns.
 
-    Without a FID column the FID is the IID (as a one-column --keep list is read).
+    Without a FID column the FID is the IID (as a one-column --keep list is read). Fields
+    past the header's columns are ignored, as plink2 ignores them.
     PAT/MAT default to 0, SEX to 0, the phenotype to -9.
     """
     from .plink import read_fam
@@ -115,8 +117,8 @@ def read_psam(path: str | os.PathLike) -> pd.DataFrame:
         raise CmixError(f"{path}, line 1: header has no IID column (expected #FID IID ... or "
                         "#IID ...)")
     raw = read_table(path, ".psam file", empty=pd.DataFrame(columns=names, dtype=str),
-                     sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
-                     na_filter=False, engine="c")
+                     sep=r"\s+", header=None, names=names, usecols=range(len(names)),
+                     skiprows=1, dtype=str, na_filter=False, engine="c")
     if len(raw) and (raw[names[-1]] == "").any():
         line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + 2
         raise CmixError(f"{path}, line {line}: expected {len(names)} columns "

@@ -34,7 +34,9 @@ _DOSAGE_PLUS1_TO_CODE = np.array([0b01, 0b11, 0b10, 0b00], dtype=np.uint8)
 
 
 def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.DataFrame:
-    """Read a headerless whitespace-separated table, checking every line's field count.
+    """Read a headerless whitespace-separated table, checking every line's field count:
+    fewer fields than ``columns`` is an error naming the line; fields past them are
+    ignored, as plink2 ignores them in a .fam or .bim.
 
     ``dtype`` (column -> type) parses numeric columns directly; a value that does not
     parse raises ValueError, and callers re-read as text to name the bad line.
@@ -44,8 +46,8 @@ def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.Dat
     df = read_table(path, f"{what} file: {len(columns)} whitespace-separated columns "
                     f"{' '.join(columns)}",
                     empty=pd.DataFrame({c: pd.Series(dtype=types[c]) for c in columns}),
-                    sep=r"\s+", header=None, names=columns, dtype=types, engine="c",
-                    na_filter=False, comment=None)
+                    sep=r"\s+", header=None, names=columns, usecols=range(len(columns)),
+                    dtype=types, engine="c", na_filter=False, comment=None)
     last = df[columns[-1]]
     short = last.eq("") if last.dtype == object or types[columns[-1]] is str else last.isna()
     if short.any():

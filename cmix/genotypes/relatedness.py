@@ -188,6 +188,7 @@ def read_kinship_table(path) -> pd.DataFrame:
     else:
         out["key1"] = raw[roles["iid1"]]
         out["key2"] = raw[roles["iid2"]]
+    _check_pairs_once(out["key1"], out["key2"], path, lines)
     for role in ("kinship", "hethet", "ibs0", "nsnp"):
         if role not in roles:
             continue
@@ -201,6 +202,22 @@ def read_kinship_table(path) -> pd.DataFrame:
         out[role] = values.astype(np.float64)
     out.attrs["has_fid"] = has_fid
     return out
+
+
+def _check_pairs_once(key1: pd.Series, key2: pd.Series, path, lines: np.ndarray) -> None:
+    """CmixError naming the line(s) of a kinship table's first row that pairs a sample
+    with itself, or that repeats an earlier row's pair (in either order): each pair is
+    one relationship, and a repeat would be counted twice in the summary."""
+    same = (key1 == key2).to_numpy()
+    if same.any():
+        raise CmixError(f"{path}, line {lines[int(np.flatnonzero(same)[0])]}: a sample paired "
+                        "with itself; a kinship table lists pairs of two samples")
+    low = np.where(key1 <= key2, key1, key2)
+    high = np.where(key1 <= key2, key2, key1)
+    dup = plink.first_duplicate_lines(pd.Series(low + "\n" + high))
+    if dup:
+        raise CmixError(f"{path}: the same pair of samples on lines {lines[dup[0] - 1]} and "
+                        f"{lines[dup[1] - 1]}; a kinship table lists each pair once")
 
 
 def _kinship_columns(path, header: list[str]) -> dict[str, int]:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..io import (CmixError, atomic_outputs, data_line_numbers, first_line, input_file,
                   read_id_list, read_table)
+from .plink import first_duplicate_lines
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -92,6 +93,28 @@ def _read_rows(path: Path, sep: str | None, header: bool) -> tuple[pd.DataFrame,
     return raw, lines
 
 
+def read_tidy_sample_qc(path: Path, first: str) -> tuple[pd.DataFrame, str, np.ndarray]:
+    """A sample QC table with a header (``first``, its first line): (the table, str cells
+    and column names with surrounding spaces removed; the name of its ID column, the
+    first of :data:`ID_COLUMNS` it has; the file line of each row). Separated by tabs if
+    the first line has one, else by commas if it has one, else by runs of spaces. Every
+    row must have the header's number of fields; an ID listed twice (naming both lines),
+    or no ID column, is a CmixError naming the file."""
+    tidy, lines = _read_rows(path, "\t" if "\t" in first else ("," if "," in first else None),
+                             header=True)
+    tidy.columns = [str(c).strip() for c in tidy.columns]
+    tidy = tidy.apply(lambda column: column.str.strip())
+    id_col = next((c for c in ID_COLUMNS if c in tidy.columns), None)
+    if id_col is None:
+        raise CmixError(f"{path}: no sample ID column; expected one named "
+                        f"{' or '.join(ID_COLUMNS)}")
+    dup = first_duplicate_lines(tidy[id_col])
+    if dup:
+        raise CmixError(f"{path}: the same sample ID on lines {lines[dup[0] - 1]} and "
+                        f"{lines[dup[1] - 1]}; each sample must appear once")
+    return tidy, id_col, lines
+
+
 def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
                    headerless: bool | None = None) -> pd.DataFrame:
     """Read a sample QC table aligned to ``fam``: bool columns named as SQC_FIELDS (all
@@ -125,17 +148,8 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
                             for name, (col, _) in SQC_FIELDS.items()})
         out["in_table"] = True
         return out
-    tidy, lines = _read_rows(path, "\t" if "\t" in first else ("," if "," in first else None),
-                             header=True)
-    id_col = next((c for c in ID_COLUMNS if c in tidy.columns), None)
-    if id_col is None:
-        raise CmixError(f"{path}: no sample ID column; expected one named "
-                        f"{' or '.join(ID_COLUMNS)}")
+    tidy, id_col, lines = read_tidy_sample_qc(path, first)
     present = [c for c in SQC_FIELDS if c in tidy.columns]
-    dup = tidy[id_col].duplicated()
-    if dup.any():
-        raise CmixError(f"{path}, line {lines[int(np.flatnonzero(dup.to_numpy())[0])]}: "
-                        "duplicate sample ID (each sample must appear once)")
     flags = pd.DataFrame({name: _flag_column(tidy[name], path, f"column {name}", lines)
                           for name in present}, index=tidy[id_col].to_numpy())
     pos = pd.Index(tidy[id_col].to_numpy()).get_indexer(fam["iid"])
@@ -150,15 +164,21 @@ def read_sample_qc(path: str | os.PathLike, fam: pd.DataFrame,
 def read_withdrawn(path: str | os.PathLike) -> set[str]:
     """IDs of withdrawn participants: exactly one per line, blank lines skipped. A line
     with a second field or a comma (UK Biobank's ``eid,date`` CSV form) is an error
-    naming the line: a misread list would withdraw nobody."""
-    return set(read_id_list(path, "withdrawn participants list", one_field=True))
+    naming the line, and so is a list with no ID at all (an empty or cut download):
+    a misread list would withdraw nobody."""
+    ids = set(read_id_list(path, "withdrawn participants list", one_field=True))
+    if not ids:
+        raise CmixError(f"{path}: no participant ID in the withdrawn participants list (the "
+                        "file is empty or blank); expected one eid per line. With no "
+                        "withdrawals, leave the list out")
+    return ids
 
 
 def check_withdrawn(withdrawn: set[str], fam: pd.DataFrame, path) -> int:
-    """The number of the list's IDs that are .fam IIDs; a non-empty list of which none
-    is a .fam IID is an error (a list of other IDs, or of IDs in another column)."""
+    """The number of the list's IDs that are .fam IIDs; a list of which none is a .fam
+    IID is an error (a list of other IDs, or of IDs in another column)."""
     n_match = len(withdrawn & set(fam["iid"].astype(str)))
-    if withdrawn and n_match == 0:
+    if n_match == 0:
         raise CmixError(f"{path}: none of its {len(withdrawn)} withdrawn participant IDs is "
                         "an IID of the .fam; expected the participant IDs (eids) of this "
                         "dataset, one per line")
