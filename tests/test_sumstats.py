@@ -621,6 +621,60 @@ def test_plink2_other_allele_from_ref_alt(tmp_path):
         S.read_sumstats(zero)
 
 
+@pytest.mark.parametrize("tool", ["plink2", "plink1.9"])
+def test_generic_header_keeps_only_add_rows(glm, tmp_path, tool):
+    """Real association output with covariate rows, in a header of no known layout:
+    plink2 --glm with columns chosen (no REF, so not plink2's layout; its non-A1 allele
+    AX named with the column map) and plink 1.9 --linear (CHR SNP BP A1 TEST NMISS BETA
+    STAT P, with A2 added from the .bim as is usual). Only the TEST = ADD rows are read:
+    the selection is an independent pandas sort of the ADD rows by exact p, betas
+    oriented to the .bim A1, and the covariate rows (which have smaller p-values
+    here: the trait is mean platelet volume plus 2 x sex) change nothing."""
+    bf = plink.open_bfile(glm / "c/genotypes")
+    pheno = pd.read_csv(glm / "pheno.txt", sep="\t")
+    sex = pd.read_csv(glm / "covar.txt", sep="\t").set_index("IID").loc[pheno.IID, "sex"]
+    pheno["y"] = pheno.mpv + 2 * sex.to_numpy()
+    pheno.to_csv(tmp_path / "pheno.txt", sep="\t", index=False, na_rep="NA")
+    pheno_args = ["--pheno", str(tmp_path / "pheno.txt"), "--pheno-name", "y"]
+    covar = ["--covar", str(glm / "covar.txt")]
+    if tool == "plink2":
+        subprocess.run(["plink2", "--bfile", str(glm / "c/genotypes"), *pheno_args, *covar,
+                        "--threads", "1", "--glm", "cols=chrom,pos,ax,test,nobs,beta,se,tz,p",
+                        "--out", str(tmp_path / "g")], check=True, capture_output=True)
+        path, column_map = tmp_path / "g.y.glm.linear", {"other_allele": "AX"}
+        raw = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+        raw = raw.rename(columns={"#CHROM": "CHR", "POS": "BP", "ID": "SNP"})
+    else:
+        if shutil.which("plink1.9") is None:
+            pytest.skip("plink1.9 not installed")
+        subprocess.run(["plink1.9", "--bfile", str(glm / "c/genotypes"), *pheno_args, *covar,
+                        "--covar-name", "age", "sex", "--linear", "--allow-no-sex",
+                        "--out", str(tmp_path / "p19")], check=True, capture_output=True)
+        raw = pd.read_csv(tmp_path / "p19.assoc.linear", sep=r"\s+", dtype=str,
+                          keep_default_na=False)
+        alleles = bf.bim.set_index("variant_id").loc[raw.SNP, ["a1", "a2"]].to_numpy()
+        raw.insert(4, "A2", np.where(raw.A1 == alleles[:, 0], alleles[:, 1], alleles[:, 0]))
+        path, column_map = tmp_path / "p19.txt", None
+        raw.to_csv(path, sep=" ", index=False)
+    got = S.read_sumstats(path, column_map)
+    assert got.attrs["layout"] == "generic" and len(got) == bf.n_variants
+    assert set(raw.TEST) > {"ADD"}
+    sel = S.select_top(S.harmonise(got, bf.bim)[0], 20)
+    # independent: the ADD rows by exact p, ties by position, strand-ambiguous SNPs out
+    bim = bf.bim.set_index("variant_id")
+    add = raw[(raw.TEST == "ADD") & (raw.P != "NA")]
+    a1, a2 = bim.loc[add.SNP, "a1"].to_numpy(), bim.loc[add.SNP, "a2"].to_numpy()
+    add = add.assign(p=add.P.map(Decimal), chrom=add.CHR.astype(int), pos=add.BP.astype(int),
+                     beta=np.where(add.A1 == a1, 1.0, -1.0) * add.BETA.astype(float))
+    add = add[pd.Series(a1).map(COMPLEMENT).to_numpy() != a2]
+    want = add.sort_values(["p", "chrom", "pos"], kind="stable").head(20)
+    assert list(sel.variant_id) == list(want.SNP)
+    np.testing.assert_allclose(sel.beta, want.beta)
+    # the covariate rows would rank first if read as SNP results: the check bites
+    covariate = raw[(raw.TEST != "ADD") & (raw.P != "NA")].P.map(Decimal)
+    assert (covariate < want.p.min()).any()
+
+
 def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
     """A per-trait `inputs.sumstats_columns` mapping in the workflow config reads a header
     of no known layout (odds ratios and -log10 p under other names): the rule's selection

@@ -7,8 +7,8 @@ Reading (:func:`read_sumstats`)
     the other allele is OMITTED/AX or whichever of REF/ALT is not A1, only TEST = ADD
     rows), regenie, the GWAS Catalog's GWAS-SSF, SAIGE (Allele2 is the effect allele),
     METAL and BOLT-LMM; any other header is read by common names
-    (:data:`GENERIC_COLUMNS`), where two candidate columns for one field are an error
-    naming both. A column map ``{"id": "rsid", "p": "pval", ...}`` (fields
+    (:data:`GENERIC_COLUMNS`; only TEST = ADD rows where there is a TEST column), where
+    two candidate columns for one field are an error naming both. A column map ``{"id": "rsid", "p": "pval", ...}`` (fields
     :data:`FIELDS`) overrides the choice. The layout and the columns used are logged.
     Every row must have the header's number of fields (a row with a field too many or
     too few is an error: its columns would shift), and a beta must be a finite number
@@ -167,6 +167,8 @@ LAYOUTS = (
 
 #: A header of no known layout: field -> accepted names (case-insensitive). Two names
 #: of one field present (or both of beta/or, or of p/log10p) is an error naming both.
+#: A TEST column (plink 1.9 ``--linear``/``--logistic`` and plink2 ``--glm`` write one
+#: row per covariate besides the SNP's) keeps only the rows with TEST = ADD.
 GENERIC_COLUMNS = {
     "id": ("SNP", "ID", "RSID", "VARIANT_ID", "MARKERNAME", "MARKERID", "SNPID"),
     "chrom": ("CHR", "CHROM", "#CHROM", "CHROMOSOME"),
@@ -178,6 +180,7 @@ GENERIC_COLUMNS = {
     "p": ("P", "PVAL", "P_VALUE", "PVALUE", "P-VALUE", "P.VALUE"),
     "log10p": ("LOG10P", "LOG10_P", "NEG_LOG10_P_VALUE", "NEG_LOG10_P", "MLOG10P",
                "-LOG10P", "-LOG10(P)"),
+    "test": ("TEST",),
 }
 
 
@@ -476,8 +479,9 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     The layout is recognised from the header (:func:`resolve_columns`: plink2 --glm,
     regenie, GWAS-SSF, SAIGE, METAL, BOLT-LMM, else generic names; ``column_map``
     overrides) and logged (unless ``quiet``) with the columns used. Rows of a TEST
-    column other than ADD (plink2's covariate rows, regenie's non-additive tests) are
-    left out; rows with a plink2 ERRCODE have a missing beta.
+    column other than ADD (plink2's and plink 1.9's covariate rows, regenie's
+    non-additive tests), in a recognised layout or read by common names, are left out
+    and counted in the log; rows with a plink2 ERRCODE have a missing beta.
 
     Columns: id, chrom (str, a chromosome code,
     :func:`cmix.genotypes.selection.chrom_code`; "" when the file has none), pos (int64,
