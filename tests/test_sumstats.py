@@ -760,3 +760,26 @@ def test_chromosome_codes_match_the_bim_however_written(tmp_path):
     table, _ = S.harmonise(got, bim)
     assert sorted(table.variant_id) == ["rs1", "rs2", "rs3", "rs4"]
     assert list(S.chrom_sort_key(["X", "22", "chr1", "MT", "01"])) == [23, 22, 1, 26, 1]
+
+
+def test_gwas_ssf_chromosome_25_is_mt(tmp_path):
+    """GWAS-SSF numbers chromosomes 1-25 with X=23, Y=24, MT=25 (gwas-ssf v1.1), plink
+    23-26 with 25 = XY: an SSF row on 25 matches the .bim's MT variant, not the XY one
+    at the same position, while 25 in another layout (plink's numbering) is XY."""
+    ssf_codes = {"23": "X", "24": "Y", "25": "MT"}        # the spec's table
+    bim = pd.DataFrame({"chrom": ["X", "Y", "XY", "MT"], "variant_id": ["x", "y", "xy", "mt"],
+                        "cm": 0.0, "pos": 100, "a1": "G", "a2": "A"})
+    ssf = _write(tmp_path / "ssf.tsv", ["chromosome", "base_pair_location", "effect_allele",
+                                        "other_allele", "beta", "standard_error", "p_value",
+                                        "rsid"],
+                 [[c, 100, "G", "A", 0.1, 0.01, "1e-5", "#NA"] for c in ssf_codes])
+    got = S.read_sumstats(ssf)
+    assert got.attrs["layout"] == "GWAS-SSF"
+    assert list(got.chrom) == list(ssf_codes.values())
+    table, _ = S.harmonise(got, bim)
+    want = bim.set_index("chrom").loc[list(ssf_codes.values()), "variant_id"]
+    assert sorted(table.variant_id) == sorted(want)
+    plink_numbers = _write(tmp_path / "r.regenie", ["CHROM", "GENPOS", "ID", "ALLELE0",
+                                                    "ALLELE1", "BETA", "LOG10P"],
+                           [["25", 100, "?", "A", "G", 0.1, 5]])
+    assert list(S.read_sumstats(plink_numbers).chrom) == ["XY"]

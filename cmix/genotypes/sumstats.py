@@ -5,11 +5,12 @@ Reading (:func:`read_sumstats`)
     ignored). The layout is recognised from the header alone (:data:`LAYOUTS`): plink2
     ``--glm`` (linear, logistic, logistic.hybrid; an odds ratio is read as beta = ln OR,
     the other allele is OMITTED/AX or whichever of REF/ALT is not A1, only TEST = ADD
-    rows), regenie, the GWAS Catalog's GWAS-SSF, SAIGE (Allele2 is the effect allele),
-    METAL and BOLT-LMM; any other header is read by common names
+    rows), regenie, the GWAS Catalog's GWAS-SSF (chromosome 25 is MT), SAIGE (Allele2 is
+    the effect allele), METAL and BOLT-LMM; any other header is read by common names
     (:data:`GENERIC_COLUMNS`; only TEST = ADD rows where there is a TEST column), where
-    two candidate columns for one field are an error naming both. A column map ``{"id": "rsid", "p": "pval", ...}`` (fields
-    :data:`FIELDS`) overrides the choice. The layout and the columns used are logged.
+    two candidate columns for one field are an error naming both. A column map
+    ``{"id": "rsid", "p": "pval", ...}`` (fields :data:`FIELDS`) overrides the choice.
+    The layout and the columns used are logged.
     Every row must have the header's number of fields (a row with a field too many or
     too few is an error: its columns would shift), and a beta must be a finite number
     or missing text (``NA``, ``nan``, empty). p-values are parsed as log10 from their
@@ -92,13 +93,16 @@ class Layout:
     and p/log10p, the field listed first that has a column is used. Besides the
     :data:`FIELDS`: ``ref``/``alt`` (plink2: the other allele is whichever of REF/ALT is
     not A1, where no OMITTED/AX column names it), ``test`` (only rows with TEST = ADD are
-    kept) and ``errcode`` (rows with an error code are read as missing).
+    kept) and ``errcode`` (rows with an error code are read as missing). chrom_numbers:
+    chromosome numbers the tool gives another meaning than plink's 23-26 (X, Y, XY, MT),
+    number -> chromosome code, applied before :func:`cmix.genotypes.selection.chrom_code`.
     """
 
     name: str
     signature: tuple
     any_of: tuple = ()
     columns: dict = field(default_factory=dict)
+    chrom_numbers: dict = field(default_factory=dict)
 
 
 #: The layouts recognised by header, each checked against its tool's documented columns.
@@ -130,13 +134,15 @@ LAYOUTS = (
     # gwas-ssf_v1.1.0): chromosome base_pair_location effect_allele other_allele
     # beta|odds_ratio|hazard_ratio standard_error effect_allele_frequency
     # p_value|neg_log_10_p_value ci_upper ci_lower rsid variant_id info ref_allele n.
+    # Chromosomes are the numbers 1-25 with "X=23, Y=24, MT=25" (no XY).
     Layout("GWAS-SSF", signature=("chromosome", "base_pair_location", "effect_allele",
                                   "other_allele"),
            columns={"id": ("rsid", "variant_id"), "chrom": ("chromosome",),
                     "pos": ("base_pair_location",), "effect_allele": ("effect_allele",),
                     "other_allele": ("other_allele",), "beta": ("beta",),
                     "or": ("odds_ratio",), "log10p": ("neg_log_10_p_value",),
-                    "p": ("p_value",)}),
+                    "p": ("p_value",)},
+           chrom_numbers={25: "MT"}),
     # SAIGE step 2 (saigegit.github.io/SAIGE-doc/docs/single_step2.html; formatbook
     # "saige", v1.1.3): CHR POS MarkerID (SNPID before 1.0) Allele1 Allele2 AC_Allele2
     # AF_Allele2 MissingRate|imputationInfo BETA SE Tstat var p.value ...; BETA is the
@@ -484,7 +490,8 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     and counted in the log; rows with a plink2 ERRCODE have a missing beta.
 
     Columns: id, chrom (str, a chromosome code,
-    :func:`cmix.genotypes.selection.chrom_code`; "" when the file has none), pos (int64,
+    :func:`cmix.genotypes.selection.chrom_code`, GWAS-SSF's 25 read as MT; "" when the
+    file has none), pos (int64,
     -1 when none), effect_allele, other_allele (upper-case str), beta (float64, NaN
     missing; ln OR where the file gives odds ratios), log10_p (float64), p (the p-value
     text; "" where read from -log10 p: :func:`select_top` and the output write it from
@@ -505,7 +512,7 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
         log(f"{path}: {describe_columns(layout, columns)}{note}")
     out = pd.DataFrame(index=raw.index)
     out["id"] = raw[columns["id"]].str.strip() if "id" in columns else ""
-    out["chrom"] = (_map_unique(raw[columns["chrom"]], chrom_code) if "chrom" in columns
+    out["chrom"] = (_chrom_codes(raw[columns["chrom"]], layout) if "chrom" in columns
                     else np.full(len(raw), "", dtype=object))
     out["pos"] = _positions(raw, columns, lines, path)
     out["effect_allele"], out["other_allele"] = _alleles(raw, columns, lines, path)
@@ -558,6 +565,21 @@ def _additive_rows(raw: pd.DataFrame, lines: np.ndarray, columns: dict, path
     if not add.all():
         note = f"; {int((~add).sum())} rows of other tests (covariates) left out"
     return raw[add], lines[add], note
+
+
+def _chrom_codes(chrom: pd.Series, layout: str) -> np.ndarray:
+    """Chromosome codes, object (n,): :func:`cmix.genotypes.selection.chrom_code` of
+    each name, after the layout's own chromosome numbers (:attr:`Layout.chrom_numbers`:
+    GWAS-SSF's 25 is MT, not plink's XY)."""
+    numbers = next((lay.chrom_numbers for lay in LAYOUTS if lay.name == layout), {})
+
+    def code(name: str) -> str:
+        text = name.strip()
+        if text.isascii() and text.isdigit() and int(text) in numbers:
+            return numbers[int(text)]
+        return chrom_code(text)
+
+    return _map_unique(chrom, code)
 
 
 def _positions(raw: pd.DataFrame, columns: dict, lines, path) -> np.ndarray:
