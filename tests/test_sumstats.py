@@ -97,7 +97,8 @@ def ld_cohort(tmp_path_factory):
 
 
 def reference_harmonise(ss_path, bim, qc, keep_ambiguous=False):
-    """Independent harmonisation, one row at a time, p as exact Decimals."""
+    """Independent harmonisation, one row at a time, p as exact Decimals. Only SNPs (one
+    base each allele) may be given on the other strand; indels match as given."""
     by_id = {v: i for i, v in enumerate(bim.variant_id)}
     by_pos = {(str(c), int(p)): i for i, (c, p) in enumerate(zip(bim.chrom, bim.pos))}
     ss = pd.read_csv(ss_path, sep="\t", dtype=str, keep_default_na=False)
@@ -112,7 +113,8 @@ def reference_harmonise(ss_path, bim, qc, keep_ambiguous=False):
         ambiguous = {a1, a2} in ({"A", "T"}, {"C", "G"})
         ea, oa = r.ALLELE1, r.ALLELE0
         if {ea, oa} != {a1, a2}:
-            if ambiguous or {COMPLEMENT[ea], COMPLEMENT[oa]} != {a1, a2}:
+            if (ambiguous or len(ea) != 1 or len(oa) != 1
+                    or {COMPLEMENT[ea], COMPLEMENT[oa]} != {a1, a2}):
                 continue
             ea, oa = COMPLEMENT[ea], COMPLEMENT[oa]
         if ambiguous and not keep_ambiguous:
@@ -783,3 +785,30 @@ def test_gwas_ssf_chromosome_25_is_mt(tmp_path):
                                                     "ALLELE1", "BETA", "LOG10P"],
                            [["25", 100, "?", "A", "G", 0.1, 5]])
     assert list(S.read_sumstats(plink_numbers).chrom) == ["XY"]
+
+
+def test_indels_are_never_strand_flipped(tmp_path):
+    """Only SNPs are matched on the other strand. An indel whose alleles are the .bim's
+    with each base complemented (TC/T for AG/A: another insertion, not AG/A on the
+    other strand, which would read CT/T) or reverse-complemented is not the .bim
+    variant, matched by position or by ID; indels given as the .bim's, or swapped, match.
+    The result is the independent row-by-row harmonisation's."""
+    bim = pd.DataFrame({"chrom": "1", "variant_id": ["rs1", "rs2", "rs3", "rs4", "rs5"],
+                        "cm": 0.0, "pos": [100, 200, 300, 400, 500],
+                        "a1": ["AG", "A", "A", "ACG", "C"], "a2": ["A", "AT", "G", "A", "CTT"]})
+    rows = [["x1", 1, 100, "TC", "T", "0.5", "1e-9"],     # AG/A, each base complemented
+            ["x1b", 1, 100, "A", "AG", "0.2", "1e-3"],    # AG/A swapped: matches
+            ["x2", 1, 200, "T", "TA", "0.4", "1e-8"],     # A/AT, each base complemented
+            ["x3", 1, 300, "T", "C", "0.3", "1e-7"],      # SNP A/G on the other strand
+            ["rs4", 1, 400, "TGC", "T", "0.6", "1e-6"],   # ID match, bases complemented
+            ["x4", 1, 400, "CGT", "T", "0.6", "1e-6"],    # ACG/A reverse-complemented
+            ["x5", 1, 500, "CTT", "C", "0.1", "1e-5"]]    # C/CTT swapped: matches
+    path = _write(tmp_path / "indels.txt", ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "BETA",
+                                            "P_BOLT_LMM"], rows)
+    want = reference_harmonise(path, bim, set(bim.variant_id))
+    assert sorted(want.variant_id) == ["rs1", "rs3", "rs5"]
+    table, steps = S.harmonise(S.read_sumstats(path), bim)
+    got = S.rank(table)
+    assert list(got.variant_id) == list(want.variant_id)
+    np.testing.assert_allclose(got.beta, want.beta)
+    assert "complemented: 1" in " ".join(steps.step)        # the SNP only

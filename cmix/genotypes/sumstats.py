@@ -22,7 +22,8 @@ Harmonising (:func:`harmonise`), counts kept at each step:
     1. rows with a missing beta or p ("NA", empty) are dropped;
     2. matched to the .bim by variant ID, else by chromosome:position with the same two
        alleles; an ID match whose alleles are not the .bim's (on either strand) is dropped;
-    3. alleles given on the other strand (A/G for a .bim T/C) are complemented;
+    3. SNP alleles given on the other strand (A/G for a .bim T/C) are complemented;
+       indels and other multi-base alleles must match as given (or swapped);
     4. strand-ambiguous SNPs (.bim alleles A/T or C/G) are dropped unless
        ``keep_ambiguous`` (then their alleles are taken as given, on the .bim's strand);
     5. only QC-passed SNPs (the ``extract`` list) are kept;
@@ -708,12 +709,17 @@ def _count_step(steps: list, name: str, n_before: int, df: pd.DataFrame) -> pd.D
 
 def _sumstats_alleles(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
     """(effect, other, effect complemented, other complemented): object arrays (n,),
-    the complement being the other strand's base (A<->T, C<->G)."""
+    the complement being the other strand's base (A<->T, C<->G). Only single-base SNPs
+    (both alleles one base) have a complement; for the other rows (indels, multi-base
+    alleles) it is None, which matches no allele: they match only as given or swapped."""
     ea = df["effect_allele"].to_numpy()
     oa = df["other_allele"].to_numpy()
     table = str.maketrans("ACGT", "TGCA")
     ea_c = _map_unique(ea, lambda a: a.translate(table))
     oa_c = _map_unique(oa, lambda a: a.translate(table))
+    snp = ((df["effect_allele"].str.len() == 1) & (df["other_allele"].str.len() == 1)
+           ).to_numpy()
+    ea_c[~snp] = oa_c[~snp] = None
     return ea, oa, ea_c, oa_c
 
 
@@ -721,8 +727,8 @@ def _bim_rows(df: pd.DataFrame, bim: pd.DataFrame, bim_a1, bim_a2, alleles
               ) -> tuple[np.ndarray, int]:
     """Each summary-statistics row's .bim row, int (n,), -1 where unmatched, and how many
     matched by ID. Rows are matched by variant ID (when the .bim IDs are unique), the
-    rest by chromosome:position where the .bim has the same two alleles on either strand
-    (the first such .bim row)."""
+    rest by chromosome:position where the .bim has the same two alleles, for a SNP on
+    either strand (:func:`_sumstats_alleles`; the first such .bim row)."""
     ea, oa, ea_c, oa_c = alleles
     by_id = pd.Index(bim["variant_id"])
     idx = by_id.get_indexer(df["id"]) if by_id.is_unique else np.full(len(df), -1)
@@ -747,7 +753,8 @@ def _orient_alleles(ea, oa, ea_c, oa_c, a1, a2):
     """Compare matched rows' alleles (as given and complemented) with their .bim A1/A2,
     all object (n,). Returns (ok: alleles are the .bim's, flip: the effect allele is
     the .bim A2, ambiguous: the .bim alleles are A/T or C/G, n complemented); bool (n,)
-    arrays and an int. Strand-ambiguous SNPs are never complemented."""
+    arrays and an int. Strand-ambiguous SNPs and indels (complement None,
+    :func:`_sumstats_alleles`) are never complemented."""
     direct = (ea == a1) & (oa == a2)
     swapped = (ea == a2) & (oa == a1)
     ambiguous = (((a1 == "A") & (a2 == "T")) | ((a1 == "T") & (a2 == "A"))
