@@ -461,13 +461,16 @@ def read_table(path: str | os.PathLike, what: str, *, empty=None, **kw):
 
 
 def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
-                      what: str, header: bool = True, block: int = 1 << 23) -> np.ndarray:
+                      what: str, header: bool = True, block: int = 1 << 23,
+                      first: int = 1) -> np.ndarray:
     r"""Check that every data line of a text table has ``n_fields`` fields.
 
     sep: "\t" or "," (every separator counts, so empty fields count too) or None (runs
     of spaces and tabs separate, as pandas' ``sep=r"\s+"``). The file may be gzipped.
-    Blank lines are skipped, as pandas skips them; with ``header`` the first line is the
-    header and is not checked. Runs over the bytes in blocks, vectorised.
+    Blank lines are skipped, as pandas skips them; the table starts at line ``first``
+    (lines above it are not read, as pandas' ``skiprows=first - 1``), and with
+    ``header`` that line is the header and is not checked. Runs over the bytes in
+    blocks, vectorised.
 
     Returns int64 (n_data_lines,): the 1-based line number of each data line (of each
     row pandas reads), for messages that name a line. Raises :class:`CmixError` naming
@@ -491,7 +494,7 @@ def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
                 if data:
                     counts, blank = _field_counts(np.frombuffer(data, np.uint8), sep)
                     numbers = n_lines + 1 + np.arange(len(counts))
-                    keep = ~blank & ((numbers > 1) if header else True)
+                    keep = ~blank & (numbers > first if header else numbers >= first)
                     bad = keep & (counts != n_fields)
                     if bad.any():
                         i = int(np.flatnonzero(bad)[0])

@@ -812,3 +812,37 @@ def test_indels_are_never_strand_flipped(tmp_path):
     assert list(got.variant_id) == list(want.variant_id)
     np.testing.assert_allclose(got.beta, want.beta)
     assert "complemented: 1" in " ".join(steps.step)        # the SNP only
+
+
+def test_blank_lines_above_the_header(ld_cohort, tmp_path):
+    """Blank lines above the header (an empty one, one of a space and a tab; plain and
+    gzipped) are skipped: the rows read are the file's (pandas on the file without
+    them), line numbers in the table and in messages are the file's own, and a file of
+    blank lines only is one error saying so."""
+    _, ss, _, _ = ld_cohort
+    text = "\n \t\n" + gzip.open(ss, "rt").read()
+    plain = tmp_path / "blank.txt"
+    plain.write_text(text)
+    gz = tmp_path / "blank.txt.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write(text)
+    raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False)
+    for path in (plain, gz):
+        got = S.read_sumstats(path)
+        assert got.attrs["layout"] == "BOLT-LMM"
+        assert list(got.id) == list(raw.SNP)
+        np.testing.assert_allclose(got.beta, raw.BETA.astype(float))
+        assert list(got.line) == list(range(4, len(raw) + 4))     # header on line 3
+        np.testing.assert_allclose(S.sumstats_info(path), raw.INFO.astype(float))
+    lines = text.split("\n")
+    fields = lines[9].split("\t")
+    fields[raw.columns.get_loc("BETA")] = "oops"
+    lines[9] = "\t".join(fields)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(CmixError, match="bad.txt, line 10, column BETA: expected a number"):
+        S.read_sumstats(bad)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(CmixError, match="no header line \\(its 2 lines are blank\\)"):
+        S.read_sumstats(empty)

@@ -406,19 +406,26 @@ def describe_columns(layout: str, columns: dict) -> str:
     return f"{how}: " + ", ".join(parts)
 
 
-def _read_header(path) -> tuple[list[str], str]:
-    """(header names, pandas separator) of a summary-statistics file; a UTF-8 byte-order
-    mark before the first name is dropped."""
+def _read_header(path) -> tuple[list[str], str, int]:
+    """(header names, pandas separator, the header's 1-based line number) of a
+    summary-statistics file: the header is its first line that is not blank (blank
+    lines above it are skipped); a UTF-8 byte-order mark before the first name is
+    dropped."""
+    text, lineno = "", 0
     try:
         with open_maybe_gzip(path) as fh:
-            header_line = fh.readline().lstrip("\ufeff")
+            for lineno, text in enumerate(fh, 1):
+                text = text.lstrip("\ufeff")
+                if text.strip():
+                    break
     except (OSError, EOFError, UnicodeDecodeError) as err:
         raise CmixError(f"{path}: cannot read ({err})") from None
-    if not header_line.strip():
-        raise CmixError(f"{path}: empty file (expected a header line)")
-    if "\t" in header_line:
-        return [h.strip() for h in header_line.strip("\r\n").split("\t")], "\t"
-    return header_line.split(), r"\s+"
+    if not text.strip():
+        raise CmixError(f"{path}: empty file (expected a header line)" if lineno == 0 else
+                        f"{path}: no header line (its {lineno} lines are blank)")
+    if "\t" in text:
+        return [h.strip() for h in text.strip("\r\n").split("\t")], "\t", lineno
+    return text.split(), r"\s+", lineno
 
 
 def _numbers(text: pd.Series, path, column, lines, what: str) -> np.ndarray:
@@ -505,9 +512,9 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     naming the file and line.
     """
     path = input_file(path, "summary statistics")
-    header, sep = _read_header(path)
+    header, sep, header_line = _read_header(path)
     layout, columns = resolve_columns(header, column_map, path)
-    raw, lines = _read_columns(path, header, sep, columns)
+    raw, lines = _read_columns(path, header, sep, columns, header_line)
     raw, lines, note = _additive_rows(raw, lines, columns, path)
     if not quiet:
         log(f"{path}: {describe_columns(layout, columns)}{note}")
@@ -525,20 +532,21 @@ def read_sumstats(path: str | os.PathLike, column_map: dict | None = None,
     return out
 
 
-def _read_columns(path, header: list[str], sep: str, columns: dict
+def _read_columns(path, header: list[str], sep: str, columns: dict, header_line: int = 1
                   ) -> tuple[pd.DataFrame, np.ndarray]:
-    """The used columns of every data row as text (no missing-value parsing), and the
-    1-based line number of each row. Every row must have the header's fields: with a
-    field too many or too few, the columns of a row shift and a beta would be read from
-    another column."""
+    """The used columns of every data row below the header (on line ``header_line``) as
+    text (no missing-value parsing), and the 1-based line number of each row. Every row
+    must have the header's fields: with a field too many or too few, the columns of a
+    row shift and a beta would be read from another column."""
     lines = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
-                              "summary statistics")
+                              "summary statistics", first=header_line)
     with open(path, "rb") as fh:
         compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     try:
         raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
                           na_filter=False, compression=compression, engine="c",
-                          quoting=csv.QUOTE_NONE, encoding="utf-8-sig")
+                          quoting=csv.QUOTE_NONE, encoding="utf-8-sig",
+                          skiprows=header_line - 1)
     except (pd.errors.ParserError, ValueError) as err:
         raise CmixError(f"{path}: cannot parse as a table ({err})") from None
     if len(raw) != len(lines):
@@ -991,7 +999,7 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
     import csv
 
     path = input_file(path, "summary statistics")
-    header, sep = _read_header(path)
+    header, sep, header_line = _read_header(path)
     names = {h.upper(): h for h in header}
     if column.upper() not in names:
         raise CmixError(f"{path}: no {column} column for --min-info (header has "
@@ -1000,7 +1008,8 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
         compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     raw = pd.read_csv(path, sep=sep, dtype=str, usecols=[names[column.upper()]],
                       na_filter=False, compression=compression, engine="c",
-                      quoting=csv.QUOTE_NONE, encoding="utf-8-sig")
+                      quoting=csv.QUOTE_NONE, encoding="utf-8-sig",
+                      skiprows=header_line - 1)
     return pd.to_numeric(raw.iloc[:, 0], errors="coerce").to_numpy(np.float64)
 
 
