@@ -313,6 +313,30 @@ def test_genotype_route_matches_plink2_king_cutoff(families, with_keep, tmp_path
     assert summary["samples_dropped"] == n_out > 0
 
 
+def test_genotype_route_cutoff_below_report_threshold_matches_plink2(families, tmp_path):
+    """A cutoff below 0.0442 prunes every pair above it, as plink2 --king-cutoff 0.03
+    (genotype route and table route); the .kin0 still holds the pairs > 0.0442 only."""
+    d = families["dir"]
+    every = read_kin0(d / "p2all.kin0")["KINSHIP"]
+    assert ((every > 0.03) & (every <= 0.0442)).sum() > 0      # pairs only this cutoff prunes
+    run_plink2("--bfile", d / "fam", "--king-cutoff", "0.03", "--out", tmp_path / "p")
+    assert main(["unrelated", "--bfile", str(d / "fam"), "--cutoff", "0.03", "--out",
+                 str(tmp_path / "o"), "--device", "cpu"]) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(tmp_path / f"p.{ext}")
+    assert _read(tmp_path / "o.king.cutoff.out.id") != _read(d / "p2cut.king.cutoff.out.id")
+    ours, theirs = read_kin0(tmp_path / "o.kin0"), read_kin0(d / "p2rep.kin0")
+    pd.testing.assert_frame_equal(ours[["IID1", "IID2", "NSNP"]], theirs[["IID1", "IID2", "NSNP"]])
+    summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
+    assert summary["pairs_above_cutoff"] == (every > 0.03).sum()
+    assert summary["pairs_third_degree"] == ((every > 0.0442) & (every <= 0.0884)).sum()
+    # the table route on plink2's table of all pairs: the same sets
+    assert main(["unrelated", "--kinship", str(d / "p2all.kin0"), "--bfile", str(d / "fam"),
+                 "--cutoff", "0.03", "--out", str(tmp_path / "t")]) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"t.{ext}") == _read(tmp_path / f"p.{ext}")
+
+
 @pytest.mark.parametrize("with_keep", [False, True])
 def test_table_route_on_plink2_table_matches_plink2(families, with_keep, tmp_path):
     d = families["dir"]

@@ -615,7 +615,8 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
 
     fam: the sample table (fid, iid) in .fam order; sample_idx: sorted positions of the
     samples considered (the keep list); related: pairs among them with columns idx1,
-    idx2, kinship (kinship > REPORT_MIN_KINSHIP or more; only pairs > cutoff prune).
+    idx2, kinship (at least every pair > min(cutoff, REPORT_MIN_KINSHIP); all pairs >
+    cutoff prune, the degree counts take those > REPORT_MIN_KINSHIP).
     Returns the summary as a dict.
     """
     out = str(out)
@@ -725,8 +726,9 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
 def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = DEFAULT_CUTOFF,
                              extract=None, keep=None, device: str = "auto",
                              block_size: int = 1024) -> dict:
-    """Genotype route: KING-robust over autosomal (extracted) variants, prune, write
-    the .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
+    """Genotype route: KING-robust over autosomal (extracted) variants, prune every pair
+    above the cutoff (pairs are computed down to it when it is below 0.0442), write the
+    .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
     or pfile a prefix or a ``{chrom}`` pattern read across the chromosome set (shared
     fam); its chroms: only these chromosomes (a --chroms spec); ``keep``: a --keep list;
     block_size: samples per tile edge of the GPU route's kinship products."""
@@ -756,8 +758,10 @@ def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = D
         f"({n_non_auto} non-autosomal excluded"
         + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
         + f") and {len(sample_idx)} samples on {dev}")
-    pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=REPORT_MIN_KINSHIP,
+    # pairs down to the cutoff when it lies below the report threshold: they all prune
+    pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=min(cutoff, REPORT_MIN_KINSHIP),
                         block_size=block_size, device=device)
+    kin0 = pairs[pairs["kinship"].to_numpy() > REPORT_MIN_KINSHIP].reset_index(drop=True)
     extra = {"variants_used": len(variant_idx), "variants_non_autosomal_excluded": n_non_auto}
-    return write_unrelated(out, fam, sample_idx, pairs, cutoff, kin0=pairs, extra_summary=extra)
+    return write_unrelated(out, fam, sample_idx, pairs, cutoff, kin0=kin0, extra_summary=extra)
 
