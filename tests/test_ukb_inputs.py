@@ -455,6 +455,64 @@ def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
                                  ukb / "imp_chr1.sample")
 
 
+def _x_bgen(d, phased=False, n=60, m=40, seed=4):
+    """A BGEN written by plink2 --export bgen-1.2 bits=16 from a chromosome X dosage VCF
+    (odd samples male: haploid calls; 3% missing), indexed; its prefix."""
+    rng = np.random.default_rng(seed)
+    ids = [f"S{i}" for i in range(n)]
+    fmt = "GT" if phased else "GT:DS"
+    with open(d / "x.vcf", "w") as f:
+        f.write('##fileformat=VCFv4.2\n##contig=<ID=X>\n##FORMAT=<ID=GT,Number=1,'
+                'Type=String,Description="g">\n##FORMAT=<ID=DS,Number=1,Type=Float,'
+                'Description="d">\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\t'
+                "FORMAT\t" + "\t".join(ids) + "\n")
+        for j in range(m):
+            g = rng.binomial(2, rng.uniform(0.1, 0.5), n)
+            if phased:
+                vals = np.array([f"{int(a)}|{int(b)}" for a, b in zip(g >= 1, g == 2)])
+            else:
+                ds = np.clip(g + rng.normal(0, 0.2, n), 0, 2)
+                gt = np.array(["0/0", "0/1", "1/1"])[np.rint(ds).astype(int)]
+                vals = np.char.add(np.char.add(gt, ":"), np.char.mod("%.3f", ds))
+            vals[rng.random(n) < 0.03] = "./." if phased else "./.:."
+            f.write(f"X\t{5_000_000 + 10 * j}\tx{j}\tG\tA\t.\t.\t.\t{fmt}\t"
+                    + "\t".join(vals) + "\n")
+    (d / "sex.txt").write_text("#IID\tSEX\n" + "".join(f"{s}\t{1 + i % 2}\n"
+                                                        for i, s in enumerate(ids)))
+    plink2("--vcf", d / "x.vcf", *([] if phased else ["dosage=DS"]), "--update-sex",
+           d / "sex.txt", "--make-pgen", "--out", d / "x")
+    plink2("--pfile", d / "x", "--export", "bgen-1.2", "bits=16", "--out", d / "xb")
+    assert main(["bgen-index", str(d / "xb.bgen")]) == 0
+    return d / "xb"
+
+
+def test_bgen_haploid_calls_read_as_plink2_reads_them(tmp_path):
+    """Males on chrX, as plink2 --export bgen-1.2 writes them (ploidy 1), read as plink2
+    --bgen reads them (2 P(allele)); females' diploid calls and missing calls as before."""
+    prefix = _x_bgen(tmp_path)
+    bg = bgen_mod.open_bgen(f"{prefix}.bgen", f"{prefix}.sample")
+    ours = bg.read_dosages(np.arange(len(bg.bim))).T          # samples x variants
+    table = bg.bim.rename(columns={"a1": "effect_allele"})
+    ref = _plink2_export_a(tmp_path, "p2", table, "--bgen", f"{prefix}.bgen", "ref-last",
+                           "--sample", f"{prefix}.sample")
+    ref = ref.loc[bg.fam["iid"], bg.bim["variant_id"]].to_numpy()
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    called = ~np.isnan(ref)
+    assert np.abs(ours[called] - ref[called]).max() <= 0.0005 + 1 / 16384 + 1e-6
+    males = np.arange(len(ours)) % 2 == 1
+    assert called[males].mean() > 0.9 and (ours[males][called[males]] % 1 != 0).mean() > 0.5
+
+
+def test_phased_bgen_is_refused_as_phased(tmp_path):
+    prefix = _x_bgen(tmp_path, phased=True, n=20, m=5)
+    bg = bgen_mod.open_bgen(f"{prefix}.bgen", f"{prefix}.sample")
+    with pytest.raises(bgen_mod.CmixError) as err:
+        bg.read_dosages([0])
+    msg = str(err.value)
+    assert msg.startswith(f"{prefix}.bgen: variant 'x0'") and "the file is phased" in msg
+    assert "--make-pgen" in msg and not any(f"S{i}" in msg for i in range(20))
+
+
 def test_truncated_pgen_is_one_message(ukb, capsys, tmp_path):
     """A .pgen cut short (a copy that stopped): qc refuses it, naming the file, with no
     traceback and no outputs."""

@@ -6,7 +6,9 @@ variant are decoded by cbgen (the C bgen library's Python binding) from the offs
 index gives, so only the selected SNPs are ever read. The dosage is the expected count
 of BGEN allele 2, ``P(het) + 2 P(hom allele 2)``, float32 with NaN for a missing call;
 as a .bim table allele 2 is ``a1`` (the counted allele) and allele 1 is ``a2``. Only
-unphased diploid biallelic variants are read (UK Biobank's imputed data).
+unphased biallelic variants are read (UK Biobank's imputed data); a haploid call (males
+on chrX as ``plink2 --export bgen-1.2`` writes them) counts ``2 P(allele 2)``, as plink2
+reads it.
 
 Sample order comes from the .sample file (two header lines, ``ID_1 ID_2 ...``); a
 target sample table (.fam) is matched to it by ID: by (ID_1, ID_2) = (FID, IID), or by
@@ -354,13 +356,7 @@ class BgenFile(Tables):
                     start = int(self.start[v])
                     used = self._check_variant(fd, v, start, size)
                     gt = bg.read_genotype(start + used, precision=32)
-                    prob = gt.probability
-                    if prob.shape[1] != 3 or gt.phased:
-                        raise CmixError(
-                            f"{self.path}: variant {self.bim['variant_id'].iloc[v]!r} is not "
-                            "an unphased diploid biallelic genotype (cmix reads UK Biobank-"
-                            "style imputed dosages only)")
-                    d = prob[:, 1] + 2 * prob[:, 2]
+                    d = _expected_copies(gt, self.path, self.bim["variant_id"].iloc[v])
                     out[k, present] = d[rows[present]]
         finally:
             os.close(fd)
@@ -394,6 +390,34 @@ class BgenFile(Tables):
                             f"{want[0]!r} (byte {start}; {size} bytes in the file): "
                             "truncated?")
         return used
+
+
+def _expected_copies(gt, path, variant_id) -> np.ndarray:
+    """Expected allele-2 counts, float64 (n_bgen_samples,), of one decoded biallelic
+    variant (a cbgen Genotype): ``P(het) + 2 P(hom allele 2)`` for a diploid call and
+    ``2 P(allele 2)`` for a haploid one (ploidy 1, as plink2 writes males on chrX; plink2
+    reads it so), NaN for a missing call. CmixError naming the file and variant for a
+    phased variant or a call of another ploidy."""
+    if gt.phased:
+        raise CmixError(f"{path}: variant {variant_id!r} holds phased haplotype "
+                        "probabilities (the file is phased); cmix reads unphased genotype "
+                        "probabilities, as UK Biobank's imputed BGENs hold them: convert it "
+                        f"with `plink2 --bgen {path} --sample FILE.sample --make-pgen` and "
+                        "give the .pgen with --pfile")
+    ploidy = np.asarray(gt.ploidy)
+    prob = gt.probability
+    haploid, diploid = ploidy == 1, ploidy == 2
+    other = ~(haploid | diploid)
+    if other.any():
+        raise CmixError(f"{path}: variant {variant_id!r} has {int(other.sum())} calls of "
+                        f"ploidy {int(ploidy[other][0])}; cmix reads haploid and diploid "
+                        "calls only")
+    d = np.full(len(ploidy), np.nan)
+    if diploid.any():
+        d[diploid] = prob[diploid, 1] + 2 * prob[diploid, 2]
+    if haploid.any():
+        d[haploid] = 2 * prob[haploid, 1]
+    return d
 
 
 def _strip_chrom(chrom: pd.Series) -> pd.Series:
