@@ -446,6 +446,35 @@ def test_bgen_that_does_not_fit_its_index_or_sample_is_refused(ukb, bgen_sel, tm
     assert not any(i in line for i in ids)                    # no sample IDs in messages
 
 
+def test_bgen_contigs_spelled_chr_match_a_selection_of_codes(ukb, bgen_sel, tmp_path):
+    """A BGEN whose contigs are chr1-chr3 (plink2 --output-chr chrM) serves a selection
+    table of 1-3, and a table of chr1-chr3 is served by BGENs of 1-3: the dosages are
+    plink2's --export A of the same files."""
+    sel, _ = bgen_sel
+    plink2("--pfile", ukb / "frac", "--chr", *CHROMS, "--output-chr", "chrM", "--export",
+           "bgen-1.2", "bits=8", "--out", tmp_path / "chr")
+    assert main(["bgen-index", str(tmp_path / "chr.bgen")]) == 0
+    table = pd.read_csv(sel, sep="\t", dtype={"chrom": str})
+    assert set(table["chrom"]) <= set(CHROMS)
+    _, ours = _store(ukb, tmp_path / "a.zarr", sel, "--bgen", str(tmp_path / "chr.bgen"),
+                     "--sample", str(tmp_path / "chr.sample"), "--fam", str(ukb / "cal.fam"))
+    ref = _plink2_export_a(tmp_path, "p2", table, "--bgen", tmp_path / "chr.bgen", "ref-last",
+                           "--sample", tmp_path / "chr.sample")
+    ref = ref.loc[ours.index, ours.columns].to_numpy()
+    called = ~np.isnan(ref)
+    assert np.array_equal(ours.to_numpy() == -1, ~called)
+    assert np.abs(ours.to_numpy()[called] - ref[called]).max() <= FRACTIONAL_TOLERANCE
+    prefixed = table.assign(chrom="chr" + table["chrom"])
+    prefixed.to_csv(tmp_path / "sel_chr.tsv", sep="\t", index=False)
+    _, theirs = _store(ukb, tmp_path / "b.zarr", tmp_path / "sel_chr.tsv", "--bgen",
+                       str(ukb / "imp_chr{chrom}.bgen"), "--sample",
+                       str(ukb / "imp_chr{chrom}.sample"), "--fam", str(ukb / "cal.fam"),
+                       "--chroms", *CHROMS)
+    assert theirs.columns.tolist() == ours.columns.tolist()
+    assert np.abs(theirs.to_numpy()[called] - ref[called]).max() <= FRACTIONAL_TOLERANCE
+    assert np.array_equal(theirs.to_numpy() == -1, ~called)
+
+
 def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
     """plink2's BGEN embeds its sample IDs; the .sample written with it agrees, row by row."""
     head = bgen_mod._header(ukb / "imp_chr1.bgen")

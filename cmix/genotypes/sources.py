@@ -290,11 +290,19 @@ def _open_plink_set(src, is_pgen: bool, fam, chroms):
 
 def _open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     """One .bgen, or a ``{chrom}`` pattern of them (``sample`` may be a pattern too),
-    as one source over the union of their variants (see :func:`open_source`)."""
+    as one source over the union of their variants (see :func:`open_source`).
+    positions: {chromosome: bp positions} to list (None: all); chromosomes are matched
+    by code on both sides, so ``chr1``, ``01`` and ``1`` are one chromosome."""
     from .bgen import bgi_chromosomes, open_bgen
     from .plink import read_fam
+    from .selection import chrom_codes
 
     target = read_fam(fam) if fam is not None else None
+    if positions is not None:
+        by_code: dict[str, list] = {}
+        for c, pos in positions.items():
+            by_code.setdefault(chrom_code(c), []).append(np.asarray(pos))
+        positions = {c: np.concatenate(p) for c, p in by_code.items()}
 
     def wanted(chrom=None):
         if positions is None:
@@ -307,8 +315,9 @@ def _open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
         part = open_bgen(bgen, sample, target, wanted())
         if positions is not None:    # one file of several chromosomes: keep (chrom, pos) pairs
             keep = np.zeros(part.n_variants, bool)
+            codes = chrom_codes(part.bim["chrom"])
             for c, pos in positions.items():
-                keep |= (part.bim["chrom"] == str(c)).to_numpy() & part.bim["pos"].isin(pos).to_numpy()
+                keep |= (codes == c) & part.bim["pos"].isin(pos).to_numpy()
             part.bim = part.bim[keep].reset_index(drop=True)
             part.start = part.start[keep]
             part.rsid = part.rsid[keep]
