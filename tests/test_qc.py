@@ -425,3 +425,55 @@ def test_per_chromosome_runs_concatenate_to_the_whole_run(cohort, tmp_path):
                           str(cohort / "genotypes"), "--mind", "0.1", "--chroms", "1", "--out",
                           str(tmp_path / "bad")], capture_output=True, text=True)
     assert res.returncode == 1 and "cannot be combined with --chroms" in res.stderr
+
+
+def write_dosage_vcf(path, n=300, m=400, seed=11):
+    """A GT:DS VCF on chromosomes 1-2: rare and common variants, each call a hard call
+    plus noise (none, small, large, or a one-sided spread of up to 0.09 that moves a rare
+    variant's dosage frequency away from its hard-call frequency), 2% missing."""
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        f.write('##fileformat=VCFv4.2\n##contig=<ID=1>\n##contig=<ID=2>\n'
+                '##FORMAT=<ID=GT,Number=1,Type=String,Description="g">\n'
+                '##FORMAT=<ID=DS,Number=1,Type=Float,Description="d">\n'
+                "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
+                + "\t".join(f"S{i}" for i in range(n)) + "\n")
+        for j in range(m):
+            g = rng.binomial(2, rng.choice([0.004, 0.008, 0.0105, 0.012, 0.02, 0.2]), n)
+            noise = [np.zeros(n), rng.normal(0, 0.05, n), rng.normal(0, 0.3, n),
+                     rng.uniform(0, 0.09, n)][j % 4]
+            ds = np.round(np.clip(g + noise, 0, 2), 3)
+            vals = np.char.add(np.array(["0/0", "0/1", "1/1"])[np.rint(ds).astype(int)],
+                               np.char.mod(":%.3f", ds))
+            vals[rng.random(n) < 0.02] = "./.:."
+            f.write(f"{1 + 2 * j // m}\t{1000 + 10 * j}\tv{j}\tG\tA\t.\t.\t.\tGT:DS\t"
+                    + "\t".join(vals) + "\n")
+
+
+def test_maf_on_pgen_dosages_matches_plink2(tmp_path):
+    """A .pgen holding dosages (ten non-founders among its samples): --maf takes the
+    founders' dosage frequency as plink2 does (the kept list and the maf column equal
+    plink2's --freq), --geno/--hwe its hard calls; a per-chromosome set of it the same."""
+    write_dosage_vcf(tmp_path / "d.vcf")
+    plink2("--vcf", tmp_path / "d.vcf", "dosage=DS", "--make-pgen", "--out", tmp_path / "d")
+    (tmp_path / "d.psam").write_text("#IID\tPAT\tMAT\tSEX\n" + "".join(
+        f"S{i}\t{'S20' if i < 10 else 0}\t{'S21' if i < 10 else 0}\tNA\n" for i in range(300)))
+    (tmp_path / "keep.txt").write_text("".join(f"S{i}\n" for i in range(0, 300, 3)[5:]))
+    for keep in ([], ["--keep", tmp_path / "keep.txt"]):
+        flags = [*keep, "--maf", "0.01", "--geno", "0.05", "--hwe", "1e-7"]
+        plink2("--pfile", tmp_path / "d", *flags, "--write-snplist", "--out", tmp_path / "p")
+        plink2("--pfile", tmp_path / "d", *keep, "--freq", "--out", tmp_path / "p")
+        assert cmix_qc("--pfile", tmp_path / "d", *flags, "--out", tmp_path / "c") == 0
+        assert read_lines(tmp_path / "c.snplist") == read_lines(tmp_path / "p.snplist")
+        vqc = pd.read_csv(tmp_path / "c.vqc.tsv", sep="\t")
+        f = pd.read_csv(tmp_path / "p.afreq", sep="\t")["ALT_FREQS"]
+        np.testing.assert_allclose(vqc["maf"], np.minimum(f, 1 - f), rtol=1e-5, atol=0)
+        # the hard calls' frequencies would keep another list
+        a1, a2 = 2 * vqc["hom_a1"] + vqc["het"], 2 * vqc["hom_a2"] + vqc["het"]
+        hard_maf = np.minimum(a1, a2) / (a1 + a2)
+        assert ((hard_maf < 0.01) != (vqc["maf"] < 0.01)).sum() > 10
+    for c in ("1", "2"):
+        plink2("--pfile", tmp_path / "d", "--chr", c, "--make-pgen", "--out", tmp_path / f"d{c}")
+    assert cmix_qc("--pfile", tmp_path / "d{chrom}", "--fam", tmp_path / "d.psam", "--chroms",
+                   "1-2", *flags, "--out", tmp_path / "s") == 0
+    assert read_lines(tmp_path / "s.snplist") == read_lines(tmp_path / "p.snplist")

@@ -237,6 +237,42 @@ class Pfile(PlinkTrio):
         missing. Equal to :meth:`read` where the file holds hard calls only."""
         return self._read(variant_idx, sample_idx, dosages=True)
 
+    def may_hold_dosages(self) -> bool:
+        """Whether the .pgen's header allows dosages: storage modes 0x03/0x04 (fixed
+        width with dosages), or 0x10/0x11 with 8-bit variant record types (header
+        control bits 0-3 of 4-7, or 12/14). False: hard calls only."""
+        with open(self.pgen_path, "rb") as fh:
+            head = fh.read(12)
+        if head[2:3] in (b"\x03", b"\x04"):
+            return True
+        return (head[2:3] in (b"\x10", b"\x11") and len(head) == 12
+                and head[11] & 15 in (4, 5, 6, 7, 12, 14))
+
+    def dosage_sums(self, sample_idx) -> tuple[np.ndarray, np.ndarray]:
+        """Per variant, over the samples ``sample_idx`` (sorted): the sum of their ALT
+        dosages (float64, exact: dosages are multiples of 1/16384) and how many have one
+        (int64), read in blocks by one pgenlib reader."""
+        alt = np.zeros(self.n_variants)
+        n_obs = np.zeros(self.n_variants, np.int64)
+        if len(sample_idx) == 0:
+            return alt, n_obs
+        block = max(1, min(READ_BLOCK, (32 << 20) // (4 * len(sample_idx))))
+        reader = self.reader(sample_idx)
+        try:
+            for s in range(0, self.n_variants, block):
+                e = min(s + block, self.n_variants)
+                d = np.empty((e - s, len(sample_idx)), np.float32)
+                try:
+                    reader.read_dosages_range(s, e, d)
+                except RuntimeError as err:
+                    raise self._damaged(err, s, e - 1) from None
+                seen = d >= 0
+                alt[s:e] = np.where(seen, d, 0).sum(axis=1, dtype=np.float64)
+                n_obs[s:e] = seen.sum(axis=1)
+        finally:
+            reader.close()
+        return alt, n_obs
+
     def packed_rows(self, variant_idx) -> np.ndarray:
         """The variants as .bed bytes (A1 = ALT counts): uint8 (k, bytes_per_variant)."""
         variant_idx = np.asarray(variant_idx, dtype=np.int64)

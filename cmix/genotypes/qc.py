@@ -21,6 +21,8 @@ Filters, in plink2's order: sample filters (--keep/--remove) -> --mind -> --geno
   non-founder; removing a parent does not make the child a founder), as plink2.
 - --maf t: removed if min(f_A2, 1 - f_A2) < t over non-missing founder calls
   (exactly t is kept). A variant with no non-missing founder call is kept (plink2).
+  From a .pgen that holds dosages, f comes from the founders' dosages, as plink2
+  takes it (one more pass over the file); --geno and --hwe count its hard calls.
 - --hwe t: removed if the exact test p (plink2's HweP, including its tie tolerance
   between tables of equal probability) < t. ``midp`` subtracts half the probability of
   the observed table(s); ``keep-fewhet`` keeps variants whose heterozygote count is
@@ -220,6 +222,24 @@ def minor_allele_frequency(counts: Counts) -> np.ndarray:
         return np.minimum(a1, a2) / (a1 + a2)
 
 
+def _dosage_maf(bf, sample_idx: np.ndarray, maf_v: np.ndarray) -> np.ndarray:
+    """For a .pgen (or a set of them) whose header allows dosages: the minor allele
+    frequency over the kept founders' dosages, as plink2 takes it for --maf and --freq
+    (min(ALT, REF dosage sum) / their total; a hard call counts as a whole dosage, so
+    variants of hard calls get the count ratio). Otherwise ``maf_v`` as it is."""
+    parts, offsets = (bf.parts, bf.offsets) if hasattr(bf, "parts") else ([bf], [0])
+    if not any(getattr(p, "may_hold_dosages", lambda: False)() for p in parts):
+        return maf_v
+    founders = sample_idx[founder_flags(bf.fam)[sample_idx]]
+    out = maf_v.copy()
+    for part, off in zip(parts, offsets):
+        alt, n_obs = part.dosage_sums(founders)
+        ref = 2 * n_obs - alt
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[off:off + part.n_variants] = np.minimum(alt, ref) / (alt + ref)
+    return out
+
+
 def missing_exceeds(missing: np.ndarray, threshold: float, total: int) -> np.ndarray:
     """plink2's --geno/--mind rule: True where missing > threshold * total.
 
@@ -235,7 +255,8 @@ class QcResult:
 
     table: one row per variant (.bim order) with columns variant_id, a1, a2 (.bim
     columns 5 and 6), hom_a1, het, hom_a2 (kept founders' genotype counts), missing,
-    n_kept (all kept samples), missing_rate, maf, hwe_p, status
+    n_kept (all kept samples), missing_rate, maf (from dosages for a .pgen holding
+    them), hwe_p, status
     ("PASS" or the first failing filter: geno, hwe, maf). sample_idx: int indices into
     the .fam of the samples the counts used (after --mind). mind_removed: int indices of
     samples --mind removed. summary: filter -> count, in application order.
@@ -310,7 +331,7 @@ def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
     summary = {"variants": int(variant_ok.sum()), "samples": len(sample_idx)}
     sample_idx, mind_removed = _apply_mind(bf, counts, sample_idx, variant_ok, filters.mind,
                                            summary)
-    maf_v = minor_allele_frequency(counts)
+    maf_v = _dosage_maf(bf, sample_idx, minor_allele_frequency(counts))
     hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=filters.hwe_midp)
     status = _variant_status(counts, variant_ok, maf_v, hwe_p, filters, summary)
     table = _qc_table(bf.bim, counts, maf_v, hwe_p, status)
