@@ -458,20 +458,14 @@ def _add_store(sub):
 def _load_trait_config(text: str, trait: str) -> dict:
     """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
     checked by :func:`cmix.genotypes.phenotypes.check_trait_config`."""
-    import json
-
-    from .io import CmixError, input_file
+    from .io import CmixError, input_file, parse_json
     from .genotypes.phenotypes import check_trait_config
 
     source = "--trait-config"
     if not text.lstrip().startswith(("{", "[")):
         path = input_file(text, "--trait-config expects JSON text or a JSON file")
         source, text = str(path), path.read_text()
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
-                        f"{err.msg})") from None
+    config = parse_json(text, source)
     if not isinstance(config, dict):
         raise CmixError(f"{source}: the trait config must be a JSON object of trait settings "
                         '(e.g. {"field": 1747, "kind": "categorical", "classes": {...}}), '
@@ -482,10 +476,8 @@ def _load_trait_config(text: str, trait: str) -> dict:
 
 def _load_covariates(text: str | None) -> dict | None:
     """The --covariates JSON (text starting with ``{``, else a file name), checked."""
-    import json
-
     from .genotypes.covariates import check_spec
-    from .io import CmixError, input_file
+    from .io import input_file, parse_json
 
     if text is None:
         return None
@@ -493,12 +485,7 @@ def _load_covariates(text: str | None) -> dict | None:
     if not text.lstrip().startswith(("{", "[")):
         path = input_file(text, "--covariates expects JSON text or a JSON file")
         source, text = str(path), path.read_text()
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
-                        f"{err.msg})") from None
-    return check_spec(spec, source)
+    return check_spec(parse_json(text, source), source)
 
 
 def _run_store(args):

@@ -410,6 +410,55 @@ def split_header(line: str, sep: str | None) -> list[str]:
     return [f.strip().strip('"') for f in fields]
 
 
+def check_row_widths(path: str | os.PathLike, n_fields: int, sep: str, what: str) -> None:
+    r"""CmixError naming the first data line (after the header line) whose field count is
+    not ``n_fields``: a value too many or too few shifts every later column of its row.
+    sep: "	", "," or r"\s+" (:func:`sniff_sep`); a comma-separated file is split as CSV
+    (a quoted field may hold commas), the others as :func:`data_line_numbers` splits them.
+    Blank lines are skipped."""
+    import csv
+
+    if sep == "\t":
+        data_line_numbers(path, n_fields, "\t", what)
+        return
+    if sep != ",":
+        try:
+            data_line_numbers(path, n_fields, None, what)
+        except CmixError as err:
+            raise CmixError(f"{err}; between spaces a blank cell is no field: write NA "
+                            "for a missing value") from None
+        return
+    rows = csv.reader(line for _, line in text_lines(path, what))
+    next(rows, None)
+    for row in rows:
+        if row and len(row) != n_fields:
+            raise CmixError(f"{path}, line {rows.line_num}: expected {n_fields} columns as in "
+                            f"the header, found {len(row)} ({what}); a value too many or too "
+                            "few shifts the columns")
+
+
+def parse_json(text: str, source: str):
+    """JSON text parsed. Text that is not JSON, or an object that gives one key twice
+    (JSON keeps the last silently: a class or a field would vanish), is a CmixError
+    naming ``source`` (and the line and column, or the key)."""
+    import json
+
+    def unique_keys(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise CmixError(f"{source}: key {key!r} appears twice in one JSON object; "
+                                "which one is meant cannot be told")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as err:
+        raise CmixError(f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                        f"{err.msg})") from None
+
+
 def sniff_sep(header: str) -> str:
     r"""The delimiter of a table from its header line: "\t" when it holds a tab, else ","
     when it holds a comma, else r"\s+" (runs of spaces)."""

@@ -110,7 +110,10 @@ def test_column_layouts(tmp_path, layout):
         pd.DataFrame({"eid": ids, "30100-0.0": values}).to_csv(tmp_path / "p", index=False)
         config = MPV_MEDIAN
     else:
-        pd.DataFrame({"IID": ids, "mpv": values}).to_csv(tmp_path / "p", sep=" ", index=False)
+        pd.DataFrame({"IID": ids, "mpv": values}).to_csv(tmp_path / "p", sep=" ", index=False,
+                                                         na_rep="NA")
+        # between spaces a blank cell is no field: missing is written NA
+        (tmp_path / "p").write_text((tmp_path / "p").read_text().replace(" \n", " NA\n"))
         config = {"column": "mpv", "kind": "continuous", "binarise": {"threshold": 10}}
     res = ph.label_trait(ph.read_phenotypes(tmp_path / "p"), "mpv", config, ids, 0.0, 0)
     assert list(res["keep"]) == [0, 1, 3, 4, 5]

@@ -376,6 +376,122 @@ def test_text_in_a_numeric_trait_cell_is_refused(cohort, snps, tmp_path, capsys)
           tmp_path / "p.tsv", "line 12, column f.30100.0.0: 'high' is not a number", out)
 
 
+@pytest.mark.parametrize("case, problem", [
+    ("short_row_spaces", "line 8: expected 8 columns as in the header, found 7"),
+    ("short_row_tabs", "line 8: expected 8 columns as in the header, found 7"),
+    ("trailing_tab_rows", "line 2: expected 8 columns as in the header, found 9"),
+    ("long_row_csv", "line 8: expected 8 columns as in the header, found 9"),
+])
+def test_a_phenotype_row_of_another_width_is_refused(cohort, snps, tmp_path, capsys, case,
+                                                     problem):
+    """A row with a value too few (a blank cell in a space-separated table, a cut line)
+    or too many would put its values under other columns' names (a sex code read as a
+    hair colour); it is refused, naming its line."""
+    p = _pheno(cohort)
+    assert p.shape[1] == 8
+    if case == "short_row_spaces":
+        p.loc[6, "f.30100.0.0"] = ""
+        text = "".join(" ".join(v for v in row if v) + "\n"
+                       for row in [p.columns, *p.to_numpy().tolist()])
+    elif case == "short_row_tabs":
+        rows = ["\t".join(row) for row in [p.columns, *p.to_numpy().tolist()]]
+        rows[7] = rows[7].rsplit("\t", 1)[0]
+        text = "\n".join(rows) + "\n"
+    elif case == "trailing_tab_rows":
+        text = "\t".join(p.columns) + "\n" + "".join(
+            "\t".join(row) + "\t\n" for row in p.to_numpy().tolist())
+    else:
+        rows = [",".join(row) for row in [p.columns, *p.to_numpy().tolist()]]
+        rows[7] += ",1"
+        text = "\n".join(rows) + "\n"
+    path = _write(tmp_path / "p.txt", text)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=path), path, problem, out)
+
+
+def test_quoted_commas_in_a_csv_phenotype_table_are_one_field(cohort, tmp_path):
+    """A Showcase-style CSV whose text cells hold commas inside quotes reads as the TSV."""
+    p = _pheno(cohort)
+    p["note"] = [f"a, b {i}" for i in range(len(p))]
+    p.to_csv(tmp_path / "p.csv", index=False)
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    _same(phenotypes.read_phenotypes(tmp_path / "p.tsv"),
+          phenotypes.read_phenotypes(tmp_path / "p.csv").rename_axis("eid"))
+
+
+@pytest.mark.parametrize("cell", ["inf", "-Infinity", "1e999"])
+def test_an_infinite_covariate_or_trait_cell_is_refused(cohort, snps, tmp_path, capsys, cell):
+    for column, spec in (("f.21022.0.0", {"fields": [21022]}), ("f.30100.0.0", None)):
+        p = _pheno(cohort)
+        p.loc[9, column] = cell
+        p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+        out = tmp_path / "out"
+        args = _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv", spec=spec)
+        fails(capsys, args, tmp_path / "p.tsv", f"line 11, column {column}: '{cell}' is not "
+              "a number", out)
+
+
+@pytest.mark.parametrize("option", ["--trait-config", "--covariates"])
+def test_a_key_given_twice_in_json_is_refused(cohort, snps, tmp_path, capsys, option):
+    """JSON keeps the last of two equal keys: a class or a field would vanish unseen."""
+    args = _store(cohort, snps, tmp_path / "out" / "t.zarr", trait=HAIR, spec={"pcs": 2})
+    text = ('{"field": 1747, "kind": "categorical", "classes": {"blonde": [1], '
+            '"brown": [3], "brown": [4], "black": [5]}}' if option == "--trait-config"
+            else '{"pcs": 2, "pcs": 3}')
+    args[args.index(option) + 1] = text
+    fails(capsys, args, option, "key 'brown' appears twice" if option == "--trait-config"
+          else "key 'pcs' appears twice", tmp_path / "out")
+
+
+def test_a_key_given_twice_in_a_trainer_config_is_refused(tmp_path):
+    from cmix.learn.config import read_config_file
+
+    _write(tmp_path / "c.yaml", "epochs: 2\nlr: 0.01\nepochs: 3\n")
+    _write(tmp_path / "c.json", '{"epochs": 2, "epochs": 3}')
+    with pytest.raises(CmixError, match=r"c.yaml, line 3: key 'epochs' appears twice"):
+        read_config_file(tmp_path / "c.yaml")
+    with pytest.raises(CmixError, match=r"c.json: key 'epochs' appears twice"):
+        read_config_file(tmp_path / "c.json")
+
+
+def test_a_phenotype_table_of_other_ids_is_named_as_such(cohort, snps, tmp_path, capsys):
+    """eids written as floats match no .fam IID: the message says no candidate has a row,
+    not that a class is empty."""
+    p = _pheno(cohort)
+    p["eid"] = p["eid"] + ".0"
+    p.to_csv(tmp_path / "p.tsv", sep="\t", index=False)
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", pheno=tmp_path / "p.tsv"),
+          tmp_path / "p.tsv", "has a row in the phenotype table", out)
+
+
+def test_batch_levels_are_those_of_the_stored_samples(cohort, snps, tmp_path):
+    """A batch held only by kept people without a label (here: no hair colour) is no
+    level of the store: its levels are the stored samples' batches (pandas), so that
+    `cmix predict` refuses that batch as one training never saw. The reference level
+    (no column) is the most common batch."""
+    from cmix.genotypes.store import open_store, store_text
+
+    p = _pheno(cohort)
+    sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)
+    unlabeled = set(p.loc[p["f.1747.0.0"].isin(["", "NA", "-3", "-1"]), "eid"])
+    assert unlabeled
+    sqc.loc[sqc["eid"].isin(unlabeled), "Batch"] = "Batch_new"
+    sqc.to_csv(tmp_path / "sqc.tsv", sep="\t", index=False)
+    args = _store(cohort, snps, tmp_path / "t.zarr", trait=HAIR, spec={"batch": True},
+                  sqc=tmp_path / "sqc.tsv")
+    assert main([str(a) for a in args]) == 0
+    root = open_store(tmp_path / "t.zarr")
+    stored = set(store_text(root, "sample_id"))
+    counts = sqc.set_index("eid").loc[sorted(stored), "Batch"].value_counts()
+    ref = sorted(counts.index[counts == counts.max()])[0]      # the most common, ties: first
+    want = [ref] + sorted(set(counts.index) - {ref})
+    assert "Batch_new" not in want and len(want) > 2
+    assert root.attrs["covariates"]["spec"]["batch_levels"] == want
+    names = list(store_text(root, "covariate_name"))
+    assert names == [f"batch_{b}" for b in want[1:]]
+
+
 def test_a_field_in_both_column_layouts_is_refused(cohort, snps, tmp_path, capsys):
     p = _pheno(cohort)
     p["30100-0.0"] = p["f.30100.0.0"]

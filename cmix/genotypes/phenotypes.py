@@ -58,7 +58,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, data_line, first_line, input_file, read_table, sniff_sep
+from ..io import (CmixError, check_row_widths, data_line, first_line, input_file, read_table,
+                  sniff_sep, split_header)
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -69,12 +70,15 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     """Read a phenotype table: a DataFrame of str cells indexed by eid (str).
 
     Raises :class:`CmixError` when the file is missing or empty, has no ID column, names
-    a column twice or repeats an ID. The file may be gzipped, start with a UTF-8 BOM
+    a column twice, repeats an ID or has a row with more or fewer fields than the header
+    (its values would land in other columns). The file may be gzipped, start with a UTF-8 BOM
     and end its lines with CRLF (:func:`cmix.io.read_table`). ``df.attrs["path"]`` is
     the file, for messages.
     """
     path = input_file(path, "phenotype table")
-    sep = sniff_sep(first_line(path, "phenotype table"))
+    header = first_line(path, "phenotype table")
+    sep = sniff_sep(header)
+    check_row_widths(path, len(split_header(header, sep)), sep, "phenotype table")
     df = read_table(path, "phenotype table with a header", sep=sep, dtype=str,
                     keep_default_na=False, engine="c" if sep != r"\s+" else "python")
     id_col = next((c for c in ID_COLUMNS if c in df.columns), None)
@@ -120,7 +124,9 @@ def trait_column(columns, config: dict, trait: str = "", path="") -> str:
 def trait_values(pheno: pd.DataFrame, column: str, sample_ids, path, trait: str) -> np.ndarray:
     """float64 (len(sample_ids),) values of a trait's column for ``sample_ids`` (NaN where
     a sample has no row or a blank/NA cell); every cell of the column is checked to be a
-    number (:func:`numeric_column`), naming the file line of the first that is not."""
+    number (:func:`numeric_column`), naming the file line of the first that is not, and
+    some sample must have a row (:func:`_check_some_in_table`)."""
+    _check_some_in_table(pheno, np.asarray(sample_ids, dtype=str), path)
     all_values = numeric_column(pheno[column], path, column,
                                 lambda i: data_line(path, i, "phenotype table"),
                                 f"trait {trait!r} is numeric")
@@ -133,11 +139,11 @@ MISSING_TEXT = ("", "NA", "nan", "NaN")
 
 def numeric_column(values: pd.Series, path, column: str, line_of, what: str) -> np.ndarray:
     """float64 (n,) of a column of text cells: blank or NA (:data:`MISSING_TEXT`) -> NaN;
-    any other text that is not a number is a CmixError naming ``path``, the line
+    any other text that is not a finite number ("inf", "1e999" included) is a CmixError naming ``path``, the line
     (``line_of(i)`` of row i), ``column`` and ``what`` the column must hold."""
     text = values.astype(object).where(values.notna(), "").astype(str).str.strip()
     num = pd.to_numeric(text, errors="coerce").to_numpy(float)
-    bad = np.isnan(num) & ~text.isin(MISSING_TEXT).to_numpy()
+    bad = (np.isnan(num) & ~text.isin(MISSING_TEXT).to_numpy()) | np.isinf(num)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise CmixError(f"{path}, line {line_of(i)}, column {column}: {text.iloc[i]!r} is not "
@@ -321,6 +327,16 @@ def continuous_thresholds(train_values: np.ndarray, binarise) -> tuple[float, fl
     return float(lo), float(hi)
 
 
+def _check_some_in_table(pheno: pd.DataFrame, sample_ids: np.ndarray, path) -> None:
+    """CmixError when none of ``sample_ids`` (str) has a row in the phenotype table: IDs
+    of another dataset, or written otherwise ('123.0'), would leave every class empty."""
+    if len(sample_ids) and not pheno.index.isin(sample_ids).any():
+        raise CmixError(f"{path}: none of the {len(sample_ids)} candidate samples has a row "
+                        f"in the phenotype table ({len(pheno)} rows): its IDs are matched to "
+                        "the .fam IIDs as text, so '0123' or '123.0' is not '123'; check "
+                        "that the table holds this dataset's participant IDs")
+
+
 def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
                 test_fraction: float = 0.2, seed: int = 0, path="") -> dict:
     """Labels and test split for one trait over the given samples.
@@ -333,8 +349,9 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     ``thresholds`` (continuous only: [low_max, high_min]), ``counts`` (dict of counts
     per step, no IDs). Raises :class:`CmixError` when a class has no sample in the
     training split (a class the trainer could not learn), or none in the test split
-    while ``test_fraction`` > 0 (a class whose accuracy could not be measured), and when
-    a cell of the trait's column is text other than blank or NA.
+    while ``test_fraction`` > 0 (a class whose accuracy could not be measured), when
+    no candidate has a row in the table, and when a cell of the trait's column is text
+    other than blank or NA.
     """
     kind = check_trait_config(config, trait)
     column = trait_column(pheno.columns, config, trait, path)

@@ -545,6 +545,8 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
                             bf.fam["iid"].to_numpy()[sample_idx], options.test_fraction,
                             options.split_seed, path=inputs.pheno)
     rows = sample_idx[labels["keep"]]
+    covariates = _stored_covariates(bf, rows, labels["keep"], samples, pheno_table, inputs,
+                                    covariates)
     n_variants = len(bim_pos)
     chunk = options.sample_chunk or default_sample_chunk(n_variants)
     log(f"store {inputs.trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
@@ -561,8 +563,7 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
         dosage=dosage, sample_id=bf.fam["iid"].to_numpy()[rows],
         sample_label=labels["label"], sample_split=labels["split"],
         sample_phenotype=labels["phenotype"],
-        sample_covariate=(None if covariates["matrix"] is None
-                          else covariates["matrix"][labels["keep"]]),
+        sample_covariate=covariates["matrix"],
         covariate_name=covariates["names"], attrs=attrs,
         **_variant_arrays(snp_table, bf, bim_pos, genotypes.bgen is not None)),
         sample_chunk=chunk, encoding=encoding)
@@ -710,6 +711,25 @@ def _sample_covariates(bf, sample_idx, samples: StoreSamples, pheno_table, input
     counts["left_out_missing_covariate"] = n_missing_cov
     return sample_idx, {"names": names, "matrix": matrix, "spec": covariates,
                         "pca_sha256": pca_sha256}
+
+
+def _stored_covariates(bf, rows, keep, samples: StoreSamples, pheno_table,
+                       inputs: StoreInputs, covariates: dict) -> dict:
+    """:func:`_sample_covariates`' result for the stored samples ``rows`` (the labeled
+    ones, ``keep`` (n_kept,) bool of the kept samples): the matrix's rows of those
+    samples. A batch covariate is made again on them alone, so that its levels and
+    reference level are the stored samples' (a batch of kept but unlabeled people only
+    would otherwise be a level of all-zero column that ``cmix predict`` accepts)."""
+    if covariates["matrix"] is None:
+        return covariates
+    if not covariates["spec"].get("batch"):
+        return {**covariates, "matrix": covariates["matrix"][keep]}
+    from .covariates import covariate_matrix
+
+    names, matrix, spec = covariate_matrix(
+        samples.covariates, bf.fam, rows, pheno=pheno_table, pheno_path=inputs.pheno,
+        sample_qc=samples.sample_qc, eigenvec=samples.eigenvec)
+    return {**covariates, "names": names, "matrix": matrix, "spec": spec}
 
 
 def _effect_dosages(bf, bim_pos, rows, count_a2, chunk: int):
