@@ -41,6 +41,7 @@ import html
 import io
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -432,7 +433,7 @@ def load_predictions(runs_dir, row) -> dict | None:
         with np.load(f, allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}
         y, prob = np.asarray(out["y"]), np.asarray(out["prob"], dtype=np.float64)
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise CmixError(f"{f}: not a cmix predictions.npz ({type(err).__name__}: {err})") \
             from None
     n, c = int(row.n_test), int(row.n_classes)
@@ -697,8 +698,13 @@ def trait_provenance(parsed: list[dict], trait: str) -> list:
 
 def overlap_caution(prov: dict | None) -> str | None:
     """The caution for a snp_source of kind external whose overlap is yes or unknown
-    (or not given), else None."""
+    (or not given), or for runs whose store records no snp_source; else None."""
     src = (prov or {}).get("snp_source") or {}
+    if not src:
+        return ("the store does not record where its SNPs came from (`cmix store` without "
+                "--sumstats or --discovery): if a GWAS that included this cohort's test "
+                "people chose them, every method's test metric on this trait may be "
+                "optimistic. Record the source when writing the store.")
     if src.get("kind") != "external":
         return None
     overlap = str(src.get("overlap", "unknown"))
@@ -714,11 +720,12 @@ def overlap_caution(prov: dict | None) -> str | None:
 def _provenance_items(prov: dict | None) -> str:
     """<li> lines of one provenance record: SNP source and sample filters."""
     if prov is None:
-        return ("<li>provenance: not recorded (the store was written before stores "
-                "recorded it)</li>")
+        return ("<li>provenance: not recorded (the store was written without --sumstats, "
+                "--discovery or --sample-filters, or by a cmix before stores recorded "
+                "them)</li>")
     src = prov.get("snp_source")
     if src is None:
-        line = "not recorded"
+        line = "not recorded (the store was written without --sumstats or --discovery)"
     elif src.get("kind") == "external":
         line = (f"external summary statistics <code>{html.escape(str(src.get('file')))}"
                 f"</code>; GWAS overlap with this cohort: <b>{html.escape(str(src.get('overlap', 'unknown')))}</b>")

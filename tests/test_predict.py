@@ -374,6 +374,58 @@ def test_one_duplicated_position_does_not_switch_off_position_matching(cohort, t
     np.testing.assert_allclose(a[["prob_low", "prob_high"]], b[["prob_low", "prob_high"]])
 
 
+@pytest.mark.parametrize("chrom", ["chr{c}", "0{c}"])
+def test_chromosomes_spelled_otherwise_still_match_by_position(cohort, trained, tmp_path,
+                                                               chrom):
+    """New people's .bim with other variant IDs and its chromosomes written chr2 or 02:
+    matched by position with the chromosome as its code, every variant is found and the
+    probabilities equal the run's saved test probabilities (they lost a variant per
+    chromosome name before, each given the training mean)."""
+    d, store, runs = trained
+    ids = store_test_ids(store)
+    same = subset_bfile(cohort, ids, tmp_path / "same")
+    bf = plink.open_bfile(same)
+    bim = bf.bim.assign(variant_id="x" + bf.bim["variant_id"],
+                        chrom=[chrom.format(c=c) for c in bf.bim["chrom"]])
+    plink.write_bfile(tmp_path / "chr", plink.read_genotypes(bf), bf.fam, bim)
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", str(runs["logreg"]), "--bfile", str(tmp_path / "chr"),
+                 "--pheno", str(cohort / "phenotypes.tsv"), "--sample-qc",
+                 str(cohort / "sample_qc.tsv"), "--min-shared", "1", "--out", str(out)]) == 0
+    want = torch.load(runs["logreg"] / "checkpoint.pt", weights_only=False)["parts"]["predict"]
+    got = pd.read_csv(out, sep="\t")[["prob_low", "prob_high"]].to_numpy()
+    np.testing.assert_allclose(got, want["test_prob"], atol=1e-6)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("same_seed_twice", "seed 1 again"),
+    ("other_budget", "not the same budget (250 vs 300)"),
+    ("other_config", "not the same trainer config"),
+])
+def test_an_ensemble_of_other_runs_is_refused(cohort, trained, tmp_path, capsys, case,
+                                              message):
+    """An ensemble averages distinct seeds of one run: the same seed twice, or runs of
+    another budget or config (one with covariates, one without: a shape error before),
+    are refused naming what differs."""
+    d, store, runs = trained
+    a = runs["logreg"]
+    if case == "same_seed_twice":
+        b = a
+    elif case == "other_budget":
+        b = tmp_path / "b250"
+        harness.train_run(store, 250, 2, b, method="logreg", config=FAST, device="cpu")
+    else:
+        b = tmp_path / "nocov"
+        harness.train_run(store, 300, 2, b, method="logreg",
+                          config={**FAST, "covariates": False}, device="cpu")
+    bfile = subset_bfile(cohort, store_test_ids(store), tmp_path / "t")
+    out = tmp_path / "p.tsv"
+    assert main(["predict", "--run", str(a), str(b), "--bfile", str(bfile), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--sample-qc", str(cohort / "sample_qc.tsv"),
+                 "--out", str(out)]) == 1
+    assert message in capsys.readouterr().err and not out.exists()
+
+
 @pytest.mark.parametrize("case", ["other_fit", "other_eigenval"])
 def test_predict_refuses_another_pca(cohort, pca_trained, pca_pcs_file, tmp_path, capsys,
                                      case):

@@ -418,8 +418,11 @@ def test_headline_gains_tests_and_holm_against_direct_computation(tmp_path):
     ({"kind": "external", "file": "bolt.txt.gz", "overlap": "no"}, False),
     ({"kind": "discovery", "n_discovery": 1200, "ids_sha256": "ab" * 32,
       "engine": "plink2 --glm"}, False),
-    (None, False)])
+    (None, True)])
 def test_provenance_and_overlap_caution(tmp_path, source, caution):
+    """Where the SNPs came from, shown per trait; a caution above the headline where the
+    GWAS may have seen the test people: external summary statistics of overlap yes or
+    unknown, or a store that records no source at all."""
     write_grid(tmp_path / "runs", [("hair", m, 100, s, 2) for m in ("prs", "cmix") for s in (1, 2)])
     if source is not None:
         for f in (tmp_path / "runs").rglob("metrics.json"):
@@ -431,9 +434,10 @@ def test_provenance_and_overlap_caution(tmp_path, source, caution):
     page = (tmp_path / "rep" / "report.html").read_text()
     assert ('id="caution"' in page) == caution
     if caution:
-        assert page.index('id="caution"') < page.index('id="headline"') and "bolt.txt.gz" in page
-    if source is None:
-        assert "provenance: not recorded" in page
+        assert page.index('id="caution"') < page.index('id="headline"')
+        assert ("bolt.txt.gz" if source else "does not record where its SNPs came from") in page
+    if source is None:      # a store written without --sumstats or --discovery
+        assert "provenance: not recorded (the store was written without --sumstats" in page
     elif source["kind"] == "discovery":
         assert "discovery split of this cohort (1200 people" in page
     else:
@@ -523,3 +527,18 @@ def test_report_renders_in_chromium(tmp_path):
     assert all(r <= 1280 for r in m["shown"]), m["shown"]
     assert m["headBeforeImg"] and m["headTop"] < m["firstImgTop"]
     assert m["headRight"] <= 1280
+
+
+@pytest.mark.parametrize("damage", ["cut", "empty", "text"])
+def test_a_damaged_predictions_file_is_refused_by_name(tmp_path, capsys, damage):
+    """A predictions.npz cut short, emptied or overwritten with text is one error naming
+    the file (zipfile's BadZipFile escaped as a traceback before), and no report."""
+    write_runs_with_predictions(tmp_path / "runs", "hair", [0.5, 0.5], ["mlp", "cmix"],
+                                [100], [1, 2])
+    f = tmp_path / "runs" / "hair" / "mlp" / "budget100" / "seed1" / "predictions.npz"
+    data = f.read_bytes()
+    f.write_bytes({"cut": data[:300], "empty": b"", "text": b"not a zip\n"}[damage])
+    assert main(["report", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "rep")]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"{f}: not a cmix predictions.npz" in err[0]
+    assert not (tmp_path / "rep" / "report.html").exists()

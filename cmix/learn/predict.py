@@ -69,17 +69,19 @@ def load_run(run_dir) -> dict:
 
 def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
-    file's A2). Matched by ID, else by chrom:pos (a position that ``bim`` lists twice
-    matches by ID only); a variant found whose alleles are not
+    file's A2). Matched by ID, else by chrom:pos, the chromosome as its code on both sides
+    (``chr2``, ``02`` and ``2`` are one; :func:`cmix.genotypes.selection.chrom_code`; a
+    position that ``bim`` lists twice matches by ID only); a variant found whose alleles are not
     the store's two alleles is an error (:func:`cmix.genotypes.plink.allele_flips`)."""
     from ..genotypes.plink import allele_flips
+    from ..genotypes.selection import chrom_codes
 
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
-    by_pos = bim["chrom"].astype(str) + ":" + bim["pos"].astype(str)
+    by_pos = pd.Series(chrom_codes(bim["chrom"])) + ":" + bim["pos"].astype(str).to_numpy()
     unique = ~by_pos.duplicated(keep=False).to_numpy()     # a shared position matches none
-    key = np.char.add(np.char.add(np.asarray(info["contig"], dtype=str), ":"),
-                      np.asarray(info["position"]).astype(str))
+    key = (pd.Series(chrom_codes(info["contig"])) + ":"
+           + np.asarray(info["position"]).astype(str)).to_numpy(str)
     alt = pd.Index(by_pos[unique]).get_indexer(key)
     alt = np.where(alt >= 0, np.flatnonzero(unique)[np.maximum(alt, 0)], -1)
     row = np.where(pos >= 0, pos, alt)
@@ -170,21 +172,31 @@ def predict(run_dirs, out, genotypes: GenotypeFiles, tables: SampleTables = Samp
 
 
 def _load_ensemble(run_dirs) -> list[dict]:
-    """The finished runs (:func:`load_run`) of ``run_dirs``, checked to be seeds of one
-    method on one store with the same classes (CmixError naming what differs)."""
+    """The finished runs (:func:`load_run`) of ``run_dirs``, checked to be distinct seeds
+    of one method, budget, config and covariates on one store with the same classes
+    (CmixError naming what differs, or the seed given twice)."""
     runs = [load_run(d) for d in run_dirs]
-    first = runs[0]["parts"]["predict"]
-    for r in runs[1:]:
-        info = r["parts"]["predict"]
+    first, m0 = runs[0]["parts"]["predict"], runs[0]["metrics"]
+    seeds = {}
+    for r in runs:
+        info, m = r["parts"]["predict"], r["metrics"]
         differ = [what for what, a, b in (
             ("store", info["store_sha256"], first["store_sha256"]),
-            (f"method ({r['metrics'].get('method')} vs {runs[0]['metrics'].get('method')})",
-             r["metrics"].get("method"), runs[0]["metrics"].get("method")),
-            ("classes", info["class_names"], first["class_names"])) if a != b]
+            (f"method ({m.get('method')} vs {m0.get('method')})", m.get("method"),
+             m0.get("method")),
+            ("classes", info["class_names"], first["class_names"]),
+            (f"budget ({m.get('budget')} vs {m0.get('budget')})", m.get("budget"),
+             m0.get("budget")),
+            ("trainer config", m.get("config"), m0.get("config")),
+            ("covariates", list(info["cov_names"]), list(first["cov_names"]))) if a != b]
         if differ:
             raise CmixError(f"{r['dir']}: not the same {', '.join(differ)} as "
-                            f"{runs[0]['dir']}; an ensemble averages seeds of one method "
-                            "on one store")
+                            f"{runs[0]['dir']}; an ensemble averages seeds of one method, "
+                            "budget and config on one store")
+        if m.get("seed") in seeds:
+            raise CmixError(f"{r['dir']}: seed {m.get('seed')} again (as {seeds[m.get('seed')]}); "
+                            "an ensemble averages each seed once")
+        seeds[m.get("seed")] = r["dir"]
     return runs
 
 
