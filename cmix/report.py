@@ -701,8 +701,8 @@ def overlap_caution(prov: dict | None) -> str | None:
     (or not given), or for runs whose store records no snp_source; else None."""
     src = (prov or {}).get("snp_source") or {}
     if not src:
-        return ("the store does not record where its SNPs came from (`cmix store` without "
-                "--sumstats or --discovery): if a GWAS that included this cohort's test "
+        return ("the store does not record where its SNPs came from (written by cmix store "
+                "without --sumstats or --discovery): if a GWAS that included this cohort's test "
                 "people chose them, every method's test metric on this trait may be "
                 "optimistic. Record the source when writing the store.")
     if src.get("kind") != "external":
