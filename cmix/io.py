@@ -459,6 +459,30 @@ def parse_json(text: str, source: str):
                         f"{err.msg})") from None
 
 
+def parse_yaml(text: str, source: str):
+    """YAML text parsed (safe tags only). Text that does not parse, or a mapping that
+    gives one key twice (YAML keeps the last silently), is a CmixError naming ``source``
+    (and the key's line)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise CmixError(f"{source}, line {key_node.start_mark.line + 1}: key "
+                                    f"{key!r} appears twice in one mapping; which one is "
+                                    "meant cannot be told")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        raise CmixError(f"{source}: cannot parse ({err})") from None
+
+
 def sniff_sep(header: str) -> str:
     r"""The delimiter of a table from its header line: "\t" when it holds a tab, else ","
     when it holds a comma, else r"\s+" (runs of spaces)."""

@@ -579,6 +579,25 @@ def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
         assert "nope.sumstats.gz not found" in line
 
 
+def test_a_config_key_given_twice_is_refused(ukb_standin, tmp_path):
+    """YAML keeps the last of two equal keys: a second `budgets:` (or a class listed twice
+    under a trait) would replace the first unseen. The dry run stops naming the file, the
+    line of the second key and the key."""
+    _, cfg = ukb_standin
+    text = yaml.safe_dump(cfg)
+    n_lines = len(text.splitlines())
+    path = tmp_path / "bad.yaml"
+    path.write_text(text + "budgets: [100]\n")
+    res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
+                    str(tmp_path))
+    out = res.stdout + res.stderr
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert res.returncode != 0 and len(lines) == 1, out[-2000:]
+    assert lines[0] == (f"config error: {path}, line {n_lines + 1}: key 'budgets' appears "
+                        "twice in one mapping; which one is meant cannot be told")
+    assert not (tmp_path / "results").exists()
+
+
 def test_budgets_are_checked_against_the_training_split(ukb_standin, tmp_path):
     """A budget the cohort could hold (cohort x (1 - test_fraction)) but the trait's
     training split cannot is refused before any job; the largest budget the training

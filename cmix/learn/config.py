@@ -239,41 +239,18 @@ MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patien
                  "gbdt_max_leaf_nodes": 2}
 
 
-def _load_yaml(text: str, path):
-    """YAML text parsed (safe tags only); a mapping that gives one key twice (YAML keeps
-    the last silently) or text that does not parse is a CmixError naming ``path``."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if key in seen:
-                    raise CmixError(f"{path}, line {key_node.start_mark.line + 1}: key {key!r} "
-                                    "appears twice in one mapping; which one is meant cannot "
-                                    "be told")
-                seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    try:
-        return yaml.load(text, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        raise CmixError(f"{path}: cannot parse config ({err})") from None
-
-
 def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file, or one that gives a key twice, raises
     CmixError. For the CLI only."""
-    from ..io import input_file, parse_json
+    from ..io import input_file, parse_json, parse_yaml
 
     path = input_file(path, "trainer config")
     text = path.read_text()
     if path.suffix == ".json":
         user = parse_json(text, str(path))
     else:
-        user = _load_yaml(text, path)
+        user = parse_yaml(text, str(path))
     if user is None:
         user = {}
     if not isinstance(user, dict):

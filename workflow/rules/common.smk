@@ -31,6 +31,23 @@ def check_schema():
     validate(config, schema_path)
 
 
+def check_unique_keys():
+    """Each config file read (--configfile, else the demo's): a key given twice in one
+    mapping, which YAML would resolve silently to the last (a trait definition or a
+    setting lost), stops the run naming the file and line."""
+    from cmix.io import CmixError, parse_yaml
+
+    for path in workflow.configfiles or ["config/config.yaml"]:
+        try:
+            with open(path) as fh:
+                parse_yaml(fh.read(), str(path))
+        except OSError:
+            continue  # Snakemake itself names a config file it cannot read
+        except CmixError as err:
+            fail(str(err))
+
+
+check_unique_keys()
 check_schema()
 
 OUT = f"results/{config['run_name']}"
