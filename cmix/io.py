@@ -413,7 +413,7 @@ def split_header(line: str, sep: str | None) -> list[str]:
 def check_row_widths(path: str | os.PathLike, n_fields: int, sep: str, what: str) -> None:
     r"""CmixError naming the first data line (after the header line) whose field count is
     not ``n_fields``: a value too many or too few shifts every later column of its row.
-    sep: "	", "," or r"\s+" (:func:`sniff_sep`); a comma-separated file is split as CSV
+    sep: "\t", "," or r"\s+" (:func:`sniff_sep`); a comma-separated file is split as CSV
     (a quoted field may hold commas), the others as :func:`data_line_numbers` splits them.
     Blank lines are skipped."""
     import csv

@@ -71,9 +71,9 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
 
     Raises :class:`CmixError` when the file is missing or empty, has no ID column, names
     a column twice, repeats an ID or has a row with more or fewer fields than the header
-    (its values would land in other columns). The file may be gzipped, start with a UTF-8 BOM
-    and end its lines with CRLF (:func:`cmix.io.read_table`). ``df.attrs["path"]`` is
-    the file, for messages.
+    (its values would land in other columns). The file may be gzipped, start with a
+    UTF-8 BOM and end its lines with CRLF (:func:`cmix.io.read_table`).
+    ``df.attrs["path"]`` is the file, for messages.
     """
     path = input_file(path, "phenotype table")
     header = first_line(path, "phenotype table")
@@ -139,8 +139,9 @@ MISSING_TEXT = ("", "NA", "nan", "NaN")
 
 def numeric_column(values: pd.Series, path, column: str, line_of, what: str) -> np.ndarray:
     """float64 (n,) of a column of text cells: blank or NA (:data:`MISSING_TEXT`) -> NaN;
-    any other text that is not a finite number ("inf", "1e999" included) is a CmixError naming ``path``, the line
-    (``line_of(i)`` of row i), ``column`` and ``what`` the column must hold."""
+    any other text that is not a finite number ("inf" and "1e999" are not) is a CmixError
+    naming ``path``, the line (``line_of(i)`` of row i), ``column`` and ``what`` the
+    column must hold."""
     text = values.astype(object).where(values.notna(), "").astype(str).str.strip()
     num = pd.to_numeric(text, errors="coerce").to_numpy(float)
     bad = (np.isnan(num) & ~text.isin(MISSING_TEXT).to_numpy()) | np.isinf(num)
