@@ -556,8 +556,18 @@ def _cohort_samples(c: Path, cfg: dict, trait: str) -> int:
     ("sumstats_missing", "inputs.sumstats.hair_colour: "),
     ("unknown_key", "top level: Additional properties are not allowed ('bogus_key' was"),
     ("covariate_pcs_without_sample_qc", "covariates: the PCs (pcs_from: sample_qc)"),
+    ("trait_twice", "traits: 'hair_colour' is listed twice"),
+    ("budget_twice_once_as_text", "budgets: 60 is listed twice"),
+    ("budget_one_as_text", "budgets: 1 labeled samples; a budget needs at least 2"),
+    ("negative_seed", "seeds: -1; seeds are integers >= 0"),
+    ("trait_name_with_a_space", "traits: 'hair colour': a trait name holds letters"),
+    ("covariates_method_without_covariates", "methods: covariates needs covariates"),
+    ("overlap_of_an_unknown_trait", "inputs.sumstats_overlap: unknown trait 'hair_color'"),
 ])
 def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
+    """Each value a job would refuse, or that would make a grid other than the one meant
+    (a cell twice, a per-trait key of a misspelt trait silently unused), stops the dry
+    run with one line naming the key."""
     _, cfg = ukb_standin
     cfg = copy.deepcopy(cfg)
     if case == "categorical_without_classes":
@@ -574,6 +584,23 @@ def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
         cfg["bogus_key"] = 1
     elif case == "covariate_pcs_without_sample_qc":
         del cfg["inputs"]["sample_qc"]
+    elif case == "trait_twice":
+        cfg["traits"] = ["hair_colour", "hair_colour"]
+    elif case == "budget_twice_once_as_text":
+        cfg["budgets"] = [60, "60"]
+    elif case == "budget_one_as_text":
+        cfg["budgets"] = ["1", 60]
+    elif case == "negative_seed":
+        cfg["seeds"] = [-1, 2]
+    elif case == "trait_name_with_a_space":
+        cfg["trait_definitions"]["hair colour"] = cfg["trait_definitions"]["hair_colour"]
+        cfg["traits"] = ["hair colour"]
+        cfg["inputs"]["sumstats"]["hair colour"] = cfg["inputs"]["sumstats"]["hair_colour"]
+    elif case == "covariates_method_without_covariates":
+        cfg.pop("covariates", None)
+        cfg["methods"] = ["covariates", "logreg"]
+    elif case == "overlap_of_an_unknown_trait":
+        cfg["inputs"]["sumstats_overlap"] = {"hair_color": "no"}
     line = dry_run_refuses(cfg, tmp_path, message)
     if case == "sumstats_missing":
         assert "nope.sumstats.gz not found" in line

@@ -107,11 +107,49 @@ wildcard_constraints:
     file="|".join(re.escape(f) for f in FETCHABLE) if FETCHABLE else "NONE",
 
 
+def check_grid_lists():
+    """The grid as the jobs will read it: no trait, budget or seed listed twice (after
+    reading "100" as 100; a repeat would be one more identical cell, counted twice in
+    the report), budgets of at least 2 and seeds of at least 0 however they are written,
+    trait names that can name files and jobs, the covariates method only with
+    covariates, and per-trait input keys that name a defined trait."""
+    for key, values in (("traits", TRAITS), ("budgets", BUDGETS), ("seeds", SEEDS)):
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:
+            fail(f"{key}: {repeated[0]!r} is listed twice; list each once")
+    if min(BUDGETS) < 2:
+        fail(f"budgets: {min(BUDGETS)} labeled samples; a budget needs at least 2")
+    if min(SEEDS) < 0:
+        fail(f"seeds: {min(SEEDS)}; seeds are integers >= 0")
+    for trait in TRAITS:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", trait):
+            fail(
+                f"traits: {trait!r}: a trait name holds letters, digits, '_', '.' and "
+                "'-' only (it names files, jobs and command arguments)"
+            )
+    train_cov = config.get("train", {}).get("config", {}).get("covariates", True)
+    if "covariates" in METHODS and not (COVARIATES and train_cov):
+        fail(
+            "methods: covariates needs covariates to fit: give the covariates section "
+            "(and leave train.config.covariates true), or drop the method"
+        )
+    for key in ("sumstats_overlap", "sumstats_columns"):
+        per_trait = INPUTS.get(key)
+        if isinstance(per_trait, dict):
+            unknown = [t for t in per_trait if t not in TRAIT_DEFINITIONS]
+            if unknown:
+                fail(
+                    f"inputs.{key}: unknown trait {unknown[0]!r}; defined in "
+                    f"trait_definitions: {', '.join(TRAIT_DEFINITIONS)}"
+                )
+
+
 def check_config():
     """Problems a user must fix before any job runs: the schema catches types and keys;
     the values a job would refuse go through the cmix validators the jobs run."""
     from cmix.io import CmixError
 
+    check_grid_lists()
     try:
         check_values()
     except CmixError as err:
