@@ -268,6 +268,10 @@ def _run_report(args):
         raise CmixError(f"--{', --'.join(given)} given without --"
                         f"{', --'.join(k for k in parts if k not in given)}: give the whole "
                         "grid or none of it")
+    for key in given:                   # a repeat would count each of its cells twice
+        repeated = sorted({v for v in parts[key] if parts[key].count(v) > 1}, key=str)
+        if repeated:
+            raise CmixError(f"--{key}: {repeated[0]} is given twice; give each once")
     write_report(args.runs, args.out, grid=parts if given else None)
 
 

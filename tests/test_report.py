@@ -127,6 +127,12 @@ def test_method_with_no_run_for_a_trait_is_missing(tmp_path, capsys):
     # part of a grid is an error
     assert main(args[:5] + ["--traits", "binary_trait"]) == 1
     assert "give the whole grid" in capsys.readouterr().err
+    # so is a grid value given twice: each of its cells would be counted twice
+    twice = args[:5] + ["--traits", "binary_trait", "binary_trait", *args[8:]]
+    twice[twice.index("--out") + 1] = str(tmp_path / "twice")
+    assert main(twice) == 1
+    assert "--traits: binary_trait is given twice" in capsys.readouterr().err
+    assert not (tmp_path / "twice").exists()
 
 
 def test_bad_inputs(tmp_path, capsys):
