@@ -259,7 +259,7 @@ def _add_report(sub):
 
 
 def _run_report(args):
-    from .io import CmixError
+    from .io import CmixError, first_repeated
     from .report import write_report
 
     parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
@@ -269,9 +269,9 @@ def _run_report(args):
                         f"{', --'.join(k for k in parts if k not in given)}: give the whole "
                         "grid or none of it")
     for key in given:                   # a repeat would count each of its cells twice
-        repeated = sorted({v for v in parts[key] if parts[key].count(v) > 1}, key=str)
-        if repeated:
-            raise CmixError(f"--{key}: {repeated[0]} is given twice; give each once")
+        repeated = first_repeated(parts[key])
+        if repeated is not None:
+            raise CmixError(f"--{key}: {repeated} is given twice; give each once")
     write_report(args.runs, args.out, grid=parts if given else None)
 
 

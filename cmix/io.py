@@ -483,6 +483,17 @@ def parse_yaml(text: str, source: str):
         raise CmixError(f"{source}: cannot parse ({err})") from None
 
 
+def first_repeated(values):
+    """The first value of ``values`` (a sequence) that an earlier one equals, else None:
+    a list of a grid's traits, budgets or seeds may name each once."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
+
+
 def sniff_sep(header: str) -> str:
     r"""The delimiter of a table from its header line: "\t" when it holds a tab, else ","
     when it holds a comma, else r"\s+" (runs of spaces)."""

@@ -113,10 +113,12 @@ def check_grid_lists():
     the report), budgets of at least 2 and seeds of at least 0 however they are written,
     trait names that can name files and jobs, the covariates method only with
     covariates, and per-trait input keys that name a defined trait."""
+    from cmix.io import first_repeated
+
     for key, values in (("traits", TRAITS), ("budgets", BUDGETS), ("seeds", SEEDS)):
-        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
-        if repeated:
-            fail(f"{key}: {repeated[0]!r} is listed twice; list each once")
+        repeated = first_repeated(values)
+        if repeated is not None:
+            fail(f"{key}: {repeated!r} is listed twice; list each once")
     if min(BUDGETS) < 2:
         fail(f"budgets: {min(BUDGETS)} labeled samples; a budget needs at least 2")
     if min(SEEDS) < 0:
