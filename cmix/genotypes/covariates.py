@@ -96,12 +96,14 @@ def _numbers(values: pd.Series, path, column: str, line_of) -> np.ndarray:
 
 
 def _unique_ids(ids: pd.Series, path, line_of) -> None:
-    """Raise naming the two lines of the first sample ID listed twice."""
-    dup = ids.duplicated(keep=False).to_numpy()
-    if dup.any():
-        rows = np.flatnonzero(ids.to_numpy() == ids[dup].iloc[0])[:2]
-        raise CmixError(f"{path}: the same sample ID on lines {line_of(rows[0])} and "
-                        f"{line_of(rows[1])}; each sample must appear once")
+    """Raise naming the two lines of the first sample ID listed twice (line_of: 0-based
+    row -> the file's line number)."""
+    from .plink import first_duplicate_lines
+
+    dup = first_duplicate_lines(ids.reset_index(drop=True))
+    if dup:
+        raise CmixError(f"{path}: the same sample ID on lines {line_of(dup[0] - 1)} and "
+                        f"{line_of(dup[1] - 1)}; each sample must appear once")
 
 
 def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):

@@ -58,6 +58,8 @@ def _read_table(path: Path, columns: list[str], what: str, dtype=None) -> pd.Dat
 
 
 def first_duplicate_lines(values: pd.Series) -> tuple[int, int] | None:
+    """1-based positions of the first value listed twice and of its second listing, or
+    None when every value is unique (the line numbers of a headerless file)."""
     dup = values.duplicated(keep=False).to_numpy()
     if not dup.any():
         return None
