@@ -100,6 +100,90 @@ def test_gwas_equals_plink2_glm_by_hand(small, tmp_path, trait, config, column, 
                  "--top", "20", "--out", str(tmp_path / "snps.tsv")]) == 0
 
 
+def test_measured_trait_of_counts_and_minus_nine_is_tested_as_measured(small, tmp_path):
+    """A measured trait whose values are all 0/1/2, some of them -9 (a value: -9 is not
+    among the trait's missing codes), and a covariate holding -9: plink2 alone would read
+    the trait as case/control (0 = missing) and drop the -9s. cmix's GWAS must be the
+    linear regression of every chosen person, checked against OLS by numpy on the .bed's
+    A1 counts (bed-reader)."""
+    from bed_reader import open_bed
+
+    c = small / "c"
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str})
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, len(pheno)).astype(float)
+    y[rng.random(len(pheno)) < 0.05] = -9.0
+    pheno["f.99999.0.0"] = y
+    age = pheno["f.21022.0.0"].to_numpy(float)
+    age[:15] = -9.0
+    pheno["f.21022.0.0"] = age
+    table = tmp_path / "pheno.tsv"
+    pheno.to_csv(table, sep="\t", index=False)
+    out, ids = tmp_path / "count.gz", tmp_path / "tested.id"
+    assert main(["gwas", "--bfile", str(c / "genotypes"), "--pheno", str(table),
+                 "--trait", "count", "--trait-config", '{"field": 99999, "kind": "continuous"}',
+                 "--covariates", '{"fields": [21022]}', "--chroms", "1",
+                 "--ids-out", str(ids), "--out", str(out)]) == 0
+    tested = pd.read_csv(ids, sep="\t", dtype=str)["IID"]
+    fam = pd.read_csv(c / "genotypes.fam", sep=r"\s+", header=None, dtype=str)
+    has = pheno.set_index("eid").loc[fam[1]]
+    assert set(tested) == set(fam[1][(has["f.99999.0.0"].notna() & has["f.21022.0.0"].notna())
+                                     .to_numpy()])
+    ours = pd.read_csv(out, sep="\t", na_values=["NA"]).set_index("SNP")
+    bed = open_bed(c / "genotypes.bed")
+    rows = np.flatnonzero(fam[1].isin(set(tested)).to_numpy())
+    bim = pd.read_csv(c / "genotypes.bim", sep="\t", header=None, dtype=str)
+    tab = has.iloc[rows]
+    checked = 0
+    for j in np.flatnonzero((bim[0] == "1").to_numpy())[:40]:
+        snp = bim[1][j]
+        if np.isnan(ours.loc[snp, "P_BOLT_LMM"]):
+            continue
+        a1 = bed.read(index=np.s_[rows, j], dtype="float64")[:, 0]   # counts of .bim col 5
+        if ours.loc[snp, "ALLELE1"] != bim[4][j]:
+            a1 = 2 - a1
+        ok = ~np.isnan(a1)
+        x = np.column_stack([np.ones(ok.sum()), a1[ok], tab["f.21022.0.0"].to_numpy()[ok]])
+        yy = tab["f.99999.0.0"].to_numpy()[ok]
+        coef, *_ = np.linalg.lstsq(x, yy, rcond=None)
+        resid = yy - x @ coef
+        se = np.sqrt(resid @ resid / (len(yy) - 3) * np.linalg.inv(x.T @ x)[1, 1])
+        np.testing.assert_allclose(ours.loc[snp, "BETA"], coef[1], rtol=1e-4)
+        np.testing.assert_allclose(ours.loc[snp, "SE"], se, rtol=1e-4)
+        checked += 1
+    assert checked >= 30
+
+
+def test_glm_table_of_the_other_regression_or_more_people_is_refused(tmp_path):
+    from cmix.genotypes.gwas import _merge_glm
+    from cmix.io import CmixError
+
+    head = "#CHROM\tPOS\tID\tREF\tALT\tA1\tA1_FREQ\tTEST\tOBS_CT\tBETA\tSE\tP\n"
+    row = "1\t10\trs1\tA\tG\tG\t0.2\tADD\t{n}\t0.1\t0.05\t0.04\n"
+    logistic = tmp_path / "chr1.Y.glm.logistic.hybrid"
+    logistic.write_text(head.replace("SE", "LOG(OR)_SE") + row.format(n=90))
+    with pytest.raises(CmixError, match="plink2 ran logistic regression where cmix asked for linear"):
+        _merge_glm([logistic], binary=False, n_people=100)
+    assert _merge_glm([logistic], binary=True, n_people=100).attrs["max_obs"] == 90
+    linear = tmp_path / "chr1.Y.glm.linear"
+    linear.write_text(head + row.format(n=101))
+    with pytest.raises(CmixError, match="counted 101 people at a variant where cmix chose 100"):
+        _merge_glm([linear], binary=False, n_people=100)
+
+
+def test_phenotype_of_one_value_is_refused(small, tmp_path, capsys):
+    c = small / "c"
+    pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str})
+    pheno["f.99999.0.0"] = 1.0
+    pheno.to_csv(tmp_path / "pheno.tsv", sep="\t", index=False)
+    out = tmp_path / "one.gz"
+    assert main(["gwas", "--bfile", str(c / "genotypes"), "--pheno", str(tmp_path / "pheno.tsv"),
+                 "--trait", "one", "--trait-config", '{"field": 99999, "kind": "continuous"}',
+                 "--out", str(out)]) == 1
+    assert "all 500 people tested have the same phenotype" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_discovery_people_never_enter_the_store(small, tmp_path):
     c = small / "c"
     keep = tmp_path / "keep.id"

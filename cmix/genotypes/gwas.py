@@ -32,7 +32,11 @@ Association (:func:`run_gwas`)
     once per chromosome (one file per chromosome of a ``{chrom}`` pattern, else
     ``--chr`` on the one file set) on the discovery people, restricted to ``extract``
     (the QC-passed SNPs) when given. Covariates are those of the store
-    (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs, ...).
+    (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs, ...). A
+    measured phenotype goes to plink2 centred, and with ``--no-input-missing-phenotype``,
+    so that plink2 neither reads a trait of values 0/1/2 as case/control nor a -9 value
+    as missing: it tests exactly the people cmix chose, and a table of the other
+    regression is refused.
 
 Output: the per-chromosome results merged, in chromosome order, into one gzipped,
 tab-separated table in the UK Biobank BOLT-LMM layout that ``cmix select`` reads
@@ -206,11 +210,27 @@ def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, li
     return [(c, args(src, c) + ["--chr", c]) for c in bim_chroms]
 
 
-def _merge_glm(files: list[Path]) -> pd.DataFrame:
-    """plink2 .glm.linear / .glm.logistic.hybrid tables -> the BOLT-LMM layout (str cells)."""
-    parts = []
+def _merge_glm(files: list[Path], binary: bool, n_people: int) -> pd.DataFrame:
+    """plink2 .glm.linear / .glm.logistic.hybrid tables -> the BOLT-LMM layout (str cells).
+
+    Refuses a table of the other regression than ``binary`` asks for, or one whose
+    observation count (OBS_CT) at some variant exceeds the ``n_people`` cmix chose;
+    returns the largest OBS_CT in ``attrs["max_obs"]`` (below n_people only when every
+    variant has a missing call, or plink2 left people out)."""
+    parts, max_obs = [], 0
     for f in files:
+        if (".glm.logistic" in f.name) != binary:
+            raise CmixError(f"{f}: plink2 ran {'logistic' if not binary else 'linear'} "
+                            f"regression where cmix asked for "
+                            f"{'logistic' if binary else 'linear'}; its phenotype was "
+                            "read as another kind")
         t = pd.read_csv(f, sep="\t", dtype=str, keep_default_na=False)
+        if "OBS_CT" in t.columns and len(t):
+            obs = pd.to_numeric(t["OBS_CT"], errors="coerce")
+            if (obs > n_people).any():
+                raise CmixError(f"{f}: plink2 counted {int(obs.max())} people at a variant "
+                                f"where cmix chose {n_people}")
+            max_obs = max(max_obs, int(obs.max()) if obs.notna().any() else 0)
         t = t[t["TEST"] == "ADD"]
         beta = "BETA" if "BETA" in t.columns else None
         se = "SE" if "SE" in t.columns else "LOG(OR)_SE"
@@ -222,7 +242,10 @@ def _merge_glm(files: list[Path]) -> pd.DataFrame:
             "SNP": t["ID"], "CHR": t["#CHROM"], "BP": t["POS"], "ALLELE1": t["A1"],
             "ALLELE0": other, "A1FREQ": t["A1_FREQ"], "INFO": "1", "BETA": t[beta],
             "SE": t[se], "P_BOLT_LMM": t["P"]}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=BOLT_COLUMNS)
+    merged = (pd.concat(parts, ignore_index=True) if parts
+              else pd.DataFrame(columns=BOLT_COLUMNS))
+    merged.attrs["max_obs"] = max_obs
+    return merged
 
 
 def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
@@ -231,12 +254,20 @@ def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
     (cov: (n, n_covariates), n = len(iid)), ``tmp/covar.tsv`` (COV1..), both at full
     precision. Returns (the --pheno/--covar arguments, the --glm words: hide-covar, A1
     frequency and beta columns, firth-fallback for a binary trait, allow-no-covars
-    without covariates)."""
+    without covariates).
+
+    plink2 reads a phenotype whose values are all 0, 1 or 2 as case/control (0 =
+    missing) and -9 as missing wherever it is: a measured trait is written centred (its
+    mean subtracted: the same slopes, standard errors and p-values, and never all 0/1/2
+    unless constant), and ``--no-input-missing-phenotype`` keeps a -9 in a trait or
+    covariate a value (cmix has already made the trait's own missing codes NA)."""
+    if not binary:
+        y = y - np.nanmean(y)
     table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y})
     table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
     glm = "--glm hide-covar cols=+a1freq,+beta".split()
     glm += ["firth-fallback"] if binary else []
-    args = ["--pheno", tmp / "pheno.tsv", "--pheno-name", "Y"]
+    args = ["--pheno", tmp / "pheno.tsv", "--pheno-name", "Y", "--no-input-missing-phenotype"]
     if cov.shape[1]:
         names = [f"COV{j + 1}" for j in range(cov.shape[1])]
         ctab = pd.DataFrame(cov, columns=names)
@@ -341,7 +372,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
         args = ["--keep", keep_file, *pheno_args]
         args += ["--extract", extract] if extract is not None else []
         args += [*glm, "--threads", threads]
-        merged = _merge_glm(_run_glm(exe, runs, args, tmp))
+        merged = _merge_glm(_run_glm(exe, runs, args, tmp), binary, len(chosen))
         outs = [Path(out)] + ([Path(ids_out)] if ids_out is not None else [])
         with atomic_outputs(*outs) as tmps:
             with gzip.GzipFile(tmps[0], "wb", mtime=0) as gz:
@@ -349,7 +380,9 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
             if ids_out is not None:
                 write_sample_ids(tmps[1], bf.fam, np.sort(fam_rows))
     n_na = int((merged["P_BOLT_LMM"].isin(["NA", "nan", ""])).sum())
-    log(f"gwas {trait}: wrote {out} ({len(merged)} variants, {n_na} without a test)")
+    log(f"gwas {trait}: wrote {out} ({len(merged)} variants, {n_na} without a test; "
+        f"at most {merged.attrs['max_obs']} of the {len(chosen)} people at a variant, "
+        "the others' calls missing there)")
     return {"n_tested": int(len(chosen)), "n_variants": int(len(merged)), "n_na": n_na,
             "binary": bool(binary), "phenotype": what, "covariates": list(cov_names),
             "ids_sha256": ids_sha256(iid)}
@@ -362,7 +395,8 @@ def _tested_people(fam, sample_idx: np.ndarray, iids: np.ndarray, model: GwasMod
     sample_idx of the people tested, those with a phenotype and every covariate (within
     the discovery draw when there is one); y float64 (n_candidates,) the GWAS phenotype,
     NaN where missing; binary; what: the phenotype's description; the covariate names;
-    cov float64 (n_candidates, n_covariates)). Raises CmixError for fewer than 2."""
+    cov float64 (n_candidates, n_covariates)). Raises CmixError for fewer than 2 people
+    or a phenotype of one value among them."""
     trait, trait_config, pheno = model.trait, model.trait_config, tables.pheno
     pheno_table = ph.read_phenotypes(pheno)
     cov_names, cov = [], np.zeros((len(sample_idx), 0))
@@ -386,6 +420,9 @@ def _tested_people(fam, sample_idx: np.ndarray, iids: np.ndarray, model: GwasMod
     if len(chosen) < 2:
         raise CmixError(f"trait {trait!r}: {len(chosen)} sample(s) with a phenotype and every "
                         "covariate to run the GWAS on")
+    if len(np.unique(y[chosen])) < 2:
+        raise CmixError(f"trait {trait!r}: all {len(chosen)} people tested have the same "
+                        f"phenotype ({what}); a GWAS needs two values")
     return chosen, y, binary, what, cov_names, cov
 
 
