@@ -252,6 +252,7 @@ def test_unknown_batch_is_refused_in_predict(cohort, selected, tmp_path, capsys)
 @pytest.mark.parametrize("case, message", [
     ("no_batch_column", "no Batch column (covariates: batch)"),
     ("headerless_too_narrow", "3 columns, but the genotyping batch is column 4"),
+    ("headerless_short_row", "line 5: expected 68 columns, found 67"),
 ])
 def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message):
     d, snps = selected
@@ -259,11 +260,18 @@ def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message
         sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str).drop(columns="Batch")
         path = tmp_path / "sqc.tsv"
         sqc.to_csv(path, sep="\t", index=False)
-    else:
+    elif case == "headerless_too_narrow":
         full = _headerless_from_tidy(cohort, tmp_path / "full.txt")
         path = tmp_path / "ukb_sqc_v2.txt"
         path.write_text("".join(" ".join(line.split()[:3]) + "\n"
                                 for line in full.read_text().splitlines()))
+    else:       # line 5 lacks its PC1: read as it was, PC2 would be stored as PC1
+        full = _headerless_from_tidy(cohort, tmp_path / "full.txt")
+        lines = full.read_text().splitlines(True)
+        fields = lines[4].split()
+        lines[4] = " ".join(fields[:25] + fields[26:]) + "\n"
+        path = tmp_path / "ukb_sqc_v2.txt"
+        path.write_text("".join(lines))
     out = tmp_path / "b.zarr"
     assert main(store_args(cohort, snps, out, spec={"fields": [31], "batch": True},
                            sqc=path)) == 1

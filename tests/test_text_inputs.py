@@ -553,6 +553,18 @@ def test_a_duplicate_id_in_the_eigenvec_is_refused(cohort, snps, plain, tmp_path
                          eigenvec=path), path, "the same sample ID on lines 5 and 10", out)
 
 
+def test_a_short_row_in_the_eigenvec_is_refused(cohort, snps, plain, tmp_path, capsys):
+    """A row missing its PC1 field would read PC2 as PC1 for that person."""
+    files, _ = plain
+    lines = files["pcs.eigenvec"].read_text().splitlines(True)
+    a = lines[5].rstrip("\n").split("\t")
+    lines[5] = "\t".join(a[:2] + a[3:]) + "\n"
+    path = _write(tmp_path / "pcs.eigenvec", "".join(lines))
+    out = tmp_path / "out"
+    fails(capsys, _store(cohort, snps, out / "t.zarr", spec={"pcs": 2, "pcs_from": "eigenvec"},
+                         eigenvec=path), path, "line 6: expected", out)
+
+
 # ------------------------------------------------- per-chromosome files: chromosome
 @pytest.fixture(scope="module")
 def chrom_set(cohort, tmp_path_factory):

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, data_line, first_line, input_file, read_table
+from ..io import CmixError, data_line, data_line_numbers, first_line, input_file, read_table
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
@@ -134,6 +134,8 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
     from .samples import read_tidy_sample_qc, sqc_is_headerless
 
     if sqc_is_headerless(path, first, flags=False):
+        # a row with a field too few would read shifted (PC2 as PC1, ...)
+        data_line_numbers(path, len(first.split()), None, "sample QC table", header=False)
         raw = read_table(path, "sample QC table", sep=r"\s+", header=None, dtype=str,
                          engine="python")
         if len(raw) != len(fam):
@@ -228,6 +230,8 @@ def _eigenvec(path, fam: pd.DataFrame, n_pcs: int):
         table, path = path, "the projected PCs"
     else:
         path = input_file(path, "PCA .eigenvec")
+        data_line_numbers(path, len(first_line(path, "PCA .eigenvec").split()), None,
+                          "PCA .eigenvec")         # a short row would read shifted
         table = read_table(path, "PCA .eigenvec", sep=r"\s+", dtype=str, engine="python")
     id_col = "IID" if "IID" in table.columns else ("#IID" if "#IID" in table.columns else None)
     if id_col is None:
