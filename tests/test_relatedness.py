@@ -460,14 +460,18 @@ def test_table_missing_kinship_column(families, tmp_path, capsys):
     assert _no_outputs(tmp_path / "o")
 
 
-def test_table_non_numeric_kinship(families, tmp_path, capsys):
+@pytest.mark.parametrize("value, unknown", [("high", False), ("nan", True), ("NaN", True)])
+def test_table_non_numeric_kinship(families, tmp_path, capsys, value, unknown):
+    """A kinship that is not a number is refused; "nan" too: NaN > cutoff is false, so
+    the pair (here MZ-twin-like) would be kept as unrelated with no count."""
     ids = families["bf"].fam["iid"]
     t = tmp_path / "t.dat"
     t.write_text(f"ID1 ID2 HetHet IBS0 Kinship\n{ids[0]} {ids[1]} 0.1 0.01 0.2\n"
-                 f"{ids[2]} {ids[3]} 0.1 0.01 high\n")
+                 f"{ids[2]} {ids[3]} 0.1 0.01 {value}\n")
     assert _fam_cli(families, t, tmp_path / "o") == 1
     err = capsys.readouterr().err
     assert "line 3, column 5 (Kinship): expected a number" in err
+    assert ("a pair of unknown kinship" in err) == unknown
     assert _no_outputs(tmp_path / "o")
 
 

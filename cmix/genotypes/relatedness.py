@@ -193,12 +193,15 @@ def read_kinship_table(path) -> pd.DataFrame:
         if role not in roles:
             continue
         values = pd.to_numeric(raw[roles[role]], errors="coerce")
-        bad = values.isna().to_numpy() & ~raw[roles[role]].str.lower().isin(["nan"]).to_numpy()
-        if role == "kinship" and bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        if role == "kinship" and values.isna().any():
+            # "nan" too: a pair of unknown kinship would be kept as unrelated unseen
+            i = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise CmixError(f"{path}, line {lines[i]}, column {roles[role] + 1} "
                             f"({header[roles[role]]}): expected a number, found "
-                            f"{raw[roles[role]].iloc[i]!r}")
+                            f"{raw[roles[role]].iloc[i]!r}"
+                            + ("; a pair of unknown kinship (no SNP called in both) cannot "
+                               "be judged: recompute it or remove the line"
+                               if raw[roles[role]].iloc[i].lower() == "nan" else ""))
         out[role] = values.astype(np.float64)
     out.attrs["has_fid"] = has_fid
     return out
