@@ -221,6 +221,39 @@ def test_discovery_people_never_enter_the_store(small, tmp_path):
                       "ids_sha256": hashlib.sha256("\n".join(sorted(disc)).encode()).hexdigest()}
 
 
+@pytest.mark.parametrize("case, message", [
+    ("fid_zero", "50 of its 50 discovery IDs are not in the sample file"),
+    ("one_foreign", "1 of its 51 discovery IDs are not in the sample file"),
+    ("empty", "no sample IDs in the discovery list"),
+])
+def test_a_discovery_list_the_store_cannot_match_is_refused(small, tmp_path, capsys, case,
+                                                             message):
+    """The GWAS people are left out of the store by their IDs: a list written with
+    another FID (plink2's 0) matched none of them, and they entered the store, test split
+    included, while its provenance said "discovery"."""
+    c = small / "c"
+    fam = pd.read_csv(c / "genotypes.fam", sep=r"\s+", header=None, dtype=str)
+    disc = fam.iloc[:50, :2].copy()
+    if case == "fid_zero":
+        disc[0] = "0"
+    elif case == "one_foreign":
+        disc = pd.concat([disc, pd.DataFrame({0: ["x"], 1: ["not_a_person"]})])
+    else:
+        disc = disc.iloc[:0]
+    ids = tmp_path / "disc.id"
+    disc.to_csv(ids, sep="\t", header=["#FID", "IID"], index=False)
+    assert main(["select", "--sumstats", str(c / "sumstats/mean_platelet_volume.txt.gz"),
+                 "--bfile", str(c / "genotypes"), "--top", "20",
+                 "--out", str(tmp_path / "snps.tsv")]) == 0
+    store = tmp_path / "s.zarr"
+    assert main(["store", "--bfile", str(c / "genotypes"), "--snps", str(tmp_path / "snps.tsv"),
+                 "--pheno", str(c / "phenotypes.tsv"), "--trait", "mean_platelet_volume",
+                 "--trait-config", json.dumps(MPV), "--discovery", str(ids),
+                 "--out", str(store)]) == 1
+    assert message in capsys.readouterr().err
+    assert not store.exists()
+
+
 def test_discovery_draw_is_seeded(small, tmp_path):
     sets = []
     for k, seed in enumerate(["1", "1", "2"]):

@@ -665,8 +665,18 @@ def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray
     n_discovery_left_out = 0
     if samples.discovery is not None:   # the discovery GWAS's people never enter the store
         disc = read_sample_ids(samples.discovery)
-        in_disc = pd.Index(disc["fid"] + "\t" + disc["iid"]).get_indexer(
-            bf.fam["fid"].to_numpy()[sample_idx] + "\t" + bf.fam["iid"].to_numpy()[sample_idx]) >= 0
+        disc_keys = pd.Index(disc["fid"] + "\t" + disc["iid"])
+        fam_keys = bf.fam["fid"].to_numpy() + "\t" + bf.fam["iid"].to_numpy()
+        n_unmatched = int((pd.Index(fam_keys).get_indexer(disc_keys) < 0).sum())
+        if len(disc) == 0:
+            raise CmixError(f"{samples.discovery}: no sample IDs in the discovery list "
+                            "(cmix gwas --ids-out writes the people its GWAS tested)")
+        if n_unmatched:     # unrecognised GWAS people would enter the store, test split too
+            raise CmixError(f"{samples.discovery}: {n_unmatched} of its {len(disc)} discovery "
+                            "IDs are not in the sample file (FID/IID written otherwise, or "
+                            "another cohort); the GWAS's people must be recognised to be "
+                            "left out of the store")
+        in_disc = disc_keys.get_indexer(fam_keys[sample_idx]) >= 0
         n_discovery_left_out = int(in_disc.sum())
         sample_idx = sample_idx[~in_disc]
         log(f"store {trait}: {n_discovery_left_out} kept samples are in the discovery set; "
