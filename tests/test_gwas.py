@@ -154,6 +154,30 @@ def test_measured_trait_of_counts_and_minus_nine_is_tested_as_measured(small, tm
     assert checked >= 30
 
 
+def test_multiclass_names_the_case_of_a_two_class_trait(small, tmp_path, capsys):
+    """--multiclass never on smoking (classes never, ever) makes never the case: the log
+    odds ratios are the default run's (ever the case) negated; on a continuous trait
+    --multiclass is refused (it was ignored, exit 0)."""
+    runs = {}
+    for case in (None, "never"):
+        out = tmp_path / f"{case}.gz"
+        extra = ["--multiclass", case] if case else []
+        assert gwas(small, "smoking_status", SMOKING, out, "--chroms", "1", *extra) == 0
+        runs[case] = pd.read_csv(out, sep="\t", na_values=["NA"])
+    assert "never (case) vs ever (control), logistic" in capsys.readouterr().err
+    a, b = runs[None], runs["never"]
+    assert (a["SNP"] == b["SNP"]).all() and (a["ALLELE1"] == b["ALLELE1"]).all()
+    tested = a["BETA"].notna()
+    assert tested.sum() > 100
+    # (a few rows are fits plink2 iterates to its own tolerance: 1e-3, not print precision)
+    np.testing.assert_allclose(b["BETA"][tested], -a["BETA"][tested], rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(b["P_BOLT_LMM"][tested], a["P_BOLT_LMM"][tested], rtol=5e-3)
+    out = tmp_path / "mpv.gz"
+    assert gwas(small, "mean_platelet_volume", MPV, out, "--multiclass", "never") == 1
+    assert "multiclass 'never' given for a continuous trait" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_glm_table_of_the_other_regression_or_more_people_is_refused(tmp_path):
     from cmix.genotypes.gwas import _merge_glm
     from cmix.io import CmixError

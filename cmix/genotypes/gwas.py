@@ -17,9 +17,10 @@ Discovery set (:func:`discovery_split`)
 GWAS phenotype (:func:`gwas_phenotype`)
     continuous: the raw measurement, linear regression. Categorical with 2 classes:
     logistic regression, the second class of ``classes`` the case (plink2 code 2), the
-    first the control (1); ``firth-fallback``. Categorical with more than 2 classes has
-    no single GWAS; the trait's ``multiclass`` setting must choose one, else the route
-    is refused:
+    first the control (1); ``firth-fallback``; a ``multiclass`` class name makes that
+    class the case instead. Categorical with more than 2 classes has no single GWAS;
+    the trait's ``multiclass`` setting must choose one, else the route is refused (and
+    a continuous trait refuses any ``multiclass``):
     ``"class_index"``: linear regression of the class index (0, 1, ... in the order of
     ``classes``, written to plink2 as 1..K), sensible when the classes are ordered
     (what a GWAS of the UKB field's codes as a number does); a class name, e.g.
@@ -92,21 +93,25 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
 
     Returns (values float64 (n,), NaN = no phenotype; binary (bool): values are plink2
     case/control codes 1/2; a description of the phenotype for the log). Raises
-    CmixError for a categorical trait of more than 2 classes without ``multiclass``,
-    or with one that is neither "class_index" nor one of its classes.
+    CmixError for a categorical trait of more than 2 classes without ``multiclass``, a
+    ``multiclass`` that is neither "class_index" nor one of its classes, or any
+    ``multiclass`` for a continuous trait.
     """
     kind = ph.check_trait_config(config, trait)
     column = ph.trait_column(pheno.columns, config, trait, path)
     values = ph.trait_values(pheno, column, iids, path or pheno.attrs.get("path", "phenotype table"),
                              trait)
     if kind == "continuous":
+        if multiclass is not None:
+            raise CmixError(f"trait {trait!r}: multiclass {multiclass!r} given for a "
+                            "continuous trait; it chooses the GWAS of a categorical one")
         codes = [float(c) for c in config.get("missing_codes", [])]
         values[np.isin(values, codes)] = np.nan
         return values, False, f"{column} as measured (linear)"
     names = [str(c) for c in config["classes"]]
     label = ph.categorical_labels(values, config["classes"]).astype(float)
     label[label < 0] = np.nan
-    if len(names) == 2:
+    if len(names) == 2 and multiclass is None:
         return label + 1, True, f"{names[1]} (case) vs {names[0]} (control), logistic"
     if multiclass is None:
         raise CmixError(f"trait {trait!r}: {len(names)} classes ({', '.join(names)}) have no "
@@ -122,7 +127,8 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
                         f"nor one of its classes ({', '.join(names)})")
     k = names.index(multiclass)
     binary = np.where(np.isnan(label), np.nan, np.where(label == k, 2.0, 1.0))
-    return binary, True, f"{multiclass} (case) vs the other classes (control), logistic"
+    others = ", ".join(n for n in names if n != multiclass)
+    return binary, True, f"{multiclass} (case) vs {others} (control), logistic"
 
 
 def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fraction: float,
