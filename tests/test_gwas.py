@@ -42,10 +42,12 @@ def gwas(d, trait, config, out, *extra):
                  "--out", str(out), *extra])
 
 
-def by_hand(d, ids_file, column, codes, tmp):
-    """plink2 --glm on the whole .bed, with phenotype and covariate files made here from
-    the cohort's tables (not by cmix), for the people of ``ids_file``."""
+def by_hand(d, ids_file, column, codes, tmp, bfile=None, extra=()):
+    """plink2 --glm on the whole .bed (``bfile``, default the cohort's), with phenotype
+    and covariate files made here from the cohort's tables (not by cmix), for the people
+    of ``ids_file``; ``extra``: more plink2 arguments."""
     c = d / "c"
+    bfile = bfile or c / "genotypes"
     pheno = pd.read_csv(c / "phenotypes.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
     sqc = pd.read_csv(c / "sample_qc.tsv", sep="\t", dtype={"eid": str}).set_index("eid")
     ids = pd.read_csv(ids_file, sep="\t", dtype=str)
@@ -60,9 +62,9 @@ def by_hand(d, ids_file, column, codes, tmp):
     cov.insert(0, "#FID", ids["#FID"].to_numpy())
     cov.to_csv(tmp / "cov.tsv", sep="\t", index=False)
     glm = ["--glm", "hide-covar"] + (["firth-fallback"] if codes is not None else [])
-    r = subprocess.run(["plink2", "--bfile", str(c / "genotypes"), "--keep", str(ids_file),
+    r = subprocess.run(["plink2", "--bfile", str(bfile), "--keep", str(ids_file),
                         "--pheno", str(tmp / "y.tsv"), "--covar", str(tmp / "cov.tsv"),
-                        "--covar-variance-standardize", *glm, "--threads", "1",
+                        "--covar-variance-standardize", *glm, *extra, "--threads", "1",
                         "--out", str(tmp / "hand")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     (f,) = [p for p in tmp.glob("hand.Y.glm.*") if not p.name.endswith(".id")]
@@ -98,6 +100,36 @@ def test_gwas_equals_plink2_glm_by_hand(small, tmp_path, trait, config, column, 
     # the selection reads it like any BOLT-LMM file
     assert main(["select", "--sumstats", str(out), "--bfile", str(small / "c/genotypes"),
                  "--top", "20", "--out", str(tmp_path / "snps.tsv")]) == 0
+
+
+def test_chrx_with_sex_covariate_and_a_chromosome_without_variants(small, tmp_path):
+    """Chromosome 6 relabelled X, sex among the covariates, and an --extract list
+    without chromosome 5: plink2 would add .fam sex on chrX (collinear: it stopped) and
+    stop on a chromosome with no variant left. cmix runs the chromosomes that have one,
+    each with the store's covariates: equal to plink2 by hand with no-x-sex."""
+    import shutil
+
+    c = small / "c"
+    for ext in ("bed", "fam"):
+        shutil.copy(c / f"genotypes.{ext}", tmp_path / f"x.{ext}")
+    bim = pd.read_csv(c / "genotypes.bim", sep="\t", header=None, dtype=str)
+    bim.loc[bim[0] == "6", 0] = "X"
+    bim.to_csv(tmp_path / "x.bim", sep="\t", header=False, index=False)
+    bim.loc[bim[0] != "5", 1].to_csv(tmp_path / "no5.snplist", header=False, index=False)
+    out, ids = tmp_path / "ss.gz", tmp_path / "disc.id"
+    assert main(["gwas", "--bfile", str(tmp_path / "x"), "--pheno", str(c / "phenotypes.tsv"),
+                 "--trait", "mean_platelet_volume", "--trait-config", json.dumps(MPV),
+                 "--covariates", json.dumps(COVARIATES), "--sample-qc", str(c / "sample_qc.tsv"),
+                 "--extract", str(tmp_path / "no5.snplist"), "--discovery-fraction", "0.5",
+                 "--ids-out", str(ids), "--out", str(out)]) == 0
+    ours = pd.read_csv(out, sep="\t", na_values=["NA"], dtype={"CHR": str})
+    assert set(ours["CHR"]) == {"1", "2", "3", "4", "X"}
+    hand = by_hand(small, ids, "f.30100.0.0", None, tmp_path, bfile=tmp_path / "x",
+                   extra=["no-x-sex", "--extract", str(tmp_path / "no5.snplist")])
+    assert list(ours["SNP"]) == list(hand["ID"])
+    tested = hand["P"].notna()
+    np.testing.assert_allclose(ours["BETA"][tested], hand["BETA"][tested], rtol=1e-5)
+    np.testing.assert_allclose(ours["P_BOLT_LMM"][tested], hand["P"][tested], rtol=1e-5)
 
 
 def test_measured_trait_of_counts_and_minus_nine_is_tested_as_measured(small, tmp_path):

@@ -28,11 +28,13 @@ GWAS phenotype (:func:`gwas_phenotype`)
     classes (control), e.g. never vs ever smoking ("smoking initiation").
 
 Association (:func:`run_gwas`)
-    plink2 ``--glm hide-covar`` (``firth-fallback`` for a binary phenotype;
+    plink2 ``--glm hide-covar no-x-sex`` (``firth-fallback`` for a binary phenotype;
     ``allow-no-covars`` without covariates) with ``--covar-variance-standardize``, run
-    once per chromosome (one file per chromosome of a ``{chrom}`` pattern, else
-    ``--chr`` on the one file set) on the discovery people, restricted to ``extract``
-    (the QC-passed SNPs) when given. Covariates are those of the store
+    once per chromosome that holds a variant to test (one file per chromosome of a
+    ``{chrom}`` pattern, else ``--chr`` on the one file set) on the discovery people,
+    restricted to ``extract`` (the QC-passed SNPs) when given. ``no-x-sex``: every
+    chromosome's model has the same covariates, the store's (plink2 would add the .fam
+    sex on chrX, which stops it when sex is a covariate already). Covariates are those of the store
     (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs, ...). A
     measured phenotype goes to plink2 centred, and with ``--no-input-missing-phenotype``,
     so that plink2 neither reads a trait of values 0/1/2 as case/control nor a -9 value
@@ -176,19 +178,30 @@ def find_plink2(plink2: str = "plink2") -> str:
     return found
 
 
-def _plink2(exe: str, args: list, out_prefix: Path) -> None:
+def _plink2(exe: str, args: list, out_prefix: Path, chrom: str) -> None:
+    """Run plink2; on failure a CmixError naming the chromosome and quoting plink2's
+    whole error paragraph (its "Error:" line and the lines up to the next blank one)."""
     res = subprocess.run([exe, *map(str, args), "--out", str(out_prefix)],
                          capture_output=True, text=True)
     if res.returncode != 0:
         logfile = Path(f"{out_prefix}.log")
         text = logfile.read_text() if logfile.exists() else res.stdout + res.stderr
-        err = [ln for ln in text.splitlines() if ln.startswith("Error")] or text.splitlines()[-3:]
-        raise CmixError(f"plink2 --glm failed (exit {res.returncode}): {' '.join(err)}")
+        lines = text.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("Error")), None)
+        if start is None:
+            err = lines[-3:]
+        else:
+            end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+            err = lines[start:end]
+        raise CmixError(f"plink2 --glm failed on chromosome {chrom} (exit {res.returncode}): "
+                        f"{' '.join(ln.strip() for ln in err)}")
 
 
 def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, list]]:
-    """[(chrom, plink2 input arguments)] of one run per chromosome: one per file of a
-    ``{chrom}`` pattern, else one per chromosome of ``bim_chroms`` on the one file set."""
+    """[(chrom, plink2 input arguments)] of one run per chromosome of ``bim_chroms``
+    (the chromosome names that hold a variant to test): one per such file of a
+    ``{chrom}`` pattern, else ``--chr`` on the one file set."""
+    from .selection import chrom_code
     from .sources import expand, is_pattern
 
     bfile, pfile, fam, bgen, sample, chroms = (
@@ -212,7 +225,8 @@ def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, li
         for ext in (".bed", ".bim", ".fam"):
             src = src[: -len(ext)] if src.endswith(ext) else src
     if is_pattern(src):
-        return [(c, args(p, c)) for c, p in expand(src, chroms)]
+        having = {chrom_code(c) for c in bim_chroms}
+        return [(c, args(p, c)) for c, p in expand(src, chroms) if chrom_code(c) in having]
     return [(c, args(src, c) + ["--chr", c]) for c in bim_chroms]
 
 
@@ -271,7 +285,7 @@ def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
         y = y - np.nanmean(y)
     table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y})
     table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
-    glm = "--glm hide-covar cols=+a1freq,+beta".split()
+    glm = "--glm hide-covar no-x-sex cols=+a1freq,+beta".split()
     glm += ["firth-fallback"] if binary else []
     args = ["--pheno", tmp / "pheno.tsv", "--pheno-name", "Y", "--no-input-missing-phenotype"]
     if cov.shape[1]:
@@ -292,7 +306,7 @@ def _run_glm(exe: str, runs: list, args: list, tmp: Path) -> list[Path]:
     files = []
     for chrom, inputs in runs:
         prefix = tmp / f"chr{chrom}"
-        _plink2(exe, inputs + args, prefix)
+        _plink2(exe, inputs + args, prefix, chrom)
         found = sorted(tmp.glob(f"chr{chrom}.Y.glm.*"))
         files += [f for f in found if not f.name.endswith(".id")]
     return files
@@ -350,23 +364,29 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     summary (counts, the IDs' sha256; no IDs).
     """
     from .plink import write_sample_ids
-    from .selection import chrom_mask, read_variant_ids, sample_rows
+    from .selection import chrom_mask, extract_mask, sample_rows
 
     trait, ids_out, threads = model.trait, people.ids_out, plink2.threads
     exe = find_plink2(plink2.exe)
     bf = genotypes.open()
     sample_idx = (sample_rows(bf.fam, people.keep, step=f"gwas {trait}")[0]
                   if people.keep is not None else np.arange(bf.n_samples))
-    if extract is not None:
-        read_variant_ids(extract)         # a missing or empty list fails here, not in plink2
+    bim_chrom = bf.bim["chrom"].astype(str)
+    tested = chrom_mask(bim_chrom, genotypes.chroms)
+    if extract is not None:   # a missing or empty list fails here, not in plink2
+        tested &= extract_mask(bf.bim["variant_id"], extract, f"{bf.prefix} variants")[0]
+    if not tested.any():
+        raise CmixError(f"{bf.prefix}: no variant to test"
+                        + (f" on --chroms {genotypes.chroms}" if genotypes.chroms else "")
+                        + (f" among the {extract} list" if extract is not None else ""))
+    # plink2 stops on a chromosome with no variant left: run only those with one
+    bim_chroms = list(dict.fromkeys(bim_chrom[tested]))
     iids = bf.fam["iid"].astype(str).to_numpy()[sample_idx]
     chosen, y, binary, what, cov_names, cov = _tested_people(bf.fam, sample_idx, iids, model,
                                                              tables, people)
     fam_rows = sample_idx[chosen]
     fid = bf.fam["fid"].astype(str).to_numpy()[fam_rows]
     iid = iids[chosen]
-    bim_chrom = bf.bim["chrom"].astype(str)
-    bim_chroms = list(dict.fromkeys(bim_chrom[chrom_mask(bim_chrom, genotypes.chroms)]))
     runs = _chrom_inputs(genotypes, bim_chroms)
     log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
         f"{len(runs)} chromosome run(s)")
