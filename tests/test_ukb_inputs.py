@@ -233,6 +233,29 @@ def test_bgi_offsets_match_cbgen_index(ukb, tmp_path):
     assert ours.bim["variant_id"].tolist() == rsids
 
 
+def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path):
+    """cmix gwas on a BGEN of dosages writes plink2's MaCH r2 among the people tested
+    as INFO (it wrote 1, so select --min-info without an mfi file removed nothing),
+    equal to plink2 --freq cols=+machr2 on the same people; on hard calls INFO stays 1."""
+    mpv = '{"field": 30100, "kind": "continuous"}'
+    common = ["--pheno", str(ukb / "c" / "phenotypes.tsv"), "--trait", "mpv",
+              "--trait-config", mpv, "--discovery-fraction", "0.5"]
+    out, ids = tmp_path / "bgen.gz", tmp_path / "disc.id"
+    assert main(["gwas", "--bgen", str(ukb / "imp_chr1.bgen"), "--sample",
+                 str(ukb / "imp_chr1.sample"), *common, "--ids-out", str(ids),
+                 "--out", str(out)]) == 0
+    ours = pd.read_csv(out, sep="\t", na_values=["NA"])
+    plink2("--bgen", ukb / "imp_chr1.bgen", "ref-first", "--sample", ukb / "imp_chr1.sample",
+           "--keep", ids, "--freq", "cols=+machr2", "--out", tmp_path / "f")
+    freq = pd.read_csv(tmp_path / "f.afreq", sep="\t", na_values=["NA"]).set_index("ID")
+    r2 = freq.loc[ours["SNP"], "MACH_R2"].to_numpy()
+    assert len(ours) > 200 and np.nanmin(r2) < 0.99 and np.nanmax(r2) > 1.0
+    np.testing.assert_allclose(ours["INFO"], r2, rtol=1e-5)
+    hard = tmp_path / "hard.gz"
+    assert main(["gwas", "--bfile", str(ukb / "c" / "genotypes"), "--chroms", "1", *common,
+                 "--out", str(hard)]) == 0
+    assert (pd.read_csv(hard, sep="\t")["INFO"] == 1).all()
+
 @pytest.mark.parametrize("info_from", ["mfi", "sumstats"])
 def test_bgen_selection_equals_independent_top_k(ukb, tmp_path, info_from):
     top = 40

@@ -49,7 +49,9 @@ without options::
 
 SNP, CHR, BP: plink2's ID, #CHROM, POS. ALLELE1 is plink2's A1 (the tested, counted
 allele), ALLELE0 the variant's other allele; A1FREQ plink2's A1_FREQ among the people
-tested; INFO 1 (hard calls). BETA and SE are the linear BETA and SE, or for a binary
+tested; INFO 1 for hard calls, and for dosages (BGEN, a .pgen that may hold dosages)
+plink2's MACH_R2 among the people tested, the imputation quality ``select
+--min-info`` filters on when no mfi file is given. BETA and SE are the linear BETA and SE, or for a binary
 phenotype the log odds ratio and its SE (plink2's ``cols=+beta``, printed by plink2:
 no re-rounding). P is plink2's P as printed. A test plink2 could not run (a variant
 constant among the discovery people, a failed fit) is written with NA, which
@@ -258,9 +260,10 @@ def _merge_glm(files: list[Path], binary: bool, n_people: int) -> pd.DataFrame:
             raise CmixError(f"{f}: no BETA column in plink2's output (columns "
                             f"{', '.join(t.columns)})")
         other = np.where(t["A1"] == t["ALT"], t["REF"], t["ALT"])
+        info = t["MACH_R2"] if "MACH_R2" in t.columns else "1"
         parts.append(pd.DataFrame({
             "SNP": t["ID"], "CHR": t["#CHROM"], "BP": t["POS"], "ALLELE1": t["A1"],
-            "ALLELE0": other, "A1FREQ": t["A1_FREQ"], "INFO": "1", "BETA": t[beta],
+            "ALLELE0": other, "A1FREQ": t["A1_FREQ"], "INFO": info, "BETA": t[beta],
             "SE": t[se], "P_BOLT_LMM": t["P"]}))
     merged = (pd.concat(parts, ignore_index=True) if parts
               else pd.DataFrame(columns=BOLT_COLUMNS))
@@ -269,12 +272,12 @@ def _merge_glm(files: list[Path], binary: bool, n_people: int) -> pd.DataFrame:
 
 
 def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
-                cov: np.ndarray, binary: bool) -> tuple[list, list[str]]:
+                cov: np.ndarray, binary: bool, dosages: bool = False) -> tuple[list, list[str]]:
     """Write plink2's phenotype table ``tmp/pheno.tsv`` (#FID IID Y) and, with covariates
     (cov: (n, n_covariates), n = len(iid)), ``tmp/covar.tsv`` (COV1..), both at full
     precision. Returns (the --pheno/--covar arguments, the --glm words: hide-covar, A1
-    frequency and beta columns, firth-fallback for a binary trait, allow-no-covars
-    without covariates).
+    frequency and beta columns, with ``dosages`` (fractional input) MaCH r2 too,
+    firth-fallback for a binary trait, allow-no-covars without covariates).
 
     plink2 reads a phenotype whose values are all 0, 1 or 2 as case/control (0 =
     missing) and -9 as missing wherever it is: a measured trait is written centred (its
@@ -285,7 +288,8 @@ def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
         y = y - np.nanmean(y)
     table = pd.DataFrame({"#FID": fid, "IID": iid, "Y": y})
     table.to_csv(tmp / "pheno.tsv", sep="\t", index=False, na_rep="NA", float_format="%.17g")
-    glm = "--glm hide-covar no-x-sex cols=+a1freq,+beta".split()
+    glm = ["--glm", "hide-covar", "no-x-sex",
+           "cols=+a1freq,+beta" + (",+machr2" if dosages else "")]
     glm += ["firth-fallback"] if binary else []
     args = ["--pheno", tmp / "pheno.tsv", "--pheno-name", "Y", "--no-input-missing-phenotype"]
     if cov.shape[1]:
@@ -298,6 +302,15 @@ def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
     else:
         glm.append("allow-no-covars")
     return args, glm
+
+
+def _holds_dosages(bf) -> bool:
+    """Whether genotype source ``bf`` (or any file of its set) may hold fractional
+    dosages: a BGEN, or a .pgen whose header allows dosages."""
+    if bf.encoding == "hard calls":
+        return False
+    return any(getattr(part, "may_hold_dosages", lambda: True)()
+               for part in getattr(bf, "parts", [bf]))
 
 
 def _run_glm(exe: str, runs: list, args: list, tmp: Path) -> list[Path]:
@@ -390,11 +403,13 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     runs = _chrom_inputs(genotypes, bim_chroms)
     log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
         f"{len(runs)} chromosome run(s)")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".cmix_gwas.", dir=Path(out).parent) as tmp:
         tmp = Path(tmp)
         keep_file = tmp / "people.id"
         write_sample_ids(keep_file, bf.fam, fam_rows)
-        pheno_args, glm = _glm_inputs(tmp, fid, iid, y[chosen], cov[chosen], binary)
+        pheno_args, glm = _glm_inputs(tmp, fid, iid, y[chosen], cov[chosen], binary,
+                                      _holds_dosages(bf))
         args = ["--keep", keep_file, *pheno_args]
         args += ["--extract", extract] if extract is not None else []
         args += [*glm, "--threads", threads]
