@@ -98,6 +98,40 @@ def test_bad_files_give_one_clear_message(tmp_path):
         plink.open_bfile(tmp_path / "nope")
 
 
+@pytest.mark.parametrize("kind", ["bim", "pvar"])
+@pytest.mark.parametrize("bad, column, problem", [
+    ("1184781.9", "pos", "expected an integer base-pair position, found '1184781.9'"),
+    ("-104", "pos", "expected a position >= 0 (plink2 skips a variant with a negative one"),
+    ("abc", "cm", "expected a number (cM), found 'abc'"),
+])
+def test_positions_and_cm_refused_alike_in_bim_and_pvar(tmp_path, kind, bad, column, problem):
+    """A fractional or negative position, or a cM that is no number, on the 5th variant:
+    refused naming line and column in both readers (the .pvar reader truncated 1184781.9,
+    read abc as 0 cM, and kept a negative position plink2 skips)."""
+    from cmix.genotypes.pgen import read_pvar
+
+    rows = [f"1\trs{j}\t0.5\t{100 + j}\tA\tG" for j in range(8)]
+    fields = rows[4].split("\t")
+    fields[3 if column == "pos" else 2] = bad
+    rows[4] = "\t".join(fields)
+    if kind == "bim":
+        path = tmp_path / "x.bim"
+        path.write_text("\n".join(rows) + "\n")
+        where = f"line 5, column {4 if column == 'pos' else 3}"
+        read = plink.read_bim
+    else:
+        path = tmp_path / "x.pvar"
+        body = ["\t".join([c, p, i, a2, a1, cm]) for c, i, cm, p, a1, a2 in
+                (r.split("\t") for r in rows)]
+        path.write_text("##fileformat=PVARv1.0\n#CHROM\tPOS\tID\tREF\tALT\tCM\n"
+                        + "\n".join(body) + "\n")
+        where = f"line 7, column {'POS' if column == 'pos' else 'CM'}"
+        read = read_pvar
+    with pytest.raises(CmixError) as err:
+        read(path)
+    assert f"{where}: {problem}" in str(err.value)
+
+
 def test_sample_id_lists(tmp_path):
     fam = pd.DataFrame({"fid": ["a", "b", "c"], "iid": ["1", "2", "3"]})
     (tmp_path / "k1").write_text("#FID\tIID\nc\t3\na\t1\nz\t9\n")

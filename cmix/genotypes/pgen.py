@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, check_unique_header, input_file, read_table, text_lines
-from .plink import BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, encode, first_duplicate_lines
+from .plink import (BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, encode, first_duplicate_lines,
+                    position_columns)
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -72,16 +73,10 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
             line = int(np.flatnonzero((raw[names[-1]] == "").to_numpy())[0]) + skip + 1
             raise CmixError(f"{path}, line {line}: expected {len(names)} tab-separated "
                             f"columns ({' '.join(names)}), found fewer")
-        pos = pd.to_numeric(raw["POS"], errors="coerce")
-        if pos.isna().any():
-            i = int(np.flatnonzero(pos.isna().to_numpy())[0])
-            raise CmixError(f"{path}, line {i + skip + 1}, column POS: expected an integer "
-                            f"position, found {raw['POS'].iloc[i]!r}")
-        cm = (pd.to_numeric(raw["CM"], errors="coerce").fillna(0.0) if "CM" in raw
-              else pd.Series(np.zeros(len(raw))))
-        bim = pd.DataFrame({"chrom": raw["CHROM"], "variant_id": raw["ID"],
-                            "cm": cm.to_numpy(np.float64), "pos": pos.to_numpy(np.int64),
-                            "a1": raw["ALT"], "a2": raw["REF"]})[BIM_COLUMNS]
+        pos, cm = position_columns(raw["POS"], raw["CM"] if "CM" in raw else None, path,
+                                   lambda i: i + skip + 1, ("POS", "CM"))
+        bim = pd.DataFrame({"chrom": raw["CHROM"], "variant_id": raw["ID"], "cm": cm,
+                            "pos": pos, "a1": raw["ALT"], "a2": raw["REF"]})[BIM_COLUMNS]
         multi = bim["a1"].str.contains(",")
         dup = first_duplicate_lines(bim["variant_id"])
         if dup:

@@ -82,22 +82,44 @@ def read_fam(path: str | os.PathLike) -> pd.DataFrame:
     return fam
 
 
+def position_columns(pos: pd.Series, cm: pd.Series | None, path, line_of,
+                     names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """(pos int64, cm float64) of a variant table's text columns (cm None: all 0).
+
+    A position must be a whole number >= 0 that fits an int64 (plink2 skips a variant
+    with a negative position, which would leave cmix's variants not plink2's), a cM a
+    number; otherwise a CmixError names the file, the line (``line_of``: 0-based row ->
+    line number) and the column (``names``: the position's and the cM's)."""
+    conv = pd.to_numeric(pos, errors="coerce").astype(np.float64)
+    bad = (conv.isna() | (conv % 1 != 0) | (conv.abs() >= 2.0 ** 63)).to_numpy()
+    negative = (conv < 0).to_numpy()
+    for mask, kind in ((bad, "an integer base-pair position"),
+                       (negative, "a position >= 0 (plink2 skips a variant with a negative "
+                                  "one; remove it)")):
+        if mask.any():
+            i = int(np.flatnonzero(mask)[0])
+            raise CmixError(f"{path}, line {line_of(i)}, column {names[0]}: expected {kind}, "
+                            f"found {pos.iloc[i]!r}")
+    if cm is None:
+        return conv.to_numpy(np.int64), np.zeros(len(pos))
+    cm_conv = pd.to_numeric(cm, errors="coerce").astype(np.float64)
+    if cm_conv.isna().any():
+        i = int(np.flatnonzero(cm_conv.isna().to_numpy())[0])
+        raise CmixError(f"{path}, line {line_of(i)}, column {names[1]}: expected a number "
+                        f"(cM), found {cm.iloc[i]!r}")
+    return conv.to_numpy(np.int64), cm_conv.to_numpy(np.float64)
+
+
 def read_bim(path: str | os.PathLike) -> pd.DataFrame:
     """Read a .bim file: chrom, variant_id, a1, a2 (str), cm (float64), pos (int64)."""
     path = Path(path)
     try:   # fast path: numeric columns parsed by the C reader
         bim = _read_table(path, BIM_COLUMNS, ".bim", dtype={"cm": np.float64, "pos": np.int64})
+        if (bim["pos"] < 0).any():
+            raise ValueError("a negative position")
     except (ValueError, OverflowError) as err:
         bim = _read_table(path, BIM_COLUMNS, ".bim")
-        for col, kind in (("pos", "an integer base-pair position"), ("cm", "a number (cM)")):
-            conv = pd.to_numeric(bim[col], errors="coerce").astype(np.float64)
-            bad = conv.isna().to_numpy()
-            if col == "pos":                    # whole numbers that fit an int64
-                bad = bad | ((conv % 1 != 0) | (conv.abs() >= 2.0 ** 63)).to_numpy()
-            if bad.any():
-                line = int(np.flatnonzero(bad)[0]) + 1
-                raise CmixError(f"{path}, line {line}, column {BIM_COLUMNS.index(col) + 1}: "
-                                f"expected {kind}, found {bim[col].iloc[line - 1]!r}")
+        position_columns(bim["pos"], bim["cm"], path, lambda i: i + 1, ("4", "3"))
         raise CmixError(f"{path}: cannot read columns 3-4 (cM, position) as numbers "
                         f"({err})") from None
     dup = first_duplicate_lines(bim["variant_id"])
