@@ -33,7 +33,6 @@ msprime and stdpopsim are imported only here, on use (``pip install cmix[sim]``)
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import warnings
@@ -685,13 +684,7 @@ def _write_sumstats(rng, out, variants: pd.DataFrame, disc_dos: np.ndarray,
     n_traits) on the discovery dosages (n_variants, n_discovery); gzip headers hold no
     file name or time, so the same seed writes the same bytes."""
     beta, se, freq = sim.discovery_regression(plink.encode(disc_dos), disc_dos.shape[1], disc_y)
-    (out / "sumstats").mkdir(exist_ok=True)
-    for k, t in enumerate(sim.TRAITS):
-        table = sim.sumstats_table(rng, variants, beta[:, k], se[:, k], freq)
-        with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
-            with open(tmp_path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
-                                                           mtime=0) as gz:
-                gz.write(table.to_csv(sep="\t", index=False).encode())
+    sim.write_sumstats(rng, out, variants, beta, se, freq)
 
 
 def _model_truth(mdl, names: list[str], counts: dict, disc_counts: dict, code: dict) -> dict:

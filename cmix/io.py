@@ -351,6 +351,17 @@ def is_gzip(path: str | os.PathLike) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
+def write_gzip(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` gzipped to ``path`` (a temporary name, usually), reproducibly: the
+    gzip header holds no file name (which would be the temporary one, naming the host
+    and process) and no time."""
+    import gzip
+
+    with open(path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
+                                               mtime=0) as gz:
+        gz.write(data)
+
+
 def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):
     """Open a plain or gzip-compressed file (told apart by the gzip magic bytes).
 

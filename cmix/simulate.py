@@ -43,7 +43,6 @@ compiled kernel, for benchmark-sized cohorts (50,000 x 200,000 and up).
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ import pandas as pd
 from scipy import special
 
 from .genotypes import plink
-from .io import CmixError, atomic_path, check_writable_dir, log, progress
+from .io import CmixError, atomic_path, check_writable_dir, log, progress, write_gzip
 
 # GRCh37 autosome lengths in Mb (rounded); 1 cM per Mb is assumed for crossovers.
 CHROM_MB = np.array([249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107,
@@ -1100,12 +1099,18 @@ def _discovery_sumstats(rng, out: Path, variants: pd.DataFrame, disc_path: Path,
     beta, se, freq = discovery_regression(disc_packed, n_discovery, disc_y, block_size)
     del disc_packed
     disc_path.unlink()
+    write_sumstats(rng, out, variants, beta, se, freq)
+
+
+def write_sumstats(rng, out: Path, variants: pd.DataFrame, beta: np.ndarray, se: np.ndarray,
+                   freq: np.ndarray) -> None:
+    """out/sumstats/TRAIT.txt.gz for each of :data:`TRAITS` (:func:`sumstats_table` of
+    column k of beta and se (n_variants, n_traits)), each written atomically."""
     (out / "sumstats").mkdir(exist_ok=True)
     for k, t in enumerate(TRAITS):
         ss_table = sumstats_table(rng, variants, beta[:, k], se[:, k], freq)
         with atomic_path(out / "sumstats" / f"{t}.txt.gz") as tmp_path:
-            with gzip.GzipFile(tmp_path, "wb", mtime=0) as gz:
-                gz.write(ss_table.to_csv(sep="\t", index=False).encode())
+            write_gzip(tmp_path, ss_table.to_csv(sep="\t", index=False).encode())
 
 
 def write_sample_files(rng, out: Path, eids: np.ndarray, spare_eid, sample_miss: np.ndarray,

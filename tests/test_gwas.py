@@ -320,6 +320,7 @@ def test_discovery_draw_is_seeded(small, tmp_path):
         sets.append(ids.read_text())
     assert sets[0] == sets[1] != sets[2]
     assert (gzip.open(tmp_path / "s0.gz").read() == gzip.open(tmp_path / "s1.gz").read())
+    assert not (tmp_path / "s0.gz").read_bytes()[3] & 0x08     # no (temporary) file name
 
 
 def test_external_source_is_recorded_with_its_overlap(small, tmp_path):

@@ -31,6 +31,9 @@ def test_same_seed_same_files_different_seed_differs(tmp_path):
     assert mismatch == [] and errors == []
     assert not filecmp.cmp(tmp_path / "a/genotypes.bed", tmp_path / "c/genotypes.bed", shallow=False)
     assert not list(tmp_path.glob("*/.*tmp"))   # no temporary files left behind
+    # no file name in the gzip header (FNAME flag, byte 3): it was the temporary name,
+    # holding the host name and process id, so another process wrote other bytes
+    assert not (tmp_path / "a/sumstats/hair_colour.txt.gz").read_bytes()[3] & 0x08
 
 
 @requires_plink2

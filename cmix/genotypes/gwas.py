@@ -60,7 +60,6 @@ constant among the discovery people, a failed fit) is written with NA, which
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import shutil
@@ -73,7 +72,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_outputs, log
+from ..io import CmixError, atomic_outputs, log, write_gzip
 from . import phenotypes as ph
 
 if TYPE_CHECKING:
@@ -416,8 +415,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
         merged = _merge_glm(_run_glm(exe, runs, args, tmp), binary, len(chosen))
         outs = [Path(out)] + ([Path(ids_out)] if ids_out is not None else [])
         with atomic_outputs(*outs) as tmps:
-            with gzip.GzipFile(tmps[0], "wb", mtime=0) as gz:
-                gz.write(merged[BOLT_COLUMNS].to_csv(sep="\t", index=False).encode())
+            write_gzip(tmps[0], merged[BOLT_COLUMNS].to_csv(sep="\t", index=False).encode())
             if ids_out is not None:
                 write_sample_ids(tmps[1], bf.fam, np.sort(fam_rows))
     n_na = int((merged["P_BOLT_LMM"].isin(["NA", "nan", ""])).sum())
