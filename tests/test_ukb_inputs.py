@@ -233,6 +233,39 @@ def test_bgi_offsets_match_cbgen_index(ukb, tmp_path):
     assert ours.bim["variant_id"].tolist() == rsids
 
 
+@pytest.mark.parametrize("kind", ["pfile", "bfile"])
+def test_shared_sample_file_must_be_the_files_own_order(ukb, tmp_path, capsys, kind):
+    """A per-chromosome set whose chromosome-2 file was written with its people in
+    another order, given a shared sample file (as the set-check's advice once said):
+    cmix read chromosome 2's genotypes in the shared file's order, i.e. on other people
+    (15% of cells agreed with plink2), exit 0. Now refused, naming the file; the same
+    files with their own sample file equal to the shared one are read as before."""
+    merged = ukb / "c" / "genotypes"
+    make = "--make-pgen" if kind == "pfile" else "--make-bed"
+    own = ".psam" if kind == "pfile" else ".fam"
+    for c in ("1", "2"):
+        extra = ["--indiv-sort", "n"] if c == "2" else []      # natural sort: another order
+        plink2("--bfile", merged, "--chr", c, *extra, make, "--out", tmp_path / f"s_chr{c}")
+    shared = tmp_path / f"s_chr1{own}"
+    args = [f"--{kind}", str(tmp_path / "s_chr{chrom}"), "--fam", str(shared),
+            "--chroms", "1-2", *QC_FLAGS, "--out", str(tmp_path / "q")]
+    assert main(["qc", *args]) == 1
+    err = capsys.readouterr().err
+    assert f"its samples are not those of {tmp_path / f's_chr2{own}'} in the same order" in err
+    assert not list(tmp_path.glob("q.*"))
+    # one file, another order given as --fam: the same refusal
+    assert main(["qc", f"--{kind}", str(tmp_path / "s_chr1"), "--fam",
+                 str(tmp_path / f"s_chr2{own}"), *QC_FLAGS, "--out", str(tmp_path / "q1")]) == 1
+    assert "in the same order (sample 1 differs" in capsys.readouterr().err
+    # chromosome 2 rewritten in the shared order: read, and equal to plink2
+    plink2(f"--{kind}", tmp_path / "s_chr2", "--indiv-sort", "f", shared, make,
+           "--out", tmp_path / "s_chr2")
+    snps, _ = _qc(args[:-2], tmp_path / "q")
+    plink2("--bfile", merged, "--chr", "1-2", *QC_FLAGS, "--write-snplist",
+           "--out", tmp_path / "p2")
+    assert snps == (tmp_path / "p2.snplist").read_text()
+
+
 def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path):
     """cmix gwas on a BGEN of dosages writes plink2's MaCH r2 among the people tested
     as INFO (it wrote 1, so select --min-info without an mfi file removed nothing),

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, check_unique_header, input_file, read_table, text_lines
-from .plink import (BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, encode, first_duplicate_lines,
-                    position_columns)
+from .plink import (BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, check_own_samples, encode,
+                    first_duplicate_lines, position_columns)
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -311,6 +311,8 @@ def open_pfile(path: str | os.PathLike, psam: str | os.PathLike | None = None) -
                         "expected 6c1b)")
     bim = read_pvar(prefix.with_name(prefix.name + ".pvar"))
     fam = read_psam(psam_path)
+    if psam is not None:
+        check_own_samples(prefix, ".psam", fam, psam_path, read_psam)
     pf = Pfile(prefix, fam, bim)
     if magic[2:3] in (b"\x01", b"\x02"):   # .bed-like modes: exact size check
         expected = 3 + pf.n_variants * pf.bytes_per_variant

@@ -313,6 +313,8 @@ def open_bfile(path: str | os.PathLike, fam: str | os.PathLike | None = None) ->
                         "supported; rewrite it with plink2 --make-bed")
     bim = read_bim(prefix.with_name(prefix.name + ".bim"))
     bf = Bfile(prefix, read_fam(fam_path), bim)
+    if fam is not None:
+        check_own_samples(prefix, ".fam", bf.fam, fam_path, read_fam)
     expected = 3 + bf.n_variants * bf.bytes_per_variant
     size = bed.stat().st_size
     if size != expected:
@@ -327,6 +329,32 @@ def open_bfile(path: str | os.PathLike, fam: str | os.PathLike | None = None) ->
                            .astype(np.int64))
         check_padding(bf, _last_bytes(bf, sample), sample)
     return bf
+
+
+def check_own_samples(prefix: Path, own_ext: str, given: pd.DataFrame, given_path: Path,
+                      reader) -> None:
+    """With a sample file given for genotype files of ``prefix`` (a shared .fam/.psam,
+    as UK Biobank ships one .fam for every chromosome), the files' own sample file
+    (prefix + ``own_ext``), where there is one, must list the same IIDs in the same
+    order: the genotypes are stored in its order, and any other would put each person's
+    genotypes on someone else. CmixError naming both files and the first differing
+    sample's position (no IDs)."""
+    own = prefix.with_name(prefix.name + own_ext)
+    if not own.is_file() or own.resolve() == Path(given_path).resolve():
+        return
+    ours = reader(own)["iid"].astype(str).to_numpy()
+    theirs = given["iid"].astype(str).to_numpy()
+    if len(ours) == len(theirs) and (ours == theirs).all():
+        return
+    n = min(len(ours), len(theirs))
+    k = int(np.flatnonzero(ours[:n] != theirs[:n])[0]) + 1 if (ours[:n] != theirs[:n]).any() \
+        else n + 1
+    raise CmixError(f"{given_path}: its samples are not those of {own} in the same order "
+                    f"(sample {k} differs; {len(theirs)} against {len(ours)} samples); the "
+                    f"genotypes are stored in {own.name}'s order, so another order would "
+                    f"give people other people's genotypes. Give {own.name} itself, rewrite "
+                    "the genotypes in the shared file's order (plink2 --indiv-sort f FILE), "
+                    f"or move {own.name} away if the shared file is meant to replace it")
 
 
 def _last_bytes(bf: Bfile, variant_idx: np.ndarray) -> np.ndarray:

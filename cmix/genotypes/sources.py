@@ -275,8 +275,9 @@ def _open_plink_set(src, is_pgen: bool, fam, chroms):
             first_fam = part.fam
         elif fam is None and not part.fam[["fid", "iid"]].equals(first_fam[["fid", "iid"]]):
             raise CmixError(f"{prefix}: its samples differ from those of chromosome "
-                            f"{parts[0][0]}'s file; a per-chromosome set needs one sample "
-                            "file (give it as fam)")
+                            f"{parts[0][0]}'s file; the files of a per-chromosome set must "
+                            "hold the same samples in the same order (rewrite this one in "
+                            "that order: plink2 --indiv-sort f FILE)")
         parts.append((chrom, part))
     bim = pd.concat([p.bim for _, p in parts], ignore_index=True)
     dup = bim["variant_id"].duplicated()
