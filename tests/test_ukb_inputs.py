@@ -266,6 +266,51 @@ def test_shared_sample_file_must_be_the_files_own_order(ukb, tmp_path, capsys, k
     assert snps == (tmp_path / "p2.snplist").read_text()
 
 
+def test_bgen_rsid_listed_twice(ukb, tmp_path, capsys):
+    """(a) a per-chromosome BGEN set with one rsid in two chromosomes' files: select
+    listed it twice (exit 0) and the store crashed; now refused as for .bed sets.
+    (b) one BGEN with an rsid at two positions: select named both rows chrom:pos:a1:a2
+    (over the whole index) but the store, listing only the selected positions, kept the
+    rsid and refused its own selection; both now name them alike, and the store holds
+    plink2's dosages of the SNP at the selected position."""
+    merged = ukb / "c" / "genotypes"
+    ss = ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"
+    table = pd.read_csv(ss, sep="\t", dtype={"CHR": str})
+    best = table.sort_values("P_BOLT_LMM").groupby("CHR")["SNP"].first()
+    null = table[(table["CHR"] == "2") & (table["P_BOLT_LMM"] > 0.9)]["SNP"].iloc[0]
+    bim = pd.read_csv(f"{merged}.bim", sep="\t", header=None, dtype=str)
+    for name, renamed in (("d", best["2"]), ("e", null)):
+        b = bim.copy()
+        b.loc[b[1] == renamed, 1] = best["1"]
+        b.to_csv(tmp_path / f"{name}.bim", sep="\t", header=False, index=False)
+        for ext in ("bed", "fam"):
+            shutil.copy(f"{merged}.{ext}", tmp_path / f"{name}.{ext}")
+    for c in ("1", "2"):
+        plink2("--bfile", tmp_path / "d", "--chr", c, "--export", "bgen-1.2", "bits=8",
+               "--out", tmp_path / f"set{c}")
+        assert main(["bgen-index", str(tmp_path / f"set{c}.bgen")]) == 0
+    out = tmp_path / "a.tsv"
+    assert main(["select", "--bgen", str(tmp_path / "set{chrom}.bgen"), "--sample",
+                 str(tmp_path / "set{chrom}.sample"), "--chroms", "1-2", "--sumstats", str(ss),
+                 "--top", "50", "--out", str(out)]) == 1
+    assert f"variant ID '{best['1']}' is in two chromosomes' files" in capsys.readouterr().err
+    assert not out.exists()
+    plink2("--bfile", tmp_path / "e", "--export", "bgen-1.2", "bits=8", "--out", tmp_path / "e")
+    assert main(["bgen-index", str(tmp_path / "e.bgen")]) == 0
+    bgen = ["--bgen", str(tmp_path / "e.bgen"), "--sample", str(tmp_path / "e.sample")]
+    assert main(["select", *bgen, "--sumstats", str(ss), "--top", "50",
+                 "--out", str(tmp_path / "b.tsv")]) == 0
+    sel = pd.read_csv(tmp_path / "b.tsv", sep="\t")
+    row = bim[bim[1] == best["1"]].iloc[0]
+    assert f"1:{row[3]}:" in " ".join(sel["variant_id"])       # renamed chrom:pos:a1:a2
+    store = tmp_path / "b.zarr"
+    assert main(["store", *bgen, "--snps", str(tmp_path / "b.tsv"), "--pheno",
+                 str(ukb / "c" / "phenotypes.tsv"), "--trait", "mpv", "--trait-config",
+                 '{"field": 30100, "kind": "continuous", "binarise": "median"}',
+                 "--out", str(store)]) == 0
+    assert len(open_store(store)["variant_id"][:]) == 50
+
+
 def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path):
     """cmix gwas on a BGEN of dosages writes plink2's MaCH r2 among the people tested
     as INFO (it wrote 1, so select --min-info without an mfi file removed nothing),

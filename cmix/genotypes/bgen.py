@@ -183,9 +183,10 @@ def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
     """The .bgi's variants in file order, and how many it lists in all.
 
     Columns chrom, rsid, pos, n_alleles, allele1, allele2, start, size (int64 byte
-    offset and length of each variant block). positions: only the variants at these
-    base-pair positions (the index is queried, so memory does not grow with the
-    chromosome's length); None = all.
+    offset and length of each variant block), and repeated (bool: the rsid is listed
+    more than once in the whole index). positions: only the variants at these base-pair
+    positions (the index is queried, so memory does not grow with the chromosome's
+    length; an rsid listed elsewhere too is found by one scan of the index); None = all.
     """
     select = ("SELECT chromosome, rsid, position, number_of_alleles, allele1, allele2, "
               "file_start_position, size_in_bytes FROM Variant")
@@ -201,13 +202,22 @@ def read_bgi(bgi: Path, positions=None) -> tuple[pd.DataFrame, int]:
                                 [(int(p),) for p in positions])
                 rows = con.execute(select + " WHERE position IN (SELECT position FROM wanted) "
                                    "ORDER BY file_start_position").fetchall()
+                con.execute("CREATE TEMP TABLE listed (rsid TEXT PRIMARY KEY)")
+                con.executemany("INSERT OR IGNORE INTO listed VALUES (?)",
+                                [(r[1],) for r in rows])
+                repeated = {r[0] for r in con.execute(
+                    "SELECT rsid FROM Variant WHERE rsid IN (SELECT rsid FROM listed) "
+                    "GROUP BY rsid HAVING COUNT(*) > 1")}
         finally:
             con.close()
     except sqlite3.Error as err:
         raise CmixError(f"{bgi}: not a bgenix .bgi index ({err}); remake it with "
                         "`cmix bgen-index` or `bgenix -index`") from None
-    return pd.DataFrame(rows, columns=["chrom", "rsid", "pos", "n_alleles", "allele1",
-                                       "allele2", "start", "size"]), n_all
+    table = pd.DataFrame(rows, columns=["chrom", "rsid", "pos", "n_alleles", "allele1",
+                                        "allele2", "start", "size"])
+    table["repeated"] = (table["rsid"].duplicated(keep=False) if positions is None
+                         else table["rsid"].isin(repeated))
+    return table, n_all
 
 
 def bgi_chromosomes(bgi) -> list[str]:
@@ -431,8 +441,9 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
 
     fam: the target sample table (default: the .sample's own samples). positions: list
     only the variants at these positions (a store's SNPs; None = all, for selection).
-    An rsid listed twice in the index (split multiallelic sites) gets the ID
-    ``chrom:pos:allele1:allele2`` for all its rows, so IDs are unique. Raises CmixError
+    An rsid listed twice in the index (split multiallelic sites), whether or not both
+    rows are listed here, gets the ID ``chrom:pos:allele1:allele2`` for all its rows,
+    so IDs are unique and the same whichever positions are asked for. Raises CmixError
     for a missing .bgi (saying how to make one), a .sample whose size differs from the
     .bgen's or whose IDs match none of the target samples, or a multiallelic variant.
     """
@@ -460,7 +471,7 @@ def open_bgen(path: str | os.PathLike, sample: str | os.PathLike,
                         "cmix reads biallelic variants only")
     chrom = _strip_chrom(index["chrom"])
     ids = index["rsid"].astype(str)
-    dup = ids.duplicated(keep=False)
+    dup = index["repeated"]
     if dup.any():
         ids = ids.where(~dup, chrom + ":" + index["pos"].astype(str) + ":" + index["allele1"]
                         + ":" + index["allele2"].astype(str))

@@ -280,10 +280,7 @@ def _open_plink_set(src, is_pgen: bool, fam, chroms):
                             "that order: plink2 --indiv-sort f FILE)")
         parts.append((chrom, part))
     bim = pd.concat([p.bim for _, p in parts], ignore_index=True)
-    dup = bim["variant_id"].duplicated()
-    if dup.any():
-        raise CmixError(f"{src}: variant ID {bim['variant_id'][dup].iloc[0]!r} is in two "
-                        "chromosomes' files; variant IDs must be unique across the set")
+    _check_unique_across(bim, src)
     offsets = np.concatenate([[0], np.cumsum([p.n_variants for _, p in parts])]).astype(np.int64)
     return ChromSet(Path(str(src)), [p for _, p in parts], first_fam, bim, offsets,
                     [c for c, _ in parts])
@@ -341,5 +338,16 @@ def _open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
         parts.append(part)
         names.append(chrom)
     bim = pd.concat([p.bim for p in parts], ignore_index=True)
+    _check_unique_across(bim, bgen)
     offsets = np.concatenate([[0], np.cumsum([p.n_variants for p in parts])]).astype(np.int64)
     return ChromSet(Path(str(bgen)), parts, target, bim, offsets, names)
+
+
+def _check_unique_across(bim: pd.DataFrame, src) -> None:
+    """CmixError naming the first variant ID that two chromosomes' files of the set
+    ``src`` both hold (a selection would list it twice, and a store could not tell
+    which one it meant)."""
+    dup = bim["variant_id"].duplicated()
+    if dup.any():
+        raise CmixError(f"{src}: variant ID {bim['variant_id'][dup].iloc[0]!r} is in two "
+                        "chromosomes' files; variant IDs must be unique across the set")
