@@ -301,12 +301,12 @@ def test_unsorted_positions_with_kb_window(tmp_path, capsys):
     plink.write_bfile(tmp_path / "u", g, fam, bim)
     fails(capsys, "pca", "--bfile", tmp_path / "u", "--no-exclude-regions", "--pcs", 1,
           "--indep-pairwise", "1kb", "0.5", "--out", tmp_path / "o",
-          expect="u.bim, line 3: position 200 is before the previous variant's (300)")
+          expect="u.bim: variant 'c': position 200 is before the previous variant's (300)")
     bim["chrom"] = ["1", "2", "1", "2"]
     bim["pos"] = [1, 2, 3, 4]
     plink.write_bfile(tmp_path / "v", g, fam, bim)
     fails(capsys, "pca", "--bfile", tmp_path / "v", "--no-exclude-regions", "--pcs", 1,
-          "--out", tmp_path / "o", expect="v.bim, line 3: chromosome 1 appears again")
+          "--out", tmp_path / "o", expect="v.bim: variant 'c': chromosome 1 appears again")
 
 
 def test_keep_matching_nobody(setup, tmp_path, capsys):

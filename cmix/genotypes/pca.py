@@ -525,14 +525,15 @@ def ld_prune(bf, variant_idx: np.ndarray, sample_idx: np.ndarray, settings: Prun
 
 def _check_sorted(bf, variant_idx, chrom, pos, settings) -> None:
     """plink2 needs each chromosome's variants together, and sorted by position for a
-    kb window; say which .bim line breaks that."""
-    bim_path = bf.prefix.with_name(bf.prefix.name + ".bim")
+    kb window; say which variant (by ID, in the .bim/.pvar of the input) breaks that."""
+    bim_path = bf.variant_file
+    ids = bf.bim["variant_id"].to_numpy()
     change = np.flatnonzero(chrom[1:] != chrom[:-1]) + 1
     seen = chrom[np.r_[0, change]] if len(chrom) else chrom
     if len(set(seen)) != len(seen):
         dup = pd.Series(seen).duplicated().to_numpy()
         i = change[int(np.flatnonzero(dup)[0]) - 1]
-        raise CmixError(f"{bim_path}, line {variant_idx[i] + 1}: chromosome {chrom[i]} "
+        raise CmixError(f"{bim_path}: variant {ids[variant_idx[i]]!r}: chromosome {chrom[i]} "
                         "appears again after other chromosomes; LD pruning needs each "
                         "chromosome's variants together (sort the files, e.g. plink2 "
                         "--make-bed --sort-vars)")
@@ -541,7 +542,7 @@ def _check_sorted(bf, variant_idx, chrom, pos, settings) -> None:
         back = np.flatnonzero(same & (pos[1:] < pos[:-1]))
         if len(back):
             i = back[0] + 1
-            raise CmixError(f"{bim_path}, line {variant_idx[i] + 1}: position {pos[i]} is "
+            raise CmixError(f"{bim_path}: variant {ids[variant_idx[i]]!r}: position {pos[i]} is "
                             f"before the previous variant's ({pos[i - 1]}); a kb window needs "
                             "positions sorted within each chromosome")
 

@@ -89,7 +89,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
             f"{path}, line {i + skip + 1}: variant {bim['variant_id'].iloc[i]!r} is "
             f"multiallelic (ALT {bim['a1'].iloc[i]}; {int(multi.sum())} such variants); cmix "
             "reads biallelic variants only: drop them with `plink2 --pfile ... --max-alleles 2 "
-            "--make-pgen` or split them with `--make-pgen multiallelics=-`")
+            "--make-pgen` or split them with `--make-pgen multiallelics=- --set-all-var-ids "
+            "@:#:\\$r:\\$a` (split rows share one ID otherwise)")
     return bim
 
 
