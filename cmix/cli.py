@@ -33,6 +33,18 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+MAX_SEED = 2 ** 32 - 1
+
+
+def _seed(text: str) -> int:
+    """A seed: an integer in [0, 2^32 - 1] (numpy's seeding takes no negative one, and
+    the random streams keep 32 bits, so a larger seed would repeat a smaller one's)."""
+    value = _nonneg_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed <= 2^32 - 1, got {value}")
+    return value
+
+
 def _fraction(text: str) -> float:
     """A number in [0, 1] (thresholds such as --maf, --geno, --mind)."""
     try:
@@ -64,7 +76,7 @@ def _add_simulate(sub):
                    help="number of autosomes to spread SNPs over (default: up to 22, >= 200 SNPs each)")
     p.add_argument("--n-discovery", type=_nonneg_int, default=None,
                    help="size of the separate GWAS discovery cohort (default max(5000, n-samples))")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--seed", type=_seed, default=1, help="random seed (default 1)")
     p.add_argument("--ancestry", default="default", metavar="default|none|FILE.json",
                    help="population structure: 'default' (UK Biobank-like: British regions, "
                         "Irish, other white, South Asian, African, East Asian, one admixed "
@@ -139,7 +151,7 @@ def _add_train(sub):
     p.add_argument("--store", required=True, help="per-trait Zarr store (cmix store)")
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")
-    p.add_argument("--seed", required=True, type=int, nargs="+",
+    p.add_argument("--seed", required=True, type=_seed, nargs="+",
                    help="seed of the labeled subset and training; several seeds run in "
                         "this one command (--out then holds {seed})")
     from .learn.methods import METHODS
@@ -254,7 +266,7 @@ def _add_report(sub):
     grid.add_argument("--traits", nargs="+", metavar="TRAIT")
     grid.add_argument("--methods", nargs="+", metavar="METHOD")
     grid.add_argument("--budgets", nargs="+", type=_positive_int, metavar="N")
-    grid.add_argument("--seeds", nargs="+", type=int, metavar="SEED")
+    grid.add_argument("--seeds", nargs="+", type=_seed, metavar="SEED")
     p.set_defaults(func=_run_report)
 
 
@@ -431,7 +443,7 @@ def _add_store(sub):
                         '"kind": "categorical", "classes": {"blonde": [1], "red": [2]}}\'')
     p.add_argument("--test-fraction", type=_fraction, default=0.2,
                    help="fraction of labeled samples in the fixed test split (default 0.2)")
-    p.add_argument("--split-seed", type=int, default=0, help="seed of the test split (default 0)")
+    p.add_argument("--split-seed", type=_seed, default=0, help="seed of the test split (default 0)")
     p.add_argument("--covariates", metavar="JSON_OR_FILE",
                    help='covariates to store beside the dosages (see cmix.genotypes.covariates), e.g. '
                         '\'{"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}\'; '
@@ -551,7 +563,7 @@ def _add_gwas(sub):
     p.add_argument("--discovery-fraction", type=_fraction, default=None,
                    help="test only this stratified fraction of the candidates (the discovery "
                         "set, written to --ids-out); default: all of them")
-    p.add_argument("--discovery-seed", type=int, default=0,
+    p.add_argument("--discovery-seed", type=_seed, default=0,
                    help="seed of the discovery draw (default 0)")
     p.add_argument("--ids-out", help="write the people tested here (#FID IID list)")
     p.add_argument("--plink2", default="plink2", help="plink2 executable (default: on PATH)")
@@ -848,7 +860,7 @@ def _add_pca(sub):
                        help="WINDOW[kb] [STEP] R2 as plink2 (default 1000kb 1 0.1)")
     prune.add_argument("--no-prune", action="store_true", help="use the variants unpruned")
     p.add_argument("--pcs", type=_positive_int, default=10, help="number of PCs (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random start (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random start (default 0)")
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="threads (default: all cores)")
     p.add_argument("--out", required=True, help="output prefix")

@@ -307,7 +307,13 @@ def test_resume_from_a_corrupted_checkpoint_names_it(two_stores, tmp_path, capsy
 @pytest.mark.parametrize("text,key,want", [('{"lr": "abc"}', "lr", "a number"),
                                            ('{"epochs": 2.5}', "epochs", "an integer"),
                                            ('{"batchnorm": "yes"}', "batchnorm", "true or false"),
-                                           ('{"vime_k": "3"}', "vime_k", "an integer")])
+                                           ('{"vime_k": "3"}', "vime_k", "an integer"),
+                                           # 0 epochs or patience: the head's random start
+                                           ('{"pred_patience": 0}', "pred_patience",
+                                            "an integer >= 1"),
+                                           ('{"pred_epochs": 0}', "pred_epochs",
+                                            "an integer >= 1"),
+                                           ('{"preset": ["cpu"]}', "preset", "one of")])
 def test_bad_config_values(two_stores, tmp_path, capsys, text, key, want):
     a, _ = two_stores
     cfg = tmp_path / "cfg.json"
@@ -316,6 +322,20 @@ def test_bad_config_values(two_stores, tmp_path, capsys, text, key, want):
     assert main(train_args(a, tmp_path / "run", cfg, method=method)) == 1
     line = first_error_line(capsys)
     assert f"{cfg}: {key} = " in line and f"expected {want}" in line
+
+
+@pytest.mark.parametrize("seed, want", [("-3", "expected an integer >= 0, got -3"),
+                                        ("4294967296", "expected a seed <= 2^32 - 1")])
+@pytest.mark.parametrize("step", ["train", "simulate", "pca", "store", "gwas"])
+def test_seeds_out_of_range_are_refused_by_every_step(tmp_path, capsys, step, seed, want):
+    """numpy takes no negative seed (a traceback, after work was done), and the random
+    streams keep 32 bits (seed 2^32 + 1 would repeat seed 1's draws)."""
+    flag = {"store": "--split-seed", "gwas": "--discovery-seed"}.get(step, "--seed")
+    with pytest.raises(SystemExit) as stop:
+        main([step, flag, seed, "--out", str(tmp_path / "o")])
+    assert stop.value.code == 2
+    assert want in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
 
 
 def test_yaml_exponent_without_dot_is_a_number(two_stores, tmp_path):

@@ -559,7 +559,7 @@ def _cohort_samples(c: Path, cfg: dict, trait: str) -> int:
     ("trait_twice", "traits: 'hair_colour' is listed twice"),
     ("budget_twice_once_as_text", "budgets: 60 is listed twice"),
     ("budget_one_as_text", "budgets: 1 labeled samples; a budget needs at least 2"),
-    ("negative_seed", "seeds: -1; seeds are integers >= 0"),
+    ("negative_seed", "seeds: -1; seeds are integers from 0 to 2^32 - 1"),
     ("trait_name_with_a_space", "traits: 'hair colour': a trait name holds letters"),
     ("covariates_method_without_covariates", "methods: covariates needs covariates"),
     ("overlap_of_an_unknown_trait", "inputs.sumstats_overlap: unknown trait 'hair_color'"),

@@ -234,8 +234,9 @@ RANGES: dict = {
 }
 CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", "random"),
                  "loader": ("auto", "memory", "stream")}
-MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "pred_epochs": 0, "pred_patience": 0,
-                 "logreg_folds": 2, "lp_pcs": 0,
+# keys not listed here need >= 1 (a predictor trained for 0 epochs, or stopped before
+# its first, would be its random start: pred_epochs and pred_patience are >= 1)
+MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "logreg_folds": 2, "lp_pcs": 0,
                  "gbdt_max_leaf_nodes": 2}
 
 
@@ -265,7 +266,7 @@ def resolve_config(user: dict | None = None, switches: dict | None = None,
     the source in messages. Returns the sections."""
     user = dict(user or {})
     preset = user.pop("preset", "cpu")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise CmixError(f"{where}: preset = {preset!r}, expected one of {sorted(PRESETS)}")
     unknown = sorted(set(user) - set(DEFAULTS))
     if unknown:

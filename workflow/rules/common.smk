@@ -110,7 +110,7 @@ wildcard_constraints:
 def check_grid_lists():
     """The grid as the jobs will read it: no trait, budget or seed listed twice (after
     reading "100" as 100; a repeat would be one more identical cell, counted twice in
-    the report), budgets of at least 2 and seeds of at least 0 however they are written,
+    the report), budgets of at least 2 and seeds from 0 to 2^32 - 1 however they are written,
     trait names that can name files and jobs, the covariates method only with
     covariates, and per-trait input keys that name a defined trait."""
     from cmix.io import first_repeated
@@ -121,8 +121,9 @@ def check_grid_lists():
             fail(f"{key}: {repeated!r} is listed twice; list each once")
     if min(BUDGETS) < 2:
         fail(f"budgets: {min(BUDGETS)} labeled samples; a budget needs at least 2")
-    if min(SEEDS) < 0:
-        fail(f"seeds: {min(SEEDS)}; seeds are integers >= 0")
+    if min(SEEDS) < 0 or max(SEEDS) > 2**32 - 1:
+        bad = min(SEEDS) if min(SEEDS) < 0 else max(SEEDS)
+        fail(f"seeds: {bad}; seeds are integers from 0 to 2^32 - 1")
     for trait in TRAITS:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", trait):
             fail(
