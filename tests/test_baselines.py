@@ -303,6 +303,33 @@ def test_cli_train_dispatches_to_baselines_and_rejects_unknown(easy, tmp_path, c
     assert not (tmp_path / "v" / "metrics.json").exists()
 
 
+@pytest.mark.parametrize("method", ["logreg", "gbdt", "pca_logreg"])
+def test_one_labeled_row_of_a_class_is_refused_where_a_stratified_split_needs_two(
+        easy, tmp_path, capsys, method):
+    """Budget 2 on a 2-class store gives each class one labeled row: the CV that picks C
+    and gbdt's early-stopping holdout cannot be stratified (a scikit-learn traceback);
+    now one message naming the need. The networks still train on it."""
+    out = tmp_path / method
+    assert main(["train", "--store", str(easy[0]), "--budget", "2", "--seed", "1",
+                 "--method", method, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "needs at least 2 labeled rows of every class" in err and "Traceback" not in err
+    assert not (out / "metrics.json").exists()
+
+
+def test_label_spreading_on_every_training_row_and_a_large_k(easy, tmp_path):
+    """With every training row labeled there is no unlabeled node (the projection of
+    none crashed), and spreading_k above the nodes is capped at n - 1, recorded."""
+    import zarr
+
+    n_train = int((zarr.open_group(str(easy[0]), mode="r")["sample_split"][:] == 0).sum())
+    m = run_method("label_spreading", easy[0], n_train, 1, tmp_path / "all",
+                   config={"spreading_k": 5000}, device="cpu")
+    assert m["validation"]["n_nodes"] == n_train
+    assert m["validation"]["k_capped_to"] == n_train - 1
+    assert (tmp_path / "all" / "metrics.json").exists()
+
+
 def test_prs_refuses_store_without_betas(easy, tmp_path):
     from cmix.io import CmixError
 

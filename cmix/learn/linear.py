@@ -17,12 +17,24 @@ import warnings
 
 import numpy as np
 
-from ..io import one_blas_thread
+from ..io import CmixError, one_blas_thread
 
 
 def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:
     """The number of CV folds: ``folds``, fewer if a class has fewer rows (at least 2)."""
     return int(max(2, min(folds, n_labeled_per_class.min())))
+
+
+def require_two_per_class(y: np.ndarray, n_classes: int, what: str) -> None:
+    """CmixError when a class has fewer than 2 of the rows ``y`` (int labels): a
+    stratified split (CV folds, an early-stopping holdout) needs 2 of each. ``what``
+    names the step for the message."""
+    counts = np.bincount(y, minlength=n_classes)
+    if counts.min() < 2:
+        k = int(np.argmin(counts))
+        raise CmixError(f"{what} needs at least 2 labeled rows of every class, class index "
+                        f"{k} has {int(counts[k])} (labeled class counts "
+                        f"{counts.tolist()}); raise the budget")
 
 
 @one_blas_thread()
@@ -35,6 +47,7 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
 
+    require_two_per_class(y, n_classes, "choosing logistic regression's C by stratified CV")
     folds = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, n_c),
                               cv=StratifiedKFold(folds, shuffle=True, random_state=seed),

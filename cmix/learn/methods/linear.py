@@ -147,15 +147,18 @@ class LabelSpreadingOnPcs(FittedMethod):
             _, rng = gen(data.seed, SPREADING_ROWS)
             unl = np.sort(rng.choice(unl, cfg.semi_max_rows, replace=False))
         x = np.vstack([project_pcs(self.pca, data.rows(r).cpu().numpy(), self.mean, self.sd)
-                       for r in (s.labeled, unl)])
+                       for r in (s.labeled, unl) if len(r)])   # no unlabeled row: all labeled
         y = np.concatenate([s.label[s.labeled], np.full(len(unl), -1)])
         t = data.add_time("load", t)
+        # a node has at most n - 1 neighbours
+        k = min(cfg.spreading_k, len(y) - 1)
         with threadpool_limits(limits=1):
-            self.model = LabelSpreading(kernel="knn", n_neighbors=cfg.spreading_k,
+            self.model = LabelSpreading(kernel="knn", n_neighbors=k,
                                         alpha=cfg.spreading_alpha, max_iter=1000).fit(x, y)
         data.add_time("fit", t)
         self.report["validation"] = {"fit_rows": "labeled seeds + unlabeled nodes",
-                                     "n_nodes": int(len(y))}
+                                     "n_nodes": int(len(y)),
+                                     **({"k_capped_to": int(k)} if k < cfg.spreading_k else {})}
         return self
 
     def predict_proba(self, x, covariates):
@@ -194,11 +197,14 @@ class GradientBoostedTrees(FittedMethod):
         from sklearn.ensemble import HistGradientBoostingClassifier
         from threadpoolctl import threadpool_limits
 
+        from ..linear import require_two_per_class
+
         s, cfg = data.splits, self.cfg.gbdt
         self.n_classes = s.n_classes
         t = time.perf_counter()
         x = self.features(data.rows(s.labeled).cpu().numpy(), data.cov[s.labeled])
         y = s.label[s.labeled]
+        require_two_per_class(y, s.n_classes, "gbdt's early-stopping holdout (stratified)")
         t = data.add_time("load", t)
         self.model = HistGradientBoostingClassifier(
             learning_rate=cfg.gbdt_lr, max_iter=cfg.gbdt_max_iter,
