@@ -142,6 +142,27 @@ def test_damaged_store_stops_train_and_verify(two_stores, tmp_path, capsys, how)
     assert f"{a}: damaged store" in first_error_line(capsys)
 
 
+def test_changed_group_attributes_are_caught(two_stores, tmp_path, capsys):
+    """Class names swapped in the store's root .zattrs relabel every prediction; verify
+    and train said nothing of it."""
+    import shutil
+
+    a, _ = two_stores
+    store = tmp_path / "s.zarr"
+    shutil.copytree(a, store)
+    zattrs = next(f for f in (store / "zarr.json", store / ".zattrs") if f.exists())
+    meta = json.loads(zattrs.read_text())
+    attrs = meta.get("attributes", meta)
+    attrs["class_names"] = attrs["class_names"][::-1]
+    zattrs.write_text(json.dumps(meta))
+    assert main(["verify", str(store)]) == 1
+    assert "its group attributes (.zattrs" in first_error_line(capsys)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(FAST))
+    assert main(train_args(store, tmp_path / "run", cfg, method="logreg")) == 1
+    assert "have changed" in first_error_line(capsys)
+
+
 def test_verify_accepts_an_intact_store(two_stores, capsys):
     a, b = two_stores
     assert main(["verify", str(a), str(b)]) == 0

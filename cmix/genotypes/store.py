@@ -259,8 +259,19 @@ def _write_attrs(root, tmp: Path, attrs: dict, encoding: str) -> None:
     root.attrs.update({"cmix_store_version": STORE_VERSION, **attrs})
     root.attrs["dosage_encoding"] = {"kind": encoding, **DOSAGE_ENCODINGS[encoding],
                                      "source": attrs.get("dosage_source", "")}
-    root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp)}
+    root.attrs["checksums"] = {"algorithm": "sha256", "files": _array_files(tmp),
+                               "attrs": _attrs_digest(root.attrs.asdict())}
     root.attrs["complete"] = True
+
+
+def _attrs_digest(attrs: dict) -> str:
+    """sha256 of the group attributes (trait, class names, encoding, covariates,
+    provenance, ...) less ``checksums`` and ``complete``, as canonical JSON."""
+    import hashlib
+    import json
+
+    kept = {k: v for k, v in attrs.items() if k not in ("checksums", "complete")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 def _array_files(path: Path) -> dict:
@@ -275,10 +286,12 @@ def _array_files(path: Path) -> dict:
 
 
 def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) -> dict:
-    """Check a store's array files against the checksums written with it.
+    """Check a store's array files and group attributes against the checksums written
+    with it.
 
-    Every recorded file must exist with its size and sha256, and no array may hold a
-    chunk file that was not recorded. ``decode=True`` also reads every call_dosage chunk
+    Every recorded file must exist with its size and sha256, no array may hold a chunk
+    file that was not recorded, and the group attributes must have the recorded sha256
+    (class names swapped in the .zattrs would relabel every prediction). ``decode=True`` also reads every call_dosage chunk
     and checks its values lie in the store's encoding (:data:`DOSAGE_ENCODINGS`). Raises CmixError naming the
     first damaged files; returns {"files", "bytes"} checked.
     """
@@ -296,6 +309,10 @@ def verify_store(path: str | os.PathLike, root=None, *, decode: bool = False) ->
             bad.append(f"{rel} has changed (sha256 differs)")
     present = set(_array_file_names(path))
     bad += [f"{rel} was not written with the store" for rel in sorted(present - set(recorded))]
+    digest = root.attrs["checksums"].get("attrs")     # stores written before it: files only
+    if digest is not None and _attrs_digest(root.attrs.asdict()) != digest:
+        bad.insert(0, "its group attributes (.zattrs: trait, class names, encoding, ...) "
+                      "have changed")
     if bad:
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
         raise CmixError(f"{path}: damaged store: {'; '.join(bad[:3])}{more}; rebuild it with "
