@@ -97,10 +97,10 @@ def _add_simulate(sub):
                     help="cohort size per model population: counts (YRI:500,CEU:2000,CHB:500; "
                          "they replace --n-samples) or shares of --n-samples (YRI:0.2,CEU:0.8); "
                          "default: --n-samples shared equally")
-    co.add_argument("--piece-mb", type=float, default=2.0,
+    co.add_argument("--piece-mb", type=float, default=None,
                     help="length of each contig piece in Mb (one piece per chromosome, "
                          "--n-chrom pieces; default 2)")
-    co.add_argument("--maf-floor", type=float, default=0.01,
+    co.add_argument("--maf-floor", type=float, default=None,
                     help="SNPs are drawn among biallelic sites with MAF above this (default 0.01)")
     p.set_defaults(func=_run_simulate)
 
@@ -109,7 +109,18 @@ def _run_simulate(args):
     from .io import CmixError
     from .simulate import simulate_cohort, simulate_genotypes_fast
 
+    # an option the chosen simulator does not use is refused, not ignored
+    coalescent_only = {"--model": args.model, "--populations": args.populations,
+                       "--piece-mb": args.piece_mb, "--maf-floor": args.maf_floor}
     if args.fast:
+        unused = {**coalescent_only, "--n-chrom": args.n_chrom,
+                  "--n-discovery": args.n_discovery,
+                  "--haplotypes": None if args.haplotypes == "balding-nichols" else 1,
+                  "--ancestry": None if args.ancestry == "default" else 1}
+        given = [flag for flag, value in unused.items() if value is not None]
+        if given:
+            raise CmixError(f"--fast writes genotypes only (no LD, ancestry, relatives or "
+                            f"traits); it does not use {', '.join(given)}")
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
     elif args.haplotypes == "coalescent":
         from .coalescent import CoalescentDesign, simulate_coalescent_cohort
@@ -117,15 +128,18 @@ def _run_simulate(args):
         if args.ancestry != "default":
             raise CmixError("--ancestry is for --haplotypes balding-nichols; with coalescent "
                             "haplotypes the model (--model, --populations) sets the ancestry")
-        design = CoalescentDesign(model=args.model or "OutOfAfrica_3G09",
-                                  populations=args.populations, n_samples=args.n_samples,
-                                  n_variants=args.n_variants, n_chrom=args.n_chrom,
-                                  piece_mb=args.piece_mb, n_discovery=args.n_discovery,
-                                  maf_floor=args.maf_floor)
+        defaults = CoalescentDesign()
+        design = CoalescentDesign(
+            model=args.model or defaults.model, populations=args.populations,
+            n_samples=args.n_samples, n_variants=args.n_variants, n_chrom=args.n_chrom,
+            piece_mb=defaults.piece_mb if args.piece_mb is None else args.piece_mb,
+            n_discovery=args.n_discovery,
+            maf_floor=defaults.maf_floor if args.maf_floor is None else args.maf_floor)
         simulate_coalescent_cohort(args.out, design, seed=args.seed)
     else:
-        if args.model is not None or args.populations is not None:
-            raise CmixError("--model and --populations need --haplotypes coalescent")
+        given = [flag for flag, value in coalescent_only.items() if value is not None]
+        if given:
+            raise CmixError(f"{', '.join(given)} need --haplotypes coalescent")
         ancestry = args.ancestry
         ancestry = None if ancestry == "none" else ancestry
         simulate_cohort(args.out, n_samples=args.n_samples, n_variants=args.n_variants,

@@ -43,7 +43,7 @@ import pandas as pd
 
 from . import simulate as sim
 from .genotypes import plink
-from .io import CmixError, atomic_path, check_writable_dir, log
+from .io import CmixError, atomic_path, log, staged_folder
 
 PIECE_START_BP = 20_000_000      # every piece starts 20 Mb into its chromosome
 WHITE_BRITISH_IDS = {"CEU", "GBR", "EUR"}   # model populations flagged white British in the QC table
@@ -62,12 +62,18 @@ def _stdpopsim():
 
 
 def get_model(model_id: str):
-    """The stdpopsim HomSap demographic model ``model_id``; CmixError listing the ids if unknown."""
+    """The stdpopsim HomSap demographic model ``model_id``; CmixError listing the usable
+    ids (those with a population sampled at the present day) if it is unknown or has
+    none."""
     species = _stdpopsim().get_species("HomSap")
-    ids = [m.id for m in species.demographic_models]
-    if model_id not in ids:
-        raise CmixError(f"--model {model_id!r}: not a HomSap demographic model of stdpopsim "
-                        f"(one of {', '.join(ids)})")
+    usable = [m.id for m in species.demographic_models if model_populations(m)]
+    if model_id not in usable:
+        ancient = model_id in [m.id for m in species.demographic_models]
+        raise CmixError(f"--model {model_id!r}: "
+                        + ("no population of this model is sampled at the present day, as "
+                           "a cohort's people are" if ancient else
+                           "not a HomSap demographic model of stdpopsim")
+                        + f"; usable models: {', '.join(usable)}")
     return species.get_demographic_model(model_id)
 
 
@@ -335,7 +341,19 @@ def simulate_coalescent_cohort(out_dir, design: CoalescentDesign = CoalescentDes
     counts = parse_population_counts(design.populations, design.n_samples, names)
     n_discovery = (sum(counts.values()) if design.n_discovery is None
                    else design.n_discovery)
-    out = check_writable_dir(out_dir)
+    sim.check_discovery_size(n_discovery)
+    with staged_folder(out_dir) as out:       # a failure leaves out_dir as it was
+        truth = _simulate_coalescent_cohort(out, design, seed, mdl, names, counts,
+                                            n_discovery)
+    log(f"wrote {out_dir} ({len(truth['related_pairs'])} related pairs, {len(counts)} "
+        f"populations of {design.model})")
+    return truth
+
+
+def _simulate_coalescent_cohort(out, design: CoalescentDesign, seed: int, mdl, names: list,
+                                counts: dict, n_discovery: int) -> dict:
+    """The body of :func:`simulate_coalescent_cohort`, writing into ``out`` (a staged
+    folder)."""
     ss = np.random.SeedSequence(seed)
     rngs = dict(zip(("variants", "pedigree", "haplotypes", "missing", "traits", "outputs",
                      "covariates"), (np.random.default_rng(s) for s in ss.spawn(7))))
@@ -366,8 +384,6 @@ def simulate_coalescent_cohort(out_dir, design: CoalescentDesign = CoalescentDes
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
-    log(f"wrote {out} ({len(g.pairs)} related pairs, {len(counts)} populations of "
-        f"{design.model})")
     return truth
 
 

@@ -189,6 +189,34 @@ def check_writable_dir(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
+def staged_folder(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Build a folder of several files that must agree (a simulated cohort) in a
+    temporary sibling, ``.NAME.HOST.PID.tmp``, and yield it. On success its files are
+    moved into ``out_dir`` (created if needed), each by an atomic rename; on any error
+    the sibling is removed and ``out_dir`` is left as it was (removed again if this call
+    created it and it is empty), so a failed run never leaves a half-written or mixed
+    folder."""
+    out = Path(out_dir)
+    created = not out.exists()
+    out = check_writable_dir(out)
+    tmp = out.parent / f".{out.name}.{_HOST}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        dest = out / f.relative_to(tmp)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(f, dest)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
     """Hold an exclusive lock on ``folder`` (file ``.cmix.lock`` in it) for the block.
 
@@ -355,8 +383,6 @@ def write_gzip(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` gzipped to ``path`` (a temporary name, usually), reproducibly: the
     gzip header holds no file name (which would be the temporary one, naming the host
     and process) and no time."""
-    import gzip
-
     with open(path, "wb") as fh, gzip.GzipFile(filename="", fileobj=fh, mode="wb",
                                                mtime=0) as gz:
         gz.write(data)

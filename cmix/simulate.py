@@ -53,7 +53,8 @@ import pandas as pd
 from scipy import special
 
 from .genotypes import plink
-from .io import CmixError, atomic_path, check_writable_dir, log, progress, write_gzip
+from .io import (CmixError, atomic_path, check_writable_dir, log, progress, staged_folder,
+                 write_gzip)
 
 # GRCh37 autosome lengths in Mb (rounded); 1 cM per Mb is assumed for crossovers.
 CHROM_MB = np.array([249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107,
@@ -226,7 +227,7 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
 
     if not isinstance(pops, list) or not pops:
         bad("populations", "expected a non-empty list of population objects")
-    out, names = [], set()
+    out, names, codes = [], set(), {}
     for i, p in enumerate(pops):
         where = f"populations[{i}]"
         _check_entry(p, where, _POP_KEYS, ("name", "code", "share"), names, bad,
@@ -235,6 +236,10 @@ def check_populations(pops, source: str = "populations") -> list[dict]:
         where = f"populations[{i}] ({q['name']})"
         if not isinstance(q["code"], int) or isinstance(q["code"], bool):
             bad(f"{where}.code", f"expected an integer (UKB data-coding 1001), got {q['code']!r}")
+        if q["code"] in codes:     # the f.21000 column could not tell the two apart
+            bad(f"{where}.code", f"{q['code']} is also {codes[q['code']]}'s code; each "
+                                 "population needs its own")
+        codes[q["code"]] = q["name"]
         if not _is_number(q["share"]) or q["share"] <= 0:
             bad(f"{where}.share", f"expected a positive number, got {q['share']!r}")
         q["smoking_shift"] = float(_number_or(q.get("smoking_shift", 0.0), f"{where}.smoking_shift", bad))
@@ -602,6 +607,14 @@ def _place_loci(rng, variants: pd.DataFrame, n_chrom: int) -> dict:
     return placed
 
 
+def check_discovery_size(n_discovery: int) -> None:
+    """CmixError unless the discovery cohort can give each SNP a regression with a
+    standard error (at least 3 people; the summary statistics would be NaN)."""
+    if n_discovery < 3:
+        raise CmixError(f"--n-discovery must be at least 3 (a per-SNP regression with a "
+                        f"standard error needs 3 people), got {n_discovery}")
+
+
 def _resolve_populations(populations):
     if populations is None or (isinstance(populations, str) and populations == "none"):
         return check_populations([{"name": "british", "code": 1001, "share": 1.0, "fst": 0.0}])
@@ -713,11 +726,25 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
         raise CmixError("--n-samples and --n-variants must be positive")
     pops = _resolve_populations(populations)
     anc = Ancestry(pops)
-    out = check_writable_dir(out_dir)
     n_chrom = n_chrom or int(np.clip(n_variants // 200, 1, 22))
     if not 1 <= n_chrom <= 22:
         raise CmixError(f"--n-chrom must be between 1 and 22, got {n_chrom}")
     n_discovery = max(5000, n_samples) if n_discovery is None else n_discovery
+    check_discovery_size(n_discovery)
+    with staged_folder(out_dir) as out:       # a failure leaves out_dir as it was
+        truth = _simulate_cohort(out, n_samples, n_variants, n_chrom, n_discovery, seed,
+                                 block_size, pops, anc)
+    planted = truth["hwe_planted"]
+    log(f"wrote {out_dir} ({len(truth['related_pairs'])} related pairs, "
+        f"{len(planted['strong']) + len(planted['borderline'])} planted HWE failures, "
+        f"{len(pops)} population(s))")
+    return truth
+
+
+def _simulate_cohort(out: Path, n_samples: int, n_variants: int, n_chrom: int,
+                     n_discovery: int, seed: int, block_size: int, pops: list,
+                     anc: "Ancestry") -> dict:
+    """The body of :func:`simulate_cohort`, writing into ``out`` (a staged folder)."""
     ss = np.random.SeedSequence(seed)
     rng_var, rng_ped, rng_hap, rng_miss, rng_trait, rng_out, rng_pop, rng_cov = (
         np.random.default_rng(s) for s in ss.spawn(8))
@@ -772,8 +799,6 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     }
     with atomic_path(out / "truth.json") as tmp_path:
         tmp_path.write_text(json.dumps(truth, indent=1))
-    log(f"wrote {out} ({len(pairs)} related pairs, {len(hwe_idx)} planted HWE failures, "
-        f"{len(pops)} population(s))")
     return truth
 
 

@@ -137,21 +137,32 @@ def test_cli_same_seed_same_files(ooa, tmp_path):
     (["--model", "NoSuchModel_1X00"], "not a HomSap demographic model"),
     (["--populations", "YRI:10,XYZ:10"], "'XYZ' is not a population of the model"),
     (["--ancestry", "none"], "--ancestry is for --haplotypes balding-nichols"),
+    (["--model", "AncientEurope_4A21"], "no population of this model is sampled at the"),
+    (["--n-discovery", "2"], "--n-discovery must be at least 3"),
+    # fails after the .bed is written: nothing of it may stay
+    (["--n-variants", "8"], "too"),
 ])
 def test_bad_arguments_one_message(tmp_path, args, message):
     res = subprocess.run([sys.executable, "-m", "cmix.cli", "simulate", "--haplotypes", "coalescent",
                           "--n-variants", "100", "--out", str(tmp_path / "o"), *args],
                          capture_output=True, text=True)
+    err = [line for line in res.stderr.splitlines() if not line.startswith("[cmix]")]
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
-    assert res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
-    assert not (tmp_path / "o" / "genotypes.bed").exists()
+    assert len(err) == 1 and message in err[0], res.stderr
+    assert list(tmp_path.iterdir()) == []      # no folder, no half-written cohort
 
 
-def test_model_options_need_coalescent(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "cmix.cli", "simulate", "--populations", "YRI:10",
+@pytest.mark.parametrize("args, message", [
+    (["--populations", "YRI:10"], "--populations need --haplotypes coalescent"),
+    (["--maf-floor", "0.3"], "--maf-floor need --haplotypes coalescent"),
+    (["--fast", "--haplotypes", "coalescent", "--model", "Zigzag_1S14", "--n-chrom", "3"],
+     "it does not use --model, --n-chrom, --haplotypes"),
+])
+def test_options_the_chosen_simulator_ignores_are_refused(tmp_path, args, message):
+    res = subprocess.run([sys.executable, "-m", "cmix.cli", "simulate", *args,
                           "--n-variants", "100", "--out", str(tmp_path / "o")],
                          capture_output=True, text=True)
-    assert res.returncode == 1 and "need --haplotypes coalescent" in res.stderr, res.stderr
+    assert res.returncode == 1 and message in res.stderr, res.stderr
 
 
 def test_population_counts_and_shares():

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 from bed_reader import open_bed
 
 from cmix.simulate import format_p, simulate_cohort
@@ -173,6 +174,28 @@ def test_format_p_survives_underflow():
     assert format_p(np.array([-400.0, np.log10(0.31), -1e-9, 0.0])) == [
         "1.0E-400", "3.1E-01", "1.0E+00", "1.0E+00"]
     assert format_p(np.array([np.log10(9.96e-5)])) == ["1.0E-04"]
+
+
+def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """A rerun into a cohort's folder that fails after writing its .bed left the new
+    .bed beside the old phenotypes and truth (a cohort of two seeds) and a temporary
+    file; now the folder keeps the first cohort, byte for byte."""
+    import cmix.simulate as sim
+    from cmix.io import CmixError
+
+    out = tmp_path / "c"
+    simulate_cohort(out, n_samples=200, n_variants=400, n_discovery=300, seed=1)
+    before = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}
+
+    def fail(*args, **kwargs):
+        raise CmixError("planted failure after the .bed")
+
+    monkeypatch.setattr(sim, "_discovery_sumstats", fail)
+    with pytest.raises(CmixError, match="planted failure"):
+        simulate_cohort(out, n_samples=200, n_variants=400, n_discovery=300, seed=2)
+    after = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    assert after == before
+    assert [f.name for f in tmp_path.iterdir()] == ["c"]       # no staged folder left
 
 
 def test_cli_rejects_bad_arguments(tmp_path):

@@ -87,6 +87,9 @@ def test_default_populations_are_ukb_like():
     ('[{"name": "a", "code": 1001, "share": 1}, {"name": "b", "code": 2, "share": 1, '
      '"admixed_from": {"a": 0.5, "x": 0.5}}]', "populations[1] (b).admixed_from.x"),
     ('{"populations": [{"name": "a", "share": 1}]}', "populations[0].code"),
+    # two populations of one code: the f.21000 column could not tell them apart
+    ('[{"name": "a", "code": 1001, "share": 1}, {"name": "b", "code": 1001, "share": 1, '
+     '"fst": 0.15}]', "populations[1] (b).code: 1001 is also a's code"),
 ])
 def test_bad_ancestry_json_names_file_and_key(tmp_path, text, key):
     bad = tmp_path / "anc.json"
