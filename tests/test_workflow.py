@@ -82,8 +82,14 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     jobs = plan(res.stdout)
     rules = [j["rule"] for j in jobs]
-    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2     # every seed in one job
-    assert rules.count("train") == n_train
+    from cmix.learn.methods import METHODS
+    from cmix.learn.methods.networks import NetworkMethod
+
+    n_net = sum(issubclass(METHODS[m].cls, NetworkMethod) for m in cfg["methods"])
+    assert 0 < n_net < len(cfg["methods"])
+    n_budgets = 2                                           # every seed in one job
+    assert rules.count("train") == len(cfg["traits"]) * n_net * n_budgets
+    assert rules.count("train_cpu") == len(cfg["traits"]) * (len(cfg["methods"]) - n_net) * 2
     assert "simulate" not in rules                      # real inputs: nothing simulated
     for rule in ("sample_filters", "variant_qc_merge", "unrelated"):
         assert rules.count(rule) == 1
@@ -98,7 +104,7 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
         r = job["resources"]
         if job["rule"] == "train":
             assert r.get("slurm_partition") == "gpu" and r.get("gpu") == "1", r
-        else:
+        else:      # the scikit-learn methods' training jobs hold no GPU
             assert r.get("slurm_partition") == "cpu" and "gpu" not in r, (job["rule"], r)
 
 
@@ -108,7 +114,8 @@ def test_one_trait_by_config_alone(ukb_standin):
                     "--config", 'traits=["hair_colour"]', "budgets=[50]")
     assert res.returncode == 0, res.stderr
     rules = [j["rule"] for j in plan(res.stdout)]
-    assert rules.count("train") == len(cfg["methods"])      # every seed in one job
+    # every seed in one job
+    assert rules.count("train") + rules.count("train_cpu") == len(cfg["methods"])
     assert rules.count("store") == 1
 
 
@@ -343,10 +350,17 @@ def test_slurm_dry_run_packs_training_runs(ukb_standin, tmp_path):
     res = snakemake("-n", "--profile", "profiles/slurm", "--configfile", str(path),
                     "--directory", str(REPO))
     assert res.returncode == 0, res.stdout + res.stderr
-    n_train = len(cfg["traits"]) * len(cfg["methods"]) * 2     # jobs of 2 seeds each
-    groups = res.stdout.split("Group job train")[1:]
-    assert len(groups) == -(-n_train // 5)         # ceil: 5 jobs, 10 runs, per submitted job
-    assert sum(g.count("rule train:") for g in groups) == n_train
+    from cmix.learn.methods import METHODS
+    from cmix.learn.methods.networks import NetworkMethod
+
+    n_net = sum(issubclass(METHODS[m].cls, NetworkMethod) for m in cfg["methods"])
+    blocks = re.split(r"Group job (train_cpu|train) ", res.stdout)[1:]
+    for name, n_methods in (("train", n_net), ("train_cpu", len(cfg["methods"]) - n_net)):
+        n_train = len(cfg["traits"]) * n_methods * 2     # jobs of 2 seeds each
+        groups = [blocks[i + 1] for i in range(0, len(blocks), 2) if blocks[i] == name]
+        # ceil: 5 jobs, 10 runs, per submitted job, networks and the rest apart
+        assert len(groups) == -(-n_train // 5), name
+        assert sum(g.count(f"rule {name}:") for g in groups) == n_train
     for job in plan(res.stdout):
         if job["rule"] == "train":
             assert job["resources"].get("gpu") == "1", job
@@ -369,29 +383,36 @@ if "--seed" in args:
 out = Path(out)
 flag = Path(os.environ["PREEMPT_FLAG"])
 target = args[:1] == ["train"] and os.environ["PREEMPT_RUN"] in str(out)
+start = time.time()
 if not target or flag.exists():
-    os.execv({real!r}, [{real!r}] + args)
-flag.touch()
-proc = subprocess.Popen([{real!r}] + args)
-while not (out / "checkpoint.pt").exists() and proc.poll() is None:
-    time.sleep(0.05)
-proc.send_signal(signal.SIGKILL)
-proc.wait()
-sys.exit(1)
+    code = subprocess.call([{real!r}] + args)
+else:
+    flag.touch()
+    proc = subprocess.Popen([{real!r}] + args)
+    while not (out / "checkpoint.pt").exists() and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    code = 1
+if args[:1] == ["train"]:     # when each training job ran, in which SLURM allocation
+    with open(os.environ["TRAIN_TIMES"], "a") as fh:
+        fh.write(f"{{os.environ.get('SLURM_JOB_ID')}} {{start}} {{time.time()}}\\n")
+sys.exit(code)
 """
 
 
 def test_packed_training_on_a_fake_slurm(tmp_path):
-    """The SLURM profile through stand-ins for sbatch/sacct/srun that run jobs here: two
-    packed jobs of two runs (one training job of both seeds) each, one GPU asked for each;
-    one run is killed after its first checkpoint, its retry resumes from it, and every
-    run's metrics appear."""
+    """The SLURM profile through stand-ins for sbatch/sacct/srun that run jobs here: one
+    packed job of four runs (two training jobs of both seeds), one GPU asked for, its
+    training jobs one at a time (they started together before: Snakemake does not pass
+    the profile's gpu limit into a submitted job); one run is killed after its first
+    checkpoint, its retry resumes from it, and every run's metrics appear."""
     work = tmp_path
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
     cfg.update(run_name="packed", simulate={"n_samples": 600, "n_variants": 1200, "seed": 3},
                selection={"top": 100}, traits=["hair_colour"], budgets=[60], seeds=[1, 2],
                methods=["cmix", "mlp"],
-               train={"device": "cpu", "runs_per_job": 2,
+               train={"device": "cpu", "runs_per_job": 4,
                       "config": dict(FAST_TRAIN, epochs=8)})
     path = work / "packed.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -409,11 +430,11 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     run = "runs/hair_colour/cmix/budget60/seed1"          # the job's first seed
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
                FAKE_SLURM_DIR=str(work / "slurm"), PREEMPT_FLAG=str(work / "preempted"),
-               PREEMPT_RUN=run)
+               PREEMPT_RUN=run, TRAIN_TIMES=str(work / "train_times"))
     res = subprocess.run(
         [*SNAKEMAKE, "--profile", "profiles/slurm", "--configfile", str(path),
          "--directory", str(work), "--set-threads", "train=1",
-         "--slurm-init-seconds-before-status-checks", "1",
+         "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "1",
          "--seconds-between-status-checks", "1"],
         cwd=REPO, env=env, capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
@@ -424,8 +445,14 @@ def test_packed_training_on_a_fake_slurm(tmp_path):
     assert "resuming from" in log
     sbatch = (work / "slurm/sbatch.log").read_text().splitlines()
     train_jobs = [line for line in sbatch if "--comment rule_train" in line]
-    # two packed jobs, plus one resubmission of the job whose run was killed
-    assert len(train_jobs) == 3, sbatch
+    # one packed job, plus one resubmission after the run was killed
+    assert len(train_jobs) == 2, sbatch
+    # within one allocation the training jobs never overlap
+    times = [line.split() for line in (work / "train_times").read_text().splitlines()]
+    assert len(times) >= 3 and all(job != "None" for job, _, _ in times), times
+    for job in {t[0] for t in times}:
+        spans = sorted((float(a), float(b)) for j, a, b in times if j == job)
+        assert all(b0 <= a1 for (_, b0), (a1, _) in zip(spans, spans[1:])), spans
     for line in train_jobs:
         assert " -p gpu " in line and "--gpus=1" in line, line
         assert "--target-jobs" in line

@@ -57,6 +57,26 @@ TRAIT_DEFINITIONS = config["trait_definitions"]
 BUDGETS = [int(b) for b in config["budgets"]]
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
+
+
+def network_methods(methods):
+    """The methods of ``methods`` that train a torch network (GPU jobs on a cluster); the
+    others are scikit-learn and numpy on the CPU (rule train_cpu)."""
+    from cmix.learn.methods import METHODS as REGISTRY
+    from cmix.learn.methods.networks import NetworkMethod
+
+    return [
+        m
+        for m in methods
+        if m in REGISTRY and issubclass(REGISTRY[m].cls, NetworkMethod)
+    ]
+
+
+GPU_METHODS = network_methods(METHODS)
+CPU_METHODS = [m for m in METHODS if m not in GPU_METHODS]
+# the {method} wildcard of rule train (networks) and of rule train_cpu (the others)
+GPU_METHOD = "{method,%s}" % ("|".join(GPU_METHODS) or "NONE")
+CPU_METHOD = "{method,%s}" % ("|".join(CPU_METHODS) or "NONE")
 # covariates stored beside the dosages (cmix.genotypes.covariates); PCs from the sample QC
 COVARIATES = config.get("covariates") or {}
 # traits whose SNPs come from the cohort's own discovery GWAS (rules/discovery.smk)
@@ -478,23 +498,36 @@ def pca_reads_the_calls():
     return key == "bfile" and CHROM not in src and not INPUTS.get("fam")
 
 
-def train_group(wildcards):
-    """The group of every training job (the runs of every seed of one trait, method and
-    budget); config `train: runs_per_job` sets how many runs one submitted job holds at
-    most, in whole training jobs (at least one: runs_per_job // number of seeds).
-    Snakemake takes group sizes only from --group-components and sets them after reading
-    the Snakefile, so the config's value is added when the DAG first asks for a group; a
-    --group-components train=N (N training jobs) given by the user wins."""
+def packed_group(name):
+    """The group function of the training jobs named ``name`` ("train", the networks;
+    "train_cpu", the scikit-learn methods): every training job runs the seeds of one
+    trait, method and budget; config `train: runs_per_job` sets how many runs one
+    submitted job holds at most, in whole training jobs (at least one: runs_per_job //
+    number of seeds). Snakemake takes group sizes only from --group-components and sets
+    them after reading the Snakefile, so the config's value is added when the DAG first
+    asks for a group; a --group-components NAME=N given by the user wins."""
+    return lambda wildcards: set_group_size(name)
+
+
+def set_group_size(name):
+    """Group ``name`` with its size from the config unless given (see packed_group)."""
     settings = workflow.group_settings
-    if "train" not in settings.group_components:
+    if name not in settings.group_components:
         jobs = max(1, RUNS_PER_JOB // len(SEEDS))
-        settings.group_components = dict(settings.group_components, train=jobs)
-    # Inside a submitted job, the profile's `resources: gpu: 1` is not passed on; without
-    # it the job's training jobs would be sized (and started) together, asking srun for
-    # one GPU each, more than the job holds. One GPU, one training job at a time.
-    if not workflow.is_main_process and "gpu" not in workflow.global_resources:
-        workflow.register_resource("gpu", 1)
-    return "train"
+        settings.group_components = dict(settings.group_components, **{name: jobs})
+    return name
+
+
+# The training jobs packed into one SLURM job run one at a time on its one GPU: a lock
+# on the node, named for the allocation ($SLURM_JOB_ID; no lock outside SLURM). Snakemake
+# no longer passes the profile's `resources: gpu: 1` to the processes inside a submitted
+# job, which then started all of its jobs at once, and sized its job step (srun) for one
+# GPU per training job, more than the allocation holds: the limit is restored here.
+if not workflow.is_main_process and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", 1)
+ONE_AT_A_TIME = (
+    '${SLURM_JOB_ID:+flock "${TMPDIR:-/tmp}/cmix-train.$SLURM_JOB_ID.lock"} '
+)
 
 
 check_config()

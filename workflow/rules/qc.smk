@@ -78,8 +78,10 @@ rule variant_qc_merge:
     conda:
         "../envs/cmix.yaml"
     shell:
-        "(cat {input.snplists:q} > {output.snplist:q} && "
-        "awk 'FNR > 1 || NR == 1' {input.tables:q} > {output.table:q}) 2> {log:q}"
+        "(cat {input.snplists:q} > {output.snplist:q}.tmp && "
+        "awk 'FNR > 1 || NR == 1' {input.tables:q} > {output.table:q}.tmp && "
+        "mv {output.snplist:q}.tmp {output.snplist:q} && "
+        "mv {output.table:q}.tmp {output.table:q}) 2> {log:q}"
 
 
 rule unrelated:

@@ -17,7 +17,8 @@ rule train_config:
     params:
         cfg=json.dumps(config.get("train", {}).get("config", {}), sort_keys=True),
     shell:
-        "printf '%s\\n' {params.cfg:q} > {output:q} 2> {log:q}"
+        "(printf '%s\\n' {params.cfg:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}) "
+        "2> {log:q}"
 
 
 rule train:
@@ -25,13 +26,17 @@ rule train:
         store=f"{OUT}/traits/{{trait}}.zarr",
         config=f"{OUT}/train_config.json",
     output:
-        expand(f"{run_dir()}/metrics.json", seed=SEEDS, allow_missing=True),
+        expand(
+            f"{run_dir(method=GPU_METHOD)}/metrics.json",
+            seed=SEEDS,
+            allow_missing=True,
+        ),
     log:
         f"{OUT}/logs/train/{{trait}}/{{method}}/budget{{budget}}.log",
     benchmark:
         f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}.tsv"
     group:
-        train_group
+        packed_group("train")
     conda:
         "../envs/cmix.yaml"
     threads: 2
@@ -40,11 +45,31 @@ rule train:
         seeds=SEEDS,
         device=config.get("train", {}).get("device", "auto"),
         encoders=f"{OUT}/encoders",
+        one_at_a_time=ONE_AT_A_TIME,
     shell:
-        "cmix train --store {input.store:q} --budget {wildcards.budget} --seed {params.seeds} "
-        "--method {wildcards.method} --config {input.config:q} --device {params.device:q} "
-        "--threads {threads} --out {params.out:q} --shared-encoders {params.encoders:q} "
-        "2> {log:q}"
+        "{params.one_at_a_time}cmix train --store {input.store:q} --budget {wildcards.budget} "
+        "--seed {params.seeds} --method {wildcards.method} --config {input.config:q} "
+        "--device {params.device:q} --threads {threads} --out {params.out:q} "
+        "--shared-encoders {params.encoders:q} 2> {log:q}"
+
+
+# The scikit-learn methods (covariates, prs, logreg, pca_logreg, label_spreading, gbdt):
+# the same command on the CPU partition, their seeds in parallel on the job's threads.
+use rule train as train_cpu with:
+    output:
+        expand(
+            f"{run_dir(method=CPU_METHOD)}/metrics.json",
+            seed=SEEDS,
+            allow_missing=True,
+        ),
+    group:
+        packed_group("train_cpu")
+    params:
+        out=lambda wc: run_dir(wc.trait, wc.method, wc.budget, seed="{seed}"),
+        seeds=SEEDS,
+        device="cpu",
+        encoders=f"{OUT}/encoders",
+        one_at_a_time="",  # sized and run in parallel, on the CPU
 
 
 rule report:
