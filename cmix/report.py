@@ -133,11 +133,13 @@ def _check_comparable(df: pd.DataFrame, runs_dir) -> None:
                 "results of different stores cannot be compared, report them separately")
 
 
-def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
+def collect_results(runs_dir, grid: dict | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """Every metrics.json under ``runs_dir`` as one row each, sorted; also the parsed
-    metrics. Raises CmixError for no metrics, unreadable files, duplicate cells, and
-    different test splits (test_split_sha256) within one trait, and any test metric that
-    is NaN or outside its range (:data:`METRIC_RANGES`)."""
+    metrics. With ``grid`` (:func:`restrict_to_grid`) only the runs inside it, left out
+    before the checks that compare runs, so a stale run outside the grid stops nothing.
+    Raises CmixError for no metrics, unreadable files, duplicate cells, and different
+    test splits (test_split_sha256) or store contents within one trait, and any test
+    metric that is NaN or outside its range (:data:`METRIC_RANGES`)."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise CmixError(f"{runs_dir}: runs folder not found")
@@ -161,6 +163,10 @@ def collect_results(runs_dir) -> tuple[pd.DataFrame, list[dict]]:
         rows.append(row)
         parsed.append(m)
     df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    if grid is not None:
+        df, parsed = restrict_to_grid(df, parsed, grid)
+        if df.empty:
+            raise CmixError(f"{runs_dir}: none of the runs found is in the requested grid")
     _check_comparable(df, runs_dir)
     df["_order"] = df["method"].map(method_rank)
     df = df.sort_values(["trait", "_order", "method", "budget", "seed"]).drop(columns="_order")
@@ -1079,15 +1085,12 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     import matplotlib
     matplotlib.use("Agg")
 
-    results, parsed = collect_results(runs_dir)
     if grid is not None:
         grid = {"traits": [str(t) for t in grid["traits"]],
                 "methods": [str(m) for m in grid["methods"]],
                 "budgets": [int(b) for b in grid["budgets"]],
                 "seeds": [int(s) for s in grid["seeds"]]}
-        results, parsed = restrict_to_grid(results, parsed, grid)
-        if results.empty:
-            raise CmixError(f"{runs_dir}: none of the runs found is in the requested grid")
+    results, parsed = collect_results(runs_dir, grid)
     summary, missing = summarise(results, grid)
     head = headline(results)
     out_dir = check_writable_dir(out_dir)

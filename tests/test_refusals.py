@@ -104,6 +104,13 @@ def test_report_refuses_runs_of_different_store_contents(two_stores, tmp_path, c
     assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep")]) == 1
     assert "2 different store contents" in first_error_line(capsys)
     assert not (tmp_path / "rep" / "report.html").exists()
+    # a stale run outside the grid asked for (seed 2 of the other store) stops nothing
+    grid = ["--traits", "t", "--methods", "logreg", "--budgets", "40", "--seeds", "1"]
+    trait = json.loads((runs / "s1" / "metrics.json").read_text())["trait"]
+    budget = json.loads((runs / "s1" / "metrics.json").read_text())["budget"]
+    grid[1], grid[5] = trait, str(budget)
+    assert main(["report", "--runs", str(runs), "--out", str(tmp_path / "rep"), *grid]) == 0
+    assert (tmp_path / "rep" / "report.html").exists()
 
 
 # ------------------------------------------------------------------ damaged stores
