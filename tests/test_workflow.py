@@ -674,6 +674,17 @@ def test_budgets_are_checked_against_the_training_split(ukb_standin, tmp_path):
     res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
                     str(tmp_path))
     assert res.returncode == 0, res.stderr[-2000:]
+    # the discovery route: its GWAS people never enter the store, so a budget the whole
+    # cohort could hold (it passed, and the train job failed after queueing) is refused
+    cfg["discovery"] = {"traits": ["hair_colour"], "fraction": 0.5, "seed": 0}
+    n_store = int(0.5 * n + n_classes / 2)
+    most = int(n_store * 0.8 + n_classes / 2)
+    cfg["budgets"] = [most + 1]
+    dry_run_refuses(cfg, tmp_path, f"budgets: {most + 1} labeled samples asked for, but "
+                                   f"trait 'hair_colour' has at most {most} in its training "
+                                   f"split ({n} samples past the withdrawals and sample QC "
+                                   f"with a phenotype, {n - n_store} or more of them in its "
+                                   "discovery GWAS")
 
 
 def test_fetchable_sumstats_pass_the_check(ukb_standin, tmp_path):

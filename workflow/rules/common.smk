@@ -291,7 +291,9 @@ def check_sizes():
     the samples past the withdrawals and the sample QC with a label (categorical) or a
     value (continuous), as `cmix store` labels them; relatedness and missing covariates
     only remove more. The simulated demo's bound uses its cohort size for n. pca.n_pcs
-    is checked against the samples past the filters (the unrelated set is a subset)."""
+    is checked against the samples past the filters (the unrelated set is a subset). A
+    trait of the discovery route keeps at most the share 1 - discovery.fraction of them.
+    """
     from cmix.genotypes.pca import check_n_pcs
     from cmix.genotypes.phenotypes import (
         N_CONTINUOUS_STRATA,
@@ -332,12 +334,20 @@ def check_sizes():
                 path=INPUTS["phenotypes"],
             )
             n = len(labels["keep"]) if categorical else labels["counts"]["with_a_value"]
+        discovery, n_labeled = "", n
+        if trait in DISCOVERY_TRAITS:
+            # its discovery set never enters the store: round(n_s * fraction) of each
+            # stratum's n_s, so at most (1 - fraction) * n + half a sample per stratum stay
+            fraction = float(DISCOVERY.get("fraction", 0.5))
+            n_store = int((1 - fraction) * n + n_strata / 2)
+            discovery = f", {n - n_store} or more of them in its discovery GWAS"
+            n = n_store
         bound = max_training_split(n, test_fraction, n_strata)
         if largest > bound:
             fail(
                 f"budgets: {largest} labeled samples asked for, but trait {trait!r} has at "
-                f"most {bound} in its training split ({n} {what} with a phenotype, "
-                f"test_fraction {test_fraction})"
+                f"most {bound} in its training split ({n_labeled} {what} with a phenotype"
+                f"{discovery}; test_fraction {test_fraction})"
             )
         if categorical and min(BUDGETS) < n_strata:
             fail(
