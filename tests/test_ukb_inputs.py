@@ -311,6 +311,35 @@ def test_bgen_rsid_listed_twice(ukb, tmp_path, capsys):
     assert len(open_store(store)["variant_id"][:]) == 50
 
 
+@pytest.mark.parametrize("case, problem", [
+    ("position", "line 2, column 3: expected an integer base-pair position, found '12x'"),
+    ("two_scores", "is listed with INFO scores"),
+])
+def test_bad_mfi_is_refused(ukb, tmp_path, capsys, case, problem):
+    """A position that is no number was a ValueError traceback; one variant listed with
+    two INFO scores kept the first silently."""
+    lines = (ukb / "mfi_chr1.txt").read_text().splitlines(True)
+    if case == "position":
+        fields = lines[1].split("\t")
+        fields[2] = "12x"
+        lines[1] = "\t".join(fields)
+    else:
+        fields = lines[3].split("\t")
+        fields[7] = "0.123\n" if fields[7].strip() != "0.123" else "0.456\n"
+        lines.append("\t".join(fields))
+    mfi = tmp_path / "mfi_chr1.txt"
+    mfi.write_text("".join(lines))
+    out = tmp_path / "sel.tsv"
+    assert main(["select", "--sumstats",
+                 str(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz"),
+                 "--bgen", str(ukb / "imp_chr1.bgen"), "--sample", str(ukb / "imp_chr1.sample"),
+                 "--mfi", str(mfi), "--min-info", "0.8", "--top", "20",
+                 "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path):
     """cmix gwas on a BGEN of dosages writes plink2's MaCH r2 among the people tested
     as INFO (it wrote 1, so select --min-info without an mfi file removed nothing),

@@ -500,8 +500,11 @@ def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
         i = int(np.flatnonzero(info.isna().to_numpy())[0])
         raise CmixError(f"{path}, line {i + 1}, column 8: expected an INFO score, found "
                         f"{raw[7].iloc[i]!r}")
-    return pd.DataFrame({"rsid": raw[1], "pos": pd.to_numeric(raw[2]).astype(np.int64),
-                         "allele1": raw[3], "allele2": raw[4], "info": info.to_numpy()})
+    from .plink import position_columns
+
+    pos, _ = position_columns(raw[2], None, path, lambda i: i + 1, ("3", ""))
+    return pd.DataFrame({"rsid": raw[1], "pos": pos, "allele1": raw[3], "allele2": raw[4],
+                         "info": info.to_numpy()})
 
 
 def info_scores(bim: pd.DataFrame, mfi_files) -> np.ndarray:
@@ -514,6 +517,13 @@ def info_scores(bim: pd.DataFrame, mfi_files) -> np.ndarray:
              + table["allele2"])
     key_b = (bim["variant_id"] + ":" + bim["pos"].astype(str) + ":" + bim["a2"] + ":"
              + bim["a1"])
+    clash = key_m.duplicated(keep=False) & ~pd.DataFrame(
+        {"k": key_m, "i": table["info"]}).duplicated(keep=False)
+    if clash.any():       # one variant, two INFO scores: which one is meant cannot be told
+        key = key_m[clash].iloc[0]
+        raise CmixError(f"{', '.join(map(str, mfi_files))}: variant {key} (rsid:position:"
+                        f"allele1:allele2) is listed with INFO scores "
+                        f"{', '.join(map(str, table['info'][key_m == key]))}")
     table = table[~key_m.duplicated()]
     pos = pd.Index(key_m[~key_m.duplicated()]).get_indexer(key_b)
     return np.where(pos >= 0, table["info"].to_numpy()[np.maximum(pos, 0)], np.nan)
