@@ -340,6 +340,31 @@ def test_bad_mfi_is_refused(ukb, tmp_path, capsys, case, problem):
     assert not out.exists()
 
 
+def test_sumstats_info_column_missing_values_and_misread_text(ukb, tmp_path, capsys):
+    """--min-info from the sumstats' INFO column: NA or an empty cell is a missing INFO,
+    dropped and counted with the low ones; "0,9" (a decimal comma) is refused by line
+    and column instead of passing as missing."""
+    with gzip.open(ukb / "c" / "sumstats" / "mean_platelet_volume.txt.gz", "rt") as fh:
+        ss = pd.read_csv(fh, sep="\t", dtype=str, keep_default_na=False)
+    ss.loc[:9, "INFO"] = "NA"
+    ss.to_csv(tmp_path / "na.tsv", sep="\t", index=False)
+    bgen = ["--bgen", str(ukb / "imp_chr{chrom}.bgen"), "--sample", str(ukb / "imp_chr1.sample"),
+            "--chroms", *CHROMS]
+    args = ["select", *bgen, "--min-info", "0.95", "--top", "20"]
+    assert main([*args, "--sumstats", str(tmp_path / "na.tsv"),
+                 "--out", str(tmp_path / "na_sel.tsv")]) == 0
+    steps = pd.read_csv(tmp_path / "na_sel.tsv.steps.tsv", sep="\t")
+    low = (ss["INFO"].replace("NA", "0").astype(float) < 0.95).sum()
+    row = steps[steps.iloc[:, 0].str.startswith("INFO < 0.95 or missing")]
+    assert len(row) == 1 and int(row.iloc[0, 1]) == low
+    ss.loc[4, "INFO"] = "0,9"
+    ss.to_csv(tmp_path / "comma.tsv", sep="\t", index=False)
+    assert main([*args, "--sumstats", str(tmp_path / "comma.tsv"),
+                 "--out", str(tmp_path / "comma_sel.tsv")]) == 1
+    assert "comma.tsv, line 6, column INFO: expected an INFO score, found '0,9'" in \
+        capsys.readouterr().err
+
+
 def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path):
     """cmix gwas on a BGEN of dosages writes plink2's MaCH r2 among the people tested
     as INFO (it wrote 1, so select --min-info without an mfi file removed nothing),

@@ -1010,7 +1010,18 @@ def sumstats_info(path, column: str = "INFO") -> np.ndarray:
                       na_filter=False, compression=compression, engine="c",
                       quoting=csv.QUOTE_NONE, encoding="utf-8-sig",
                       skiprows=header_line - 1)
-    return pd.to_numeric(raw.iloc[:, 0], errors="coerce").to_numpy(np.float64)
+    text = raw.iloc[:, 0].str.strip()
+    info = pd.to_numeric(text, errors="coerce")
+    # NA, ".", or an empty cell is a missing INFO (the row fails --min-info); other text
+    # ("0,9") is a misread file, not a low score
+    bad = info.isna() & ~text.str.upper().isin(["NA", "NAN", ".", ""])
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        line = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
+                                 "summary statistics", first=header_line)[i]
+        raise CmixError(f"{path}, line {line}, column {names[column.upper()]}: expected an "
+                        f"INFO score, found {text.iloc[i]!r}")
+    return info.to_numpy(np.float64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1098,7 +1109,8 @@ def _info_filter(sumstats_path, sumstats: pd.DataFrame, qc: set | None, bf,
     info = sumstats_info(sumstats_path)
     n0 = len(sumstats)
     sumstats = sumstats[info[sumstats.index.to_numpy()] >= min_info]
-    return qc, sumstats, (f"INFO < {min_info} (sumstats INFO column)", n0 - len(sumstats),
+    return qc, sumstats, (f"INFO < {min_info} or missing (sumstats INFO column)",
+                          n0 - len(sumstats),
                           len(sumstats))
 
 
