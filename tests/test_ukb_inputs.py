@@ -538,6 +538,7 @@ def _bgen_store_error(capsys, sel, d, out):
     ("bgi_of_16_bit_file", "imp_chr1.bgen.bgi: its entry for variant"),
     ("truncated_in_genotypes", "imp_chr1.bgen: the file ends inside the genotype block"),
     ("truncated_in_header", "imp_chr1.bgen: the file ends inside the header of the variant"),
+    ("truncated_before_variant", "points at byte"),
     ("sample_without_types_line", "imp_chr1.sample, line 2: expected the column types line"),
     ("files_swapped", "imp_chr1.bgen: the file of chromosome 1 in the set"),
 ])
@@ -581,7 +582,8 @@ def test_bgen_that_does_not_fit_its_index_or_sample_is_refused(ukb, bgen_sel, tm
             f"({','.join('?' * len(on1))})", on1).fetchall())
         con.close()
         data = (d / "imp_chr1.bgen").read_bytes()
-        cut = start + size - 5 if case == "truncated_in_genotypes" else start + 10
+        cut = {"truncated_in_genotypes": start + size - 5, "truncated_in_header": start + 10,
+               "truncated_before_variant": start}[case]
         (d / "imp_chr1.bgen").write_bytes(data[:cut])
         # the .bgi still lists every variant; only the selected ones are read
     elif case == "sample_without_types_line":
@@ -594,7 +596,9 @@ def test_bgen_that_does_not_fit_its_index_or_sample_is_refused(ukb, bgen_sel, tm
             (d / f"x{ext}").rename(d / f"imp_chr2{ext}")
     line = _bgen_store_error(capsys, sel, d, tmp_path / "s.zarr")
     assert message in line, line
-    if case.startswith("truncated"):                 # indexing it again says the same
+    if case == "truncated_before_variant":       # it said "truncated?" of the header
+        assert "past the end of" in line and "or this one is cut short" in line, line
+    if case in ("truncated_in_genotypes", "truncated_in_header"):  # indexing it again too
         err = _error(capsys, ["bgen-index", str(d / "imp_chr1.bgen")])
         assert f"{d / 'imp_chr1.bgen'}: the file ends inside" in err and "Traceback" not in err
     ids = set(pd.read_csv(ukb / "cal.fam", sep=r"\s+", header=None, dtype=str)[1])

@@ -289,7 +289,9 @@ def _check_embedded_ids(path, embedded, samples: pd.DataFrame, sample_path) -> N
     candidates = [iid, fid, fid + "_" + iid]
     if any((got == c).all() for c in candidates):
         return
-    best = max(candidates, key=lambda c: int((got == c).sum()))
+    # the ID form that shares the most IDs with the embedded ones (as sets: in another
+    # order no position may match)
+    best = max(candidates, key=lambda c: (len(set(got) & set(c)), int((got == c).sum())))
     i = int(np.flatnonzero(got != best)[0])
     same_set = set(got) == set(best)
     raise CmixError(f"{sample_path}, line {i + 3}: not the sample {path} holds at position "
@@ -379,6 +381,11 @@ class BgenFile(Tables):
         truncated .bgen."""
         bgi = f"{self.path}.bgi"
         fix = f"remake it with `cmix bgen-index {self.path}`"
+        if start >= size:
+            raise CmixError(f"{bgi}: its entry for variant {self.rsid[v]!r} points at byte "
+                            f"{start}, past the end of {self.path} ({size} bytes): the "
+                            "index belongs to another (longer) file, or this one is cut "
+                            f"short; if the .bgen is whole, {fix}")
         try:
             _, rsid, _, pos, alleles, used = _read_variant_header(fd, start, self.path)
         except UnicodeDecodeError:
