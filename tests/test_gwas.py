@@ -310,6 +310,24 @@ def test_a_discovery_list_the_store_cannot_match_is_refused(small, tmp_path, cap
     assert not store.exists()
 
 
+def test_continuous_discovery_strata_are_deciles_of_those_drawn_among():
+    """The draw is among people with every covariate, so its deciles must be theirs:
+    with the covariates complete for the lower half of the values only, every tenth of
+    that half gives the same number of people (deciles of everyone put two of its
+    tenths in one stratum, drawn unevenly)."""
+    from cmix.genotypes.gwas import discovery_split
+
+    n = 200
+    iids = np.array([f"s{i}" for i in range(n)])
+    pheno = pd.DataFrame({"f.30100.0.0": np.arange(n, dtype=float)}, index=iids)
+    complete = np.arange(n) < 100
+    chosen = discovery_split(pheno, "mpv", {"field": 30100, "kind": "continuous"}, iids,
+                             0.3, seed=4, complete=complete)
+    assert complete[chosen].all()
+    per_tenth = np.bincount(chosen // 10, minlength=10)
+    assert len(set(per_tenth.tolist())) == 1 and per_tenth[0] == 3, per_tenth
+
+
 def test_discovery_draw_is_seeded(small, tmp_path):
     sets = []
     for k, seed in enumerate(["1", "1", "2"]):

@@ -157,10 +157,11 @@ def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fractio
     else:
         codes = [float(c) for c in config.get("missing_codes", [])]
         ok = np.isfinite(values) & ~np.isin(values, codes)
-        strata = np.full(len(iids), -1, dtype=np.int64)
-        strata[ok] = ph.continuous_strata(values[ok])
     if complete is not None:
         ok &= np.asarray(complete, dtype=bool)
+    if kind != "categorical":    # deciles of the people drawn among, not of everyone
+        strata = np.full(len(iids), -1, dtype=np.int64)
+        strata[ok] = ph.continuous_strata(values[ok])
     has = np.flatnonzero(ok)
     if len(has) == 0:
         raise CmixError(f"{path}: trait {trait!r}: no candidate sample has a phenotype (and "
