@@ -26,7 +26,9 @@ VIME_UNLABELED_BATCHES = 24     # per epoch: VIME's unlabeled batch order
 MANIFOLD_MIXUP_STEPS = 31       # per epoch: manifold mixup's order, layers, lambdas
 
 # torch's global generator is seeded with the run's seed plus one of these offsets
-# right before a module is built (its initial weights)
+# right before a module is built (its initial weights). Unlike the streams above, these
+# overlap across seeds (seed s + HEAD_PREDICTOR is seed s + 2's MODEL_INIT): README,
+# "Same seed, same result"
 MODEL_INIT = 0                  # the cmix / ae / vime network
 HEAD_FEATURES = 1               # a head's SNP embedding
 HEAD_PREDICTOR = 2              # a head's predictor
