@@ -733,7 +733,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     check_discovery_size(n_discovery)
     with staged_folder(out_dir) as out:       # a failure leaves out_dir as it was
         truth = _simulate_cohort(out, n_samples, n_variants, n_chrom, n_discovery, seed,
-                                 block_size, pops, anc)
+                                 block_size, anc)
     planted = truth["hwe_planted"]
     log(f"wrote {out_dir} ({len(truth['related_pairs'])} related pairs, "
         f"{len(planted['strong']) + len(planted['borderline'])} planted HWE failures, "
@@ -742,9 +742,10 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
 
 
 def _simulate_cohort(out: Path, n_samples: int, n_variants: int, n_chrom: int,
-                     n_discovery: int, seed: int, block_size: int, pops: list,
-                     anc: "Ancestry") -> dict:
-    """The body of :func:`simulate_cohort`, writing into ``out`` (a staged folder)."""
+                     n_discovery: int, seed: int, block_size: int, anc: "Ancestry") -> dict:
+    """The body of :func:`simulate_cohort`, writing into ``out`` (a staged folder);
+    ``anc`` holds the populations (``anc.pops``)."""
+    pops = anc.pops
     ss = np.random.SeedSequence(seed)
     rng_var, rng_ped, rng_hap, rng_miss, rng_trait, rng_out, rng_pop, rng_cov = (
         np.random.default_rng(s) for s in ss.spawn(8))
