@@ -381,6 +381,7 @@ def test_workflow_plans_a_gwas_per_discovery_trait(ukb_standin, tmp_path):
     _, cfg = ukb_standin
     cfg = copy.deepcopy(cfg)          # the stand-in with config/ukb.yaml's discovery route
     cfg["discovery"] = yaml.safe_load((REPO / "config/ukb.yaml").read_text())["discovery"]
+    cfg["budgets"] = [50]       # half of the small stand-in cohort goes to the GWAS
     cfg_path = tmp_path / "ukb.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     args = ("-n", "-p", "--cores", "1", "--configfile", str(cfg_path), "--directory",
