@@ -391,3 +391,19 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
         assert runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" not in ck["parts"]
         assert judged_epochs == [1, 2, 3] and looks == [1, 2, 3]
         assert runs["cmix"]["test"] != runs["cmix_selfsl"]["test"]
+
+
+def test_no_judge_rows_says_so_and_uses_no_pseudo_label(tmp_path, capsys):
+    """lp_judge_fraction 0 keeps no labeled row to judge the pseudo-labels by: they are
+    never used, and the log says why (it read as a judgement on 0 rows, 0.000 against
+    the head's 1.000)."""
+    dosage, label = simulate_labels(300, 20, n_classes=2, seed=4)
+    store = write_test_store(tmp_path / "s.zarr", dosage, label)
+    cfg = {"epochs": 2, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 2, "hidden": 16,
+           "d_proj": 8, "batch_size": 64, "lp_judge_fraction": 0.0}
+    m = harness.train_run(store, 60, 3, tmp_path / "run", config=cfg, device="cpu")
+    assert not m["pseudo_labels"]["used"]
+    err = capsys.readouterr().err
+    assert "no judge rows (lp_judge_fraction 0.0): not used (weight 0)" in err
+    assert "0 judge rows" not in err
+

@@ -375,11 +375,15 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch,
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
-    log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy on the "
-        f"{info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
-        f"{res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
-        + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
-           "not used (weight 0)"))
+    if info["n_judge"] == 0:     # lp_judge_fraction 0: nothing can show them better
+        log(f"pseudo-labels (epoch {epoch}): no judge rows (lp_judge_fraction "
+            f"{ctx.cfg.pseudo_labels.lp_judge_fraction}): not used (weight 0)")
+    else:
+        log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy on the "
+            f"{info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
+            f"{res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
+            + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
+               "not used (weight 0)"))
     if res.missing_classes:
         log(f"label propagation: no labeled row of class(es) {info['missing_classes']}; "
             "they get no pseudo-labels")
