@@ -34,9 +34,9 @@ Association (:func:`run_gwas`)
     ``{chrom}`` pattern, else ``--chr`` on the one file set) on the discovery people,
     restricted to ``extract`` (the QC-passed SNPs) when given. ``no-x-sex``: every
     chromosome's model has the same covariates, the store's (plink2 would add the .fam
-    sex on chrX, which stops it when sex is a covariate already). Covariates are those of the store
-    (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs, ...). A
-    measured phenotype goes to plink2 centred, and with ``--no-input-missing-phenotype``,
+    sex on chrX, which stops it when sex is a covariate already). Covariates are those
+    of the store (:func:`cmix.genotypes.covariates.covariate_matrix`: age, sex, PCs,
+    ...). A measured phenotype goes to plink2 centred, and with ``--no-input-missing-phenotype``,
     so that plink2 neither reads a trait of values 0/1/2 as case/control nor a -9 value
     as missing: it tests exactly the people cmix chose, and a table of the other
     regression is refused.
@@ -51,9 +51,9 @@ SNP, CHR, BP: plink2's ID, #CHROM, POS. ALLELE1 is plink2's A1 (the tested, coun
 allele), ALLELE0 the variant's other allele; A1FREQ plink2's A1_FREQ among the people
 tested; INFO 1 for hard calls, and for dosages (BGEN, a .pgen that may hold dosages)
 plink2's MACH_R2 among the people tested, the imputation quality ``select
---min-info`` filters on when no mfi file is given. BETA and SE are the linear BETA and SE, or for a binary
-phenotype the log odds ratio and its SE (plink2's ``cols=+beta``, printed by plink2:
-no re-rounding). P is plink2's P as printed. A test plink2 could not run (a variant
+--min-info`` filters on when no mfi file is given. BETA and SE are the linear BETA
+and SE, or for a binary phenotype the log odds ratio and its SE (plink2's
+``cols=+beta``, printed by plink2: no re-rounding). P is plink2's P as printed. A test plink2 could not run (a variant
 constant among the discovery people, a failed fit) is written with NA, which
 ``cmix select`` drops.
 """
