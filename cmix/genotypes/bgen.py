@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import CmixError, first_line, input_file, read_table, text_lines
-from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables
+from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, position_columns
 
 BGI_SQL = """
 CREATE TABLE Variant (
@@ -507,8 +507,6 @@ def read_mfi(path: str | os.PathLike) -> pd.DataFrame:
         i = int(np.flatnonzero(info.isna().to_numpy())[0])
         raise CmixError(f"{path}, line {i + 1}, column 8: expected an INFO score, found "
                         f"{raw[7].iloc[i]!r}")
-    from .plink import position_columns
-
     pos, _ = position_columns(raw[2], None, path, lambda i: i + 1, ("3", ""))
     return pd.DataFrame({"rsid": raw[1], "pos": pos, "allele1": raw[3], "allele2": raw[4],
                          "info": info.to_numpy()})
@@ -531,6 +529,7 @@ def info_scores(bim: pd.DataFrame, mfi_files) -> np.ndarray:
         raise CmixError(f"{', '.join(map(str, mfi_files))}: variant {key} (rsid:position:"
                         f"allele1:allele2) is listed with INFO scores "
                         f"{', '.join(map(str, table['info'][key_m == key]))}")
-    table = table[~key_m.duplicated()]
-    pos = pd.Index(key_m[~key_m.duplicated()]).get_indexer(key_b)
+    first = ~key_m.duplicated()
+    table = table[first]
+    pos = pd.Index(key_m[first]).get_indexer(key_b)
     return np.where(pos >= 0, table["info"].to_numpy()[np.maximum(pos, 0)], np.nan)

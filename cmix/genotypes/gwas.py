@@ -304,15 +304,6 @@ def _glm_inputs(tmp: Path, fid: np.ndarray, iid: np.ndarray, y: np.ndarray,
     return args, glm
 
 
-def _holds_dosages(bf) -> bool:
-    """Whether genotype source ``bf`` (or any file of its set) may hold fractional
-    dosages: a BGEN, or a .pgen whose header allows dosages."""
-    if bf.encoding == "hard calls":
-        return False
-    return any(getattr(part, "may_hold_dosages", lambda: True)()
-               for part in getattr(bf, "parts", [bf]))
-
-
 def _run_glm(exe: str, runs: list, args: list, tmp: Path) -> list[Path]:
     """Run plink2 once per (chromosome, genotype input arguments) of ``runs`` with the
     shared ``args``, output prefix ``tmp/chr<chrom>``. Returns the .glm tables written."""
@@ -378,6 +369,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     """
     from .plink import write_sample_ids
     from .selection import chrom_mask, extract_mask, sample_rows
+    from .sources import may_hold_dosages
 
     trait, ids_out, threads = model.trait, people.ids_out, plink2.threads
     exe = find_plink2(plink2.exe)
@@ -409,7 +401,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
         keep_file = tmp / "people.id"
         write_sample_ids(keep_file, bf.fam, fam_rows)
         pheno_args, glm = _glm_inputs(tmp, fid, iid, y[chosen], cov[chosen], binary,
-                                      _holds_dosages(bf))
+                                      may_hold_dosages(bf))
         args = ["--keep", keep_file, *pheno_args]
         args += ["--extract", extract] if extract is not None else []
         args += [*glm, "--threads", threads]

@@ -347,8 +347,8 @@ def check_own_samples(prefix: Path, own_ext: str, given: pd.DataFrame, given_pat
     if len(ours) == len(theirs) and (ours == theirs).all():
         return
     n = min(len(ours), len(theirs))
-    k = int(np.flatnonzero(ours[:n] != theirs[:n])[0]) + 1 if (ours[:n] != theirs[:n]).any() \
-        else n + 1
+    differ = np.flatnonzero(ours[:n] != theirs[:n])
+    k = int(differ[0]) + 1 if len(differ) else n + 1
     raise CmixError(f"{given_path}: its samples are not those of {own} in the same order "
                     f"(sample {k} differs; {len(theirs)} against {len(ours)} samples); the "
                     f"genotypes are stored in {own.name}'s order, so another order would "

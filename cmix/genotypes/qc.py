@@ -227,9 +227,11 @@ def _dosage_maf(bf, sample_idx: np.ndarray, maf_v: np.ndarray) -> np.ndarray:
     frequency over the kept founders' dosages, as plink2 takes it for --maf and --freq
     (min(ALT, REF dosage sum) / their total; a hard call counts as a whole dosage, so
     variants of hard calls get the count ratio). Otherwise ``maf_v`` as it is."""
-    parts, offsets = (bf.parts, bf.offsets) if hasattr(bf, "parts") else ([bf], [0])
-    if not any(getattr(p, "may_hold_dosages", lambda: False)() for p in parts):
+    from .sources import may_hold_dosages
+
+    if not may_hold_dosages(bf):
         return maf_v
+    parts, offsets = (bf.parts, bf.offsets) if hasattr(bf, "parts") else ([bf], [0])
     founders = sample_idx[founder_flags(bf.fam)[sample_idx]]
     out = maf_v.copy()
     for part, off in zip(parts, offsets):

@@ -97,6 +97,15 @@ class PackedSource(GenotypeSource, Protocol):
 CHROM_FIELD = "{chrom}"
 
 
+def may_hold_dosages(src) -> bool:
+    """Whether genotype source ``src`` (or any file of its set) may hold fractional
+    dosages: a BGEN, or a .pgen whose header allows dosages; False for hard calls."""
+    if src.encoding == "hard calls":
+        return False
+    return any(getattr(part, "may_hold_dosages", lambda: True)()
+               for part in getattr(src, "parts", [src]))
+
+
 def is_pattern(path) -> bool:
     return path is not None and CHROM_FIELD in str(path)
 

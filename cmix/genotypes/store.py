@@ -682,12 +682,12 @@ def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray
     n_discovery_left_out = 0
     if samples.discovery is not None:   # the discovery GWAS's people never enter the store
         disc = read_sample_ids(samples.discovery)
-        disc_keys = pd.Index(disc["fid"] + "\t" + disc["iid"])
-        fam_keys = bf.fam["fid"].to_numpy() + "\t" + bf.fam["iid"].to_numpy()
-        n_unmatched = int((pd.Index(fam_keys).get_indexer(disc_keys) < 0).sum())
         if len(disc) == 0:
             raise CmixError(f"{samples.discovery}: no sample IDs in the discovery list "
                             "(cmix gwas --ids-out writes the people its GWAS tested)")
+        disc_keys = pd.Index(disc["fid"] + "\t" + disc["iid"])
+        fam_keys = bf.fam["fid"].to_numpy() + "\t" + bf.fam["iid"].to_numpy()
+        n_unmatched = int((pd.Index(fam_keys).get_indexer(disc_keys) < 0).sum())
         if n_unmatched:     # unrecognised GWAS people would enter the store, test split too
             raise CmixError(f"{samples.discovery}: {n_unmatched} of its {len(disc)} discovery "
                             "IDs are not in the sample file (FID/IID written otherwise, or "

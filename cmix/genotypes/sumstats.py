@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log,
+from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, is_gzip, log,
                  open_maybe_gzip)
 from .selection import CHROM_ORDER, chrom_code
 
@@ -540,11 +540,10 @@ def _read_columns(path, header: list[str], sep: str, columns: dict, header_line:
     row shift and a beta would be read from another column."""
     lines = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
                               "summary statistics", first=header_line)
-    with open(path, "rb") as fh:
-        compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
     try:
         raw = pd.read_csv(path, sep=sep, dtype=str, usecols=list(dict.fromkeys(columns.values())),
-                          na_filter=False, compression=compression, engine="c",
+                          na_filter=False, compression="gzip" if is_gzip(path) else None,
+                          engine="c",
                           quoting=csv.QUOTE_NONE, encoding="utf-8-sig",
                           skiprows=header_line - 1)
     except (pd.errors.ParserError, ValueError) as err:
@@ -996,31 +995,23 @@ def read_selection(path: str | os.PathLike) -> pd.DataFrame:
 def sumstats_info(path, column: str = "INFO") -> np.ndarray:
     """The INFO column of a summary-statistics file, float64 per data row (NaN where
     missing). Raises CmixError when the file has no such column."""
-    import csv
-
     path = input_file(path, "summary statistics")
     header, sep, header_line = _read_header(path)
     names = {h.upper(): h for h in header}
     if column.upper() not in names:
         raise CmixError(f"{path}: no {column} column for --min-info (header has "
                         f"{' '.join(header)}); give the imputation mfi files (--mfi) instead")
-    with open(path, "rb") as fh:
-        compression = "gzip" if fh.read(2) == b"\x1f\x8b" else None
-    raw = pd.read_csv(path, sep=sep, dtype=str, usecols=[names[column.upper()]],
-                      na_filter=False, compression=compression, engine="c",
-                      quoting=csv.QUOTE_NONE, encoding="utf-8-sig",
-                      skiprows=header_line - 1)
-    text = raw.iloc[:, 0].str.strip()
+    name = names[column.upper()]
+    raw, lines = _read_columns(path, header, sep, {"info": name}, header_line)
+    text = raw[name].str.strip()
     info = pd.to_numeric(text, errors="coerce")
     # NA, ".", or an empty cell is a missing INFO (the row fails --min-info); other text
     # ("0,9") is a misread file, not a low score
     bad = info.isna() & ~text.str.upper().isin(["NA", "NAN", ".", ""])
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        line = data_line_numbers(path, len(header), "\t" if sep == "\t" else None,
-                                 "summary statistics", first=header_line)[i]
-        raise CmixError(f"{path}, line {line}, column {names[column.upper()]}: expected an "
-                        f"INFO score, found {text.iloc[i]!r}")
+        raise CmixError(f"{path}, line {lines[i]}, column {name}: expected an INFO score, "
+                        f"found {text.iloc[i]!r}")
     return info.to_numpy(np.float64)
 
 
