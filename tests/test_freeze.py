@@ -62,9 +62,8 @@ def without_network() -> list[str]:
     scikit-learn and numpy on one BLAS thread; measured equal to 1e-14 across the two
     kinds of references)."""
     from cmix.learn.methods import METHODS
-    from cmix.learn.methods.networks import NetworkMethod
 
-    return [name for name, m in METHODS.items() if not issubclass(m.cls, NetworkMethod)]
+    return [name for name, m in METHODS.items() if not m.network]
 
 
 def write_freeze_store(folder: Path) -> tuple[Path, Path, Path]:

@@ -83,9 +83,8 @@ def test_slurm_dry_run_plans_gpu_training_jobs(ukb_standin, tmp_path):
     jobs = plan(res.stdout)
     rules = [j["rule"] for j in jobs]
     from cmix.learn.methods import METHODS
-    from cmix.learn.methods.networks import NetworkMethod
 
-    n_net = sum(issubclass(METHODS[m].cls, NetworkMethod) for m in cfg["methods"])
+    n_net = sum(METHODS[m].network for m in cfg["methods"])
     assert 0 < n_net < len(cfg["methods"])
     n_budgets = 2                                           # every seed in one job
     assert rules.count("train") == len(cfg["traits"]) * n_net * n_budgets
@@ -351,9 +350,8 @@ def test_slurm_dry_run_packs_training_runs(ukb_standin, tmp_path):
                     "--directory", str(REPO))
     assert res.returncode == 0, res.stdout + res.stderr
     from cmix.learn.methods import METHODS
-    from cmix.learn.methods.networks import NetworkMethod
 
-    n_net = sum(issubclass(METHODS[m].cls, NetworkMethod) for m in cfg["methods"])
+    n_net = sum(METHODS[m].network for m in cfg["methods"])
     blocks = re.split(r"Group job (train_cpu|train) ", res.stdout)[1:]
     for name, n_methods in (("train", n_net), ("train_cpu", len(cfg["methods"]) - n_net)):
         n_train = len(cfg["traits"]) * n_methods * 2     # jobs of 2 seeds each

@@ -60,16 +60,11 @@ METHODS = list(config["methods"])
 
 
 def network_methods(methods):
-    """The methods of ``methods`` that train a torch network (GPU jobs on a cluster); the
-    others are scikit-learn and numpy on the CPU (rule train_cpu)."""
+    """The methods of ``methods`` that train a torch network (GPU jobs on a cluster,
+    rule train); the others fit scikit-learn or numpy models (rule train_cpu)."""
     from cmix.learn.methods import METHODS as REGISTRY
-    from cmix.learn.methods.networks import NetworkMethod
 
-    return [
-        m
-        for m in methods
-        if m in REGISTRY and issubclass(REGISTRY[m].cls, NetworkMethod)
-    ]
+    return [m for m in methods if m in REGISTRY and REGISTRY[m].network]
 
 
 GPU_METHODS = network_methods(METHODS)
@@ -509,18 +504,13 @@ def pca_reads_the_calls():
 
 
 def packed_group(name):
-    """The group function of the training jobs named ``name`` ("train", the networks;
-    "train_cpu", the scikit-learn methods): every training job runs the seeds of one
-    trait, method and budget; config `train: runs_per_job` sets how many runs one
-    submitted job holds at most, in whole training jobs (at least one: runs_per_job //
-    number of seeds). Snakemake takes group sizes only from --group-components and sets
-    them after reading the Snakefile, so the config's value is added when the DAG first
-    asks for a group; a --group-components NAME=N given by the user wins."""
-    return lambda wildcards: set_group_size(name)
-
-
-def set_group_size(name):
-    """Group ``name`` with its size from the config unless given (see packed_group)."""
+    """The group ``name`` of the training jobs ("train", the networks; "train_cpu", the
+    scikit-learn methods), each running the seeds of one trait, method and budget;
+    config `train: runs_per_job` sets how many runs one submitted job holds at most, in
+    whole training jobs (at least one: runs_per_job // number of seeds). Snakemake takes
+    group sizes only from --group-components and sets them after reading the Snakefile,
+    so the config's value is added when the DAG first asks for a group; a
+    --group-components NAME=N given by the user wins."""
     settings = workflow.group_settings
     if name not in settings.group_components:
         jobs = max(1, RUNS_PER_JOB // len(SEEDS))

@@ -36,16 +36,21 @@ rule train:
     benchmark:
         f"{OUT}/benchmarks/train/{{trait}}/{{method}}/budget{{budget}}.tsv"
     group:
-        packed_group("train")
+        lambda wildcards: packed_group("train")
     conda:
         "../envs/cmix.yaml"
     threads: 2
     params:
         out=lambda wc: run_dir(wc.trait, wc.method, wc.budget, seed="{seed}"),
         seeds=SEEDS,
-        device=config.get("train", {}).get("device", "auto"),
+        # the scikit-learn methods (rule train_cpu) on the CPU, side by side
+        device=lambda wc: (
+            config.get("train", {}).get("device", "auto")
+            if wc.method in GPU_METHODS
+            else "cpu"
+        ),
         encoders=f"{OUT}/encoders",
-        one_at_a_time=ONE_AT_A_TIME,
+        one_at_a_time=lambda wc: ONE_AT_A_TIME if wc.method in GPU_METHODS else "",
     shell:
         "{params.one_at_a_time}cmix train --store {input.store:q} --budget {wildcards.budget} "
         "--seed {params.seeds} --method {wildcards.method} --config {input.config:q} "
@@ -63,13 +68,7 @@ use rule train as train_cpu with:
             allow_missing=True,
         ),
     group:
-        packed_group("train_cpu")
-    params:
-        out=lambda wc: run_dir(wc.trait, wc.method, wc.budget, seed="{seed}"),
-        seeds=SEEDS,
-        device="cpu",
-        encoders=f"{OUT}/encoders",
-        one_at_a_time="",  # sized and run in parallel, on the CPU
+        lambda wildcards: packed_group("train_cpu")
 
 
 rule report:

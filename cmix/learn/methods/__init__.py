@@ -17,7 +17,7 @@ from ...io import CmixError
 from .base import FittedMethod
 from .linear import (CovariatesOnly, GradientBoostedTrees, LabelSpreadingOnPcs, Logreg,
                      PcaLogreg, PolygenicScore)
-from .networks import Autoencoder, ContrastiveMixupMethod, ManifoldMixup, Vime
+from .networks import Autoencoder, ContrastiveMixupMethod, ManifoldMixup, NetworkMethod, Vime
 
 # the networks read "logreg" too: its C grid and folds fit their covariates-only start
 NEURAL = ("model", "predictor", "data", "covariates", "logreg")
@@ -41,6 +41,12 @@ class Method:
         """The code path shared by methods of one class ("trainer" for cmix, mlp and the
         ablations)."""
         return self.cls.family
+
+    @property
+    def network(self) -> bool:
+        """Whether it trains a torch network (GPU jobs on a cluster); the others fit
+        scikit-learn or numpy models on the CPU."""
+        return issubclass(self.cls, NetworkMethod)
 
 
 _ALL = [
