@@ -643,14 +643,15 @@ def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
                                  ukb / "imp_chr1.sample")
 
 
-def _x_bgen(d, phased=False, n=60, m=40, seed=4):
-    """A BGEN written by plink2 --export bgen-1.2 bits=16 from a chromosome X dosage VCF
-    (odd samples male: haploid calls; 3% missing), indexed; its prefix."""
+def _x_bgen(d, phased=False, n=60, m=40, seed=4, chrom="X"):
+    """A BGEN written by plink2 --export bgen-1.2 bits=16 from a chromosome X (or Y)
+    dosage VCF (odd samples male: haploid calls; on Y the females get ploidy 0; 3%
+    missing), indexed; its prefix."""
     rng = np.random.default_rng(seed)
     ids = [f"S{i}" for i in range(n)]
     fmt = "GT" if phased else "GT:DS"
     with open(d / "x.vcf", "w") as f:
-        f.write('##fileformat=VCFv4.2\n##contig=<ID=X>\n##FORMAT=<ID=GT,Number=1,'
+        f.write(f'##fileformat=VCFv4.2\n##contig=<ID={chrom}>\n##FORMAT=<ID=GT,Number=1,'
                 'Type=String,Description="g">\n##FORMAT=<ID=DS,Number=1,Type=Float,'
                 'Description="d">\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\t'
                 "FORMAT\t" + "\t".join(ids) + "\n")
@@ -663,7 +664,7 @@ def _x_bgen(d, phased=False, n=60, m=40, seed=4):
                 gt = np.array(["0/0", "0/1", "1/1"])[np.rint(ds).astype(int)]
                 vals = np.char.add(np.char.add(gt, ":"), np.char.mod("%.3f", ds))
             vals[rng.random(n) < 0.03] = "./." if phased else "./.:."
-            f.write(f"X\t{5_000_000 + 10 * j}\tx{j}\tG\tA\t.\t.\t.\t{fmt}\t"
+            f.write(f"{chrom}\t{5_000_000 + 10 * j}\tx{j}\tG\tA\t.\t.\t.\t{fmt}\t"
                     + "\t".join(vals) + "\n")
     (d / "sex.txt").write_text("#IID\tSEX\n" + "".join(f"{s}\t{1 + i % 2}\n"
                                                         for i, s in enumerate(ids)))
@@ -674,10 +675,13 @@ def _x_bgen(d, phased=False, n=60, m=40, seed=4):
     return d / "xb"
 
 
-def test_bgen_haploid_calls_read_as_plink2_reads_them(tmp_path):
+@pytest.mark.parametrize("chrom", ["X", "Y"])
+def test_bgen_haploid_calls_read_as_plink2_reads_them(tmp_path, chrom):
     """Males on chrX, as plink2 --export bgen-1.2 writes them (ploidy 1), read as plink2
-    --bgen reads them (2 P(allele)); females' diploid calls and missing calls as before."""
-    prefix = _x_bgen(tmp_path)
+    --bgen reads them (2 P(allele)); females' diploid calls and missing calls as before.
+    On chrY plink2 writes some missing calls with ploidy 0 (refused before), which it
+    reads as missing."""
+    prefix = _x_bgen(tmp_path, chrom=chrom)
     bg = bgen_mod.open_bgen(f"{prefix}.bgen", f"{prefix}.sample")
     ours = bg.read_dosages(np.arange(len(bg.bim))).T          # samples x variants
     table = bg.bim.rename(columns={"a1": "effect_allele"})
@@ -713,4 +717,139 @@ def test_truncated_pgen_is_one_message(ukb, capsys, tmp_path):
     line = [ln for ln in err.splitlines() if "error" in ln][0]
     assert f"{tmp_path / 'cut.pgen'}: cannot read variants" in line
     assert "truncated or damaged" in line and "Traceback" not in err
+    assert not list(tmp_path.glob("q*"))
+
+
+def _craft_bgen(path, stored, bits=8, compression=1, alleles=("A", "G"), n_variants=1):
+    """A hand-made BGEN v1.2 (layout 2) of 4 diploid samples and ``n_variants`` copies of
+    one biallelic variant whose per-sample stored probabilities (P(allele-1 hom), P(het),
+    as integers of ``bits`` bits) are ``stored``; zlib blocks (compression 1) or raw ones
+    (0); with its .sample. Written from the BGEN specification, not by cmix."""
+    import struct
+    import zlib
+
+    def text(s, fmt):
+        b = s.encode()
+        return struct.pack(fmt, len(b)) + b
+
+    n = len(stored)
+    flags = compression | (2 << 2)
+    out = bytearray(struct.pack("<I", 20) + struct.pack("<IIII", 20, n_variants, n, 0)
+                    + struct.pack("<I", flags))
+    out[16:20] = b"bgen"
+    for j in range(n_variants):
+        head = (text(f"rs{j}", "<H") + text(f"rs{j}", "<H") + text("01", "<H")
+                + struct.pack("<IH", 100 + j, len(alleles))
+                + b"".join(text(a, "<I") for a in alleles))
+        acc, n_acc, packed = 0, 0, bytearray()
+        for value in [v for call in stored for v in call]:
+            acc |= int(value) << n_acc
+            n_acc += bits
+            while n_acc >= 8:
+                packed.append(acc & 255)
+                acc, n_acc = acc >> 8, n_acc - 8
+        if n_acc:
+            packed.append(acc & 255)
+        data = (struct.pack("<IHBB", n, 2, 2, 2) + bytes([2] * n) + struct.pack("<BB", 0, bits)
+                + bytes(packed))
+        if compression:
+            z = zlib.compress(data)
+            out += head + struct.pack("<II", len(z) + 4, len(data)) + z
+        else:
+            out += head + struct.pack("<I", len(data)) + data
+    path.write_bytes(bytes(out))
+    path.with_suffix(".sample").write_text(
+        "ID_1 ID_2 missing\n0 0 0\n" + "".join(f"0 s{i} 0\n" for i in range(n)))
+    return path
+
+
+def test_crafted_bgen_reads_as_plink2_reads_it(tmp_path):
+    """The hand-made writer's valid file: cmix's dosages equal plink2's, so the damaged
+    files below differ from a good one only where they are damaged."""
+    path = _craft_bgen(tmp_path / "ok.bgen", [[51, 102], [255, 0], [0, 255], [0, 0]])
+    assert main(["bgen-index", str(path)]) == 0
+    ours = bgen_mod.open_bgen(path, path.with_suffix(".sample")).read_dosages([0])[0]
+    plink2("--bgen", path, "ref-first", "--sample", path.with_suffix(".sample"),
+           "--export", "Av", "--out", tmp_path / "p2")
+    theirs = np.array(open(tmp_path / "p2.traw").read().splitlines()[1].split("\t")[6:],
+                      dtype=float)                 # counts allele 1 (ref-first)
+    assert np.abs((2 - ours) - theirs).max() < 1e-5
+
+
+@pytest.mark.parametrize("case", ["sum above 1", "bit depth 0", "damaged zlib"])
+def test_invalid_bgen_blocks_are_refused_as_plink2_refuses_them(tmp_path, capsys, case):
+    """Blocks plink2 calls invalid (stored probabilities summing past 1, which decoded to
+    a negative dosage that the store clipped to 0; a bit depth of 0, read as all missing;
+    a zlib stream damaged inside: a RuntimeError traceback) are one message naming the
+    file and variant, and the store writes nothing."""
+    stored = [[200, 200], [255, 0], [0, 255], [0, 0]] if case == "sum above 1" else \
+        [[51, 102], [255, 0], [0, 255], [0, 0]]
+    path = _craft_bgen(tmp_path / "bad.bgen", [[]] * 40 if case == "bit depth 0" else
+                       stored * 10, bits=0 if case == "bit depth 0" else 8)
+    assert main(["bgen-index", str(path)]) == 0
+    if case == "damaged zlib":
+        data = bytearray(path.read_bytes())
+        data[-6:-2] = b"\xff\x00\xff\x00"           # inside the deflate stream
+        path.write_bytes(bytes(data))
+    r = subprocess.run(["plink2", "--bgen", path, "ref-first", "--sample",
+                        path.with_suffix(".sample"), "--export", "Av", "--out",
+                        tmp_path / "p2"], capture_output=True, text=True)
+    assert r.returncode != 0 and "Invalid" in r.stdout + r.stderr
+    snps = tmp_path / "snps.tsv"
+    snps.write_text("variant_id\tchrom\tpos\teffect_allele\tother_allele\tbeta\n"
+                    "rs0\t1\t100\tG\tA\t0.1\n")
+    pheno = tmp_path / "pheno.tsv"
+    pheno.write_text("eid\ty\n" + "".join(f"s{i}\t{i % 7}\n" for i in range(40)))
+    err = _error(capsys, ["store", "--bgen", str(path), "--sample",
+                          str(path.with_suffix(".sample")), "--snps", str(snps),
+                          "--pheno", str(pheno), "--trait", "t", "--trait-config",
+                          '{"column": "y", "kind": "continuous"}', "--test-fraction", "0.25",
+                          "--out", str(tmp_path / "s.zarr")])
+    assert f"{path}: " in err and "'rs0'" in err and "Traceback" not in err
+    assert {"sum above 1": "sum to more than 1", "bit depth 0": "no decodable",
+            "damaged zlib": "cannot be decoded"}[case] in err
+    assert not list(tmp_path.glob("s.zarr*"))
+
+
+def test_uncompressed_and_one_allele_bgen_are_refused(tmp_path, capsys):
+    """An uncompressed layout-2 BGEN (which cbgen cannot read: a traceback before) and a
+    variant of one allele (an SQLite NOT NULL traceback while indexing; plink2 refuses
+    it) are one message each."""
+    raw = _craft_bgen(tmp_path / "raw.bgen", [[51, 102], [255, 0], [0, 255], [0, 0]],
+                      compression=0)
+    err = _error(capsys, ["bgen-index", str(raw)])
+    assert f"{raw}: its genotype blocks are uncompressed" in err and "--export bgen-1.2" in err
+    mono = _craft_bgen(tmp_path / "mono.bgen", [[255, 0]] * 4, alleles=("A",))
+    err = _error(capsys, ["bgen-index", str(mono)])
+    assert f"{mono}: variant 'rs0' (byte 24) lists 1 allele(s)" in err
+    assert "Traceback" not in err and not list(tmp_path.glob("*.bgi*"))
+
+
+def test_index_of_another_bgen_is_named_as_the_cause(tmp_path, capsys):
+    """An index made for a file whose first block was longer points inside the second
+    variant's block: the message says the index does not belong (it said the .bgen was
+    truncated, and the .bgen was whole)."""
+    long = _craft_bgen(tmp_path / "b.bgen", [[51 * 257, 102 * 257]] * 4, bits=16,
+                       n_variants=2)
+    assert main(["bgen-index", str(long)]) == 0
+    bgi = long.with_name("b.bgen.bgi").read_bytes()
+    short = _craft_bgen(tmp_path / "b.bgen", [[1, 2]] * 4, bits=2, n_variants=2)
+    long.with_name("b.bgen.bgi").write_bytes(bgi)
+    bg = bgen_mod.open_bgen(short, short.with_suffix(".sample"))
+    with pytest.raises(bgen_mod.CmixError) as err:
+        bg.read_dosages([1])
+    assert str(err.value).startswith(f"{short}.bgi: its entry for variant 'rs1'")
+    assert "the index belongs to another file" in str(err.value)
+    assert f"cmix bgen-index {short}" in str(err.value)
+
+
+def test_pvar_zst_beside_a_pgen_gets_the_decompress_message(ukb, capsys, tmp_path):
+    """`plink2 --make-pgen vzs` writes .pvar.zst: the message says to decompress it (it
+    said no .pvar was found)."""
+    for ext in (".pgen", ".psam"):
+        shutil.copy(ukb / f"merged{ext}", tmp_path / f"z{ext}")
+    plink2("--pfile", ukb / "merged", "--make-just-pvar", "zs", "--out", tmp_path / "z")
+    err = _error(capsys, ["qc", "--pfile", str(tmp_path / "z"), *QC_FLAGS,
+                          "--out", str(tmp_path / "q")])
+    assert f"{tmp_path / 'z.pvar.zst'}: compressed .pvar.zst is not read" in err
     assert not list(tmp_path.glob("q*"))

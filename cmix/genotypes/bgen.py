@@ -62,6 +62,12 @@ def _header(path: Path) -> dict:
     if layout != 2:
         raise CmixError(f"{path}: BGEN layout {layout}; cmix reads BGEN v1.2 (layout 2), "
                         "as UK Biobank ships and `plink2 --export bgen-1.2` writes")
+    if flags & 3 == 0:
+        raise CmixError(f"{path}: its genotype blocks are uncompressed (BGEN compression "
+                        "flag 0), which the decoder cmix uses cannot read; cmix reads zlib- "
+                        "or zstd-compressed BGEN v1.2/v1.3, as UK Biobank ships and plink2 "
+                        f"writes: recompress it with `plink2 --bgen {path} ref-last --sample "
+                        "FILE.sample --export bgen-1.2`")
     return {"first_variant": 4 + offset, "n_variants": m, "n_samples": n,
             "compression": flags & 3, "layout": layout, "sample_ids": sample_ids}
 
@@ -163,8 +169,11 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
                 raise CmixError(f"{bgen}: the file ends inside the genotype block of "
                                 f"variant {rsid!r} (byte {at}; {file_size} bytes in the "
                                 "file): truncated?")
-            rows.append((chrom, pos, rsid, len(alleles), alleles[0],
-                         alleles[1] if len(alleles) > 1 else None, at, size))
+            if len(alleles) < 2:
+                raise CmixError(f"{bgen}: variant {rsid!r} (byte {at}) lists "
+                                f"{len(alleles)} allele(s); a BGEN variant has at least two "
+                                "(plink2 refuses it too)")
+            rows.append((chrom, pos, rsid, len(alleles), alleles[0], alleles[1], at, size))
             at += size
     finally:
         os.close(fd)
@@ -367,7 +376,13 @@ class BgenFile(Tables):
                 for k, v in enumerate(variant_idx):
                     start = int(self.start[v])
                     used = self._check_variant(fd, v, start, size)
-                    gt = bg.read_genotype(start + used, precision=32)
+                    try:
+                        gt = bg.read_genotype(start + used, precision=32)
+                    except RuntimeError:
+                        raise CmixError(
+                            f"{self.path}: the genotype block of variant {self.rsid[v]!r} "
+                            f"(byte {start}) cannot be decoded: the file is damaged "
+                            "(plink2 calls it an invalid compressed SNP block)") from None
                     d = _expected_copies(gt, self.path, self.bim["variant_id"].iloc[v])
                     out[k, present] = d[rows[present]]
         finally:
@@ -388,10 +403,11 @@ class BgenFile(Tables):
                             f"short; if the .bgen is whole, {fix}")
         try:
             _, rsid, _, pos, alleles, used = _read_variant_header(fd, start, self.path)
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, CmixError):
             raise CmixError(f"{bgi}: its entry for variant {self.rsid[v]!r} points at byte "
-                            f"{start} of {self.path}, where no variant starts; the index "
-                            f"does not belong to this file: {fix}") from None
+                            f"{start} of {self.path}, where no whole variant header starts; "
+                            "the index belongs to another file, or this one is damaged: "
+                            f"{fix}") from None
         want = (str(self.rsid[v]), int(self.bim["pos"].iloc[v]),
                 [str(self.bim["a2"].iloc[v]), str(self.bim["a1"].iloc[v])])
         if (rsid, pos, alleles) != want:
@@ -413,8 +429,11 @@ def _expected_copies(gt, path, variant_id) -> np.ndarray:
     """Expected allele-2 counts, float64 (n_bgen_samples,), of one decoded biallelic
     variant (a cbgen Genotype): ``P(het) + 2 P(hom allele 2)`` for a diploid call and
     ``2 P(allele 2)`` for a haploid one (ploidy 1, as plink2 writes males on chrX; plink2
-    reads it so), NaN for a missing call. CmixError naming the file and variant for a
-    phased variant or a call of another ploidy."""
+    reads it so), NaN for a missing call or one of ploidy 0 (plink2 writes females on chrY
+    so, and reads them as missing). CmixError naming the file and variant for a phased
+    variant, a call of ploidy above 2, stored probabilities that sum to more than 1, or a
+    call flagged present whose probabilities cannot be decoded (plink2 refuses the last
+    two as invalid blocks)."""
     if gt.phased:
         raise CmixError(f"{path}: variant {variant_id!r} holds phased haplotype "
                         "probabilities (the file is phased); cmix reads unphased genotype "
@@ -424,11 +443,25 @@ def _expected_copies(gt, path, variant_id) -> np.ndarray:
     ploidy = np.asarray(gt.ploidy)
     prob = gt.probability
     haploid, diploid = ploidy == 1, ploidy == 2
-    other = ~(haploid | diploid)
+    other = ploidy > 2
     if other.any():
         raise CmixError(f"{path}: variant {variant_id!r} has {int(other.sum())} calls of "
                         f"ploidy {int(ploidy[other][0])}; cmix reads haploid and diploid "
                         "calls only")
+    called = (haploid | diploid) & ~np.asarray(gt.missing, bool)
+    width = np.where(haploid, 2, 3)[called]
+    stored = prob[called]
+    undecoded = np.isnan(stored[:, :2]).any(axis=1)
+    if undecoded.any():
+        raise CmixError(f"{path}: variant {variant_id!r}: {int(undecoded.sum())} call(s) flagged "
+                        "present have no decodable probabilities (a bit depth of 0?); the "
+                        "block is invalid (plink2 refuses it too)")
+    # the last probability of a call is 1 - the stored ones: below 0 when they sum past 1
+    last = stored[np.arange(len(stored)), width - 1]
+    if (last < -1e-6).any():
+        raise CmixError(f"{path}: variant {variant_id!r}: the stored genotype probabilities of "
+                        f"{int((last < -1e-6).sum())} call(s) sum to more than 1; the block is "
+                        "invalid (plink2 refuses it too)")
     d = np.full(len(ploidy), np.nan)
     if diploid.any():
         d[diploid] = prob[diploid, 1] + 2 * prob[diploid, 2]

@@ -310,7 +310,9 @@ def open_pfile(path: str | os.PathLike, psam: str | os.PathLike | None = None) -
     if magic[:2] != PGEN_MAGIC:
         raise CmixError(f"{pgen}: not a PLINK 2 .pgen file (first bytes {magic[:2].hex()}, "
                         "expected 6c1b)")
-    bim = read_pvar(prefix.with_name(prefix.name + ".pvar"))
+    pvar = prefix.with_name(prefix.name + ".pvar")
+    zst = pvar.with_name(pvar.name + ".zst")
+    bim = read_pvar(zst if not pvar.exists() and zst.exists() else pvar)
     fam = read_psam(psam_path)
     if psam is not None:
         check_own_samples(prefix, ".psam", fam, psam_path, read_psam)
