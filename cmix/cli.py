@@ -770,8 +770,8 @@ def _add_unrelated(sub):
              "or from KING-robust kinship computed on the genotypes",
         description="Write OUT.king.cutoff.in.id / OUT.king.cutoff.out.id (plink2's format) "
                     "and OUT.king.summary.tsv. Route 1: --kinship ukb_rel.dat (or a plink2 "
-                    ".kin0) with the samples from --bfile/--fam/--keep. Route 2: --bfile "
-                    "alone: KING-robust kinship over jointly called autosomal variants "
+                    ".kin0) with the sample table from --bfile or --fam (and --keep). Route 2: --bfile "
+                    "alone: KING-robust kinship over jointly called variants off chrX, chrY and MT (as plink2) "
                     "(bit-packed counts on the CPU, torch on a GPU), also writing OUT.kin0 (pairs > 0.0442).")
     p.add_argument("--kinship", default=None,
                    help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
@@ -786,7 +786,8 @@ def _add_unrelated(sub):
                                                "with a {chrom} pattern: the shared .fam")
     _add_chroms_arg(p)
     p.add_argument("--extract", default=None,
-                   help="variant IDs to use (e.g. the QC's .snplist); default all autosomal")
+                   help="variant IDs to use (e.g. the QC's .snplist; those on chrX, chrY and MT "
+                        "are left out, as plink2 does); default all")
     p.add_argument("--keep", default=None, help="samples to consider (plink --keep format)")
     p.add_argument("--cutoff", default="0.0884",
                    help="drop one of each pair with kinship above this, in (0, 0.5) "

@@ -262,6 +262,7 @@ def test_bitplanes_match_torch_products_and_thread_count(families):
             np.testing.assert_array_equal(got[0], ref[0][order])
             np.testing.assert_array_equal(got[1], ref[1][order])
             np.testing.assert_array_equal(got[2], ref[2][order])
+            assert got[3] == ref[3]             # pairs of NaN kinship
     finally:
         numba.set_num_threads(before)
 
@@ -460,19 +461,114 @@ def test_table_missing_kinship_column(families, tmp_path, capsys):
     assert _no_outputs(tmp_path / "o")
 
 
-@pytest.mark.parametrize("value, unknown", [("high", False), ("nan", True), ("NaN", True)])
-def test_table_non_numeric_kinship(families, tmp_path, capsys, value, unknown):
-    """A kinship that is not a number is refused; "nan" too: NaN > cutoff is false, so
-    the pair (here MZ-twin-like) would be kept as unrelated with no count."""
+def test_table_non_numeric_kinship(families, tmp_path, capsys):
     ids = families["bf"].fam["iid"]
     t = tmp_path / "t.dat"
     t.write_text(f"ID1 ID2 HetHet IBS0 Kinship\n{ids[0]} {ids[1]} 0.1 0.01 0.2\n"
-                 f"{ids[2]} {ids[3]} 0.1 0.01 {value}\n")
+                 f"{ids[2]} {ids[3]} 0.1 0.01 high\n")
     assert _fam_cli(families, t, tmp_path / "o") == 1
     err = capsys.readouterr().err
-    assert "line 3, column 5 (Kinship): expected a number" in err
-    assert ("a pair of unknown kinship" in err) == unknown
+    assert "line 3, column 5 (Kinship): expected a number (or nan), found 'high'" in err
     assert _no_outputs(tmp_path / "o")
+
+
+def test_table_route_needs_the_sample_table(families, tmp_path, capsys):
+    """--kinship with --keep alone pruned in the keep file's line order (plink2 prunes in
+    .fam order), so the dropped person depended on how the list was sorted: refused."""
+    d = families["dir"]
+    assert main(["unrelated", "--kinship", str(d / "p2all.kin0"), "--keep",
+                 str(d / "samples.keep"), "--out", str(tmp_path / "o")]) == 1
+    assert "give --bfile or --fam" in capsys.readouterr().err
+    assert _no_outputs(tmp_path / "o")
+
+
+@pytest.fixture(scope="module")
+def undefined_pairs(tmp_path_factory):
+    """60 people x 3,000 variants where person 0 has every call missing and persons 1
+    and 2 are called on disjoint halves (no variant called in both) and otherwise
+    identical, so plink2 writes their kinships as nan; with plink2's whole
+    --make-king-table and its --king-cutoff."""
+    d = tmp_path_factory.mktemp("undefined")
+    rng = np.random.default_rng(7)
+    n, m = 60, 3000
+    geno = rng.binomial(2, rng.uniform(0.1, 0.5, m)[:, None], (m, n)).astype(np.int8)
+    geno[:, 0] = -1
+    geno[:, 2] = geno[:, 1]
+    geno[: m // 2, 1] = -1
+    geno[m // 2:, 2] = -1
+    ids = [f"p{i}" for i in range(n)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": "1", "variant_id": [f"v{i}" for i in range(m)], "cm": 0.0,
+                        "pos": np.arange(m) * 100 + 1, "a1": "A", "a2": "G"})
+    plink.write_bfile(d / "u", geno, fam, bim)
+    run_plink2("--bfile", d / "u", "--make-king-table", "--king-cutoff", "0.0884",
+               "--out", d / "p")
+    return d
+
+
+def test_pairs_of_undefined_kinship_count_as_unrelated_in_both_routes(undefined_pairs,
+                                                                       tmp_path, capsys):
+    """plink2 writes nan for a pair with nothing to compare and treats it as not related:
+    its own table is read (it was refused), both routes keep what plink2 keeps, and
+    both count the nan pairs (the genotype route dropped them unseen)."""
+    d = undefined_pairs
+    theirs = read_kin0(d / "p.kin0")
+    n_nan = int(theirs["KINSHIP"].isna().sum())
+    assert n_nan >= 59 + 1                    # person 0 with everyone; persons 1 and 2
+    for route in (["--bfile", str(d / "u")],
+                  ["--kinship", str(d / "p.kin0"), "--bfile", str(d / "u")]):
+        out = tmp_path / route[0].strip("-")
+        assert main(["unrelated", *route, "--device", "cpu", "--out", str(out)]) == 0
+        for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+            assert _read(f"{out}.{ext}") == _read(d / f"p.{ext}")
+        summary = pd.read_csv(f"{out}.king.summary.tsv", sep="\t", index_col=0)["value"]
+        assert summary["undefined_kinship_pairs"] == n_nan
+        assert f"{n_nan} pairs have no kinship estimate" in capsys.readouterr().err
+
+
+def test_torch_route_counts_undefined_pairs_as_the_cpu_route(undefined_pairs):
+    import torch
+
+    bf = plink.open_bfile(undefined_pairs / "u")
+    samples, variants = np.arange(bf.n_samples), np.arange(bf.n_variants)
+    cpu = relatedness._king_bitplanes(bf, variants, samples, 0.0442, 1 << 20)
+    gpu_code = relatedness._king_torch(bf, variants, samples, 0.0442, 16, 512,
+                                       torch.device("cpu"), 1 << 20)
+    n_nan = int(read_kin0(undefined_pairs / "p.kin0")["KINSHIP"].isna().sum())
+    assert cpu[3] == gpu_code[3] == n_nan
+
+
+def test_king_leaves_out_x_y_mt_only_as_plink2(tmp_path):
+    """KING over every variant but chrX, chrY and MT, as plink2 chooses them: two people
+    identical only on XY (pseudo-autosomal) and two only on chromosome 0 (unplaced) are
+    related for plink2 and were not for cmix, which used 1-22 alone."""
+    rng = np.random.default_rng(3)
+    n = 60
+    chrom = np.repeat(["1", "XY", "0", "X", "Y", "MT"], [2000, 1500, 1500, 300, 100, 50])
+    m = len(chrom)
+    geno = rng.binomial(2, rng.uniform(0.1, 0.5, m)[:, None], (m, n)).astype(np.int8)
+    on_xy, on_0 = chrom == "XY", chrom == "0"
+    geno[on_xy, 11] = geno[on_xy, 10]
+    geno[on_0, 21] = geno[on_0, 20]
+    ids = [f"p{i}" for i in range(n)]
+    fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0", "sex": "2",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": chrom, "variant_id": [f"v{i}" for i in range(m)],
+                        "cm": 0.0, "pos": np.arange(m) * 100 + 1, "a1": "A", "a2": "G"})
+    plink.write_bfile(tmp_path / "c", geno, fam, bim)
+    run_plink2("--bfile", tmp_path / "c", "--king-cutoff", "0.0884", "--make-king-table",
+               "--king-table-filter", "0.0442", "--out", tmp_path / "p")
+    assert main(["unrelated", "--bfile", str(tmp_path / "c"), "--device", "cpu",
+                 "--out", str(tmp_path / "o")]) == 0
+    for ext in ("king.cutoff.in.id", "king.cutoff.out.id"):
+        assert _read(tmp_path / f"o.{ext}") == _read(tmp_path / f"p.{ext}")
+    assert _read(tmp_path / "o.king.cutoff.out.id").split()[2:] == ["p11", "p11", "p21", "p21"]
+    ours, theirs = read_kin0(tmp_path / "o.kin0"), read_kin0(tmp_path / "p.kin0")
+    assert (ours["NSNP"].to_numpy() == theirs["NSNP"].to_numpy()).all()
+    assert np.abs(ours["KINSHIP"] - theirs["KINSHIP"]).max() < 1e-6
+    summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
+    assert summary["variants_used"] == 5000 and summary["variants_x_y_mt_excluded"] == 450
 
 
 def test_table_short_row(families, tmp_path, capsys):
@@ -532,7 +628,7 @@ def test_no_route_given(tmp_path, capsys):
 
 
 def test_extract_subset_matches_plink2(families, tmp_path):
-    """--extract: only listed variants (non-autosomal ones still dropped), as plink2."""
+    """--extract: only listed variants (chrX ones still dropped), as plink2."""
     d, bf = families["dir"], families["bf"]
     rng = np.random.default_rng(2)
     chosen = bf.bim["variant_id"].to_numpy()[rng.random(bf.n_variants) < 0.5]
@@ -550,7 +646,7 @@ def test_extract_subset_matches_plink2(families, tmp_path):
     summary = pd.read_csv(tmp_path / "o.king.summary.tsv", sep="\t", index_col=0)["value"]
     n_x = int(np.isin(chosen, bf.bim["variant_id"][bf.bim["chrom"] == "23"]).sum())
     assert summary["variants_used"] == len(chosen) - n_x
-    assert summary["variants_non_autosomal_excluded"] == n_x > 0
+    assert summary["variants_x_y_mt_excluded"] == n_x > 0
 
 
 def test_ukb_table_of_simulated_cohort_matches_plink2(cohort, tmp_path):

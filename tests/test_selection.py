@@ -139,11 +139,11 @@ def test_chroms_restrict_pca_and_unrelated_variants(mixed, tmp_path, capsys):
     out = unrelated_from_genotypes(GenotypeFiles(bfile=mixed, chroms=["1-3"]), tmp_path / "king",
                                    device="cpu")
     assert out["variants_used"] == on_1_to_3
-    assert out["variants_non_autosomal_excluded"] == 0
+    assert out["variants_x_y_mt_excluded"] == 0
     out = unrelated_from_genotypes(GenotypeFiles(bfile=mixed, chroms=["1-3,X"]),
                                    tmp_path / "king", device="cpu")
     assert out["variants_used"] == on_1_to_3
-    assert out["variants_non_autosomal_excluded"] == int(bim[0].isin(["X", "23"]).sum())
+    assert out["variants_x_y_mt_excluded"] == int(bim[0].isin(["X", "23"]).sum())
 
 
 def test_qc_refuses_a_bad_chroms_spec(mixed, tmp_path, capsys):

@@ -154,6 +154,18 @@ def king_accumulate(planes, n_words, r0, r1, offsets, tiles, acc):
                 acc[2, k] += np.int32(hethet + hom_het)
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def king_count_undefined(acc):
+    """Pairs of ``acc`` (as in :func:`king_accumulate`) whose kinship is 0/0 = NaN: no
+    heterozygous call in either sample among their jointly called variants and no
+    difference between them there (no jointly called variant at all, for one)."""
+    count = 0
+    for k in prange(acc.shape[1]):
+        if acc[0, k] == 0 and min(acc[1, k], acc[2, k]) == 0:
+            count += 1
+    return count
+
+
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def king_select(acc, offsets, r0, r1, n, min_kinship, keep_all):
     """Pairs of rows r0 <= i < r1 (j > i) whose kinship exceeds min_kinship.

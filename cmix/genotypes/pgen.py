@@ -82,7 +82,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
         if dup:
             raise CmixError(f"{path}: duplicate variant ID "
                             f"{bim['variant_id'].iloc[dup[0] - 1]!r} on lines "
-                            f"{dup[0] + skip} and {dup[1] + skip}; variant IDs must be unique")
+                            f"{dup[0] + skip} and {dup[1] + skip}; variant IDs must be unique "
+                            "(plink2 --set-all-var-ids '@:#:$r:$a' makes them so)")
     if multi.any():
         i = int(np.flatnonzero(multi.to_numpy())[0])
         raise CmixError(

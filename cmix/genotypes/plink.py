@@ -125,7 +125,8 @@ def read_bim(path: str | os.PathLike) -> pd.DataFrame:
     dup = first_duplicate_lines(bim["variant_id"])
     if dup:
         raise CmixError(f"{path}: duplicate variant ID {bim['variant_id'].iloc[dup[0] - 1]!r} "
-                        f"on lines {dup[0]} and {dup[1]}; variant IDs must be unique")
+                        f"on lines {dup[0]} and {dup[1]}; variant IDs must be unique "
+                        "(plink2 --set-all-var-ids '@:#:$r:$a' makes them so)")
     return bim
 
 

@@ -8,7 +8,8 @@ have kinship above a cutoff (plink2 ``--king-cutoff``):
 * KING-robust kinship computed from genotypes (:func:`king_robust`).
 
 KING-robust (Manichaikul et al. 2010; plink2's between-family estimator), over the
-autosomal variants called in both samples i and j:
+variants called in both samples i and j, chrX, chrY and MT excluded (as plink2 does: the
+pseudo-autosomal XY, unplaced chromosome 0 and contigs are counted as autosomal):
 
     phi_ij = 0.5 - (4 N_IBS0 + N_het_i,hom_j + N_hom_i,het_j) / (4 min(N_het_i, N_het_j))
 
@@ -56,8 +57,7 @@ import numpy as np
 import pandas as pd
 
 from . import plink
-from .selection import (chrom_mask, chrom_text, extract_mask, is_autosome, read_sample_ids,
-                        sample_rows)
+from .selection import chrom_codes, chrom_mask, chrom_text, extract_mask, sample_rows
 from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
                  resolve_device)
 
@@ -162,7 +162,9 @@ def read_kinship_table(path) -> pd.DataFrame:
     Columns are found by header name (case-insensitive, leading ``#`` ignored):
     ``ID1 ID2 ... Kinship`` (UK Biobank: IDs are eids, matched to the .fam IID) or
     ``FID1 IID1 FID2 IID2 ... KINSHIP`` (plink2; ``IID1 IID2`` alone when there is no
-    FID). Returns a DataFrame with columns key1, key2 (str: ``FID<TAB>IID`` when the
+    FID). A kinship of ``nan`` (plink2 writes it for a pair with no variant called in
+    both, or no heterozygous call) is read as NaN: no estimate. Returns a DataFrame with
+    columns key1, key2 (str: ``FID<TAB>IID`` when the
     table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
     ``df.attrs["has_fid"]`` says which key form was used.
     """
@@ -193,15 +195,12 @@ def read_kinship_table(path) -> pd.DataFrame:
         if role not in roles:
             continue
         values = pd.to_numeric(raw[roles[role]], errors="coerce")
-        if role == "kinship" and values.isna().any():
-            # "nan" too: a pair of unknown kinship would be kept as unrelated unseen
-            i = int(np.flatnonzero(values.isna().to_numpy())[0])
+        bad = values.isna() & (raw[roles[role]].str.lower() != "nan")
+        if role == "kinship" and bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
             raise CmixError(f"{path}, line {lines[i]}, column {roles[role] + 1} "
-                            f"({header[roles[role]]}): expected a number, found "
-                            f"{raw[roles[role]].iloc[i]!r}"
-                            + ("; a pair of unknown kinship (no SNP called in both) cannot "
-                               "be judged: recompute it or remove the line"
-                               if raw[roles[role]].iloc[i].lower() == "nan" else ""))
+                            f"({header[roles[role]]}): expected a number (or nan), found "
+                            f"{raw[roles[role]].iloc[i]!r}")
         out[role] = values.astype(np.float64)
     out.attrs["has_fid"] = has_fid
     return out
@@ -291,14 +290,22 @@ class _Pass:
     acc: dict = field(default_factory=dict)
 
 
+def king_variants(chrom) -> np.ndarray:
+    """bool (n_variants,): the variants KING-robust uses, as plink2 chooses them: all but
+    those on chrX, chrY and MT (however written: 23, chrX, ...); the pseudo-autosomal XY,
+    the unplaced chromosome 0 and other contigs count as autosomal."""
+    return ~np.isin(chrom_codes(chrom), ("X", "Y", "MT"))
+
+
 def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
                 min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 1024,
                 variant_block: int = 2048, device: str = "auto",
                 max_memory_bytes: int | None = None) -> pd.DataFrame:
-    """KING-robust kinship of all pairs of the selected samples, over autosomal variants.
+    """KING-robust kinship of all pairs of the selected samples, over the variants off
+    chrX, chrY and MT (:func:`king_variants`).
 
     bf: an opened .bed trio. variant_idx: int positions in the .bim to use (default all;
-    non-autosomal ones are dropped, as plink2 does). sample_idx: sorted int positions in
+    those on X, Y and MT are dropped, as plink2 does). sample_idx: sorted int positions in
     the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
     device "cpu" (or "auto" without a GPU): bit-packed pair counts on numba's threads
     (:func:`_king_bitplanes`); "cuda": float products with torch (block_size: samples
@@ -310,25 +317,31 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     Returns a DataFrame, one row per kept pair in plink2's .kin0 order (by the later
     sample, then the earlier): idx1 (later .fam position), idx2 (earlier), nsnp, hethet,
     ibs0, het1_hom2, het2_hom1 (int64 counts over jointly called variants), kinship.
+    ``attrs["undefined_kinship_pairs"]``: how many pairs of all had a NaN kinship (never
+    above min_kinship, so not among the rows when it is given).
     """
     variant_idx = np.arange(bf.n_variants) if variant_idx is None else np.asarray(variant_idx)
-    variant_idx = np.sort(variant_idx[is_autosome(bf.bim["chrom"].iloc[variant_idx])])
+    variant_idx = np.sort(variant_idx[king_variants(bf.bim["chrom"].iloc[variant_idx])])
     sample_idx = np.arange(bf.n_samples) if sample_idx is None else np.sort(np.asarray(sample_idx))
     n, n_var = len(sample_idx), len(variant_idx)
     empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in
                           ("idx1", "idx2", "nsnp", "hethet", "ibs0", "het1_hom2", "het2_hom1")})
     empty["kinship"] = pd.Series(dtype=np.float64)
+    empty.attrs["undefined_kinship_pairs"] = n * (n - 1) // 2 if n_var == 0 else 0
     if n < 2 or n_var == 0:
         return empty
     if n_var >= _MAX_VARIANTS:
         raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
     if device == "cpu" or resolve_device(device).type == "cpu":
-        pos_i, pos_j, kin = _king_bitplanes(bf, variant_idx, sample_idx, min_kinship,
-                                            max_memory_bytes or _CPU_MEMORY)
+        pos_i, pos_j, kin, n_undefined = _king_bitplanes(bf, variant_idx, sample_idx,
+                                                         min_kinship,
+                                                         max_memory_bytes or _CPU_MEMORY)
     else:
-        pos_i, pos_j, kin = _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size,
-                                        variant_block, resolve_device(device),
-                                        max_memory_bytes or (2 << 30))
+        pos_i, pos_j, kin, n_undefined = _king_torch(bf, variant_idx, sample_idx, min_kinship,
+                                                     block_size, variant_block,
+                                                     resolve_device(device),
+                                                     max_memory_bytes or (2 << 30))
+    empty.attrs["undefined_kinship_pairs"] = n_undefined
     if len(pos_i) == 0:
         return empty
     # exact counts for the kept pairs, in .kin0 order (later sample first)
@@ -343,6 +356,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     counts.insert(1, "idx2", sample_idx[earlier].astype(np.int64))
     if min_kinship is not None:
         counts = counts[counts["kinship"] > min_kinship].reset_index(drop=True)
+    counts.attrs["undefined_kinship_pairs"] = n_undefined
     return counts
 
 
@@ -361,7 +375,7 @@ def _king_bitplanes(bf, variant_idx, sample_idx, min_kinship, max_memory_bytes):
     row on into bit planes (n - a0, 3, 64) uint64 and adds every pair's counts. Memory:
     the accumulators plus one block (its .bed bytes and 24 bytes a sample).
     Returns (i, j, kinship) over pairs with kinship > min_kinship (all when None),
-    positions within ``sample_idx``.
+    positions within ``sample_idx``, and the number of pairs whose kinship is NaN.
     """
     from . import kernels
 
@@ -377,7 +391,7 @@ def _king_bitplanes(bf, variant_idx, sample_idx, min_kinship, max_memory_bytes):
     blocks = list(plink.variant_blocks(n_var, _PLANE_VARIANTS))
     n_words = _PLANE_VARIANTS // 64
     tile = kernels.KING_TILE
-    found_i, found_j, found_k = [], [], []
+    found_i, found_j, found_k, n_undefined = [], [], [], 0
     bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
     for a0, a1, n_pairs in passes:
         width = n - a0
@@ -396,18 +410,20 @@ def _king_bitplanes(bf, variant_idx, sample_idx, min_kinship, max_memory_bytes):
         i, j, kin = kernels.king_select(acc, offsets, 0, a1 - a0, width,
                                         -np.inf if min_kinship is None else float(min_kinship),
                                         min_kinship is None)
+        n_undefined += int(kernels.king_count_undefined(acc))
         del acc
         found_i.append(i + a0)
         found_j.append(j + a0)
         found_k.append(kin)
     bar.close()
-    return np.concatenate(found_i), np.concatenate(found_j), np.concatenate(found_k)
+    return (np.concatenate(found_i), np.concatenate(found_j), np.concatenate(found_k),
+            n_undefined)
 
 
 def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_block, dev,
                 max_memory_bytes):
     """KING-robust from float products with torch (the GPU route; module docstring).
-    Returns (i, j, kinship) as :func:`_king_bitplanes`."""
+    Returns (i, j, kinship, n_undefined) as :func:`_king_bitplanes`."""
     import torch
 
     n, n_var = len(sample_idx), len(variant_idx)
@@ -433,7 +449,7 @@ def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_bl
                      for c in range(edges.index(r0), len(edges) - 1)]) for st in passes]
 
     blocks = list(plink.variant_blocks(n_var, variant_block))
-    found1, found2, found_k = [], [], []
+    found1, found2, found_k, n_undefined = [], [], [], 0
     bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
     for ps in passes:
         width = n - ps.a0
@@ -448,15 +464,17 @@ def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_bl
             _accumulate_block(geno, ps, scale, dev)
             bar.update(1)
         for t in ps.tiles:
-            k1, k2, kin = _tile_kinship(ps, t, scale, min_kinship)
+            k1, k2, kin, undefined = _tile_kinship(ps, t, scale, min_kinship)
+            n_undefined += undefined
             found1.append(k1)
             found2.append(k2)
             found_k.append(kin)
         ps.acc = {}
     bar.close()
     if not found1:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
-    return np.concatenate(found1), np.concatenate(found2), np.concatenate(found_k)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0
+    return (np.concatenate(found1), np.concatenate(found2), np.concatenate(found_k),
+            n_undefined)
 
 
 def _accumulate_block(geno: np.ndarray, ps: _Pass, scale: float, device) -> None:
@@ -525,7 +543,8 @@ def _add_product(acc, a, b) -> None:
 
 
 def _tile_kinship(ps: _Pass, t, scale: float, min_kinship):
-    """Kinship of a tile's pairs (i < j) from its accumulators; keep those above min."""
+    """Kinship of a tile's pairs (i < j) from its accumulators: (i, j, kinship) of those
+    above min, and how many pairs' kinship is NaN."""
     import torch
 
     r0, r1, c0, c1 = t
@@ -545,11 +564,12 @@ def _tile_kinship(ps: _Pass, t, scale: float, min_kinship):
     rows = torch.arange(r0, r1, device=kinship.device)[:, None]
     cols = torch.arange(c0, c1, device=kinship.device)[None, :]
     mask = cols > rows
+    undefined = int((torch.isnan(kinship) & mask).sum())
     if min_kinship is not None:
         mask &= kinship > min_kinship
     ii, jj = torch.nonzero(mask, as_tuple=True)
     return ((ii + r0).cpu().numpy().astype(np.int64), (jj + c0).cpu().numpy().astype(np.int64),
-            kinship[ii, jj].cpu().numpy())
+            kinship[ii, jj].cpu().numpy(), undefined)
 
 
 def pair_counts(bf: plink.Bfile, variant_idx, sample_idx, pos1, pos2,
@@ -656,6 +676,11 @@ def write_unrelated(out: str | os.PathLike, fam: pd.DataFrame, sample_idx: np.nd
     log(f"unrelated: {len(sample_idx)} samples considered; related pairs (kinship > 0.0442): "
         f"{deg}; {len(above)} pairs > {cutoff:g} involve {len(related_samples)} samples; "
         f"dropped {len(dropped)}, kept {len(kept)}")
+    if summary.get("undefined_kinship_pairs"):
+        log(f"unrelated: {summary['undefined_kinship_pairs']} pairs have no kinship estimate "
+            "(nan: no variant called in both, or no heterozygous call in either) and count "
+            "as not related, as in plink2 --king-cutoff; a sample with (nearly) every call "
+            "missing is the usual cause")
     return summary
 
 
@@ -682,17 +707,10 @@ def _sample_universe(bfile=None, fam_path=None, keep=None):
         from .sources import open_source
 
         fam = open_source(bfile=bfile).fam
-    elif keep is not None:
-        fam = read_sample_ids(keep)
-        if len(fam) == 0:
-            raise CmixError(f"{keep}: no sample IDs in the file (expected lines of FID IID, "
-                            "or IID)")
-        dup = fam.duplicated()
-        if dup.any():
-            fam = fam[~dup].reset_index(drop=True)
-        return fam, np.arange(len(fam))
     else:
-        raise CmixError("the kinship-table route needs the samples: give --bfile, --fam or --keep")
+        raise CmixError("the kinship-table route needs the sample table: give --bfile or --fam "
+                        "(plink2 prunes related pairs in .fam order, which a --keep list "
+                        "alone does not give)")
     if keep is None:
         return fam, np.arange(len(fam))
     return fam, sample_rows(fam, keep, step="unrelated")[0]
@@ -722,7 +740,8 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
             "the cohort; ignored")
     pairs = pairs[inside].reset_index(drop=True)
     summary_extra = {"table_pairs": len(table), "table_pairs_unknown_ids": n_unknown,
-                     "table_pairs_outside_keep": n_outside}
+                     "table_pairs_outside_keep": n_outside,
+                     "undefined_kinship_pairs": int(np.isnan(pairs["kinship"].to_numpy()).sum())}
     return write_unrelated(out, fam, sample_idx, pairs, cutoff, extra_summary=summary_extra)
 
 
@@ -747,24 +766,25 @@ def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = D
         listed, n_extract_unknown = extract_mask(bf.bim["variant_id"], extract,
                                                  f"{bf.prefix}.bim")
         chosen &= listed
-    is_auto = is_autosome(bf.bim["chrom"])
-    n_non_auto = int((chosen & ~is_auto).sum())
-    variant_idx = np.flatnonzero(chosen & is_auto)
+    usable = king_variants(bf.bim["chrom"])
+    n_sex_mt = int((chosen & ~usable).sum())
+    variant_idx = np.flatnonzero(chosen & usable)
     if len(variant_idx) == 0:
-        raise CmixError(f"{bf.prefix}.bim: no autosomal variants (chromosomes 1-22) to compute "
+        raise CmixError(f"{bf.prefix}.bim: no variants off chrX, chrY and MT to compute "
                         "kinship from" + (f" on --chroms {chrom_text(chroms)}" if chroms else ""))
     if len(sample_idx) < 2:
         raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
                         f"{len(sample_idx)}")
     dev = "cpu" if device == "cpu" else resolve_device(device).type
-    log(f"unrelated: KING-robust over {len(variant_idx)} autosomal variants "
-        f"({n_non_auto} non-autosomal excluded"
+    log(f"unrelated: KING-robust over {len(variant_idx)} variants "
+        f"({n_sex_mt} on chrX, chrY or MT excluded, as plink2 does"
         + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
         + f") and {len(sample_idx)} samples on {dev}")
     # pairs down to the cutoff when it lies below the report threshold: they all prune
     pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=min(cutoff, REPORT_MIN_KINSHIP),
                         block_size=block_size, device=device)
     kin0 = pairs[pairs["kinship"].to_numpy() > REPORT_MIN_KINSHIP].reset_index(drop=True)
-    extra = {"variants_used": len(variant_idx), "variants_non_autosomal_excluded": n_non_auto}
+    extra = {"variants_used": len(variant_idx), "variants_x_y_mt_excluded": n_sex_mt,
+             "undefined_kinship_pairs": pairs.attrs["undefined_kinship_pairs"]}
     return write_unrelated(out, fam, sample_idx, pairs, cutoff, kin0=kin0, extra_summary=extra)
 
