@@ -138,7 +138,41 @@ def test_sample_id_lists(tmp_path):
     (tmp_path / "k2").write_text("2\n3\n")
     idx, unknown = selection.match_samples(selection.read_sample_ids(tmp_path / "k1"), fam)
     assert list(idx) == [0, 2] and unknown == 1
-    ids = selection.read_sample_ids(tmp_path / "k2")          # one column: IID, FID = IID (plink2)
-    assert list(ids.fid) == ["2", "3"]
+    ids = selection.read_sample_ids(tmp_path / "k2")     # one column: an IID without a FID
+    assert list(ids.fid) == [None, None]
     with pytest.raises(CmixError, match="none of its 2 IDs"):
         selection.match_samples(ids, fam, tmp_path / "k2")
+
+
+@requires_plink2
+@pytest.mark.parametrize("fam_fids", ["zero", "iid", "family"])
+def test_sample_id_lists_match_as_plink2_keep(tmp_path, fam_fids):
+    """Each list form against .fam files whose FIDs are 0 (plink2's "no family ID"), equal
+    to the IID (UK Biobank's eid eid) or real families, compared with plink2 --keep. The
+    one difference is deliberate: a one-column list names the samples of a FID = IID
+    .fam (plink2 keeps none of them)."""
+    ids = [f"id{i}" for i in range(4)]
+    fids = {"zero": ["0"] * 4, "iid": ids, "family": ["f1", "f1", "f2", "f2"]}[fam_fids]
+    fam = pd.DataFrame({"fid": fids, "iid": ids, "father": "0", "mother": "0", "sex": "1",
+                        "phenotype": "-9"})
+    bim = pd.DataFrame({"chrom": "1", "variant_id": [f"v{i}" for i in range(20)], "cm": 0.0,
+                        "pos": np.arange(20) + 1, "a1": "A", "a2": "G"})
+    geno = np.random.default_rng(0).binomial(2, 0.3, (20, 4)).astype(np.int8)
+    plink.write_bfile(tmp_path / "c", geno, fam, bim)
+    lists = {"one column": "id0\nid2\n", "#IID": "#IID\nid0\nid2\n",
+             "0 IID": "0 id0\n0 id2\n", "IID IID": "id0 id0\nid2 id2\n",
+             "FID IID": "f1 id0\nf2 id2\n"}
+    for name, text in lists.items():
+        path = tmp_path / "keep.txt"
+        path.write_text(text)
+        r = subprocess.run(["plink2", "--bfile", tmp_path / "c", "--keep", path,
+                            "--write-samples", "--out", tmp_path / "p"], capture_output=True,
+                           text=True)
+        theirs = ([] if r.returncode else
+                  [ln.split()[-1] for ln in (tmp_path / "p.id").read_text().splitlines()[1:]])
+        ours, _ = selection.listed_rows(selection.read_sample_ids(path), fam)
+        ours = [ids[i] for i in ours]
+        if fam_fids == "iid" and name in ("one column", "#IID"):
+            assert theirs == [] and ours == ["id0", "id2"]
+        else:
+            assert ours == theirs, name

@@ -664,3 +664,23 @@ def test_ukb_table_of_simulated_cohort_matches_plink2(cohort, tmp_path):
     out = pd.read_csv(tmp_path / "o.king.cutoff.out.id", sep="\t", dtype=str)
     assert sorted(pos.get_indexer(out["IID"])) == list(np.flatnonzero(removed))
     assert removed.sum() > 0
+
+
+def test_id_files_of_a_psam_without_fid_are_read_back_by_plink2(undefined_pairs, tmp_path):
+    """A .psam without a FID column: cmix wrote `id id` lines (FID taken as the IID),
+    which plink2 --keep matched to nobody; it now writes plink2's FID 0, and the kept
+    set plink2 reads back is plink2's own --king-cutoff set."""
+    fam = plink.read_fam(undefined_pairs / "u.fam").assign(fid="0")
+    fam.to_csv(tmp_path / "z.fam", sep="\t", header=False, index=False)
+    for ext in (".bed", ".bim"):
+        (tmp_path / f"z{ext}").write_bytes((undefined_pairs / f"u{ext}").read_bytes())
+    run_plink2("--bfile", tmp_path / "z", "--make-pgen", "--out", tmp_path / "zp")
+    assert (tmp_path / "zp.psam").read_text().startswith("#IID")
+    run_plink2("--pfile", tmp_path / "zp", "--king-cutoff", "0.0884", "--out", tmp_path / "p")
+    assert main(["unrelated", "--pfile", str(tmp_path / "zp"), "--device", "cpu",
+                 "--out", str(tmp_path / "o")]) == 0
+    run_plink2("--pfile", tmp_path / "zp", "--keep", tmp_path / "o.king.cutoff.in.id",
+               "--write-samples", "--out", tmp_path / "back")
+    back = (tmp_path / "back.id").read_text().splitlines()[1:]
+    assert back == (tmp_path / "p.king.cutoff.in.id").read_text().splitlines()[1:]
+    assert len(back) == 60

@@ -838,8 +838,8 @@ def test_index_of_another_bgen_is_named_as_the_cause(tmp_path, capsys):
     bg = bgen_mod.open_bgen(short, short.with_suffix(".sample"))
     with pytest.raises(bgen_mod.CmixError) as err:
         bg.read_dosages([1])
-    assert str(err.value).startswith(f"{short}.bgi: its entry for variant 'rs1'")
-    assert "the index belongs to another file" in str(err.value)
+    assert str(err.value).startswith(f"{short}")
+    assert "'rs1'" in str(err.value) and "the index belongs to another file" in str(err.value)
     assert f"cmix bgen-index {short}" in str(err.value)
 
 

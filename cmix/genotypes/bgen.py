@@ -403,11 +403,15 @@ class BgenFile(Tables):
                             f"short; if the .bgen is whole, {fix}")
         try:
             _, rsid, _, pos, alleles, used = _read_variant_header(fd, start, self.path)
-        except (UnicodeDecodeError, CmixError):
+        except UnicodeDecodeError:
             raise CmixError(f"{bgi}: its entry for variant {self.rsid[v]!r} points at byte "
-                            f"{start} of {self.path}, where no whole variant header starts; "
-                            "the index belongs to another file, or this one is damaged: "
-                            f"{fix}") from None
+                            f"{start} of {self.path}, where no variant starts; the index "
+                            f"belongs to another file: {fix}") from None
+        except CmixError:       # the lengths read there run past the end of the file
+            raise CmixError(f"{self.path}: the file ends inside the header of the variant at "
+                            f"byte {start} that {bgi} lists for {self.rsid[v]!r}: the .bgen is "
+                            "cut short, or the index belongs to another file; if the .bgen "
+                            f"is whole, {fix}") from None
         want = (str(self.rsid[v]), int(self.bim["pos"].iloc[v]),
                 [str(self.bim["a2"].iloc[v]), str(self.bim["a1"].iloc[v])])
         if (rsid, pos, alleles) != want:

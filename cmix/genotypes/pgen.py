@@ -98,7 +98,8 @@ def read_pvar(path: str | os.PathLike) -> pd.DataFrame:
 def read_psam(path: str | os.PathLike) -> pd.DataFrame:
     """Read a .psam (or a .fam-style headerless one) into .fam columns.
 
-    Without a FID column the FID is the IID (as a one-column --keep list is read). Fields
+    Without a FID column the FID is 0, as plink2 reads it and writes it in ID lists (a
+    one-column --keep list names such a sample: :func:`cmix.genotypes.selection.listed_rows`). Fields
     past the header's columns are ignored, as plink2 ignores them.
     PAT/MAT default to 0, SEX to 0, the phenotype to -9.
     """
@@ -121,7 +122,7 @@ def read_psam(path: str | os.PathLike) -> pd.DataFrame:
         raise CmixError(f"{path}, line {line}: expected {len(names)} columns "
                         f"({' '.join(names)}), found fewer")
     fam = pd.DataFrame({
-        "fid": raw["FID"] if "FID" in raw else raw["IID"],
+        "fid": raw["FID"] if "FID" in raw else "0",       # plink2's FID of a sample without one
         "iid": raw["IID"],
         "father": raw["PAT"] if "PAT" in raw else "0",
         "mother": raw["MAT"] if "MAT" in raw else "0",

@@ -115,8 +115,8 @@ def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
     """Read a plink-style sample ID list (--keep/--remove): columns fid, iid.
 
     Accepts an optional ``#FID IID`` / ``#IID`` header, two columns (FID IID) or one
-    (IID, FID taken equal to it as plink2 does), whitespace separated; extra columns
-    are ignored.
+    (IID), whitespace separated; extra columns are ignored. A one-column row's fid is
+    None: it names the sample with that IID and no family ID (:func:`match_samples`).
     """
     path = input_file(path, "sample ID list")
     rows = []
@@ -132,12 +132,29 @@ def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
             two_columns = len(fields) >= 2
         if two_columns and len(fields) < 2:
             raise CmixError(f"{path}, line {lineno}: expected FID and IID, found one column")
-        rows.append((fields[0], fields[1]) if two_columns else (fields[0], fields[0]))
-    return pd.DataFrame(rows, columns=["fid", "iid"], dtype=str)
+        rows.append((fields[0], fields[1]) if two_columns else (None, fields[0]))
+    return pd.DataFrame(rows, columns=["fid", "iid"], dtype=object)
+
+
+def listed_rows(ids: pd.DataFrame, fam: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``fam`` samples an ID list (:func:`read_sample_ids`) names: (rows, known):
+    sorted unique int64 .fam positions, and bool (len(ids),) whether each ID names one.
+    A two-column ID names the sample with that FID and IID; a one-column one (fid None)
+    the sample with that IID whose FID is 0 (plink2's reading, and how plink2 writes a
+    sample without a family ID) or the IID itself (UK Biobank's .fam, ``eid eid``); never
+    a sample of another family."""
+    key = pd.Index(fam["fid"].astype(str) + "\t" + fam["iid"].astype(str))
+    fid, iid = ids["fid"].to_numpy(object), ids["iid"].to_numpy(object).astype(str)
+    no_fid = pd.isna(fid)
+    first = key.get_indexer(np.where(no_fid, "0", fid.astype(str)) + "\t" + iid)
+    second = np.where(no_fid, key.get_indexer(iid + "\t" + iid), -1)
+    found = np.concatenate([first, second])
+    return np.unique(found[found >= 0]).astype(np.int64), (first >= 0) | (second >= 0)
 
 
 def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.ndarray, int]:
-    """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``.
+    """Indices into ``fam`` (sorted, .fam order) of the samples listed in ``ids``
+    (:func:`listed_rows`).
 
     Returns (indices, n_unknown). IDs not in the .fam are counted, as plink2 ignores
     them; an empty ID list, or one that matches no sample at all, is an error.
@@ -145,14 +162,11 @@ def match_samples(ids: pd.DataFrame, fam: pd.DataFrame, path=None) -> tuple[np.n
     if len(ids) == 0:
         raise CmixError(f"{path or 'sample list'}: no sample IDs in the file (expected lines "
                         "of FID IID, or IID)")
-    key = pd.Index(fam["fid"] + "\t" + fam["iid"])
-    pos = key.get_indexer(ids["fid"] + "\t" + ids["iid"])
-    n_unknown = int((pos < 0).sum())
-    idx = np.unique(pos[pos >= 0])
+    idx, known = listed_rows(ids, fam)
     if len(idx) == 0:
         raise CmixError(f"{path or 'sample list'}: none of its {len(ids)} IDs is in the .fam "
                         "(check the FID/IID columns)")
-    return idx, n_unknown
+    return idx, int((~known).sum())
 
 
 def sample_rows(fam: pd.DataFrame, keep=None, remove=None, *, step: str,

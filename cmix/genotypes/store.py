@@ -673,7 +673,7 @@ def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray
     import pandas as pd
 
     from ..io import log
-    from .selection import read_sample_ids, sample_rows
+    from .selection import listed_rows, read_sample_ids, sample_rows
 
     if samples.keep is not None:
         sample_idx, n_unknown = sample_rows(bf.fam, samples.keep, step=f"store {trait}")
@@ -685,15 +685,14 @@ def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray
         if len(disc) == 0:
             raise CmixError(f"{samples.discovery}: no sample IDs in the discovery list "
                             "(cmix gwas --ids-out writes the people its GWAS tested)")
-        disc_keys = pd.Index(disc["fid"] + "\t" + disc["iid"])
-        fam_keys = bf.fam["fid"].to_numpy() + "\t" + bf.fam["iid"].to_numpy()
-        n_unmatched = int((pd.Index(fam_keys).get_indexer(disc_keys) < 0).sum())
+        disc_rows, known = listed_rows(disc, bf.fam)
+        n_unmatched = int((~known).sum())
         if n_unmatched:     # unrecognised GWAS people would enter the store, test split too
             raise CmixError(f"{samples.discovery}: {n_unmatched} of its {len(disc)} discovery "
                             "IDs are not in the sample file (FID/IID written otherwise, or "
                             "another cohort); the GWAS's people must be recognised to be "
                             "left out of the store")
-        in_disc = disc_keys.get_indexer(fam_keys[sample_idx]) >= 0
+        in_disc = np.isin(sample_idx, disc_rows)
         n_discovery_left_out = int(in_disc.sum())
         sample_idx = sample_idx[~in_disc]
         log(f"store {trait}: {n_discovery_left_out} kept samples are in the discovery set; "
