@@ -66,7 +66,7 @@ RESULT_COLUMNS = ["trait", "method", "budget", "seed", "accuracy", "balanced_acc
                   "auroc", "ap", "mcc", "brier", "n_classes", "n_snps", "n_labeled", "n_train_labeled",
                   "n_validation", "n_unlabeled", "n_test", "test_majority_rate",
                   "pseudo_label_accuracy",
-                  "pseudo_label_coverage", "wall_seconds", "device", "store",
+                  "pseudo_label_coverage", "pseudo_labels_used", "wall_seconds", "device", "store",
                   "test_split_sha256", "store_sha256", "run_dir"]
 
 
@@ -106,6 +106,7 @@ def _result_row(m: dict, run_dir: str, f) -> dict:
             "test_majority_rate": m.get("test_majority_rate"),
             "pseudo_label_accuracy": pl.get("accuracy"),
             "pseudo_label_coverage": pl.get("coverage"),
+            "pseudo_labels_used": pl.get("used"),
             "wall_seconds": round(float(sum((m.get("wall_seconds") or {}).values())), 3),
             "device": m.get("device"), "store": m.get("store"),
             "test_split_sha256": str(m["test_split_sha256"]),
@@ -209,6 +210,9 @@ def summarise(results: pd.DataFrame, grid: dict | None = None
                     row[f"{key}_sd"] = float(v.std(ddof=1)) if len(v) > 1 else np.nan
                     if key == "accuracy":
                         row["n"] = int(len(v))
+                used = cell["pseudo_labels_used"].dropna()
+                row["pseudo_labels_used"] = (int(used.astype(bool).sum()) if len(used)
+                                             else np.nan)
                 row["n_seeds_expected"] = len(seeds)
                 row["complete"] = bool(row["n"] == len(seeds))
                 out.append(row)
@@ -245,18 +249,22 @@ def paired_test(d: np.ndarray) -> tuple[float, str]:
     """(two-sided p, test name) for paired differences ``d`` (one per seed) against 0:
     the Wilcoxon signed-rank test from WILCOXON_MIN pairs on, else the one-sample t-test
     on the differences (the paired t-test). p is 1 when every difference is 0, NaN for
-    fewer than 2 pairs or for equal non-zero differences (no spread to test against)."""
+    fewer than 2 pairs or for equal non-zero differences (no spread to test against;
+    "equal" up to float rounding, 1e-9 of their size: differences of accuracies of the
+    same test people are multiples of 1 / n_test, and their float sums differ in the last
+    bits, which a t-test would read as a spread of 1e-17 and a p of 1e-15)."""
     from scipy import stats
 
     d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d)]
     if len(d) < 2:
         return np.nan, ""
-    if np.all(d == 0):
+    tiny = 1e-9 * max(1.0, float(np.abs(d).max()))
+    if np.all(np.abs(d) <= tiny):
         return 1.0, "none (all differences 0)"
     if len(d) >= WILCOXON_MIN:
         return float(stats.wilcoxon(d).pvalue), "Wilcoxon signed-rank"
-    if np.ptp(d) == 0:
+    if np.ptp(d) <= tiny:
         return np.nan, ""
     return float(stats.ttest_1samp(d, 0.0).pvalue), "paired t"
 
@@ -272,9 +280,13 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
     seeds both ran); for cmix and its ablations ``gain_best_*``: the paired difference to
     the non-cmix method with the highest mean at that trait and budget (``best_other``).
     Each difference gets a paired test (:func:`paired_test`) and ``*_p_holm``, the Holm
-    adjustment (statsmodels ``multipletests``) over every test in the table. ``verdict``
-    (cmix family): "better" / "worse" where the gain over the best other method is
-    positive / negative with Holm p < ALPHA, "level" otherwise."""
+    adjustment (statsmodels ``multipletests``) within its family: the gains over
+    covariates together, the cmix family's gains over the best other method together
+    (``n_tests_holm_cov``, ``n_tests_holm_best``), so adding baselines to the grid does
+    not weaken cmix's verdict. ``verdict`` (cmix family): "better" / "worse" where the
+    gain over the best other method is positive / negative with Holm p < ALPHA; else
+    "level" where the mean gain is within the seeds' spread (|mean| <= its sd), and
+    "inconclusive" where it is larger than the spread but too few seeds confirm it."""
     from statsmodels.stats.multitest import multipletests
 
     rows = []
@@ -302,22 +314,25 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    ps = np.concatenate([out["gain_cov_p"].to_numpy(float), out["gain_best_p"].to_numpy(float)])
-    ok = np.isfinite(ps)
-    adj = np.full(len(ps), np.nan)
-    if ok.any():
-        adj[ok] = multipletests(ps[ok], method="holm")[1]
-    out["gain_cov_p_holm"], out["gain_best_p_holm"] = adj[:len(out)], adj[len(out):]
+    for tag in ("cov", "best"):
+        ps = out[f"gain_{tag}_p"].to_numpy(float)
+        ok = np.isfinite(ps)
+        adj = np.full(len(ps), np.nan)
+        if ok.any():
+            adj[ok] = multipletests(ps[ok], method="holm")[1]
+        out[f"gain_{tag}_p_holm"] = adj
+        out[f"n_tests_holm_{tag}"] = int(ok.sum())
     verdict = []
     for r in out.itertuples():
         if not is_cmix(r.method) or not np.isfinite(r.gain_best_mean):
             verdict.append("")
         elif np.isfinite(r.gain_best_p_holm) and r.gain_best_p_holm < ALPHA:
             verdict.append("better" if r.gain_best_mean > 0 else "worse")
-        else:
+        elif np.isfinite(r.gain_best_sd) and abs(r.gain_best_mean) <= r.gain_best_sd:
             verdict.append("level")
+        else:
+            verdict.append("inconclusive")
     out["verdict"] = verdict
-    out["n_tests_holm"] = int(ok.sum())
     return out
 
 
@@ -325,17 +340,21 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
 def _style(methods):
     import matplotlib.pyplot as plt
 
-    cmap = plt.get_cmap("tab10")
-    known = {m: i for i, m in enumerate(METHODS)}
+    # a colour of its own for each method but prs (black) and covariates (grey): cmix
+    # tab10's blue, the others tab10's other nine then tab20b's, in registry order
+    palette = [plt.get_cmap("tab10")(i) for i in range(10)] + \
+        [plt.get_cmap("tab20b")(i) for i in (0, 4, 8, 12, 16)]
+    order = ["cmix"] + [m for m in METHODS if m not in ("cmix", "prs", "covariates")]
+    order += [m for m in methods if m not in order]
     styles = {}
-    for i, m in enumerate(methods):
-        c = cmap(known.get(m, i) % 10)
+    for m in methods:
+        c = palette[order.index(m) % len(palette)] if m in order else "0.5"
         styles[m] = {"color": c, "marker": "o" if m.startswith("cmix") else "s",
                      "linestyle": "-" if m == "cmix" else ("--" if m.startswith("cmix") else "-"),
                      "linewidth": 2.4 if m == "cmix" else 1.4}
         if m == "prs":
             styles[m].update(color="black", marker="D", linestyle=":")
-        if m == "covariates":           # the reference line; cmix keeps tab10's blue
+        if m == "covariates":           # the reference line
             styles[m].update(color="0.5", marker="v", linestyle="-.")
     return styles
 
@@ -621,7 +640,7 @@ def _p(p: float) -> str:
 
 
 VERDICT_MARK = {"better": ("▲ better", "better"), "level": ("● level", "level"),
-                "worse": ("▼ worse", "worse")}
+                "inconclusive": ("? inconclusive", "level"), "worse": ("▼ worse", "worse")}
 
 
 def _headline_html(head: pd.DataFrame, key: str = "accuracy") -> str:
@@ -945,12 +964,18 @@ the method's accuracy minus the covariates-only model's, seed by seed (the same 
 rows), then mean ± sd; <i>gain over best non-cmix</i> does the same for cmix and its
 ablations against the non-cmix method with the highest mean at that budget (chosen on the
 same test results, which favours the baseline). Each gain has a paired test of the
-per-seed differences ({tests}), and its p is Holm-adjusted over all {n_tests} comparisons
-in the table, so a p under {alpha} holds across the whole table. The mark says whether cmix
-is <span class="better">▲ better</span> than the best non-cmix method (gain above 0,
-adjusted p &lt; {alpha}), <span class="level">● level</span> (no difference larger than
-the seeds' spread), or <span class="worse">▼ worse</span>. With few seeds a real
-difference can read level: look at the gain and its sd too. AP (average precision), MCC
+per-seed differences ({tests}), and its p is Holm-adjusted within its column: over all
+{n_cov} gains over covariates, and over all {n_best} gains of cmix and its ablations over the
+best non-cmix method, so a p under {alpha} holds across its column. The mark says whether
+cmix is <span class="better">▲ better</span> than the best non-cmix method (gain above 0,
+adjusted p &lt; {alpha}), <span class="worse">▼ worse</span> (gain below 0, adjusted p &lt;
+{alpha}), <span class="level">● level</span> (not significant, and the mean gain no larger
+than the seeds' spread, its sd) or <span class="level">? inconclusive</span> (not
+significant, but the mean gain is larger than the seeds' spread: too few seeds to tell;
+run more). The ± and p describe the spread over seeds on one fixed test split: they leave
+out the sampling error of the test people themselves (an accuracy near 0.8 on 500 test
+people has a binomial standard error near 0.018), so a small gain that is "better" here
+may not carry over to another sample of people. AP (average precision), MCC
 (Matthews correlation of the predicted class; 0 = chance) and the Brier score (half the
 mean squared distance between the predicted probabilities and the one-hot truth; 0 is
 perfect, lower is better) are in the summary table and results.tsv."""
@@ -997,6 +1022,9 @@ def _summary_html(summary: pd.DataFrame) -> str:
     for key in METRIC_RANGES:
         show[key] = [_pm(a, b) for a, b in zip(summary[f"{key}_mean"], summary[f"{key}_sd"])]
     show["pseudo-label accuracy"] = summary["pseudo_label_accuracy_mean"]
+    show["pseudo-labels used (seeds)"] = [
+        "" if not np.isfinite(u) else f"{int(u)} of {n}"
+        for u, n in zip(summary["pseudo_labels_used"].astype(float), summary["n"])]
     return "".join(f"<h3>{html.escape(t)}</h3>" + _table(g.drop(columns="trait"))
                    for t, g in show.groupby("trait", sort=False))
 
@@ -1009,7 +1037,8 @@ def _how_to_read(head: pd.DataFrame) -> str:
     return HOW_TO_READ.format(
         tests=f"the paired t-test below {WILCOXON_MIN} paired seeds, the Wilcoxon signed-rank "
               f"test from {WILCOXON_MIN} on; here: {', '.join(tests) or 'none'}",
-        n_tests=int(head["n_tests_holm"].iloc[0]), alpha=ALPHA)
+        n_cov=int(head["n_tests_holm_cov"].iloc[0]), n_best=int(head["n_tests_holm_best"].iloc[0]),
+        alpha=ALPHA)
 
 
 # the CSS of report.html: tables scroll inside their box, images shrink to the page width
