@@ -253,6 +253,7 @@ def test_unknown_batch_is_refused_in_predict(cohort, selected, tmp_path, capsys)
     ("no_batch_column", "no Batch column (covariates: batch)"),
     ("headerless_too_narrow", "3 columns, but the genotyping batch is column 4"),
     ("headerless_short_row", "line 5: expected 68 columns, found 67"),
+    ("headerless_pc41", "41 PCs asked for, the table has 40"),
 ])
 def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message):
     d, snps = selected
@@ -265,6 +266,8 @@ def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message
         path = tmp_path / "ukb_sqc_v2.txt"
         path.write_text("".join(" ".join(line.split()[:3]) + "\n"
                                 for line in full.read_text().splitlines()))
+    elif case == "headerless_pc41":     # column 66 is a QC flag, not PC41
+        path = _headerless_from_tidy(cohort, tmp_path / "ukb_sqc_v2.txt")
     else:       # line 5 lacks its PC1: read as it was, PC2 would be stored as PC1
         full = _headerless_from_tidy(cohort, tmp_path / "full.txt")
         lines = full.read_text().splitlines(True)
@@ -273,8 +276,8 @@ def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message
         path = tmp_path / "ukb_sqc_v2.txt"
         path.write_text("".join(lines))
     out = tmp_path / "b.zarr"
-    assert main(store_args(cohort, snps, out, spec={"fields": [31], "batch": True},
-                           sqc=path)) == 1
+    spec = {"fields": [31], "batch": True, **({"pcs": 41} if case == "headerless_pc41" else {})}
+    assert main(store_args(cohort, snps, out, spec=spec, sqc=path)) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line][0]
     assert message in err
     assert not out.exists()

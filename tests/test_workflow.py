@@ -123,7 +123,7 @@ def test_one_trait_by_config_alone(ukb_standin):
     (["budgets=[100000]"], "budgets: 100000 labeled samples asked for"),
     (["bogus_key=1"], "'bogus_key' was unexpected"),
     (['methods=["cmix","svm"]'], "'svm' is not one of"),
-    (["train={'config': {'vime_kk': 3}}"], "'vime_kk' was unexpected"),
+    (["train={'config': {'vime_kk': 3}}"], "'vime_kk' was unexpected) (did you mean 'vime_k'?)"),
     (["train={'config': {'lr': 'abc'}}"], "'abc' does not match"),
     (["train={'config': {'alpha': 0.9}}"], "train.config: alpha = 0.9, expected a number in [0.0, 0.5]"),
 ])
@@ -133,6 +133,20 @@ def test_config_errors_fail_before_any_job(ukb_standin, tmp_path, override, mess
                     "--directory", str(tmp_path))
     assert res.returncode != 0
     assert message in res.stdout + res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_number_yaml_reads_as_text_gets_its_spelling(ukb_standin, tmp_path):
+    """YAML 1.1 reads `hwe: 1e-7` as the text '1e-7'; the message says how to write it."""
+    cfg_path, _ = ukb_standin
+    bad = tmp_path / "bad.yaml"
+    text = cfg_path.read_text()
+    assert text.count("hwe: 1.0e-07") == 1
+    bad.write_text(text.replace("hwe: 1.0e-07", "hwe: 1e-7"))
+    res = snakemake("--cores", "1", "--configfile", str(bad), "--directory", str(tmp_path))
+    assert res.returncode != 0
+    assert ("variant_qc.hwe: '1e-7' is not of type 'number' (YAML reads 1e-7 as text: write "
+            "it with a decimal point, e.g. 1.0e-7)") in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
 
 

@@ -36,6 +36,7 @@ from ..io import CmixError, data_line, data_line_numbers, first_line, input_file
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
+UKB_SQC_N_PCS = 40
 UKB_SQC_ARRAY_COLUMN = 3        # genotyping.array: UKBB (Axiom) / UKBL (BiLEVE)
 UKB_SQC_BATCH_COLUMN = 4        # Batch: Batch_b001.., UKBiLEVEAX_b1..
 ARRAY_CODES = {"UKBB": 0.0, "UKBL": 1.0}
@@ -152,14 +153,15 @@ def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bo
         array_col = raw.columns[UKB_SQC_ARRAY_COLUMN - 1] if array else None
         batch_col = raw.columns[UKB_SQC_BATCH_COLUMN - 1] if batch else None
         line_of = (lambda i: i + 1)
-        available = max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0)
+        # columns 26-65 hold PC1-PC40; those after them are QC flags, never PCs
+        available = min(max(raw.shape[1] - (UKB_SQC_PC1_COLUMN - 1), 0), UKB_SQC_N_PCS)
         pc_names = [f"PC{k + 1}" for k in range(len(pc_cols))]
     else:
         table, id_col, _ = read_tidy_sample_qc(path, first)
         pos = pd.Index(table[id_col]).get_indexer(fam["iid"].astype(str))
         table = table.drop(columns=id_col).iloc[np.where(pos >= 0, pos, 0)].reset_index(drop=True)
         table[pos < 0] = np.nan
-        available = sum(1 for k in range(1, 41) if f"PC{k}" in table.columns)
+        available = sum(1 for k in range(1, UKB_SQC_N_PCS + 1) if f"PC{k}" in table.columns)
         pc_cols = [f"PC{k + 1}" for k in range(min(n_pcs, available))]
         pc_names = pc_cols
         array_col = "genotyping.array" if array else None

@@ -27,8 +27,30 @@ def check_schema():
     )
     if error is not None:
         where = ".".join(str(k) for k in error.absolute_path)
-        fail(f"{where or 'top level'}: {error.message}")
+        fail(f"{where or 'top level'}: {error.message}{schema_hint(error)}")
     validate(config, schema_path)
+
+
+def schema_hint(error) -> str:
+    """A hint for two schema errors a user can fix at once: a number YAML read as text
+    (YAML 1.1 reads 1e-7 as a string; 1.0e-7 is a number), and an unknown key close to
+    a known one (its likely spelling)."""
+    import difflib
+
+    if error.validator == "type" and isinstance(error.instance, str):
+        try:
+            float(error.instance)
+            return f" (YAML reads {error.instance} as text: write it with a decimal point, e.g. 1.0e-7)"
+        except ValueError:
+            return ""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                if close:
+                    return f" (did you mean {close[0]!r}?)"
+    return ""
 
 
 def check_unique_keys():
