@@ -407,3 +407,28 @@ def test_no_judge_rows_says_so_and_uses_no_pseudo_label(tmp_path, capsys):
     assert "no judge rows (lp_judge_fraction 0.0): not used (weight 0)" in err
     assert "0 judge rows" not in err
 
+
+
+def test_rows_the_graph_never_reaches_weigh_nothing_in_the_judge():
+    """Unlabeled rows in a component with no labeled node have no pseudo-label (-1,
+    certainty 0); the calibration gave them the lowest block's weight (0.9 each), and 200
+    of them outweighed the 50 judge rows, so pseudo-labels of 40 rows were used."""
+    from cmix.learn.config import PseudoLabels
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[1, 0, 0, 0], [0, 1, 0, 0]], float)
+    y_l = np.repeat([0, 1], 100)
+    z_l = centres[y_l] + 0.05 * rng.normal(size=(200, 4))
+    z_su = centres[rng.integers(0, 2, 40)] + 0.05 * rng.normal(size=(40, 4))
+    z_far = np.array([0, 0, 1, 0.]) + 0.05 * rng.normal(size=(200, 4))
+    z_far[:, :2] = -np.abs(z_far[:, :2])           # cosine <= 0 with both clusters: no edge
+    z = np.vstack([z_l, z_su, z_far]).astype(np.float32)
+    judge = np.zeros(200, bool)
+    judge[rng.choice(200, 50, replace=False)] = True
+    res = judged_label_propagation({"latent": z}, y_l, judge, 2, np.zeros((200, 3)),
+                                   PseudoLabels(), ks=(3,))
+    unlabeled = slice(200, None)
+    reached = res.label[unlabeled] >= 0
+    assert reached.sum() == 40 and res.heldout_accuracy == 1.0
+    assert np.all(res.weight[unlabeled][~reached] == 0)
+    assert res.weight[unlabeled][reached].sum() < judge.sum() and not res.used

@@ -340,6 +340,7 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     weight = np.zeros(len(res.weight))
     if len(held) and acc >= head_acc:
         weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound)
+    weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
     weight[pos] = 0.0
     used = bool(weight.max() > 0.0) and weight.sum() >= len(held)
     if not used:
