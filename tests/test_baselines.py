@@ -262,11 +262,16 @@ def test_vime_losses_against_direct_computation():
     assert float(got) == pytest.approx(np.mean(np.var(lk, axis=0)), rel=1e-6)
 
 
-def test_manifold_mixup_step_against_direct_computation():
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_manifold_mixup_step_against_direct_computation(dropout):
+    """Mixing at layer 1 / 2 mixes after hidden block 1 / 2: its Linear, BatchNorm, ReLU
+    and, with dropout, its Dropout (a fixed stride of 3 modules cut block 2 before its
+    ReLU when dropout was on)."""
     from cmix.learn.nn import Predictor
 
     torch.manual_seed(0)
-    pred = Predictor(6, 3, hidden=8).eval()
+    pred = Predictor(6, 3, hidden=8, dropout=dropout).eval()
+    width = 4 if dropout else 3
     f = torch.randn(5, 6)
     t = torch.eye(3)[torch.tensor([0, 1, 2, 1, 0])]
     lam = torch.tensor([0.1, 0.5, 0.9, 0.3, 0.7])
@@ -275,13 +280,13 @@ def test_manifold_mixup_step_against_direct_computation():
         for layer in range(3):
             logits, tt = baselines.manifold_mixup_step(pred, f, t, layer, lam, perm)
             h = f
-            blocks = [pred.net[0:3], pred.net[3:6]]
+            blocks = [pred.net[0:width], pred.net[width:2 * width]]
             for blk in blocks[:layer]:
                 h = blk(h)
             h = lam[:, None] * h + (1 - lam[:, None]) * h[perm]
             for blk in blocks[layer:]:
                 h = blk(h)
-            assert torch.allclose(logits, pred.net[6](h), atol=1e-6)
+            assert torch.allclose(logits, pred.net[2 * width](h), atol=1e-6)
             assert torch.allclose(tt, lam[:, None] * t + (1 - lam[:, None]) * t[perm])
 
 

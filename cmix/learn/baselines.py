@@ -133,12 +133,24 @@ def vime_consistency_loss(logits_k):
 
 
 # ------------------------------------------------------------------ manifold mixup
+def block_end(net, layer: int) -> int:
+    """The index in the Sequential ``net`` just after hidden block ``layer`` (0: the
+    input): after its ReLU and, with dropout, the Dropout that follows it."""
+    import torch.nn as nn
+
+    if layer == 0:
+        return 0
+    relus = [i for i, m in enumerate(net) if isinstance(m, nn.ReLU)]
+    end = relus[layer - 1] + 1
+    return end + 1 if end < len(net) and isinstance(net[end], nn.Dropout) else end
+
+
 def manifold_mixup_step(predictor, f, targets, layer: int, lam, perm):
     """Logits of predictor (a cmix Predictor) for inputs f (B, D) mixed at ``layer``
     (0 = input, 1 / 2 = after hidden block 1 / 2): h = lam h + (1 - lam) h[perm];
     returns (logits (B, C), mixed soft targets (B, C))."""
     net = predictor.net
-    cut = 3 * layer                          # blocks are Linear, BatchNorm, ReLU
+    cut = block_end(net, layer)
     h = net[:cut](f)
     lam_v = lam.view(-1, 1).to(h.dtype)
     h = lam_v * h + (1 - lam_v) * h[perm]
