@@ -349,15 +349,18 @@ class _Killed(BaseException):
     only ever a whole one, written atomically, so that is the state a kill leaves)."""
 
 
-@pytest.mark.parametrize("method, kill_after", [
-    ("prs", 1), ("logreg", 1), ("ae", 2), ("vime", 2), ("manifold_mixup", 2), ("mlp", 3),
-    ("cmix", 1), ("cmix", 2), ("cmix", 5)])
+@pytest.mark.parametrize("method, kill_after, dropout", [
+    ("prs", 1, 0), ("logreg", 1, 0), ("ae", 2, 0), ("vime", 2, 0), ("manifold_mixup", 2, 0),
+    ("mlp", 3, 0), ("cmix", 1, 0), ("cmix", 2, 0), ("cmix", 5, 0),
+    ("mlp", 4, 0.3), ("manifold_mixup", 4, 0.3), ("vime", 6, 0.3), ("cmix", 5, 0.3)])
 def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, method,
-                                                 kill_after):
+                                                 kill_after, dropout):
     """Every method family: stopped after its k-th checkpoint and rerun, a run gives the
     metrics and validation summary of an uninterrupted run, and the log has each epoch
-    once. Every epoch's checkpoint is written here (CHECKPOINT_SECONDS 0)."""
-    cfg = {**TINY, "epochs": 3, "pred_epochs": 6}
+    once. Every epoch's checkpoint is written here (CHECKPOINT_SECONDS 0). With dropout
+    in the heads too: its masks came from torch's global generator, which a resumed run
+    re-seeded at the head's build, so a resumed epoch drew epoch 0's masks."""
+    cfg = {**TINY, "epochs": 3, "pred_epochs": 6, "pred_dropout": dropout}
     monkeypatch.setattr(harness, "CHECKPOINT_SECONDS", 0.0)
     full = run_method(method, easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
     real_save, calls = harness.RunContext.save, []

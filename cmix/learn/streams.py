@@ -24,6 +24,7 @@ VIME_BATCHES = 22               # per epoch: VIME self-supervised batch order
 VIME_SEMI_STEPS = 23            # per epoch: VIME predictor batch order and corruptions
 VIME_UNLABELED_BATCHES = 24     # per epoch: VIME's unlabeled batch order
 MANIFOLD_MIXUP_STEPS = 31       # per epoch: manifold mixup's order, layers, lambdas
+HEAD_DROPOUT = 41               # per stage and epoch: a head's dropout masks (seed_dropout)
 
 # torch's global generator is seeded with the run's seed plus one of these offsets
 # right before a module is built (its initial weights). Unlike the streams above, these
@@ -59,3 +60,16 @@ def manual_seed(seed: int, offset: int) -> None:
     import torch
 
     torch.manual_seed(int(seed) + offset)
+
+
+def seed_dropout(seed: int, stage: int, epoch: int, dropout: float) -> None:
+    """Seed torch's global generator, which nn.Dropout draws from, for one epoch of a head
+    (``stage``: the epoch loop's stream key) when ``dropout`` > 0: a resumed epoch then
+    draws the masks an uninterrupted run draws. Without dropout nothing draws from it,
+    and it is left alone."""
+    import torch
+
+    if dropout > 0:
+        ss = np.random.SeedSequence(seed_seq(seed, HEAD_DROPOUT, stage, epoch))
+        torch.manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
+

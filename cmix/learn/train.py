@@ -189,6 +189,7 @@ def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch):
 
     device = inputs.device
     gen, rng = streams.gen(seed, streams.PREDICTOR_STEPS, epoch)
+    streams.seed_dropout(seed, streams.PREDICTOR_STEPS, epoch, cfg.predictor.pred_dropout)
     head.train()
     n = len(inputs)
     order = torch.from_numpy(rng.permutation(n)).to(device)

@@ -355,7 +355,8 @@ class Vime(NetworkMethod):
         import torch.nn.functional as F
 
         from ..baselines import vime_consistency_loss, vime_corrupt
-        from ..streams import VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, gen, seed_seq
+        from ..streams import (VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, gen, seed_dropout,
+                               seed_seq)
 
         s, vime, dev, model = data.splits, self.cfg.vime, data.dev, self.model
         u_loader = self.train_loader(data, s.unlabeled)
@@ -363,6 +364,7 @@ class Vime(NetworkMethod):
 
         def semi_epoch(head, popt, z_l, t_l, w_l, epoch):
             g, rng = gen(data.seed, VIME_SEMI_STEPS, epoch)
+            seed_dropout(data.seed, VIME_SEMI_STEPS, epoch, self.cfg.predictor.pred_dropout)
             y_l = t_l.argmax(1)
             head.train()
             order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
@@ -408,7 +410,7 @@ class ManifoldMixup(NetworkMethod):
 
         from ..baselines import manifold_mixup_step
         from ..losses import soft_cross_entropy
-        from ..streams import MANIFOLD_MIXUP_STEPS, gen
+        from ..streams import MANIFOLD_MIXUP_STEPS, gen, seed_dropout
 
         s, dev, bs = data.splits, data.dev, self.cfg.predictor.pred_batch_size
         self.take_shapes(data)
@@ -423,6 +425,7 @@ class ManifoldMixup(NetworkMethod):
 
         def epoch_fn(head, opt, x_l, t_l, w_l, epoch):
             _, rng = gen(data.seed, MANIFOLD_MIXUP_STEPS, epoch)
+            seed_dropout(data.seed, MANIFOLD_MIXUP_STEPS, epoch, self.cfg.predictor.pred_dropout)
             head.train()
             order = torch.from_numpy(rng.permutation(len(t_l))).to(dev)
             tot = 0.0
