@@ -595,3 +595,15 @@ def test_report_says_in_how_many_seeds_the_pseudo_labels_were_used(tmp_path):
     assert "pseudo-labels used (seeds)" in (tmp_path / "rep" / "report.html").read_text()
     assert ">1 of 3</td>" in (tmp_path / "rep" / "report.html").read_text()
 
+
+
+def test_non_finite_probabilities_get_no_metrics():
+    """A diverged network's NaN probabilities scored AUROC 0.556 and accuracy 0.5
+    (scikit-learn raises); now one message and no metrics."""
+    from cmix.io import CmixError
+    from cmix.learn.harness import classification_metrics
+
+    prob = np.full((6, 2), 0.5)
+    prob[2] = np.nan
+    with pytest.raises(CmixError, match="not finite for 1 of 6 rows"):
+        classification_metrics(np.array([0, 1, 0, 1, 0, 1]), prob, 2)

@@ -899,6 +899,11 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
 
     y = np.asarray(y, dtype=np.int64)
     prob = np.asarray(prob, dtype=np.float64)
+    if not np.isfinite(prob).all():
+        bad = int((~np.isfinite(prob)).any(axis=1).sum())
+        raise CmixError(f"the model's probabilities are not finite for {bad} of {len(prob)} "
+                        "rows (a diverged network: lower lr or pred_lr); no metric is "
+                        "computed from them")
     pred = prob.argmax(1)
     onehot = np.eye(prob.shape[1])[y]
     out = {"accuracy": float(np.mean(pred == y)),
