@@ -233,6 +233,13 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     # nothing to do after success
     res = snakemake("-n", *args)
     assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
+    # a changed covariate spec rebuilds both stores (it reran nothing: the param that
+    # carried it also held input paths, and Snakemake ignores such params' changes)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump({**cfg, "covariates": {**cfg["covariates"], "pcs": 5}}))
+    res = snakemake("-n", "--cores", "2", "--configfile", str(changed), "--directory",
+                    str(tmp_path))
+    assert [j["rule"] for j in plan(res.stdout)].count("store") == 2, res.stdout[-2000:]
     # deleting one trait's store reruns that trait's store and training jobs only
     shutil.rmtree(out / "traits/hair_colour.zarr")
     res = snakemake("-n", *args)

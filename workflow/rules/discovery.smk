@@ -27,29 +27,29 @@ rule gwas:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        genotypes=lambda wc, input: (
-            bgen_args()
-            if bgen_files()
-            else genotype_args() + ["--extract", input.snplist]
-        ),
+        # config-derived params apart from the file paths taken from input: Snakemake
+        # reruns a job when a param changes, but not a param computed from its input
+        genotypes=lambda wc: bgen_args() if bgen_files() else genotype_args(),
+        extract=lambda wc, input: [] if bgen_files() else ["--extract", input.snplist],
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         multiclass=lambda wc: (
             ["--multiclass", DISCOVERY["multiclass"][wc.trait]]
             if wc.trait in (DISCOVERY.get("multiclass") or {})
             else []
         ),
-        covariates=lambda wc, input: (
-            ["--covariates", json.dumps(COVARIATES)]
-            + (["--sample-qc", input.sample_qc] if input.sample_qc else [])
+        covariates=lambda wc: (
+            ["--covariates", json.dumps(COVARIATES)] if COVARIATES else []
+        ),
+        covariate_files=lambda wc, input: (
+            (["--sample-qc", input.sample_qc] if input.sample_qc else [])
             + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
-            if COVARIATES
-            else []
         ),
         fraction=DISCOVERY.get("fraction", 0.5),
         seed=DISCOVERY.get("seed", 0),
     shell:
-        "cmix gwas {params.genotypes:q} --keep {input.keep:q} --pheno {input.pheno:q} "
+        "cmix gwas {params.genotypes:q} {params.extract:q} --keep {input.keep:q} "
+        "--pheno {input.pheno:q} "
         "--trait {wildcards.trait} --trait-config {params.trait_config:q} "
-        "{params.multiclass:q} {params.covariates:q} "
+        "{params.multiclass:q} {params.covariates:q} {params.covariate_files:q} "
         "--discovery-fraction {params.fraction:q} --discovery-seed {params.seed:q} "
         "--threads {threads} --ids-out {output.ids:q} --out {output.sumstats:q} 2> {log:q}"

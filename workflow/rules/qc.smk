@@ -103,11 +103,16 @@ rule unrelated:
     params:
         out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
         cutoff=config["relatedness"]["cutoff"],
-        source=lambda wc, input: (
-            ["--kinship", input.kinship, "--fam", fam_file()]
+        # config-derived params apart from the file paths taken from input: Snakemake
+        # reruns a job when a param changes, but not a param computed from its input
+        source=lambda wc: (
+            ["--fam", fam_file()] if input_path("kinship") else genotype_args()
+        ),
+        files=lambda wc, input: (
+            ["--kinship", input.kinship]
             if input.kinship
-            else genotype_args() + ["--extract", input.snplist]
+            else ["--extract", input.snplist]
         ),
     shell:
-        "cmix unrelated {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "
+        "cmix unrelated {params.files:q} {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "
         "--threads {threads} --out {params.out:q} 2> {log:q}"

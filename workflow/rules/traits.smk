@@ -17,8 +17,10 @@ rule select_snps:
     conda:
         "../envs/cmix.yaml"
     params:
-        genotypes=lambda wc, input: selection_args()
-        + ([] if bgen_files() else ["--extract", input.snplist]),
+        # config-derived params apart from the file paths taken from input: Snakemake
+        # reruns a job when a param changes, but not a param computed from its input
+        genotypes=lambda wc: selection_args(),
+        extract=lambda wc, input: [] if bgen_files() else ["--extract", input.snplist],
         top=config["selection"]["top"],
         columns=lambda wc: [
             arg
@@ -28,7 +30,7 @@ rule select_snps:
             for arg in (f"--col-{field.replace('_', '-')}", name)
         ],
     shell:
-        "cmix select --sumstats {input.sumstats:q} {params.genotypes:q} "
+        "cmix select --sumstats {input.sumstats:q} {params.genotypes:q} {params.extract:q} "
         "{params.columns:q} --top {params.top:q} --out {output:q} 2> {log:q}"
 
 
@@ -62,20 +64,21 @@ rule store:
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
-        covariates=lambda wc, input: (
-            ["--covariates", json.dumps(COVARIATES)]
-            + (["--sample-qc", input.sample_qc] if input.sample_qc else [])
+        covariates=lambda wc: (
+            ["--covariates", json.dumps(COVARIATES)] if COVARIATES else []
+        ),
+        covariate_files=lambda wc, input: (
+            (["--sample-qc", input.sample_qc] if input.sample_qc else [])
             + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
-            if COVARIATES
-            else []
         ),
         relatedness=(
             "kinship table" if input_path("kinship") else "KING from genotypes"
         ),
-        snp_source=lambda wc, input: snp_source_args(wc.trait, input.discovery),
+        snp_source=lambda wc: snp_source_args(wc.trait, discovery_ids(wc.trait)),
     shell:
         "cmix store {params.genotypes:q} --keep {input.keep:q} --snps {input.snps:q} "
         "--pheno {input.pheno:q} --trait {wildcards.trait} --trait-config {params.trait_config:q} "
-        "{params.covariates:q} {params.snp_source:q} --sample-filters {input.filters:q} "
+        "{params.covariates:q} {params.covariate_files:q} {params.snp_source:q} "
+        "--sample-filters {input.filters:q} "
         "--relatedness {params.relatedness:q} --test-fraction {params.test_fraction:q} --split-seed {params.split_seed:q} --force "
         "--out {output:q} 2> {log:q}"
