@@ -1,37 +1,69 @@
-"""Logistic regression with unpenalised covariates (cmix.learn.linear)."""
+"""Logistic regression with the covariates out of the SNPs' penalty (cmix.learn.linear),
+against scikit-learn and statsmodels fitted on the same rows."""
 
 import numpy as np
 import pytest
 
-from cmix.learn.linear import _fit_offset, covariate_logits, fit_with_unpenalised_covariates
+from cmix.learn.linear import _fit_penalised, fit_with_unpenalised_covariates
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_zero_offset_equals_scikit_learn(n_classes):
-    """With no offset the objective is scikit-learn's L2 multinomial logistic regression
-    (intercept unpenalised): the same probabilities."""
+def test_one_penalty_equals_scikit_learn(n_classes):
+    """With the same penalty on every column the objective is scikit-learn's L2
+    multinomial logistic regression (intercept unpenalised): the same probabilities."""
+    from scipy.special import softmax
     from sklearn.linear_model import LogisticRegression
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 6))
     y = (x[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(int) if n_classes == 2 else \
         np.digitize(x[:, 0] + 0.5 * rng.normal(size=200), [-0.5, 0.5])
-    coef = _fit_offset(x, y, np.zeros((200, n_classes)), n_classes, 0.3)
-    from scipy.special import softmax
+    coef = _fit_penalised(x, y, n_classes, np.full(6, 1 / 0.3))
     ours = softmax(x @ coef[:-1] + coef[-1], axis=1)
     ref = LogisticRegression(C=0.3, max_iter=5000, tol=1e-10).fit(x, y).predict_proba(x)
     np.testing.assert_allclose(ours, ref, atol=2e-4)
 
 
-def test_offset_enters_unpenalised():
-    """A huge penalty (C tiny) leaves exactly the offset model; the offset's own
-    coefficients are not shrunk."""
+def test_a_column_without_penalty_is_the_maximum_likelihood_fit():
+    """Columns at inv_c 0 are unpenalised: statsmodels' Logit on the same columns, and a
+    column beside them at a large penalty is held near 0."""
+    import statsmodels.api as sm
+
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(100, 3))
-    off = rng.normal(size=(100, 2)) * 3
-    y = rng.integers(0, 2, 100)
-    coef = _fit_offset(x, y, off, 2, 1e-8)
-    assert np.abs(coef[:-1]).max() < 1e-5
+    x, cov = rng.normal(size=(400, 1)), rng.normal(size=(400, 2))
+    y = (cov @ [1.0, -0.7] + rng.logistic(size=400) > 0).astype(int)
+    ref = sm.Logit(y, sm.add_constant(cov)).fit(disp=0).params
+    coef = _fit_penalised(cov, y, 2, np.zeros(2))
+    np.testing.assert_allclose(coef[:2, 1], ref[1:], atol=1e-4)
+    np.testing.assert_allclose(coef[2, 1], ref[0], atol=1e-4)
+    coef = _fit_penalised(np.hstack([x, cov]), y, 2, np.array([1e4, 0.0, 0.0]))
+    assert abs(coef[0, 1]) < 2e-3
+    np.testing.assert_allclose(coef[1:3, 1], ref[1:], atol=3e-3)
+
+
+def test_covariates_are_estimated_beside_the_snps():
+    """Strong SNP effects and two covariates (one correlated with a SNP, as a PC is): the
+    covariates' coefficients are those of statsmodels' unpenalised Logit on SNPs and
+    covariates together (the frozen covariates-only offset kept 0.66 for 1.5, the
+    attenuated marginal effect), and the probabilities are scikit-learn's for the chosen
+    penalties (covariate columns rescaled so that one C gives each its own penalty)."""
+    import statsmodels.api as sm
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    x = rng.normal(size=(n, 5))
+    cov = np.column_stack([rng.normal(size=n), 0.6 * x[:, 0] + 0.8 * rng.normal(size=n)])
+    y = (x @ [1.2, -1.0, 0.8, 0.0, 0.5] + cov @ [1.5, -1.0] + rng.logistic(size=n) > 0)
+    y = y.astype(int)
+    model, c, k, loss = fit_with_unpenalised_covariates(x, cov, y, 2, 5, 8, seed=0)
+    ref = sm.Logit(y, sm.add_constant(np.hstack([x, cov]))).fit(disp=0).params
+    np.testing.assert_allclose(model.coef[5:7, 1], ref[6:8], atol=0.03)
+    scale = np.sqrt(model.covariates_c / c)
+    z = np.hstack([x, cov * scale])
+    sk = LogisticRegression(C=c, max_iter=10000, tol=1e-10).fit(z, y)
+    np.testing.assert_allclose(model.predict_proba(np.hstack([x, cov])), sk.predict_proba(z),
+                               atol=2e-4)
 
 
 def test_covariates_are_not_drowned_by_many_noise_snps():
@@ -60,7 +92,3 @@ def test_covariates_are_not_drowned_by_many_noise_snps():
     assert acc_joint < acc_cov - 0.03, (acc_joint, acc_cov)     # the old way loses
     # with covariates, the smallest C gives back the covariates model itself
     assert c <= 1e-2
-
-
-def test_covariate_logits_of_no_model_are_zero():
-    assert np.all(covariate_logits(None, np.zeros((3, 0)), 4) == 0)

@@ -1,14 +1,17 @@
-"""L2 logistic regression with the covariates left out of the penalty.
+"""L2 logistic regression with the covariates kept out of the SNPs' penalty.
 
 A statistical geneticist fits SNP effects (or PCs) beside covariates such as age, sex
-and ancestry PCs with the penalty on the SNPs only (snpnet, bigstatsr and regenie all
-do): a penalty on the covariates would shrink a strong covariate model towards nothing
-whenever many weak SNP features share its C. Here the covariates model is fitted first
-(:func:`fit_logreg_cv`, its own C by cross-validation: the
-``covariates`` baseline itself) and its logits enter the SNP model as a fixed offset;
-the SNP coefficients carry the L2 penalty, with C chosen by stratified k-fold CV of the
-log-loss. At the smallest C the model is the covariates model, so adding SNPs can make
-it worse than the covariates alone only by the noise of that choice.
+and ancestry PCs with the penalty on the SNPs only (glmnet's penalty.factor, snpnet,
+bigstatsr and regenie all do): a penalty shared with many weak SNP features would
+shrink a strong covariate model towards nothing. Here the covariates and the SNPs are
+fitted jointly, each covariate and SNP coefficient re-estimated beside the others (a
+covariates-only fit frozen as an offset keeps the attenuated marginal effects of a
+logistic model, and a PC keeps effects that belong to the SNPs). The covariates carry
+their own L2 penalty at the C their own model chose by CV (:func:`fit_logreg_cv`, the
+``covariates`` baseline; 1e2 at most, next to nothing on a few standardised columns),
+which keeps a covariate set that separates the labeled rows finite; the SNP
+coefficients carry the L2 penalty whose C is chosen by stratified k-fold CV of the
+log-loss. The intercepts are unpenalised.
 """
 
 from __future__ import annotations
@@ -61,20 +64,22 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     return model, best_c, folds, float(-scores.max())
 
 
-def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int, c: float,
-                start: np.ndarray | None = None) -> np.ndarray:
+def _fit_penalised(x: np.ndarray, y: np.ndarray, n_classes: int, inv_c: np.ndarray,
+                   start: np.ndarray | None = None) -> np.ndarray:
     """Coefficients (d + 1, K) (the last row: intercepts) minimising
-    sum_i [logsumexp(l_i) - l_i,y_i] + |W|^2 / (2c), with l = offset + x W + b: the
-    objective of scikit-learn's LogisticRegression(C=c) plus an offset. As there, two
-    classes have one coefficient vector (class 0's column stays 0) and more classes one
-    per class. x: (n, d) float64; offset: (n, K). L-BFGS on one BLAS thread (the sums do
-    not depend on the thread count)."""
+    sum_i [logsumexp(l_i) - l_i,y_i] + sum_j inv_c_j |W_j|^2 / 2, with l = x W + b:
+    scikit-learn's LogisticRegression(C=c) objective when every inv_c_j = 1 / c, here
+    with a penalty per column (inv_c (d,); 0 leaves a column unpenalised). As there,
+    two classes have one coefficient vector (class 0's column stays 0) and more classes
+    one per class. x: (n, d) float64. L-BFGS on one BLAS thread (the sums do not depend
+    on the thread count)."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp, softmax
 
     n, d = x.shape
     onehot = np.eye(n_classes)[y]
     free = [1] if n_classes == 2 else list(range(n_classes))
+    inv_c = np.asarray(inv_c, np.float64)[:, None]
 
     def full(theta):
         w = np.zeros((d + 1, n_classes))
@@ -83,11 +88,11 @@ def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int
 
     def objective(theta):
         w = full(theta)
-        logits = offset + x @ w[:d] + w[d]
+        logits = x @ w[:d] + w[d]
         loss = float(np.sum(logsumexp(logits, axis=1) - np.sum(logits * onehot, axis=1)))
         g = softmax(logits, axis=1) - onehot
-        grad = np.vstack([x.T @ g + w[:d] / c, g.sum(0)])[:, free]
-        return loss + float(np.sum(w[:d] ** 2)) / (2 * c), grad.ravel()
+        grad = np.vstack([x.T @ g + inv_c * w[:d], g.sum(0)])[:, free]
+        return loss + float(np.sum(inv_c * w[:d] ** 2)) / 2, grad.ravel()
 
     theta0 = np.zeros((d + 1) * len(free)) if start is None else start[:, free].ravel()
     with one_blas_thread():
@@ -96,73 +101,50 @@ def _fit_offset(x: np.ndarray, y: np.ndarray, offset: np.ndarray, n_classes: int
     return full(res.x)
 
 
-class OffsetLogisticRegression:
+class JointLogisticRegression:
     """The fitted model: ``predict_proba(features)`` of features (n, d + K) laid out as
-    [penalised columns, covariates], like scikit-learn's; ``classes_`` = 0..C-1."""
+    [SNP (or PC) columns, covariates], like scikit-learn's; ``classes_`` = 0..C-1;
+    ``coef`` (d + K + 1, C), the last row the intercepts."""
 
-    def __init__(self, cov_model, coef: np.ndarray, n_features: int, n_classes: int):
-        self.cov_model, self.coef = cov_model, coef
-        self.n_features, self.classes_ = n_features, np.arange(n_classes)
-
-    def offset(self, cov: np.ndarray) -> np.ndarray:
-        return covariate_logits(self.cov_model, cov, len(self.classes_))
+    def __init__(self, coef: np.ndarray, n_classes: int):
+        self.coef, self.classes_ = coef, np.arange(n_classes)
 
     def predict_proba(self, features: np.ndarray) -> np.ndarray:
         from scipy.special import softmax
 
-        x, cov = features[:, :self.n_features], features[:, self.n_features:]
-        d = self.n_features
         with one_blas_thread():
-            return softmax(self.offset(cov) + x @ self.coef[:d] + self.coef[d], axis=1)
-
-
-def covariate_logits(cov_model, cov: np.ndarray, n_classes: int) -> np.ndarray:
-    """(n, C) logits of a fitted scikit-learn covariates model (log-probabilities, which
-    are logits up to a per-row constant), 0 for a model of no covariates (None)."""
-    if cov_model is None:
-        return np.zeros((len(cov), n_classes))
-    prob = np.full((len(cov), n_classes), 1e-300)
-    with one_blas_thread():
-        prob[:, cov_model.classes_] = np.clip(cov_model.predict_proba(cov), 1e-300, None)
-    return np.log(prob)
+            return softmax(features @ self.coef[:-1] + self.coef[-1], axis=1)
 
 
 @one_blas_thread()
 def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
                                     n_classes: int, folds: int, n_c: int, seed: int):
-    """x (n, d) penalised features, cov (n, K) covariates (K may be 0), y (n,) classes.
+    """x (n, d) penalised features, cov (n, K) covariates (K >= 1), y (n,) classes.
 
-    The covariates model (C by CV) gives a fixed offset; the features' C comes from
-    ``n_c`` values in 1e-4..1e2 by stratified k-fold CV of the log-loss, the covariates
-    model refitted (at its chosen C) on each training fold. Returns (model, C, k, best
-    mean CV log-loss), as :func:`fit_logreg_cv`; on one BLAS thread."""
-    from sklearn.linear_model import LogisticRegression
+    One joint fit of both (:func:`_fit_penalised`): the covariates at the C of their own
+    model (:func:`fit_logreg_cv` on ``cov``), the features at a C from ``n_c`` values in
+    1e-4..1e2 chosen by stratified k-fold CV of the log-loss (warm starts from small C
+    up). Returns (model, C, k, best mean CV log-loss), as :func:`fit_logreg_cv`, and
+    the covariates' C as ``model.covariates_c``; on one BLAS thread."""
     from sklearn.model_selection import StratifiedKFold
 
-    cov_c = None
-    if cov.shape[1]:
-        cov_c = fit_logreg_cv(cov, y, n_classes, folds, n_c, seed)[1]
-
-    def cov_fit(rows):
-        if cov_c is None or len(np.unique(y[rows])) < 2:
-            return None
-        return LogisticRegression(C=cov_c, max_iter=5000).fit(cov[rows], y[rows])
-
+    cov_c = fit_logreg_cv(cov, y, n_classes, folds, n_c, seed)[1]
+    z = np.hstack([x, cov])
     k = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cs = np.logspace(-4, 2, n_c)
+
+    def inv_c(c):
+        return np.concatenate([np.full(x.shape[1], 1 / c), np.full(cov.shape[1], 1 / cov_c)])
+
     losses = np.zeros(n_c)
     for train, held in StratifiedKFold(k, shuffle=True, random_state=seed).split(x, y):
-        cm = cov_fit(train)
-        off_tr = covariate_logits(cm, cov[train], n_classes)
         coef = None
         for i, c in enumerate(cs):                 # small C first: warm starts grow
-            coef = _fit_offset(x[train], y[train], off_tr, n_classes, c, coef)
-            model = OffsetLogisticRegression(cm, coef, x.shape[1], n_classes)
-            p = model.predict_proba(np.hstack([x[held], cov[held]]))
+            coef = _fit_penalised(z[train], y[train], n_classes, inv_c(c), coef)
+            p = JointLogisticRegression(coef, n_classes).predict_proba(z[held])
             losses[i] += -np.mean(np.log(np.clip(p[np.arange(len(held)), y[held]], 1e-12, None)))
     losses /= k
     best = int(np.argmin(losses))
-    cm = cov_fit(np.arange(len(y)))
-    coef = _fit_offset(x, y, covariate_logits(cm, cov, n_classes), n_classes, cs[best])
-    return OffsetLogisticRegression(cm, coef, x.shape[1], n_classes), float(cs[best]), k, \
-        float(losses[best])
+    model = JointLogisticRegression(_fit_penalised(z, y, n_classes, inv_c(cs[best])), n_classes)
+    model.covariates_c = float(cov_c)
+    return model, float(cs[best]), k, float(losses[best])

@@ -3,7 +3,8 @@ label_spreading, gbdt.
 
 Each fits on the labeled rows (train_labeled + validation) of the run; the logistic
 regressions choose C by stratified k-fold cross-validation within them (log-loss), the
-covariates beside the genotype features unpenalised (:mod:`cmix.learn.linear`). Test
+covariates fitted jointly beside the genotype features, out of their penalty
+(:mod:`cmix.learn.linear`). Test
 rows are read only to evaluate the fitted model.
 """
 
@@ -19,7 +20,8 @@ from .base import FittedMethod, full_proba
 
 class _CvLogreg(FittedMethod):
     """L2 logistic regression on ``features(x)`` (n, d float64) of the labeled rows, with
-    the run's covariates beside them unpenalised when the run has some
+    the run's covariates fitted jointly beside them, out of their penalty, when the run
+    has some
     (:func:`cmix.learn.linear.fit_with_unpenalised_covariates`), else on the features
     alone (:func:`cmix.learn.linear.fit_logreg_cv`)."""
 
@@ -53,7 +55,8 @@ class _CvLogreg(FittedMethod):
         data.add_time("fit", t)
         self.report["validation"] = {
             "C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
-            "covariates": "unpenalised offset" if self.with_cov else "none",
+            "covariates": (f"joint, own L2 C {self.model.covariates_c:g}" if self.with_cov
+                           else "none"),
             "fit_rows": "labeled (train_labeled + validation)"}
         return self
 
