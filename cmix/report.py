@@ -341,8 +341,9 @@ def _style(methods):
     import matplotlib.pyplot as plt
 
     # a colour of its own for each method but prs (black) and covariates (grey): cmix
-    # tab10's blue, the others tab10's other nine then tab20b's, in registry order
-    palette = [plt.get_cmap("tab10")(i) for i in range(10)] + \
+    # tab10's blue, the others tab10's other colours but its grey, then tab20b's, in
+    # registry order
+    palette = [plt.get_cmap("tab10")(i) for i in range(10) if i != 7] + \
         [plt.get_cmap("tab20b")(i) for i in (0, 4, 8, 12, 16)]
     order = ["cmix"] + [m for m in METHODS if m not in ("cmix", "prs", "covariates")]
     order += [m for m in methods if m not in order]
