@@ -770,9 +770,10 @@ def _add_unrelated(sub):
              "or from KING-robust kinship computed on the genotypes",
         description="Write OUT.king.cutoff.in.id / OUT.king.cutoff.out.id (plink2's format) "
                     "and OUT.king.summary.tsv. Route 1: --kinship ukb_rel.dat (or a plink2 "
-                    ".kin0) with the sample table from --bfile or --fam (and --keep). Route 2: --bfile "
-                    "alone: KING-robust kinship over jointly called variants off chrX, chrY and MT (as plink2) "
-                    "(bit-packed counts on the CPU, torch on a GPU), also writing OUT.kin0 (pairs > 0.0442).")
+                    ".kin0) with the sample table from --bfile or --fam (and --keep). "
+                    "Route 2: --bfile alone: KING-robust kinship over jointly called "
+                    "variants off chrX, chrY and MT (as plink2) (bit-packed counts on the "
+                    "CPU, torch on a GPU), also writing OUT.kin0 (pairs > 0.0442).")
     p.add_argument("--kinship", default=None,
                    help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
                         "or plink2 --make-king-table output (.kin0)")

@@ -349,8 +349,7 @@ def _style(methods):
     order += [m for m in methods if m not in order]
     styles = {}
     for m in methods:
-        c = palette[order.index(m) % len(palette)] if m in order else "0.5"
-        styles[m] = {"color": c, "marker": "o" if m.startswith("cmix") else "s",
+        styles[m] = {"color": palette[order.index(m) % len(palette)], "marker": "o" if m.startswith("cmix") else "s",
                      "linestyle": "-" if m == "cmix" else ("--" if m.startswith("cmix") else "-"),
                      "linewidth": 2.4 if m == "cmix" else 1.4}
         if m == "prs":

@@ -255,7 +255,7 @@ def test_logistic_regression_is_the_same_at_1_and_2_blas_threads():
     among threads."""
     from threadpoolctl import threadpool_limits
 
-    from cmix.learn.linear import fit_logreg_cv, fit_with_unpenalised_covariates
+    from cmix.learn.linear import fit_logreg_cv, fit_with_covariates
     from cmix.learn.methods.base import full_proba
 
     rng = np.random.default_rng(4)
@@ -266,7 +266,7 @@ def test_logistic_regression_is_the_same_at_1_and_2_blas_threads():
     for n_threads in (1, 2):
         with threadpool_limits(limits=n_threads, user_api="blas"):
             model = fit_logreg_cv(x, y, 2, 5, 8, seed=1)[0]
-            offset = fit_with_unpenalised_covariates(x[:, :200], cov, y, 2, 3, 4, seed=1)[0]
+            offset = fit_with_covariates(x[:, :200], cov, y, 2, 3, 4, seed=1)[0]
             out.append([model.coef_, full_proba(model, x, 2), offset.coef,
                         offset.predict_proba(np.hstack([x[:, :200], cov]))])
     for a, b in zip(*out):

@@ -4,7 +4,7 @@ against scikit-learn and statsmodels fitted on the same rows."""
 import numpy as np
 import pytest
 
-from cmix.learn.linear import _fit_penalised, fit_with_unpenalised_covariates
+from cmix.learn.linear import _fit_penalised, fit_with_covariates
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -56,7 +56,7 @@ def test_covariates_are_estimated_beside_the_snps():
     cov = np.column_stack([rng.normal(size=n), 0.6 * x[:, 0] + 0.8 * rng.normal(size=n)])
     y = (x @ [1.2, -1.0, 0.8, 0.0, 0.5] + cov @ [1.5, -1.0] + rng.logistic(size=n) > 0)
     y = y.astype(int)
-    model, c, k, loss = fit_with_unpenalised_covariates(x, cov, y, 2, 5, 8, seed=0)
+    model, c, k, loss = fit_with_covariates(x, cov, y, 2, 5, 8, seed=0)
     ref = sm.Logit(y, sm.add_constant(np.hstack([x, cov]))).fit(disp=0).params
     np.testing.assert_allclose(model.coef[5:7, 1], ref[6:8], atol=0.03)
     scale = np.sqrt(model.covariates_c / c)
@@ -79,7 +79,7 @@ def test_covariates_are_not_drowned_by_many_noise_snps():
     y = (cov @ np.array([1.5, -1.0, 0.8, 0.5]) + 0.5 * rng.normal(size=n + n_test) > 0).astype(int)
     snps = rng.normal(size=(n + n_test, 400))
     tr, te = np.arange(n), np.arange(n, n + n_test)
-    model, c, k, loss = fit_with_unpenalised_covariates(snps[tr], cov[tr], y[tr], 2, 5, 10, 3)
+    model, c, k, loss = fit_with_covariates(snps[tr], cov[tr], y[tr], 2, 5, 10, 3)
     acc = np.mean(model.predict_proba(np.hstack([snps[te], cov[te]])).argmax(1) == y[te])
     cov_only = LogisticRegressionCV(Cs=np.logspace(-4, 2, 10), cv=StratifiedKFold(5, shuffle=True, random_state=3),
                                     scoring="neg_log_loss", max_iter=5000).fit(cov[tr], y[tr])

@@ -453,19 +453,17 @@ def _expected_copies(gt, path, variant_id) -> np.ndarray:
                         f"ploidy {int(ploidy[other][0])}; cmix reads haploid and diploid "
                         "calls only")
     called = (haploid | diploid) & ~np.asarray(gt.missing, bool)
-    width = np.where(haploid, 2, 3)[called]
-    stored = prob[called]
-    undecoded = np.isnan(stored[:, :2]).any(axis=1)
-    if undecoded.any():
-        raise CmixError(f"{path}: variant {variant_id!r}: {int(undecoded.sum())} call(s) flagged "
+    undecoded = int((np.isnan(prob[:, :2]).any(axis=1) & called).sum())
+    if undecoded:
+        raise CmixError(f"{path}: variant {variant_id!r}: {undecoded} call(s) flagged "
                         "present have no decodable probabilities (a bit depth of 0?); the "
                         "block is invalid (plink2 refuses it too)")
     # the last probability of a call is 1 - the stored ones: below 0 when they sum past 1
-    last = stored[np.arange(len(stored)), width - 1]
-    if (last < -1e-6).any():
+    past_one = int(((np.where(haploid, prob[:, 1], prob[:, -1]) < -1e-6) & called).sum())
+    if past_one:
         raise CmixError(f"{path}: variant {variant_id!r}: the stored genotype probabilities of "
-                        f"{int((last < -1e-6).sum())} call(s) sum to more than 1; the block is "
-                        "invalid (plink2 refuses it too)")
+                        f"{past_one} call(s) sum to more than 1; the block is invalid (plink2 "
+                        "refuses it too)")
     d = np.full(len(ploidy), np.nan)
     if diploid.any():
         d[diploid] = prob[diploid, 1] + 2 * prob[diploid, 2]

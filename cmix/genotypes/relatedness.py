@@ -327,8 +327,8 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in
                           ("idx1", "idx2", "nsnp", "hethet", "ibs0", "het1_hom2", "het2_hom1")})
     empty["kinship"] = pd.Series(dtype=np.float64)
-    empty.attrs["undefined_kinship_pairs"] = n * (n - 1) // 2 if n_var == 0 else 0
-    if n < 2 or n_var == 0:
+    if n < 2 or n_var == 0:             # with no variant, every pair's kinship is 0/0
+        empty.attrs["undefined_kinship_pairs"] = n * (n - 1) // 2
         return empty
     if n_var >= _MAX_VARIANTS:
         raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
@@ -341,8 +341,8 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
                                                      block_size, variant_block,
                                                      resolve_device(device),
                                                      max_memory_bytes or (2 << 30))
-    empty.attrs["undefined_kinship_pairs"] = n_undefined
     if len(pos_i) == 0:
+        empty.attrs["undefined_kinship_pairs"] = n_undefined
         return empty
     # exact counts for the kept pairs, in .kin0 order (later sample first)
     order = np.lexsort((pos_i, pos_j))

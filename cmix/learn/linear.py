@@ -117,7 +117,7 @@ class JointLogisticRegression:
 
 
 @one_blas_thread()
-def fit_with_unpenalised_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
+def fit_with_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
                                     n_classes: int, folds: int, n_c: int, seed: int):
     """x (n, d) penalised features, cov (n, K) covariates (K >= 1), y (n,) classes.
 

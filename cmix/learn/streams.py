@@ -51,8 +51,12 @@ def gen(seed: int, key: int, *more: int):
     import torch
 
     ss = np.random.SeedSequence(seed_seq(seed, key, *more))
-    g = torch.Generator().manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
-    return g, np.random.default_rng(ss)
+    return torch.Generator().manual_seed(_torch_seed(ss)), np.random.default_rng(ss)
+
+
+def _torch_seed(ss) -> int:
+    """A torch seed (63 bits) drawn from the SeedSequence ``ss``."""
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def manual_seed(seed: int, offset: int) -> None:
@@ -70,6 +74,5 @@ def seed_dropout(seed: int, stage: int, epoch: int, dropout: float) -> None:
     import torch
 
     if dropout > 0:
-        ss = np.random.SeedSequence(seed_seq(seed, HEAD_DROPOUT, stage, epoch))
-        torch.manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] >> 1))
-
+        torch.manual_seed(_torch_seed(np.random.SeedSequence(
+            seed_seq(seed, HEAD_DROPOUT, stage, epoch))))

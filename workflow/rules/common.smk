@@ -411,6 +411,20 @@ def genotype_args(chrom=None):
     return args + (["--chroms", *QC_CHROMS] if CHROM in src else [])
 
 
+def covariate_args():
+    """`--covariates SPEC` of the config's covariates ([] without). A param apart from
+    the covariate files (:func:`covariate_file_args`): Snakemake reruns a job when a
+    param changes, but not a param computed from its input."""
+    return ["--covariates", json.dumps(COVARIATES)] if COVARIATES else []
+
+
+def covariate_file_args(input):
+    """`--sample-qc` / `--eigenvec` of a job's covariate inputs ([] for those it lacks)."""
+    return (["--sample-qc", input.sample_qc] if input.sample_qc else []) + (
+        ["--eigenvec", input.eigenvec] if input.eigenvec else []
+    )
+
+
 def bgen_files():
     """The imputed BGEN files, their .bgi indexes, .sample and mfi files ([] without)."""
     if "bgen" not in INPUTS:

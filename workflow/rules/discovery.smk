@@ -37,13 +37,8 @@ rule gwas:
             if wc.trait in (DISCOVERY.get("multiclass") or {})
             else []
         ),
-        covariates=lambda wc: (
-            ["--covariates", json.dumps(COVARIATES)] if COVARIATES else []
-        ),
-        covariate_files=lambda wc, input: (
-            (["--sample-qc", input.sample_qc] if input.sample_qc else [])
-            + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
-        ),
+        covariates=lambda wc: covariate_args(),
+        covariate_files=lambda wc, input: covariate_file_args(input),
         fraction=DISCOVERY.get("fraction", 0.5),
         seed=DISCOVERY.get("seed", 0),
     shell:

@@ -64,13 +64,8 @@ rule store:
         trait_config=lambda wc: json.dumps(TRAIT_DEFINITIONS[wc.trait]),
         test_fraction=config["split"]["test_fraction"],
         split_seed=config["split"]["seed"],
-        covariates=lambda wc: (
-            ["--covariates", json.dumps(COVARIATES)] if COVARIATES else []
-        ),
-        covariate_files=lambda wc, input: (
-            (["--sample-qc", input.sample_qc] if input.sample_qc else [])
-            + (["--eigenvec", input.eigenvec] if input.eigenvec else [])
-        ),
+        covariates=lambda wc: covariate_args(),
+        covariate_files=lambda wc, input: covariate_file_args(input),
         relatedness=(
             "kinship table" if input_path("kinship") else "KING from genotypes"
         ),

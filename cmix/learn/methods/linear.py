@@ -22,7 +22,7 @@ class _CvLogreg(FittedMethod):
     """L2 logistic regression on ``features(x)`` (n, d float64) of the labeled rows, with
     the run's covariates fitted jointly beside them, out of their penalty, when the run
     has some
-    (:func:`cmix.learn.linear.fit_with_unpenalised_covariates`), else on the features
+    (:func:`cmix.learn.linear.fit_with_covariates`), else on the features
     alone (:func:`cmix.learn.linear.fit_logreg_cv`)."""
 
     family = "logreg"
@@ -36,7 +36,7 @@ class _CvLogreg(FittedMethod):
         """Fit what :meth:`features` needs before the features of the labeled rows."""
 
     def fit(self, data):
-        from ..linear import fit_logreg_cv, fit_with_unpenalised_covariates
+        from ..linear import fit_logreg_cv, fit_with_covariates
 
         s, cfg = data.splits, self.cfg.logreg
         self.mean, self.sd, self.n_classes = data.mean, data.sd, s.n_classes
@@ -48,7 +48,7 @@ class _CvLogreg(FittedMethod):
         args = (s.label[s.labeled], s.n_classes, cfg.logreg_folds, cfg.logreg_n_c,
                 data.seed)
         if self.with_cov:
-            self.model, best_c, folds, cv_loss = fit_with_unpenalised_covariates(
+            self.model, best_c, folds, cv_loss = fit_with_covariates(
                 x, data.cov[s.labeled].astype(np.float64), *args)
         else:
             self.model, best_c, folds, cv_loss = fit_logreg_cv(x, *args)
