@@ -114,7 +114,7 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     present = pheno.index.get_indexer(iids)
     for f in spec["fields"]:
         cfg = f if isinstance(f, dict) else {"field": f}
-        col = trait_column(pheno.columns, cfg, "covariates", pheno_path)
+        col = trait_column(pheno.columns, cfg, path=pheno_path, who="covariates.fields")
         values = _numbers(pheno[col], pheno_path, col,
                           lambda i: data_line(pheno_path, i, "phenotype table"))
         out = np.full(len(iids), np.nan)

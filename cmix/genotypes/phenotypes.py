@@ -97,26 +97,27 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-def trait_column(columns, config: dict, trait: str = "", path="") -> str:
-    """The phenotype table column a trait config refers to (see module docstring)."""
+def trait_column(columns, config: dict, trait: str = "", path="", who: str = "") -> str:
+    """The phenotype table column a trait config refers to (see module docstring).
+    ``who`` names the config entry in messages (default: the trait)."""
     columns = list(columns)
+    who = who or f"trait {trait!r}"
     if config.get("column") is not None:
         name = str(config["column"])
         if name not in columns:
-            raise CmixError(f"{path}: trait {trait!r}: no column {name!r} in the phenotype "
-                            "table")
+            raise CmixError(f"{path}: {who}: no column {name!r} in the phenotype table")
         return name
     field = str(config["field"])
     inst, arr = int(config.get("instance", 0)), int(config.get("array", 0))
     wanted = [f"f.{field}.{inst}.{arr}", f"{field}-{inst}.{arr}"]
     found = [name for name in wanted if name in columns]
     if len(found) == 2:
-        raise CmixError(f"{path}: trait {trait!r} (field {field}): the phenotype table has "
+        raise CmixError(f"{path}: {who} (field {field}): the phenotype table has "
                         f"both {found[0]!r} and {found[1]!r}; keep one, or name the column "
                         "with 'column'")
     if found:
         return found[0]
-    raise CmixError(f"{path}: trait {trait!r} (field {field}) is absent from the phenotype "
+    raise CmixError(f"{path}: {who} (field {field}) is absent from the phenotype "
                     f"table: no column {' or '.join(wanted)}")
 
 

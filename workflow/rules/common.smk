@@ -312,11 +312,13 @@ def check_sizes():
     trait of the discovery route keeps at most the share 1 - discovery.fraction of them.
     """
     from cmix.genotypes.pca import check_n_pcs
+    from cmix.io import CmixError
     from cmix.genotypes.phenotypes import (
         N_CONTINUOUS_STRATA,
         label_trait,
         max_training_split,
         read_phenotypes,
+        trait_column,
     )
 
     test_fraction = config["split"]["test_fraction"]
@@ -329,6 +331,16 @@ def check_sizes():
         pheno = read_phenotypes(INPUTS["phenotypes"])
         n_cohort = len(iids)
         what = "samples past the withdrawals and sample QC"
+        for field in COVARIATES.get("fields", []):
+            try:
+                trait_column(
+                    pheno.columns,
+                    field if isinstance(field, dict) else {"field": field},
+                    path=INPUTS["phenotypes"],
+                    who="covariates.fields",
+                )
+            except CmixError as err:
+                fail(str(err))
     if pca_reads_the_calls() or COVARIATES.get("pcs_from") == "eigenvec":
         try:
             check_n_pcs(config["pca"]["n_pcs"], n_cohort, what)
