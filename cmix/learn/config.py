@@ -144,6 +144,7 @@ class Gbdt:
     gbdt_lr: float = 0.1
     gbdt_max_iter: int = 300        # trees, early-stopped on 20% of the labeled rows
     gbdt_max_leaf_nodes: int = 15
+    gbdt_min_leaf: int = 20         # rows a leaf must hold (scikit-learn's min_samples_leaf)
     gbdt_l2: float = 1.0
 
 

@@ -186,8 +186,8 @@ class GradientBoostedTrees(FittedMethod):
     """Gradient-boosted trees (scikit-learn's HistGradientBoostingClassifier) on the
     labeled rows' dosages and covariates: the paper's CatBoost row. The number of trees
     is early-stopped on an internal 20% of the labeled rows (log-loss); learning rate
-    ``gbdt_lr``, at most ``gbdt_max_iter`` trees of ``gbdt_max_leaf_nodes`` leaves, L2
-    ``gbdt_l2``. One OpenMP thread, so the sums do not depend on the thread count."""
+    ``gbdt_lr``, at most ``gbdt_max_iter`` trees of ``gbdt_max_leaf_nodes`` leaves of at
+    least ``gbdt_min_leaf`` rows, L2 ``gbdt_l2``. One OpenMP thread, so the sums do not depend on the thread count."""
 
     family = "gbdt"
     FIELDS = ("model", "n_classes")
@@ -211,7 +211,8 @@ class GradientBoostedTrees(FittedMethod):
         t = data.add_time("load", t)
         self.model = HistGradientBoostingClassifier(
             learning_rate=cfg.gbdt_lr, max_iter=cfg.gbdt_max_iter,
-            max_leaf_nodes=cfg.gbdt_max_leaf_nodes, l2_regularization=cfg.gbdt_l2,
+            max_leaf_nodes=cfg.gbdt_max_leaf_nodes, min_samples_leaf=cfg.gbdt_min_leaf,
+            l2_regularization=cfg.gbdt_l2,
             early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
             scoring="loss", random_state=int(data.seed) & 0x7FFFFFFF)
         with threadpool_limits(limits=1):
