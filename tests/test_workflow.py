@@ -609,6 +609,7 @@ def _cohort_samples(c: Path, cfg: dict, trait: str) -> int:
     ("trait_name_with_a_space", "traits: 'hair colour': a trait name holds letters"),
     ("covariates_method_without_covariates", "methods: covariates needs covariates"),
     ("overlap_of_an_unknown_trait", "inputs.sumstats_overlap: unknown trait 'hair_color'"),
+    ("fetch_manifest_absent", "fetch_manifest: "),
     ("covariate_field_absent", "covariates.fields (field 54) is absent from the phenotype "
                                "table: no column f.54.0.0 or 54-0.0"),
 ])
@@ -649,11 +650,16 @@ def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
         cfg["methods"] = ["covariates", "logreg"]
     elif case == "overlap_of_an_unknown_trait":
         cfg["inputs"]["sumstats_overlap"] = {"hair_color": "no"}
+    elif case == "fetch_manifest_absent":
+        cfg["fetch_manifest"] = "nope.tsv"
     elif case == "covariate_field_absent":
         cfg["covariates"] = {**cfg["covariates"], "fields": [21022, 54]}
     line = dry_run_refuses(cfg, tmp_path, message)
     if case == "sumstats_missing":
         assert "nope.sumstats.gz not found" in line
+    if case == "fetch_manifest_absent":
+        assert line.endswith("nope.tsv not found (a path relative to the repository, or "
+                             "absolute)"), line
 
 
 def test_a_config_key_given_twice_is_refused(ukb_standin, tmp_path):

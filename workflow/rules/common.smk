@@ -107,6 +107,11 @@ FETCH_MANIFEST = os.path.join(
     "..",
     config.get("fetch_manifest", "resources/sumstats.manifest.tsv"),
 )
+if not os.path.isfile(FETCH_MANIFEST):
+    fail(
+        f"fetch_manifest: {os.path.normpath(FETCH_MANIFEST)} not found (a path relative "
+        "to the repository, or absolute)"
+    )
 FETCHABLE = [
     line.split("\t")[0]
     for line in open(FETCH_MANIFEST)
