@@ -151,6 +151,39 @@ def test_split_is_reproducible_and_continuous_traits_work(built, tmp_path):
     assert ((values <= lo) | (values >= hi)).all()
 
 
+def test_log_says_where_the_unlabeled_samples_went(built, tmp_path, capsys):
+    """The store's log line breaks the kept samples down, counted here with pandas from
+    the phenotype table: a value in the trait's column, then a listed code (categorical)
+    or a number outside the binarising gap (continuous quartiles)."""
+    cohort = built["cohort"]
+    pheno = pd.read_csv(cohort / "phenotypes.tsv", sep="\t", dtype=str,
+                        keep_default_na=False).set_index("eid")
+    kept = [line.split()[1] for line in built["keep"].read_text().splitlines()[1:]]
+    cells = pheno.reindex(kept)
+    for trait, cfg, column in (("hair_colour", HAIR, "f.1747.0.0"),
+                               ("mscv", MPV, "f.30100.0.0")):
+        capsys.readouterr()
+        assert main(["store", "--bfile", str(cohort / "genotypes"), "--keep",
+                     str(built["keep"]), "--snps", str(built["snps"]), "--pheno",
+                     str(cohort / "phenotypes.tsv"), "--trait", trait, "--trait-config",
+                     json.dumps(cfg), "--out", str(tmp_path / f"{trait}.zarr")]) == 0
+        line = next(x for x in capsys.readouterr().err.splitlines() if "labeled samples" in x)
+        col = cells[column]
+        in_table = int(pheno.index.isin(kept).sum())
+        if trait == "hair_colour":
+            n_label = int(col.isin(["1", "2", "3", "4", "5"]).sum())
+            steps = f"{n_label} with a listed code in column '{column}'"
+            assert n_label < int((col != "").sum()) < in_table     # blank cells, other codes
+        else:
+            n_value = int(pd.to_numeric(col, errors="coerce").notna().sum())
+            n_label = int(_read(tmp_path / f"{trait}.zarr")["sample_label"].shape[0])
+            steps = (f"{n_value} with a value in column '{column}' (not blank, not a missing "
+                     f"code), {n_label} outside the binarising gap")
+            assert n_label < 0.6 * n_value          # quartiles: the middle half is left out
+        assert (f"{n_label} labeled samples (of {len(kept)} kept: {in_table} in the phenotype "
+                f"table, {steps})") in line, line
+
+
 def test_incomplete_store_is_refused(built, tmp_path):
     import zarr
 

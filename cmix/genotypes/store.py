@@ -566,8 +566,9 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
                                     covariates)
     n_variants = len(bim_pos)
     chunk = options.sample_chunk or default_sample_chunk(n_variants)
-    log(f"store {inputs.trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept) x "
-        f"{n_variants} SNPs, {int(count_a2.sum())} counting the .bim A2")
+    log(f"store {inputs.trait}: {len(rows)} labeled samples (of {len(sample_idx)} kept: "
+        f"{label_steps(labels)}) x {n_variants} SNPs, {int(count_a2.sum())} counting the "
+        ".bim A2")
     dosage, encoding, source = _effect_dosages(bf, bim_pos, rows, count_a2, chunk)
     attrs = _build_attrs(inputs, samples, options, labels, covariates, counts, {
         "dosage_source": source,
@@ -585,6 +586,21 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
         **_variant_arrays(snp_table, bf, bim_pos, genotypes.bgen is not None)),
         sample_chunk=chunk, encoding=encoding)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}
+
+
+def label_steps(labels: dict) -> str:
+    """Where the kept samples without a label went, from label_trait's counts: e.g.
+    "3290 in the phenotype table, 3177 with a listed code in column '1747-0.0'"."""
+    c, column = labels["counts"], labels["column"]
+    steps = [f"{c['in_phenotype_table']} in the phenotype table"]
+    if "with_a_listed_code" in c:
+        steps.append(f"{c['with_a_listed_code']} with a listed code in column {column!r}")
+    else:
+        steps.append(f"{c['with_a_value']} with a value in column {column!r} (not blank, "
+                     "not a missing code)")
+        if c["after_binarising"] != c["with_a_value"]:
+            steps.append(f"{c['after_binarising']} outside the binarising gap")
+    return ", ".join(steps)
 
 
 def _variant_arrays(snp_table, bf, bim_pos, from_bgen: bool) -> dict:
