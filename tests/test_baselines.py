@@ -325,15 +325,16 @@ def test_one_labeled_row_of_a_class_is_refused_where_a_stratified_split_needs_tw
 def test_gbdt_equals_scikit_learn_fitted_directly_with_its_knobs(easy, tmp_path):
     """The trees' knobs reach the model (min_samples_leaf among them: scikit-learn's 20
     leaves at most two leaves per tree at a budget of 40 training rows), and a
-    HistGradientBoostingClassifier fitted on the labeled rows' dosages, missing calls as
-    NaN, gives the run's test probabilities."""
+    HistGradientBoostingClassifier early-stopped on the labeled rows' dosages (missing
+    calls as NaN), then fitted again with its tree count on every labeled row, gives
+    the run's test probabilities."""
     import zarr
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     from cmix.learn.data import make_splits
 
-    cfg = {"gbdt_lr": 0.05, "gbdt_max_leaf_nodes": 7, "gbdt_min_leaf": 3, "gbdt_l2": 2.0,
-           "gbdt_max_iter": 60}
+    cfg = {"gbdt_lr": 0.3, "gbdt_max_leaf_nodes": 7, "gbdt_min_leaf": 3, "gbdt_l2": 2.0,
+           "gbdt_max_iter": 200}
     out = tmp_path / "gbdt"
     m = run_method("gbdt", easy[0], 200, 5, out, config=cfg, device="cpu")
     model = torch.load(out / "checkpoint.pt", weights_only=False)["parts"]["model"]["model"]
@@ -341,12 +342,17 @@ def test_gbdt_equals_scikit_learn_fitted_directly_with_its_knobs(easy, tmp_path)
     s = make_splits(root, 200, 5)
     x = root["call_dosage"][:].astype(np.float64)
     x[x < 0] = np.nan
-    ref = HistGradientBoostingClassifier(
-        learning_rate=0.05, max_iter=60, max_leaf_nodes=7, min_samples_leaf=3,
-        l2_regularization=2.0, early_stopping=True, validation_fraction=0.2,
-        n_iter_no_change=10, scoring="loss", random_state=5)
-    ref.fit(x[s.labeled], s.label[s.labeled])
+    knobs = dict(learning_rate=0.3, max_leaf_nodes=7, min_samples_leaf=3,
+                 l2_regularization=2.0, random_state=5)
+    stopped = HistGradientBoostingClassifier(
+        max_iter=200, early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
+        scoring="loss", **knobs).fit(x[s.labeled], s.label[s.labeled])
+    assert stopped.n_iter_ < 200                 # the holdout stopped it
+    # then every labeled row, with the holdout's count of trees
+    ref = HistGradientBoostingClassifier(max_iter=stopped.n_iter_, early_stopping=False,
+                                         **knobs).fit(x[s.labeled], s.label[s.labeled])
     assert model.min_samples_leaf == 3 and model.n_iter_ == ref.n_iter_
+    assert m["validation"]["n_trees"] == stopped.n_iter_
     np.testing.assert_allclose(model.predict_proba(x[s.test]), ref.predict_proba(x[s.test]),
                                rtol=0, atol=1e-12)
     acc = float(np.mean(ref.predict(x[s.test]) == s.label[s.test]))

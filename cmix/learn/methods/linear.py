@@ -185,9 +185,11 @@ def gbdt_features(x: np.ndarray) -> np.ndarray:
 class GradientBoostedTrees(FittedMethod):
     """Gradient-boosted trees (scikit-learn's HistGradientBoostingClassifier) on the
     labeled rows' dosages and covariates: the paper's CatBoost row. The number of trees
-    is early-stopped on an internal 20% of the labeled rows (log-loss); learning rate
-    ``gbdt_lr``, at most ``gbdt_max_iter`` trees of ``gbdt_max_leaf_nodes`` leaves of at
-    least ``gbdt_min_leaf`` rows, L2 ``gbdt_l2``. One OpenMP thread, so the sums do not depend on the thread count."""
+    is early-stopped on an internal 20% of the labeled rows (log-loss), then the trees
+    are fitted again with that count on every labeled row. Learning rate ``gbdt_lr``, at
+    most ``gbdt_max_iter`` trees of ``gbdt_max_leaf_nodes`` leaves of at least
+    ``gbdt_min_leaf`` rows, L2 ``gbdt_l2``. One OpenMP thread, so the sums do not depend
+    on the thread count."""
 
     family = "gbdt"
     FIELDS = ("model", "n_classes")
@@ -209,17 +211,24 @@ class GradientBoostedTrees(FittedMethod):
         y = s.label[s.labeled]
         require_two_per_class(y, s.n_classes, "gbdt's early-stopping holdout (stratified)")
         t = data.add_time("load", t)
-        self.model = HistGradientBoostingClassifier(
-            learning_rate=cfg.gbdt_lr, max_iter=cfg.gbdt_max_iter,
-            max_leaf_nodes=cfg.gbdt_max_leaf_nodes, min_samples_leaf=cfg.gbdt_min_leaf,
-            l2_regularization=cfg.gbdt_l2,
-            early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
-            scoring="loss", random_state=int(data.seed) & 0x7FFFFFFF)
+
+        def trees(**kw):
+            return HistGradientBoostingClassifier(
+                learning_rate=cfg.gbdt_lr, max_leaf_nodes=cfg.gbdt_max_leaf_nodes,
+                min_samples_leaf=cfg.gbdt_min_leaf, l2_regularization=cfg.gbdt_l2,
+                random_state=int(data.seed) & 0x7FFFFFFF, **kw)
+
         with threadpool_limits(limits=1):
-            self.model.fit(x, y)
+            stopped = trees(max_iter=cfg.gbdt_max_iter, early_stopping=True,
+                            validation_fraction=0.2, n_iter_no_change=10,
+                            scoring="loss").fit(x, y)
+            # the count of trees from the holdout, then every labeled row, as the
+            # networks' predictors are refitted
+            self.model = trees(max_iter=int(stopped.n_iter_), early_stopping=False).fit(x, y)
         data.add_time("fit", t)
-        self.report["validation"] = {"n_trees": int(self.model.n_iter_),
-                                     "fit_rows": "labeled (train_labeled + validation)"}
+        self.report["validation"] = {"n_trees": int(stopped.n_iter_),
+                                     "fit_rows": "labeled (train_labeled + validation); the "
+                                                 "tree count early-stopped on 20% of them"}
         return self
 
     def predict_proba(self, x, covariates):
