@@ -634,6 +634,35 @@ def test_bgen_contigs_spelled_chr_match_a_selection_of_codes(ukb, bgen_sel, tmp_
     assert np.array_equal(theirs.to_numpy() == -1, ~called)
 
 
+@pytest.mark.parametrize("source", ["bfile", "pfile"])
+def test_sample_v2_file_reads_as_plink2_reads_it(ukb, bgen_sel, tmp_path, source):
+    """plink2 --export bgen-1.2 sample-v2 writes one ID column: FID_IID for samples with
+    family IDs (the .bed's), the IID without (the dosage .pgen's). Its IIDs are what
+    plink2 reads from it (the whole ID), it matches the .fam, and the store from it
+    equals the store from the same BGEN with a two-column .sample."""
+    sel, _ = bgen_sel
+    src = ("--bfile", ukb / "c" / "genotypes") if source == "bfile" else ("--pfile", ukb / "frac")
+    for name, extra in (("v1", ()), ("v2", ("sample-v2",))):
+        plink2(*src, "--chr", *CHROMS, "--export", "bgen-1.2", "bits=8", *extra,
+               "--out", tmp_path / name)
+        assert main(["bgen-index", str(tmp_path / f"{name}.bgen")]) == 0
+    assert (tmp_path / "v2.sample").read_text().startswith("ID missing sex\n")
+    plink2("--bgen", tmp_path / "v2.bgen", "ref-last", "--sample", tmp_path / "v2.sample",
+           "--make-just-psam", "--out", tmp_path / "p2")
+    psam = pd.read_csv(tmp_path / "p2.psam", sep="\t", dtype=str)
+    sample = bgen_mod.read_sample_file(tmp_path / "v2.sample")
+    assert sample["iid"].tolist() == psam["#IID"].tolist()
+    assert (sample["fid"] == "0").all()
+    fam = pd.read_csv(ukb / "cal.fam", sep=r"\s+", header=None, dtype=str)
+    if source == "bfile":            # the IDs are FID_IID, no IID alone
+        assert not set(sample["iid"]) & set(fam[1])
+    stores = [_store(ukb, tmp_path / f"{name}.zarr", sel, "--bgen", str(tmp_path / f"{name}.bgen"),
+                     "--sample", str(tmp_path / f"{name}.sample"), "--fam",
+                     str(ukb / "cal.fam"))[1] for name in ("v1", "v2")]
+    assert len(stores[1]) > 0.9 * len(fam) * 0.5       # every person with a label is there
+    pd.testing.assert_frame_equal(stores[0], stores[1])
+
+
 def test_bgen_embedding_sample_ids_matches_its_sample(ukb):
     """plink2's BGEN embeds its sample IDs; the .sample written with it agrees, row by row."""
     head = bgen_mod._header(ukb / "imp_chr1.bgen")

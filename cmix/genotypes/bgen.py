@@ -10,9 +10,11 @@ unphased biallelic variants are read (UK Biobank's imputed data); a haploid call
 on chrX as ``plink2 --export bgen-1.2`` writes them) counts ``2 P(allele 2)``, as plink2
 reads it.
 
-Sample order comes from the .sample file (two header lines, ``ID_1 ID_2 ...``); a
-target sample table (.fam) is matched to it by ID: by (ID_1, ID_2) = (FID, IID), or by
-ID_2 = IID alone when every ID_1 is 0 (as plink2 writes it).
+Sample order comes from the .sample file (two header lines, ``ID_1 ID_2 ...``, or
+``ID ...`` in the sample-v2 layout); a target sample table (.fam) is matched to it by ID:
+by (ID_1, ID_2) = (FID, IID), or by ID_2 = IID alone when every ID_1 is 0 (as plink2
+writes it), or, where no IID matches, by the one ID = FID_IID (as plink2 writes a
+sample-v2 file of samples with family IDs).
 """
 
 from __future__ import annotations
@@ -247,22 +249,30 @@ def bgi_chromosomes(bgi) -> list[str]:
 
 
 def read_sample_file(path: str | os.PathLike) -> pd.DataFrame:
-    """A BGEN .sample file as .fam columns (fid = ID_1, iid = ID_2), in file order."""
+    """A BGEN .sample file as .fam columns (fid = ID_1, iid = ID_2), in file order. The
+    sample-v2 layout (``plink2 --export bgen-1.2 sample-v2``: one ``ID`` column) reads
+    as plink2 reads it: IID = the whole ID, FID 0."""
     path = input_file(path, "BGEN .sample file")
     lines = text_lines(path, "BGEN .sample file")
     head = next(lines, (1, ""))[1].split()
     types = next(lines, (2, ""))[1].split()
-    if head[:2] != ["ID_1", "ID_2"]:
-        raise CmixError(f"{path}, line 1: expected a .sample header starting ID_1 ID_2, "
-                        f"found {' '.join(head[:2])!r}")
-    if types[:2] != ["0", "0"]:
-        raise CmixError(f"{path}, line 2: expected the column types line (starting 0 0, "
-                        "e.g. `0 0 0 D`), found another line: a .sample has two header "
-                        "lines before its samples")
+    single = head[:1] == ["ID"]
+    if not single and head[:2] != ["ID_1", "ID_2"]:
+        raise CmixError(f"{path}, line 1: expected a .sample header starting ID_1 ID_2 (or "
+                        f"ID, sample-v2), found {' '.join(head[:2])!r}")
+    n_ids = 1 if single else 2
+    if types[:n_ids] != ["0"] * n_ids:
+        raise CmixError(f"{path}, line 2: expected the column types line (starting "
+                        f"{' '.join(['0'] * n_ids)}, e.g. `{' '.join(['0'] * n_ids)} 0 D`), "
+                        "found another line: a .sample has two header lines before its "
+                        "samples")
+    names = ["iid"] if single else ["fid", "iid"]
     raw = read_table(path, "BGEN .sample file",
-                     empty=pd.DataFrame({"fid": pd.Series(dtype=str), "iid": pd.Series(dtype=str)}),
-                     sep=r"\s+", header=None, skiprows=2, usecols=[0, 1], dtype=str,
-                     names=["fid", "iid"], na_filter=False, engine="c")
+                     empty=pd.DataFrame({n: pd.Series(dtype=str) for n in names}),
+                     sep=r"\s+", header=None, skiprows=2, usecols=list(range(n_ids)),
+                     dtype=str, names=names, na_filter=False, engine="c")
+    if single:
+        raw.insert(0, "fid", "0")
     fam = raw.assign(father="0", mother="0", sex="0", phenotype="-9")[FAM_COLUMNS]
     return fam
 
@@ -277,6 +287,9 @@ def match_sample_file(fam: pd.DataFrame, sample: pd.DataFrame, path) -> np.ndarr
         i = int(np.flatnonzero(key_s.duplicated().to_numpy())[0])
         raise CmixError(f"{path}, line {i + 3}: a sample ID listed twice")
     rows = pd.Index(key_s).get_indexer(key_f)
+    if by_iid and len(fam) and (rows < 0).all():
+        # one ID per sample that plink2 wrote as FID_IID (sample-v2, or ID_2 so written)
+        rows = pd.Index(key_s).get_indexer(fam["fid"] + "_" + fam["iid"])
     if len(fam) and (rows < 0).all():
         raise CmixError(
             f"{path}: none of the {len(fam)} samples of the .fam is in this .sample file "
