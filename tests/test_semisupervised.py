@@ -79,9 +79,11 @@ def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
     assert res.used and res.space == "pcs"
     assert res.heldout_accuracy == 1.0 and res.head_accuracy < 0.7
     # every judge row right: the weight is the Wilson lower bound of n of n right, above
-    # the Wilson upper bound of the head's share right (statsmodels, one-sided 95% each)
+    # the Wilson upper bound of the head's share right (statsmodels, one-sided 95% each,
+    # the pseudo-labels' widened for the best of the 4 graphs tried)
     n_judge = int(judge_mask(y[:n_l]).sum())
-    lower = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
+    assert len(res.heldout) == 4
+    lower = proportion_confint(n_judge, n_judge, alpha=0.1 / 4, method="wilson")[0]
     n_head = round(res.head_accuracy * n_judge)
     upper = proportion_confint(n_head, n_judge, alpha=0.1, method="wilson")[1]
     assert res.head_bound == pytest.approx(upper)
@@ -215,6 +217,47 @@ def test_weights_rest_on_a_lower_confidence_bound(n_right, n):
     bound = proportion_confint(n_right, n, alpha=0.1, method="wilson")[0]
     w = calibrated_weights(cert, correct, np.array([0.5]), floor=0.7)
     np.testing.assert_allclose(w, max(0.0, (bound - 0.7) / 0.3), atol=1e-12)
+
+
+def test_the_bound_of_the_best_of_several_graphs_still_covers_its_accuracy():
+    """Eight candidate graphs whose pseudo-labels are each right with probability 0.8,
+    judged on 20 rows, the best kept: the one-sided 95% bound of a lone candidate lies
+    above the truth for the best of eight in about a third of draws (the winner's curse);
+    the bound widened for eight (:func:`selection_z`) stays at or under it in at least 95%.
+    The weights rest on that widened bound: statsmodels' Wilson bound at level 0.1 / 8."""
+    from cmix.learn.labelprop import selection_z, wilson_bounds
+
+    rng = np.random.default_rng(0)
+    n_rows, n_graphs, truth = 20, 8, 0.8
+    best = rng.binomial(n_rows, truth, size=(4000, n_graphs)).max(axis=1) / n_rows
+    lone = wilson_bounds(best, n_rows)[0]
+    widened = wilson_bounds(best, n_rows, selection_z(n_graphs))[0]
+    assert np.mean(lone <= truth) < 0.8
+    assert np.mean(widened <= truth) >= 0.95
+    assert selection_z(1) == pytest.approx(1.6448536269514722)
+    cert, correct = np.full(n_rows, 0.5), np.arange(n_rows) < 19
+    bound = proportion_confint(19, n_rows, alpha=0.1 / n_graphs, method="wilson")[0]
+    w = calibrated_weights(cert, correct, np.array([0.5]), floor=0.5, z=selection_z(n_graphs))
+    np.testing.assert_allclose(w, (bound - 0.5) / 0.5, atol=1e-12)
+
+
+def test_the_judge_widens_its_bounds_for_the_graphs_it_chose_among(monkeypatch):
+    """judged_label_propagation passes calibrated_weights the quantile for the number of
+    candidate graphs it tried (spaces x ks x alphas)."""
+    from cmix.learn import labelprop
+
+    seen = []
+    real = labelprop.calibrated_weights
+    monkeypatch.setattr(labelprop, "calibrated_weights",
+                        lambda *a, **kw: seen.append(a[4] if len(a) > 4 else kw["z"])
+                        or real(*a, **kw))
+    z, y = clusters(n_per=60, n_classes=3, spread=0.15, seed=2)
+    z, y = order_labeled_first(z, y, 45, seed=2)
+    judge = judge_rows(y[:45], 0.4, np.random.default_rng(0))
+    res = judged_label_propagation({"latent": z, "pcs": z + 0.01}, y[:45], judge, 3, z[:45],
+                                   ks=(3, 10), alphas=(0.99, 0.9))
+    assert len(res.heldout) == 8
+    assert seen == [pytest.approx(labelprop.selection_z(8))]
 
 
 def test_head_accuracy_is_held_out():
@@ -378,7 +421,7 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
            "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
     monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: head_accuracy)
-    runs = {m: harness.train_run(store, 60, 3, tmp_path / m, method=m, config=cfg, device="cpu")
+    runs = {m: harness.train_run(store, 150, 3, tmp_path / m, method=m, config=cfg, device="cpu")
             for m in ("cmix", "cmix_selfsl")}
     ck = torch.load(tmp_path / "cmix" / "checkpoint.pt", weights_only=False)
     judged_epochs = [h["epoch"] for h in ck["history"] if h["stage"] == "pretrain"]

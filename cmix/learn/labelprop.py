@@ -219,8 +219,17 @@ def wilson_bounds(p, n, z: float = BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
     return (centre - spread) / (1 + z2 / n), (centre + spread) / (1 + z2 / n)
 
 
+def selection_z(n_candidates: int, level: float = 0.05) -> float:
+    """The normal quantile of a one-sided confidence bound that still holds at ``level``
+    for the best of ``n_candidates`` chosen on the same rows (Bonferroni: each bound at
+    level / n_candidates); :data:`BOUND_Z` for one candidate."""
+    from scipy.stats import norm
+
+    return float(norm.isf(level / max(int(n_candidates), 1)))
+
+
 def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
-                       certainty: np.ndarray, floor: float) -> np.ndarray:
+                       certainty: np.ndarray, floor: float, z: float = BOUND_Z) -> np.ndarray:
     """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
     probability that a pseudo-label of that certainty is right, rescaled so that
     ``floor`` (what the supervised head's accuracy can be: an upper confidence bound of
@@ -229,10 +238,11 @@ def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
 
     The probability is the isotonic regression of ``correct_held`` (m,) bool on
     ``certainty_held`` (m,) (held-out labeled rows); each of its pooled blocks of rows
-    gets the Wilson lower bound of its share right (one-sided 95%) on the block's row
-    count, made non-decreasing in certainty, and a new certainty takes the bound
-    interpolated between the held rows' certainties. A handful of held-out rows thus
-    weighs little, however often they were right."""
+    gets the Wilson lower bound of its share right (normal quantile ``z``: one-sided 95%
+    by default, wider for pseudo-labels chosen among several graphs on the same rows,
+    :func:`selection_z`) on the block's row count, made non-decreasing in certainty, and a
+    new certainty takes the bound interpolated between the held rows' certainties. A
+    handful of held-out rows thus weighs little, however often they were right."""
     from sklearn.isotonic import IsotonicRegression
 
     if floor >= 1.0 or len(certainty_held) < 2:
@@ -242,7 +252,7 @@ def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
     share = iso.fit_transform(cert, np.asarray(correct_held, np.float64)[order])
     _, block, n_block = np.unique(share, return_inverse=True, return_counts=True)
-    bound = np.maximum.accumulate(wilson_bounds(share, n_block[block])[0])
+    bound = np.maximum.accumulate(wilson_bounds(share, n_block[block], z)[0])
     cert, last = np.unique(cert[::-1], return_index=True)      # the highest bound at a tie
     p_right = np.interp(certainty, cert, bound[::-1][last])
     return np.clip((p_right - floor) / (1.0 - floor), 0.0, 1.0)
@@ -305,8 +315,9 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     pseudo-labels are weighed only if that accuracy is at least the supervised head's on the
     same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
     ``head_features`` (n_L, h)); then each unlabeled row's weight is a lower confidence
-    bound of the probability that its pseudo-label is right, above an upper confidence bound
-    of the head's accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a row weighs
+    bound of the probability that its pseudo-label is right (widened for the choice among
+    the candidates, :func:`selection_z`), above an upper confidence bound of the head's
+    accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a row weighs
     more than 0 only where pseudo-labels of its certainty were shown to be right more often
     than the head can be. The pseudo-labels themselves come from the chosen graph seeded
     with every labeled row. ``used``: the unlabeled rows' weights add up to at least the
@@ -339,7 +350,10 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     res = propagate(w, pos, labeled_y, n_classes, lp)
     weight = np.zeros(len(res.weight))
     if len(held) and acc >= head_acc:
-        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound)
+        # the chosen graph is the best of len(heldout) on these rows: its bounds are
+        # widened for that choice
+        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound,
+                                    selection_z(len(heldout)))
     weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
     weight[pos] = 0.0
     used = bool(weight.max() > 0.0) and weight.sum() >= len(held)
