@@ -363,6 +363,45 @@ def test_gbdt_equals_scikit_learn_fitted_directly_with_its_knobs(easy, tmp_path)
     assert counts.min() >= 3 and (counts < 20).any()
 
 
+@pytest.mark.parametrize("budget, n_pcs", [(200, 20), (30, 10)])
+def test_pca_logreg_chooses_its_pc_count_as_scikit_learn_cross_validation_does(
+        easy, tmp_path, budget, n_pcs):
+    """On the run's own PCA axes, scikit-learn's LogisticRegressionCV (same C grid, same
+    stratified folds, log-loss) on the leading 5, 10 and 20 PCs of the labeled rows: the
+    run keeps the count with the lowest CV log-loss (all 20 at 200 labels, 10 at 30), and
+    its test accuracy is a LogisticRegression's at that count's C."""
+    import zarr
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+
+    from cmix.learn.data import make_splits, project_pcs
+
+    out = tmp_path / "pl"
+    m = run_method("pca_logreg", easy[0], budget, 5, out, device="cpu")
+    fitted = torch.load(out / "checkpoint.pt", weights_only=False)["parts"]["model"]
+    root = zarr.open_group(str(easy[0]), mode="r")
+    s = make_splits(root, budget, 5)
+    x = root["call_dosage"][:]
+    pcs = project_pcs(fitted["pca"], x, fitted["mean"], fitted["sd"])
+    assert pcs.shape[1] == 20
+    loss, model = {}, {}
+    for k in (5, 10, 20):
+        cv = LogisticRegressionCV(Cs=np.logspace(-4, 2, 10), scoring="neg_log_loss",
+                                  cv=StratifiedKFold(5, shuffle=True, random_state=5),
+                                  max_iter=2000).fit(pcs[s.labeled, :k], s.label[s.labeled])
+        loss[k] = -np.mean(next(iter(cv.scores_.values())), axis=0).max()
+        model[k] = LogisticRegression(C=float(cv.C_[0]), max_iter=5000).fit(
+            pcs[s.labeled, :k], s.label[s.labeled])
+    best = min(loss, key=lambda k: (loss[k], k))
+    assert fitted["n_pcs"] == m["validation"]["n_pcs"] == best == n_pcs
+    assert m["validation"]["cv_log_loss_by_n_pcs"] == pytest.approx(
+        {str(k): v for k, v in loss.items()}, rel=1e-9)
+    assert len(set(np.round(list(loss.values()), 9))) == 3     # the counts differ
+    prob = model[best].predict_proba(pcs[s.test, :best])
+    acc = float(np.mean(prob.argmax(1) == s.label[s.test]))
+    assert m["test"]["accuracy"] == pytest.approx(acc, abs=1e-12)
+
+
 def test_label_spreading_on_every_training_row_and_a_large_k(easy, tmp_path):
     """With every training row labeled there is no unlabeled node (the projection of
     none crashed), and spreading_k above the nodes is capped at n - 1, recorded."""

@@ -131,7 +131,8 @@ class Logreg:
 class SemiLinear:
     """pca_logreg and label_spreading."""
 
-    semi_pcs: int = 20              # PCs of the training split's genotypes
+    semi_pcs: int = 20              # PCs of the training split's genotypes (pca_logreg
+    #                                 chooses 5, 10, ... up to these by CV)
     semi_max_rows: int = 20000      # rows the PCA and the spreading graph are fitted on
     spreading_k: int = 10           # kNN neighbours of label spreading
     spreading_alpha: float = 0.2    # clamping: share of a node's label taken from neighbours

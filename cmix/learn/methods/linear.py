@@ -47,18 +47,26 @@ class _CvLogreg(FittedMethod):
         t = data.add_time("load", t)
         args = (s.label[s.labeled], s.n_classes, cfg.logreg_folds, cfg.logreg_n_c,
                 data.seed)
-        if self.with_cov:
-            self.model, best_c, folds, cv_loss = fit_with_covariates(
-                x, data.cov[s.labeled].astype(np.float64), *args)
-        else:
-            self.model, best_c, folds, cv_loss = fit_logreg_cv(x, *args)
+        cov = data.cov[s.labeled].astype(np.float64)
+
+        def fit_one(features):
+            if self.with_cov:
+                return fit_with_covariates(features, cov, *args)
+            return fit_logreg_cv(features, *args)
+
+        self.model, best_c, folds, cv_loss = self.fit_features(x, fit_one)
         data.add_time("fit", t)
         self.report["validation"] = {
             "C": best_c, "cv_folds": folds, "cv_log_loss": cv_loss,
             "covariates": (f"joint, own L2 C {self.model.covariates_c:g}" if self.with_cov
                            else "none"),
-            "fit_rows": "labeled (train_labeled + validation)"}
+            "fit_rows": "labeled (train_labeled + validation)",
+            **(self.report.get("validation") or {})}
         return self
+
+    def fit_features(self, x: np.ndarray, fit_one):
+        """(model, C, folds, CV log-loss) of ``fit_one`` on the labeled rows' features."""
+        return fit_one(x)
 
     def predict_proba(self, x, covariates):
         feats = self.features(x, covariates)
@@ -108,21 +116,40 @@ def training_pca(data, cfg):
                             cfg.semi_pcs, data.seed)[1]
 
 
+def pc_counts(n_pcs: int) -> list[int]:
+    """The leading-PC counts pca_logreg chooses among: 5, 10, 20, ... below ``n_pcs``,
+    and ``n_pcs`` itself (e.g. 20 -> [5, 10, 20]; 3 -> [3])."""
+    counts = [k for k in (5 * 2 ** i for i in range(12)) if k < n_pcs]
+    return counts + [int(n_pcs)]
+
+
 class PcaLogreg(_CvLogreg):
     """PCA of the training split's genotypes (labeled and unlabeled rows alike), then L2
-    logistic regression on the labeled rows' PCs: the semi-supervised linear model a
-    geneticist fits first."""
+    logistic regression on the labeled rows' leading PCs: the semi-supervised linear
+    model a geneticist fits first. The number of leading PCs is chosen with C, by the
+    same cross-validation of the log-loss on the same folds (:func:`pc_counts` of the
+    ``semi_pcs`` fitted; ties: fewer PCs): few PCs fit few labels."""
 
     family = "pca_logreg"
-    FIELDS = _CvLogreg.FIELDS + ("pca",)
+    FIELDS = _CvLogreg.FIELDS + ("pca", "n_pcs")
 
     def prepare(self, data):
         self.pca = training_pca(data, self.cfg.semi_linear)
+        self.n_pcs = None
 
     def features(self, x, covariates):
         from ..data import project_pcs
 
-        return project_pcs(self.pca, x, self.mean, self.sd)
+        pcs = project_pcs(self.pca, x, self.mean, self.sd)
+        return pcs if self.n_pcs is None else pcs[:, :self.n_pcs]
+
+    def fit_features(self, x, fit_one):
+        fits = {k: fit_one(x[:, :k]) for k in pc_counts(x.shape[1])}
+        self.n_pcs = min(fits, key=lambda k: (fits[k][3], k))
+        self.report["validation"] = {
+            "n_pcs": int(self.n_pcs),
+            "cv_log_loss_by_n_pcs": {str(k): float(f[3]) for k, f in fits.items()}}
+        return fits[self.n_pcs]
 
 
 class LabelSpreadingOnPcs(FittedMethod):
