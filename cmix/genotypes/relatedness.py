@@ -472,7 +472,8 @@ def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_bl
         ps.acc = {}
     bar.close()
     if not found1:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
+                n_undefined)
     return (np.concatenate(found1), np.concatenate(found2), np.concatenate(found_k),
             n_undefined)
 

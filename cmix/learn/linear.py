@@ -118,17 +118,21 @@ class JointLogisticRegression:
 
 @one_blas_thread()
 def fit_with_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
-                                    n_classes: int, folds: int, n_c: int, seed: int):
+                        n_classes: int, folds: int, n_c: int, seed: int,
+                        cov_c: float | None = None):
     """x (n, d) penalised features, cov (n, K) covariates (K >= 1), y (n,) classes.
 
     One joint fit of both (:func:`_fit_penalised`): the covariates at the C of their own
-    model (:func:`fit_logreg_cv` on ``cov``), the features at a C from ``n_c`` values in
-    1e-4..1e2 chosen by stratified k-fold CV of the log-loss (warm starts from small C
-    up). Returns (model, C, k, best mean CV log-loss), as :func:`fit_logreg_cv`, and
-    the covariates' C as ``model.covariates_c``; on one BLAS thread."""
+    model (:func:`fit_logreg_cv` on ``cov``; ``cov_c`` when a caller fitting several
+    feature sets beside the same covariates has it already), the features at a C from
+    ``n_c`` values in 1e-4..1e2 chosen by stratified k-fold CV of the log-loss (warm
+    starts from small C up). Returns (model, C, k, best mean CV log-loss), as
+    :func:`fit_logreg_cv`, and the covariates' C as ``model.covariates_c``; on one BLAS
+    thread."""
     from sklearn.model_selection import StratifiedKFold
 
-    cov_c = fit_logreg_cv(cov, y, n_classes, folds, n_c, seed)[1]
+    if cov_c is None:
+        cov_c = fit_logreg_cv(cov, y, n_classes, folds, n_c, seed)[1]
     z = np.hstack([x, cov])
     k = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cs = np.logspace(-4, 2, n_c)

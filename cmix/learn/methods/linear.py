@@ -48,10 +48,12 @@ class _CvLogreg(FittedMethod):
         args = (s.label[s.labeled], s.n_classes, cfg.logreg_folds, cfg.logreg_n_c,
                 data.seed)
         cov = data.cov[s.labeled].astype(np.float64)
+        # the covariates' own C, once for every feature set fit_features tries
+        cov_c = fit_logreg_cv(cov, *args)[1] if self.with_cov else None
 
         def fit_one(features):
             if self.with_cov:
-                return fit_with_covariates(features, cov, *args)
+                return fit_with_covariates(features, cov, *args, cov_c=cov_c)
             return fit_logreg_cv(features, *args)
 
         self.model, best_c, folds, cv_loss = self.fit_features(x, fit_one)
