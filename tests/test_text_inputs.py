@@ -67,6 +67,8 @@ def plain(cohort, tmp_path_factory):
         f"{a}\t{b}\t{s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
     files["g.sample"] = _write(d / "g.sample", "ID_1 ID_2 missing sex\n0 0 0 D\n" + "".join(
         f"{a} {b} 0 {s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
+    files["g_v2.sample"] = _write(d / "g_v2.sample", "ID missing sex\n0 0 D\n" + "".join(
+        f"{a}_{b} 0 {s}\n" for a, b, s in zip(fam["fid"], fam["iid"], fam["sex"])))
     files["mfi.txt"] = _write(d / "mfi.txt", "".join(
         f"{r.chrom}:{r.pos}\t{r.variant_id}\t{r.pos}\t{r.a2}\t{r.a1}\t0.1\t{r.a1}\t0.9{k % 10}\n"
         for k, r in enumerate(bim.itertuples())))
@@ -104,6 +106,8 @@ READERS = {
     "read_pvar": ("g.pvar", lambda p, fam: pgen.read_pvar(p)),
     "read_psam": ("g.psam", lambda p, fam: pgen.read_psam(p)),
     "read_sample_file (BGEN .sample)": ("g.sample", lambda p, fam: bgen.read_sample_file(p)),
+    "read_sample_file (BGEN .sample, sample-v2)": ("g_v2.sample",
+                                                   lambda p, fam: bgen.read_sample_file(p)),
     "read_mfi": ("mfi.txt", lambda p, fam: bgen.read_mfi(p)),
 }
 
