@@ -146,6 +146,10 @@ def _assert_same(a, b, where=""):
         assert set(a) == set(b), where
         for k in a:
             _assert_same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for k, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}/{k}")
     elif isinstance(a, torch.Tensor):
         assert torch.equal(a, b), where
     elif isinstance(a, np.ndarray):
@@ -169,73 +173,49 @@ def test_test_rows_never_used_for_fitting(easy, tmp_path, method):
 
 
 def test_vime_corruption_against_direct_computation():
-    x = torch.from_numpy(np.random.default_rng(0).integers(-1, 3, (50, 7)).astype(np.int8))
-    g = torch.Generator().manual_seed(4)
-    x_tilde, mask = baselines.vime_corrupt(x, 0.3, g)
-    # redraw the same random numbers and corrupt entry by entry
-    g2 = torch.Generator().manual_seed(4)
-    m = (torch.rand((50, 7), generator=g2) < 0.3).numpy()
-    perm = torch.argsort(torch.rand((50, 7), generator=g2), dim=0).numpy()
+    from cmix.learn.streams import Draws, model_keys
+
+    x = torch.from_numpy(np.random.default_rng(0).integers(-1, 3, (2, 50, 7)).astype(np.int8))
+    keys = model_keys([4, 5], 21)
+    x_tilde, mask = baselines.vime_corrupt(x, 0.3, Draws(keys, 0, 1))
+    # redraw the same numbers (same key and counters, same calls) and corrupt entry by
+    # entry, each model on its own rows
+    d = Draws(keys, 0, 1)
+    m = (d.uniform(50, 7) < 0.3).numpy()
+    perm = torch.argsort(d.bits(50, 7), dim=1, stable=True).numpy()
     xn = x.numpy()
     want = xn.copy()
-    for i in range(50):
-        for j in range(7):
-            if m[i, j]:
-                want[i, j] = xn[perm[i, j], j]
+    for g in range(2):
+        for i in range(50):
+            for j in range(7):
+                if m[g, i, j]:
+                    want[g, i, j] = xn[g, perm[g, i, j], j]
     np.testing.assert_array_equal(x_tilde.numpy(), want)
     np.testing.assert_array_equal(mask.numpy(), (want != xn).astype(np.float32))
     assert x_tilde.dtype == torch.int8
     # p_m -> 1: every column is a permutation of itself (draws from its own marginal),
     # rows are mixed across columns independently
-    x_all, _ = baselines.vime_corrupt(x, 1 - 1e-9, torch.Generator().manual_seed(1))
+    x_all, _ = baselines.vime_corrupt(x, 1 - 1e-9, Draws(keys, 1, 1))
     for j in range(7):
-        assert sorted(x_all[:, j].tolist()) == sorted(x[:, j].tolist())
+        assert sorted(x_all[0, :, j].tolist()) == sorted(x[0, :, j].tolist())
     assert not torch.equal(x_all, x)
     # mask rate ~ p_m
-    big = torch.zeros((400, 50), dtype=torch.int8)
-    big[::2] = 1
-    _, mk = baselines.vime_corrupt(big, 0.3, torch.Generator().manual_seed(2))
+    big = torch.zeros((1, 400, 50), dtype=torch.int8)
+    big[:, ::2] = 1
+    _, mk = baselines.vime_corrupt(big, 0.3, Draws(keys[:1], 2, 1))
     assert abs(float(mk.mean()) - 0.3 * 0.5) < 0.02      # a masked entry changes w.p. ~1/2
 
 
-def test_vime_column_permutations_are_torch_argsort():
-    # the permutations' fast path gives torch.argsort's indices (torch's CPU sort is not
-    # stable: columns with equal keys keep torch's order), and the shuffle its gather
-    g = torch.Generator().manual_seed(5)
-    rng = np.random.default_rng(5)
-    for b in (2, 3, 64, 256, 257, 600):
-        for q in (None, 2, 3, 1000, 2 ** 16):
-            keys = torch.rand((b, 40), generator=g)
-            if q is not None:                          # coarse keys: many ties
-                keys = torch.floor(keys * q) / q
-            want = torch.argsort(keys, dim=0)
-            assert torch.equal(baselines.column_argsort(keys), want)
-            x = torch.from_numpy(rng.integers(-128, 128, (b, 40)).astype(np.int8))
-            assert torch.equal(baselines.column_shuffle(x, keys), torch.gather(x, 0, want))
-    # torch.rand keys at a batch's shape: a few columns with tied keys per batch
-    for _ in range(20):
-        keys = torch.rand((256, 500), generator=g)
-        assert torch.equal(baselines.column_argsort(keys), torch.argsort(keys, dim=0))
-    # int8 extremes: the arithmetic form of where() wraps exactly
-    x = torch.tensor([[-128, 127, 0], [127, -128, -1]], dtype=torch.int8)
-    x_all, mask = baselines.vime_corrupt(x, 1 - 1e-9, torch.Generator().manual_seed(3))
-    g3 = torch.Generator().manual_seed(3)
-    torch.rand((2, 3), generator=g3)
-    want = torch.gather(x, 0, torch.argsort(torch.rand((2, 3), generator=g3), dim=0))
-    assert torch.equal(x_all, want)
-    assert torch.equal(mask, (want != x).float())
-
-
 def test_vime_losses_against_direct_computation():
-    from cmix.learn.nn import SnpEmbedding
+    from cmix.learn.nn import SnpEmbedding, init_generators
 
     rng = np.random.default_rng(1)
     b, m = 6, 5
-    mask_logits = torch.from_numpy(rng.normal(size=(b, m)).astype(np.float32))
-    mask = torch.from_numpy((rng.random((b, m)) < 0.4).astype(np.float32))
-    x = torch.from_numpy(rng.integers(-1, 3, (b, m)).astype(np.int8))
-    feat = torch.from_numpy(rng.normal(size=(b, m, 4)).astype(np.float32))
-    embed = SnpEmbedding(m, "categorical")
+    mask_logits = torch.from_numpy(rng.normal(size=(1, b, m)).astype(np.float32))
+    mask = torch.from_numpy((rng.random((1, b, m)) < 0.4).astype(np.float32))
+    x = torch.from_numpy(rng.integers(-1, 3, (1, b, m)).astype(np.int8))
+    feat = torch.from_numpy(rng.normal(size=(1, b, m, 4)).astype(np.float32))
+    embed = SnpEmbedding(init_generators([0], 0), m, "categorical")
     total, lm, lf = baselines.vime_self_loss(mask_logits, mask, feat, x, embed, alpha=2.0)
     p = 1 / (1 + np.exp(-mask_logits.numpy().astype(np.float64)))
     mk = mask.numpy()
@@ -244,50 +224,64 @@ def test_vime_losses_against_direct_computation():
     logp = f - np.log(np.exp(f).sum(-1, keepdims=True))
     level = np.where(x.numpy() < 0, 3, x.numpy())               # missing = 4th level
     want_f = -np.mean(np.take_along_axis(logp, level[..., None], -1))
-    assert float(lm) == pytest.approx(want_m, rel=1e-5)
-    assert float(lf) == pytest.approx(want_f, rel=1e-5)
-    assert float(total) == pytest.approx(want_m + 2.0 * want_f, rel=1e-5)
+    assert float(lm[0]) == pytest.approx(want_m, rel=1e-5)
+    assert float(lf[0]) == pytest.approx(want_f, rel=1e-5)
+    assert float(total[0]) == pytest.approx(want_m + 2.0 * want_f, rel=1e-5)
+    # a row mask: the masked rows take no part
+    rows = torch.tensor([[True, True, False, True, False, True]])
+    keep = rows[0].numpy()
+    _, lm_r, lf_r = baselines.vime_self_loss(mask_logits, mask, feat, x, embed, 2.0, rows)
+    want_mr = -np.mean((mk * np.log(p) + (1 - mk) * np.log(1 - p))[0, keep])
+    want_fr = -np.mean(np.take_along_axis(logp, level[..., None], -1)[0, keep])
+    assert float(lm_r[0]) == pytest.approx(want_mr, rel=1e-5)
+    assert float(lf_r[0]) == pytest.approx(want_fr, rel=1e-5)
     # dosage encoding: MSE against the standardised dosages
     mean = np.array([1.0, 0.5, 1.2, 0.8, 1.0], np.float32)
     sd = np.array([0.7, 0.5, 0.6, 0.9, 1.0], np.float32)
-    emb_d = SnpEmbedding(m, "dosage", mean, sd)
-    out = torch.from_numpy(rng.normal(size=(b, m)).astype(np.float32))
+    emb_d = SnpEmbedding(init_generators([0], 0), m, "dosage", mean, sd)
+    out = torch.from_numpy(rng.normal(size=(1, b, m)).astype(np.float32))
     _, _, lf_d = baselines.vime_self_loss(mask_logits, mask, out, x, emb_d, alpha=1.0)
     z = (x.numpy() - mean) / sd
     z[x.numpy() < 0] = 0
-    assert float(lf_d) == pytest.approx(np.mean((out.numpy() - z) ** 2), rel=1e-5)
+    assert float(lf_d[0]) == pytest.approx(np.mean((out.numpy() - z) ** 2), rel=1e-5)
     # consistency: variance over the K copies, averaged
-    lk = rng.normal(size=(3, b, 2))
+    lk = rng.normal(size=(1, 3, b, 2))
     got = baselines.vime_consistency_loss(torch.from_numpy(lk))
-    assert float(got) == pytest.approx(np.mean(np.var(lk, axis=0)), rel=1e-6)
+    assert float(got[0]) == pytest.approx(np.mean(np.var(lk[0], axis=0)), rel=1e-6)
+    got_r = baselines.vime_consistency_loss(torch.from_numpy(lk), rows)
+    assert float(got_r[0]) == pytest.approx(np.mean(np.var(lk[0], axis=0)[keep]), rel=1e-6)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_manifold_mixup_step_against_direct_computation(dropout):
     """Mixing at layer 1 / 2 mixes after hidden block 1 / 2: its Linear, BatchNorm, ReLU
     and, with dropout, its Dropout (a fixed stride of 3 modules cut block 2 before its
-    ReLU when dropout was on)."""
-    from cmix.learn.nn import Predictor
+    ReLU when dropout was on); each model of a group at its own layer."""
+    from cmix.learn.nn import Predictor, init_generators, load_model_state, model_state
 
-    torch.manual_seed(0)
-    pred = Predictor(6, 3, hidden=8, dropout=dropout).eval()
+    pred = Predictor(init_generators([0, 1, 2], 0), 6, 3, hidden=8, dropout=dropout).eval()
     width = 4 if dropout else 3
-    f = torch.randn(5, 6)
-    t = torch.eye(3)[torch.tensor([0, 1, 2, 1, 0])]
-    lam = torch.tensor([0.1, 0.5, 0.9, 0.3, 0.7])
-    perm = torch.tensor([4, 3, 2, 1, 0])
+    f = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(0))
+    t = torch.eye(3)[torch.tensor([0, 1, 2, 1, 0])].expand(3, 5, 3)
+    lam = torch.tensor([0.1, 0.5, 0.9, 0.3, 0.7]).expand(3, 5)
+    perm = torch.tensor([4, 3, 2, 1, 0]).expand(3, 5)
+    layer = torch.tensor([0, 1, 2])                     # model g mixes at layer g
     with torch.no_grad():
-        for layer in range(3):
-            logits, tt = baselines.manifold_mixup_step(pred, f, t, layer, lam, perm)
-            h = f
-            blocks = [pred.net[0:width], pred.net[width:2 * width]]
-            for blk in blocks[:layer]:
+        logits, tt = baselines.manifold_mixup_step(pred, f, t, layer, lam, perm)
+        for g in range(3):
+            lone = Predictor(init_generators([9], 0), 6, 3, hidden=8, dropout=dropout).eval()
+            load_model_state(lone, 0, model_state(pred, g))
+            h = f[g:g + 1]
+            blocks = [lone.net[0:width], lone.net[width:2 * width]]
+            for blk in blocks[:g]:
                 h = blk(h)
-            h = lam[:, None] * h + (1 - lam[:, None]) * h[perm]
-            for blk in blocks[layer:]:
+            lm = lam[g][:, None]
+            h = lm * h + (1 - lm) * h[:, perm[g]]
+            for blk in blocks[g:]:
                 h = blk(h)
-            assert torch.allclose(logits, pred.net[2 * width](h), atol=1e-6)
-            assert torch.allclose(tt, lam[:, None] * t + (1 - lam[:, None]) * t[perm])
+            torch.testing.assert_close(logits[g], lone.net[2 * width](h)[0], atol=1e-6,
+                                       rtol=1e-6)
+            assert torch.allclose(tt[g], lm * t[g] + (1 - lm) * t[g][perm[g]])
 
 
 def test_cli_train_dispatches_to_baselines_and_rejects_unknown(easy, tmp_path, capsys):
@@ -481,20 +475,24 @@ def test_checkpoints_are_written_at_most_every_checkpoint_seconds(easy, tmp_path
     monkeypatch.setattr(harness, "save_torch", counted)
     full = run_method("cmix", easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
     assert writes == [("pretrain", 1), ("fitted", writes[1][1]), ("done", writes[2][1])]
-    real_save, calls = harness.RunContext.save, []
+    import cmix.learn.train as train_mod
 
-    def save_then_die(self, state, force=False):
-        real_save(self, state, force)
-        calls.append(state.stage)
-        if len(calls) == 4:                     # after a predictor epoch, not written
+    real_epoch, calls = train_mod.predictor_epoch, []
+
+    def epoch_then_die(*args):
+        """Killed in the predictor's second epoch: its first epoch's checkpoint was not
+        written (the interval has not passed)."""
+        calls.append(1)
+        if len(calls) == 2:
             raise _Killed
+        return real_epoch(*args)
 
-    monkeypatch.setattr(harness.RunContext, "save", save_then_die)
+    monkeypatch.setattr(train_mod, "predictor_epoch", epoch_then_die)
     writes.clear()
     with pytest.raises(_Killed):
         run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg, device="cpu")
-    assert writes == [("pretrain", 1)] and calls[-1] != "pretrain"
-    monkeypatch.setattr(harness.RunContext, "save", real_save)
+    assert writes == [("pretrain", 1)]
+    monkeypatch.setattr(train_mod, "predictor_epoch", real_epoch)
     resumed = run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg,
                          device="cpu")
     assert resumed["test"] == full["test"] and resumed["validation"] == full["validation"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cmix.learn.data import RowLoader, epoch_order, make_splits
+from cmix.learn.data import RowSource, chunk_aware_order, make_splits
 from cmix.genotypes.store import load_rows
 from cmix.io import CmixError
 from cmix.genotypes.store import open_store
@@ -69,36 +69,92 @@ def test_class_absent_from_training_split(tmp_path):
         make_splits(open_store(path), 50, 1)
 
 
-def test_loaders_memory_and_stream_give_same_batches(store3):
+def test_row_sources_give_the_same_batches_in_every_mode(store3):
+    """Rows held on the device, in host memory, or streamed from the store through the
+    chunk cache (a cache smaller than the store): the same batches for the same
+    positions, each the source array's rows."""
+    import torch
+
+    from cmix.learn.streams import Draws, model_keys
+
     path, dosage, _ = store3
     root = open_store(path)
     rows = np.sort(np.random.default_rng(0).choice(900, 500, replace=False))
-    mem = RowLoader(root, rows, batch_size=48, mode="memory", buffer_chunks=3)
-    stream = RowLoader(root, rows, batch_size=48, mode="stream", buffer_chunks=3, prefetch=2)
-    for seed in ([1, 2, 0], [1, 2, 1]):
-        a = list(mem.batches(seed_seq=seed))
-        b = list(stream.batches(seed_seq=seed))
-        assert len(a) == len(b) == mem.n_batches()
-        for (pa, xa), (pb, xb) in zip(a, b):
-            assert np.array_equal(pa, pb) and np.array_equal(xa.numpy(), xb.numpy())
-            assert np.array_equal(xa.numpy(), dosage[rows[pa]])     # against the source array
-        seen = np.concatenate([p for p, _ in a])
-        assert np.array_equal(np.sort(seen), np.arange(500))       # each row once per epoch
-    # shuffled differently per epoch, in store order without shuffle
-    p0 = np.concatenate([p for p, _ in mem.batches(seed_seq=[1, 2, 0])])
-    p1 = np.concatenate([p for p, _ in mem.batches(seed_seq=[1, 2, 1])])
-    assert not np.array_equal(p0, p1)
-    ordered = np.concatenate([p for p, _ in stream.batches(shuffle=False)])
-    assert np.array_equal(ordered, np.arange(500))
-    assert len(list(mem.batches(seed_seq=0, drop_last=True))) == 500 // 48
+    sources = [RowSource(root, rows, "cpu", mode) for mode in ("device", "host")]
+    sources.append(RowSource(root, rows, "cpu", "stream", cache_chunks=3, prefetch=2))
+    keys = model_keys([1, 2], 2)
+    store_rows = torch.from_numpy(rows).expand(2, -1).contiguous()
+    counts = torch.tensor([500, 480])
+    for epoch in (0, 1):
+        order = chunk_aware_order(Draws(keys, epoch), store_rows, counts, 64, 15, 3)
+        sched = order[:, :480].reshape(2, 10, 48)
+        batches = [list(src.steps(sched)) for src in sources]
+        for step in range(10):
+            for b in batches[1:]:
+                assert torch.equal(b[step], batches[0][step])
+            for g in range(2):
+                assert np.array_equal(batches[0][step][g].numpy(),
+                                      dosage[rows[sched[g, step].numpy()]])
+    with pytest.raises(ValueError, match="unknown row source"):
+        RowSource(root, rows, "cpu", "disk")
 
 
-def test_epoch_order_is_chunk_aware():
-    rows = np.arange(0, 1000, 3)
-    buffers = epoch_order(rows, chunk_rows=64, seed_seq=4, buffer_chunks=2)
-    for pos in buffers:
-        assert len(np.unique(rows[pos] // 64)) <= 2      # a buffer reads at most 2 chunks
-    assert np.array_equal(np.sort(np.concatenate(buffers)), np.arange(len(rows)))
+def test_chunk_aware_order_is_a_shuffle_per_model_and_epoch():
+    """Each model's order holds each of its rows once, its padding last; a buffer of
+    consecutive positions reads at most buffer_chunks chunks; another epoch or another
+    model's key gives another order, the same key and epoch the same one (on any device
+    the integers are the same)."""
+    import torch
+
+    from cmix.learn.streams import Draws, model_keys
+
+    rows = torch.from_numpy(np.arange(0, 1000, 3)).expand(2, -1).contiguous()
+    n = rows.shape[1]
+    counts = torch.tensor([n, n - 40])
+    keys = model_keys([4, 5], 2)
+    order = chunk_aware_order(Draws(keys, 0), rows, counts, 64, 16, 2)
+    for g in range(2):
+        c = int(counts[g])
+        assert np.array_equal(np.sort(order[g, :c].numpy()), np.arange(c))
+        assert np.array_equal(np.sort(order[g, c:].numpy()), np.arange(c, n))
+        chunks = rows[g].numpy()[order[g, :c].numpy()] // 64
+        # greedy segments of at most 2 distinct chunks: one per buffer of 2 chunks, and a
+        # chunk's rows all in one segment
+        segments, cur = [], set()
+        for ch in chunks:
+            if ch not in cur and len(cur) == 2:
+                segments.append(cur)
+                cur = set()
+            cur.add(ch)
+        segments.append(cur)
+        n_chunks = len(np.unique(chunks))
+        assert len(segments) == -(-n_chunks // 2)
+        assert sum(len(seg) for seg in segments) == n_chunks
+    assert not torch.equal(order[0], chunk_aware_order(Draws(keys, 1), rows, counts, 64, 16, 2)[0])
+    assert torch.equal(order, chunk_aware_order(Draws(keys, 0), rows, counts, 64, 16, 2))
+    assert not torch.equal(order[0, :n - 40], order[1, :n - 40])
+
+
+def test_draws_are_uniform_and_a_model_s_own():
+    """The device draws: uniform on [0, 1) (a chi-square check of 20 bins), another model
+    or another counter gives others, a model's values do not depend on the models beside
+    it."""
+    from scipy.stats import chisquare
+
+    from cmix.learn.streams import Draws, model_keys
+
+    keys = model_keys([1, 2, 3], 7)
+    u = Draws(keys, 5, 9).uniform(200_000)
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0
+    counts = np.histogram(u[0].numpy(), bins=20, range=(0, 1))[0]
+    assert chisquare(counts).pvalue > 1e-3
+    assert not np.array_equal(u[0].numpy(), u[1].numpy())
+    assert not np.array_equal(u[0].numpy(), Draws(keys, 5, 10).uniform(200_000)[0].numpy())
+    alone = Draws(model_keys([2], 7), 5, 9).uniform(200_000)
+    assert np.array_equal(alone[0].numpy(), u[1].numpy())
+    # a second call within a step gives fresh values
+    d = Draws(keys, 5, 9)
+    assert not np.array_equal(d.uniform(10).numpy(), d.uniform(10).numpy())
 
 
 def test_load_rows_matches_source(store3):

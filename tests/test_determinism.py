@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from cmix.learn import harness
 from cmix.learn.labelprop import propagate
-from cmix.learn.losses import draw_mixup, fixed_order_mean, mix_rows, reconstruction_loss
-from cmix.learn.nn import BatchNorm1d, Predictor, SnpEmbedding
+from cmix.learn.losses import fixed_order_sum, mix_partners, mix_rows, reconstruction_loss
+from cmix.learn.nn import GroupBatchNorm, Predictor, SnpEmbedding, init_generators
 from store_helpers import log_without_seconds, simulate_labels, write_test_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,15 +35,14 @@ def torch_threads(n):
         torch.set_num_threads(before)
 
 
-def predictor_step(n_threads):
+def predictor_step(n_threads, n_models=1):
     """Output, input gradient and parameter gradients of one training-mode Predictor
-    forward/backward on a fixed batch (128 rows, 256 -> 100 -> 100 -> 3), and its
-    running statistics, at ``n_threads`` torch threads."""
+    forward/backward on a fixed batch (128 rows, 256 -> 100 -> 100 -> 3) of each of
+    ``n_models`` models, and its running statistics, at ``n_threads`` torch threads."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(128, 256, generator=g, requires_grad=True)
-    w = torch.randn(128, 3, generator=g)
-    torch.manual_seed(1)
-    net = Predictor(256, 3)
+    x = torch.randn(8, 128, 256, generator=g)[:n_models].clone().requires_grad_(True)
+    w = torch.randn(8, 128, 3, generator=g)[:n_models]
+    net = Predictor(init_generators(range(1, n_models + 1), 0), 256, 3)
     with torch_threads(n_threads):
         out = net(x)
         (out * w).sum().backward()
@@ -53,49 +52,72 @@ def predictor_step(n_threads):
 def test_predictor_batch_norm_is_the_same_at_1_and_2_threads():
     one, two = predictor_step(1), predictor_step(2)
     assert all(torch.equal(a, b) for a, b in zip(one, two))
+    # and model 0 of a group of 8 computes what it computes alone
+    eight = predictor_step(2, n_models=8)
+    assert all(torch.equal(a[:1], b[:1]) for a, b in zip(one, eight))
 
 
 def test_batch_norm_matches_torch_batch_norm():
-    """Same output, gradients and running statistics as nn.BatchNorm1d (torch's kernel,
-    one thread), to rounding; momentum None (cumulative average) included."""
+    """Each model's output, gradients and running statistics are those of nn.BatchNorm1d
+    (torch's kernel, one thread) on its rows, to rounding; a row mask leaves rows out of
+    the statistics (as torch on the other rows alone)."""
     g = torch.Generator().manual_seed(3)
-    for momentum in (0.1, None):
-        ours, ref = BatchNorm1d(40, momentum=momentum), torch.nn.BatchNorm1d(40, momentum=momentum)
-        with torch.no_grad():
-            for m in (ours, ref):
-                m.weight.copy_(torch.linspace(0.5, 2.0, 40))
-                m.bias.copy_(torch.linspace(-1.0, 1.0, 40))
-        for _ in range(3):
-            x = (torch.randn(64, 40, generator=g) * 3 + 1).requires_grad_(True)
-            up = torch.randn(64, 40, generator=g)
-            outs = []
-            for m in (ours, ref):
-                xx = x.detach().clone().requires_grad_(True)
-                with torch_threads(1):
-                    y = m(xx)
-                    (y * up).sum().backward()
-                outs.append((y.detach(), xx.grad, m.weight.grad.clone(), m.bias.grad.clone()))
-            for a, b in zip(*outs):
-                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(ours.running_mean, ref.running_mean)
-        torch.testing.assert_close(ours.running_var, ref.running_var)
-        assert int(ours.num_batches_tracked) == int(ref.num_batches_tracked) == 3
-        ours.eval()
-        ref.eval()
-        x = torch.randn(10, 40, generator=g)
-        torch.testing.assert_close(ours(x), ref(x))
+    ours = GroupBatchNorm(2, 40)
+    refs = [torch.nn.BatchNorm1d(40) for _ in range(2)]
+    with torch.no_grad():
+        ours.weight.copy_(torch.linspace(0.5, 2.0, 80).view(2, 40))
+        ours.bias.copy_(torch.linspace(-1.0, 1.0, 80).view(2, 40))
+        for i, m in enumerate(refs):
+            m.weight.copy_(ours.weight[i])
+            m.bias.copy_(ours.bias[i])
+    keep = 50                                   # model 1 holds its first 50 rows only
+    mask = torch.ones(2, 64, dtype=torch.bool)
+    mask[1, keep:] = False
+    for _ in range(3):
+        x = torch.randn(2, 64, 40, generator=g) * 3 + 1
+        up = torch.randn(2, 64, 40, generator=g)
+        xx = x.clone().requires_grad_(True)
+        with torch_threads(1):
+            y = ours(xx, mask)
+            (y * up * mask[..., None]).sum().backward()
+        for i, m in enumerate(refs):
+            n = 64 if i == 0 else keep
+            xr = x[i, :n].clone().requires_grad_(True)
+            with torch_threads(1):
+                yr = m(xr)
+                (yr * up[i, :n]).sum().backward()
+            torch.testing.assert_close(y[i, :n].detach(), yr.detach(), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(xx.grad[i, :n], xr.grad, rtol=1e-5, atol=1e-5)
+        for i, m in enumerate(refs):
+            torch.testing.assert_close(ours.weight.grad[i], m.weight.grad, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(ours.bias.grad[i], m.bias.grad, rtol=1e-5, atol=1e-5)
+        ours.weight.grad = ours.bias.grad = None
+        for m in refs:
+            m.weight.grad = m.bias.grad = None
+    for i, m in enumerate(refs):
+        torch.testing.assert_close(ours.running_mean[i], m.running_mean)
+        torch.testing.assert_close(ours.running_var[i], m.running_var)
+        assert int(ours.num_batches_tracked[i]) == int(m.num_batches_tracked) == 3
+    ours.eval()
+    x = torch.randn(2, 10, 40, generator=g)
+    for i, m in enumerate(refs):
+        m.eval()
+        torch.testing.assert_close(ours(x)[i], m(x[i]))
 
 
-def test_fixed_order_mean_matches_float64_and_thread_count():
+def test_fixed_order_sum_matches_float64_and_thread_count():
     g = torch.Generator().manual_seed(0)
-    for shape in [(3,), (384, 1000), (70001,), (1025,)]:
+    for shape in [(1, 3), (1, 384, 1000), (2, 70001), (40, 1025), (64, 3000)]:
         x = torch.randn(*shape, generator=g) + 0.5
         with torch_threads(1):
-            one = fixed_order_mean(x)
+            one = fixed_order_sum(x)
         with torch_threads(2):
-            two = fixed_order_mean(x)
+            two = fixed_order_sum(x)
         assert torch.equal(one, two), shape
-        assert float(one) == pytest.approx(float(x.double().mean()), rel=1e-5, abs=1e-6)
+        np.testing.assert_allclose(one.numpy(), x.double().reshape(shape[0], -1).sum(1).numpy(),
+                                   rtol=1e-5)
+        # a model's sum does not depend on the models beside it
+        assert torch.equal(fixed_order_sum(x[:1]), one[:1])
 
 
 def test_reconstruction_loss_is_the_same_at_1_and_2_threads():
@@ -103,16 +125,16 @@ def test_reconstruction_loss_is_the_same_at_1_and_2_threads():
     gradient agree with torch's mse_loss (one thread) to rounding. (The categorical loss's
     value is checked in test_losses.py.)"""
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(-1, 3, (384, 1000), generator=g).to(torch.int8)
-    embed = SnpEmbedding(1000, "dosage", mean=torch.full((1000,), 0.8),
+    x = torch.randint(-1, 3, (1, 384, 1000), generator=g).to(torch.int8)
+    embed = SnpEmbedding(init_generators([0], 0), 1000, "dosage", mean=torch.full((1000,), 0.8),
                          sd=torch.full((1000,), 0.7))
-    out = torch.randn(384, 1000, generator=g)
+    out = torch.randn(1, 384, 1000, generator=g)
     results = []
     for n in (1, 2):
         o = out.clone().requires_grad_(True)
         with torch_threads(n):
             loss = reconstruction_loss(o, x, embed)
-            loss.backward()
+            loss.sum().backward()
         results.append((loss.detach(), o.grad))
     assert torch.equal(results[0][0], results[1][0])
     assert torch.equal(results[0][1], results[1][1])
@@ -120,25 +142,28 @@ def test_reconstruction_loss_is_the_same_at_1_and_2_threads():
     with torch_threads(1):
         ref = F.mse_loss(o, embed.standardised(x))
         ref.backward()
-    torch.testing.assert_close(results[0][0], ref.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(results[0][0][0], ref.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(results[0][1], o.grad, rtol=1e-4, atol=1e-9)
 
 
 def test_mixup_backward_adds_repeated_partners_in_a_fixed_order():
-    """Within-class mixup partners repeat rows; the backward of h[partner] must give the
-    one-thread sums at 2 threads, every time (torch's CPU kernel uses atomic adds from
-    several threads unless deterministic algorithms are on)."""
+    """Within-class mixup partners repeat rows; the backward of the partners' gather must
+    give the one-thread sums at 2 threads, every time (torch's CPU kernel uses atomic adds
+    from several threads unless deterministic algorithms are on)."""
+    from cmix.learn.streams import Draws, model_keys
+
     g = torch.Generator().manual_seed(0)
-    labels = torch.randint(0, 2, (4096,), generator=g)
-    h = torch.randn(4096, 64, generator=g)
-    partner, lam = draw_mixup(labels, 0.5, g)
-    up = torch.randn(int((partner >= 0).sum()), 64, generator=g)
+    labels = torch.randint(0, 2, (1, 4096), generator=g)
+    h = torch.randn(1, 4096, 64, generator=g)
+    draws = Draws(model_keys([0], 1), 0, 0)
+    partner = mix_partners(labels, torch.ones(1, 4096), draws.uniform(4096))
+    lam = draws.uniform(4096) * 0.5
+    up = torch.randn(1, 4096, 64, generator=g)
 
     def grad(n_threads):
         hh = h.clone().requires_grad_(True)
         with torch_threads(n_threads):
-            mixed, _ = mix_rows(hh, partner, lam)
-            (mixed * up).sum().backward()
+            (mix_rows(hh, partner, lam) * up).sum().backward()
         return hh.grad
 
     with harness.deterministic_algorithms("cpu"):
@@ -171,8 +196,9 @@ def test_the_deterministic_switch_sets_torch_s_flags_without_importing_inductor(
     assert out[8:] == ["False", "True"]      # the public call would have imported it
 
 
-def test_label_propagation_is_the_same_at_1_and_2_blas_threads():
-    """20,000 nodes: longer vectors than OpenBLAS/MKL take on one thread in a dot product."""
+def test_label_propagation_is_the_same_at_1_and_2_threads():
+    """20,000 nodes: longer vectors than OpenBLAS/MKL or torch sum on one thread in a dot
+    product; the conjugate gradients at 1 and 2 torch (and BLAS) threads."""
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
@@ -186,7 +212,7 @@ def test_label_propagation_is_the_same_at_1_and_2_blas_threads():
     y = rng.integers(0, 3, 200)
     results = []
     for n_threads in (1, 2):
-        with threadpool_limits(limits=n_threads, user_api="blas"):
+        with threadpool_limits(limits=n_threads, user_api="blas"), torch_threads(n_threads):
             results.append(propagate(w, lab, y, 3))
     assert np.array_equal(results[0].prob, results[1].prob)
     assert np.array_equal(results[0].weight, results[1].weight)

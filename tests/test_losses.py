@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from cmix.learn.losses import (contrastive_targets, draw_mixup, mix_partners, mix_rows,
-                         mixup_cross_entropy, reconstruction_loss, soft_cross_entropy,
-                         supcon_loss)
+from cmix.learn.losses import (contrastive_targets, mix_partners, mix_rows,
+                               mixup_cross_entropy, reconstruction_loss, soft_cross_entropy,
+                               supcon_loss)
 from cmix.learn.nn import SnpEmbedding, categorical_width
 
 
@@ -37,24 +37,46 @@ def supcon_double_loop(z, labels, weights, tau):
     return num / den if den else 0.0
 
 
+def onehot(labels, n_classes=None):
+    """(N, C) one-hot rows of int labels (N,), all 0 for a label < 0."""
+    labels = torch.as_tensor(labels)
+    c = n_classes or int(labels.max()) + 1
+    q = torch.nn.functional.one_hot(labels.clamp_min(0), c).to(torch.float64)
+    return q * (labels >= 0)[:, None]
+
+
+def supcon1(z, q, w, tau):
+    """supcon_loss of one model (adds and drops the model axis)."""
+    return supcon_loss(z[None], q[None], w[None], tau)[0]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_supcon_matches_double_loop_with_weights_and_lonely_anchors(seed):
     g = torch.Generator().manual_seed(seed)
     z = torch.nn.functional.normalize(torch.randn(13, 5, generator=g, dtype=torch.float64), dim=1)
     labels = torch.tensor([0, 0, 1, 1, 1, 2, 3, 0, 1, 4, 2, 0, 5])  # classes 3, 4, 5: no positive
     weights = torch.rand(13, generator=g, dtype=torch.float64) + 0.05
-    got = supcon_loss(z, labels, weights, tau=0.1)
+    got = supcon1(z, onehot(labels), weights, tau=0.1)
     want = supcon_double_loop(z.tolist(), labels.tolist(), weights.tolist(), 0.1)
     assert float(got) == pytest.approx(want, rel=1e-6)
     # unit weights, another temperature
-    got1 = supcon_loss(z, labels, None, tau=0.5)
+    got1 = supcon1(z, onehot(labels), torch.ones(13, dtype=torch.float64), tau=0.5)
     assert float(got1) == pytest.approx(supcon_double_loop(z.tolist(), labels.tolist(),
                                                            [1.0] * 13, 0.5), rel=1e-6)
     # soft labels (randomly mixed views): positive-ness q_i . q_p
     q = torch.softmax(torch.randn(13, 3, generator=g, dtype=torch.float64) * 3, 1)
-    got2 = supcon_loss(z, q, weights, tau=0.2)
+    got2 = supcon1(z, q, weights, tau=0.2)
     assert float(got2) == pytest.approx(supcon_double_loop(z.tolist(), q.tolist(),
                                                            weights.tolist(), 0.2), rel=1e-6)
+    # a group of three models: each model's loss is its own
+    zs = torch.stack([z, z.flip(0), z.roll(3, 0)])
+    q6 = torch.cat([q, torch.zeros(13, 3, dtype=torch.float64)], 1)
+    qs = torch.stack([onehot(labels), q6, onehot(labels.roll(2))])
+    ws = torch.stack([weights, weights.flip(0), torch.ones(13, dtype=torch.float64)])
+    group = supcon_loss(zs, qs, ws, 0.1)
+    for i in range(3):
+        assert float(group[i]) == pytest.approx(float(supcon1(zs[i], qs[i], ws[i], 0.1)),
+                                                rel=1e-12)
 
 
 @pytest.mark.parametrize("role", ["anchor_and_positive", "negative_only"])
@@ -74,7 +96,7 @@ def test_zero_certainty_row_changes_neither_loss_nor_gradient(role):
         z.requires_grad_(True)
         lab = torch.cat([labels, label]) if with_extra else labels
         w = torch.cat([weights, torch.zeros(1, dtype=torch.float64)]) if with_extra else weights
-        loss = supcon_loss(z, lab, w, tau=0.1)
+        loss = supcon1(z, onehot(lab, 8), w, tau=0.1)
         loss.backward()
         return float(loss.detach()), z.grad
     loss0, grad0 = loss_grad(False)
@@ -92,9 +114,10 @@ def test_supcon_similarities_in_float32_under_bf16_autocast():
     g = torch.Generator().manual_seed(0)
     z = torch.nn.functional.normalize(torch.randn(64, 32, generator=g), dim=1)
     labels = torch.randint(0, 4, (64,), generator=g)
-    want = supcon_loss(z, labels, None, 0.1)
+    q, w = onehot(labels).float(), torch.ones(64)
+    want = supcon1(z, q, w, 0.1)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = supcon_loss(z, labels, None, 0.1)
+        got = supcon1(z, q, w, 0.1)
     assert got.dtype == torch.float32
     assert float(got) == pytest.approx(float(want), rel=1e-6)
     # bf16 similarities would be visibly off (3 significant digits): the check can fail
@@ -103,36 +126,43 @@ def test_supcon_similarities_in_float32_under_bf16_autocast():
 
 
 def test_contrastive_targets_against_direct_assembly():
-    """Originals: labeled rows with w > 0; mixed rows: every row with a partner, its class
-    mix lam * e_y(i) + (1 - lam) * e_y(partner) and weight w_i * w_partner."""
+    """Originals: every row, one-hot and w_i where it has a label (0 otherwise); mixed
+    views: every row with a partner, its class mix lam * e_y(i) + (1 - lam) * e_y(partner)
+    and weight w_i * w_partner (0 without a partner)."""
     labels = torch.tensor([0, 1, -1, 0, 2, 1, 0, 2])
     weights = torch.tensor([1.0, 1.0, 0.0, 0.4, 0.7, 0.0, 0.9, 1.0])
     partner = torch.tensor([3, -1, -1, 6, 7, -1, 0, 4])
     lam = torch.tensor([0.1, 0.2, 0.3, 0.05, 0.15, 0.0, 0.2, 0.12])
-    orig, mixed, q, w = contrastive_targets(labels, weights, partner, lam, 3)
-    assert orig.tolist() == [0, 1, 3, 4, 6, 7]           # row 2 unlabeled, row 5 w = 0
-    assert mixed.tolist() == [0, 3, 4, 6, 7]
+    q, w = contrastive_targets(labels[None], weights[None], partner[None], lam[None], 3)
+    q, w = q[0], w[0]
+    assert q.shape == (16, 3) and w.shape == (16,)
     want_q, want_w = [], []
-    for i in orig.tolist():
-        want_q.append(np.eye(3)[int(labels[i])])
-        want_w.append(float(weights[i]))
-    for i in mixed.tolist():
+    for i in range(8):
+        lab = int(labels[i])
+        want_q.append(np.eye(3)[lab] if lab >= 0 else np.zeros(3))
+        want_w.append(float(weights[i]) if lab >= 0 else 0.0)
+    for i in range(8):
         j = int(partner[i])
+        if j < 0:
+            want_w.append(0.0)
+            want_q.append(np.asarray(want_q[i]))
+            continue
         li = float(lam[i])
         want_q.append(li * np.eye(3)[int(labels[i])] + (1 - li) * np.eye(3)[int(labels[j])])
         want_w.append(float(weights[i]) * float(weights[j]))
-    np.testing.assert_allclose(q.numpy(), np.array(want_q), rtol=1e-6)
+    has = [i for i in range(16) if want_w[i] > 0]           # rows of weight 0 take no part
+    np.testing.assert_allclose(q.numpy()[has], np.array(want_q)[has], rtol=1e-6)
     np.testing.assert_allclose(w.numpy(), np.array(want_w), rtol=1e-6)
 
 
 def test_random_mixing_gives_soft_positives():
     """With partners of another class the mixed view is a (1 - lam) positive of the
     partner's class and a lam positive of its own."""
-    labels = torch.tensor([0, 1])
-    weights = torch.ones(2)
-    _, _, q, _ = contrastive_targets(labels, weights, torch.tensor([1, 0]),
-                                     torch.tensor([0.2, 0.1]), 2)
-    np.testing.assert_allclose(q[2:].numpy(), [[0.2, 0.8], [0.9, 0.1]], rtol=1e-6)
+    labels = torch.tensor([[0, 1]])
+    weights = torch.ones(1, 2)
+    q, _ = contrastive_targets(labels, weights, torch.tensor([[1, 0]]),
+                               torch.tensor([[0.2, 0.1]]), 2)
+    np.testing.assert_allclose(q[0, 2:].numpy(), [[0.2, 0.8], [0.9, 0.1]], rtol=1e-6)
 
 
 def test_mixup_cross_entropy_against_direct_computation():
@@ -149,71 +179,91 @@ def test_mixup_cross_entropy_against_direct_computation():
         a, b = float(lam[n] * w_i[n]), float((1 - lam[n]) * w_j[n])
         num += a * -float((t_i[n] * logp[n]).sum()) + b * -float((t_j[n] * logp[n]).sum())
         den += a + b
-    got = mixup_cross_entropy(logits, t_i, t_j, w_i, w_j, lam)
+    one = lambda *a: [v[None] for v in a]                    # noqa: E731
+    got = mixup_cross_entropy(*one(logits, t_i, t_j, w_i, w_j, lam))[0]
     assert float(got) == pytest.approx(num / den, rel=1e-6)
     # a partner with certainty 0 adds nothing, whatever its label
     other = eye[[2, 0, 0, 2, 0]]
     other_j = torch.where((w_j == 0)[:, None], other, t_j)
-    assert float(mixup_cross_entropy(logits, t_i, other_j, w_i, w_j, lam)) == pytest.approx(
-        float(got), rel=1e-7)
+    assert float(mixup_cross_entropy(*one(logits, t_i, other_j, w_i, w_j, lam))[0]) == \
+        pytest.approx(float(got), rel=1e-7)
+    # lambda 1 is the plain weighted cross-entropy, bit for bit (a model without mixup)
+    ones = torch.ones(5)
+    assert torch.equal(mixup_cross_entropy(*one(logits, t_i, t_j, w_i, w_j, ones)),
+                       soft_cross_entropy(logits[None], t_i[None], w_i[None]))
 
 
 def test_supcon_without_positives_is_zero_and_differentiable():
     z = torch.nn.functional.normalize(torch.randn(4, 3), dim=1).requires_grad_()
-    loss = supcon_loss(z, torch.tensor([0, 1, 2, 3]), None, 0.1)
+    loss = supcon1(z, onehot(torch.tensor([0, 1, 2, 3])).float(), torch.ones(4), 0.1)
     assert float(loss.detach()) == 0.0
     loss.backward()
+    assert torch.isfinite(z.grad).all()
 
 
-def test_mixup_pairs_same_class_and_lambda_in_range():
-    g = torch.Generator().manual_seed(3)
-    labels = torch.tensor([0, 1, 0, 2, -1, 1, 1, 0, -1, 3, 2])
-    for _ in range(50):
-        partner, lam = draw_mixup(labels, 0.2, g, within_class=True)
-        assert torch.all((lam >= 0) & (lam <= 0.2))
+def draws_for(seed):
+    from cmix.learn.streams import Draws, model_keys
+
+    return Draws(model_keys([seed], 1), seed, 0)
+
+
+def test_mixup_pairs_rows_of_the_same_class():
+    labels = torch.tensor([[0, 1, 0, 2, -1, 1, 1, 0, -1, 3, 2]])
+    w = torch.ones(1, 11)
+    for k in range(50):
+        u = draws_for(k).uniform(11)
+        partner = mix_partners(labels, w, u, within_class=True)[0]
         for i, p in enumerate(partner.tolist()):
-            lab = int(labels[i])
+            lab = int(labels[0, i])
             n_same = int((labels == lab).sum())
             if lab < 0 or n_same < 2:          # unlabeled rows and class 3 (alone): not mixed
                 assert p == -1
             else:
-                assert p != i and int(labels[p]) == lab
+                assert p != i and int(labels[0, p]) == lab
     # every partner of a row of class 1 is drawn over time (uniform over the others)
-    seen = {int(mix_partners(labels, g)[1]) for _ in range(200)}
+    seen = {int(mix_partners(labels, w, draws_for(k).uniform(11))[0, 1]) for k in range(200)}
     assert seen == {5, 6}
 
 
 def test_random_mix_pairs_any_labeled_row():
-    g = torch.Generator().manual_seed(0)
-    labels = torch.tensor([0, 1, -1, 2])
+    labels = torch.tensor([[0, 1, -1, 2]])
     seen = set()
-    for _ in range(100):
-        partner = mix_partners(labels, g, within_class=False)
+    for k in range(100):
+        partner = mix_partners(labels, torch.ones(1, 4), draws_for(k).uniform(4),
+                               within_class=False)[0]
         assert int(partner[2]) == -1 and int(partner[0]) in (1, 3)
         seen.add(int(partner[0]))
     assert seen == {1, 3}
 
 
 def test_mix_rows_is_the_convex_combination():
-    h = torch.randn(5, 4)
-    partner = torch.tensor([2, -1, 0, 4, 3])
-    lam = torch.tensor([0.1, 0.5, 0.2, 0.0, 0.15])
-    mixed, rows = mix_rows(h, partner, lam)
-    assert rows.tolist() == [0, 2, 3, 4]
-    for k, i in enumerate(rows.tolist()):
-        want = lam[i] * h[i] + (1 - lam[i]) * h[partner[i]]
-        assert torch.allclose(mixed[k], want)
+    h = torch.randn(1, 5, 4)
+    partner = torch.tensor([[2, -1, 0, 4, 3]])
+    lam = torch.tensor([[0.1, 0.5, 0.2, 0.0, 0.15]])
+    mixed = mix_rows(h, partner, lam)[0]
+    assert torch.equal(mixed[1], h[0, 1])                  # no partner: the row itself
+    for i in (0, 2, 3, 4):
+        want = lam[0, i] * h[0, i] + (1 - lam[0, i]) * h[0, partner[0, i]]
+        assert torch.allclose(mixed[i], want)
 
 
 def test_categorical_reconstruction_is_mean_cross_entropy_over_columns():
-    torch.manual_seed(0)
-    emb = SnpEmbedding(6, "categorical")
-    x = torch.tensor([[0, 1, 2, -1, 1, 0], [2, 2, 0, 1, -1, 1]], dtype=torch.int8)
-    logits = torch.randn(2, 6, 4)
-    want = np.mean([-torch.log_softmax(logits[b, j], 0)[3 if x[b, j] < 0 else int(x[b, j])].item()
+    from cmix.learn.nn import init_generators
+
+    emb = SnpEmbedding(init_generators([0], 0), 6, "categorical")
+    x = torch.tensor([[[0, 1, 2, -1, 1, 0], [2, 2, 0, 1, -1, 1]]], dtype=torch.int8)
+    logits = torch.randn(1, 2, 6, 4)
+    want = np.mean([-torch.log_softmax(logits[0, b, j], 0)[3 if x[0, b, j] < 0
+                                                           else int(x[0, b, j])].item()
                     for b in range(2) for j in range(6)])
-    assert float(reconstruction_loss(logits, x, emb)) == pytest.approx(want, rel=1e-6)
-    assert categorical_width(4) == 3 and emb(x).shape == (2, 18)
+    assert float(reconstruction_loss(logits, x, emb)[0]) == pytest.approx(want, rel=1e-6)
+    assert categorical_width(4) == 3 and emb(x).shape == (1, 2, 18)
+    # a row mask leaves the masked rows out of the mean
+    mask = torch.tensor([[True, False]])
+    want0 = np.mean([-torch.log_softmax(logits[0, 0, j], 0)[3 if x[0, 0, j] < 0
+                                                            else int(x[0, 0, j])].item()
+                     for j in range(6)])
+    assert float(reconstruction_loss(logits, x, emb, mask)[0]) == pytest.approx(want0, rel=1e-6)
 
 
 def test_soft_cross_entropy_weights():
@@ -223,4 +273,5 @@ def test_soft_cross_entropy_weights():
     logp = torch.log_softmax(logits, 1)
     rows = [-(targets[i] * logp[i]).sum().item() for i in range(3)]
     want = (rows[0] * 1 + rows[1] * 0.5) / 1.5
-    assert float(soft_cross_entropy(logits, targets, w)) == pytest.approx(want, rel=1e-6)
+    assert float(soft_cross_entropy(logits[None], targets[None], w[None])[0]) == \
+        pytest.approx(want, rel=1e-6)

@@ -17,7 +17,6 @@ import torch
 import cmix.learn.train as train_mod
 from cmix.learn import harness
 from cmix.cli import main
-from cmix.learn.config import Config
 from cmix.learn.methods import METHODS
 from cmix.io import CmixError
 from store_helpers import log_without_seconds, simulate_labels, write_test_store
@@ -85,46 +84,52 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
                                                                 made_models):
     seen = {}
     made = made_models
-    real_model = train_mod.__dict__.get("ContrastiveMixup")
     real_epoch = train_mod.predictor_epoch
 
-    def spy_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch):
-        enc = made[0]
+    def spy_epoch(head, opt, train, *rest):
+        enc = made[0]                   # the group's network; no other is built before
+        assert len(made) == 1
         enc_params = {id(p) for p in enc.parameters()}
         assert all(not p.requires_grad for p in enc.parameters())
-        assert not any(id(p) in enc_params for g in opt.param_groups for p in g["params"])
-        seen.setdefault("n_rows", len(targets))         # the first (early-stopped) fit
-        seen.setdefault("weights", weights.cpu().numpy())
+        assert not any(id(p) in enc_params for p in opt.params)
+        seen.setdefault("n_rows", int(train.count[0]))   # the first (early-stopped) fit
+        seen.setdefault("weights", train.weight[0].cpu().numpy())
         before = {k: v.clone() for k, v in enc.state_dict().items()}
-        loss = real_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch)
+        loss = real_epoch(head, opt, train, *rest)
         assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
         return loss
     monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
     # a head that never beats the pseudo-labels on held-out rows: they are used
     pseudo_labels_beat_the_head(monkeypatch)
     m = harness.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
-    assert real_model is None and len(made) == 1
     # the predictor trained on the labeled rows plus the pseudo-labeled rows, weighted by w
     n_train_labeled = m["n_labeled"] - m["n_validation"]
-    assert seen["n_rows"] > n_train_labeled
-    assert np.all(seen["weights"][:n_train_labeled] == 1)
-    assert np.all(seen["weights"][n_train_labeled:] <= 1) and np.any(seen["weights"][n_train_labeled:] < 1)
+    n = seen["n_rows"]
+    assert n > n_train_labeled
+    w = seen["weights"][:n]
+    assert np.all(w[w == 1].size >= n_train_labeled)
+    assert np.all(w <= 1) and np.any(w < 1) and np.all(seen["weights"][n:] == 0)
 
 
 def test_pseudo_labels_change_the_predictor_loss():
-    from cmix.learn.nn import Head, Predictor
+    from cmix.learn.group import Labeled
+    from cmix.learn.nn import GroupAdam, Head, Identity, Predictor, init_generators
+    from cmix.learn.streams import model_keys
+
     g = torch.Generator().manual_seed(0)
-    z = torch.randn(40, 8, generator=g)
+    z = torch.randn(1, 40, 8, generator=g)
     eye = torch.eye(2)
     y = torch.randint(0, 2, (40,), generator=g)
     w = torch.cat([torch.ones(10), torch.full((30,), 0.5)])
 
     def loss_with(labels, weights, mixup=True):
-        cfg = Config().with_keys(pred_batch_size=1000, predictor_mixup=mixup)
-        torch.manual_seed(0)
-        head = Head(torch.nn.Identity(), Predictor(8, 2))
-        opt = torch.optim.SGD(head.parameters(), lr=0.0)   # lr 0: loss of the same weights
-        return train_mod.predictor_epoch(head, opt, z, eye[labels], weights, cfg, 1, 0)
+        head = Head(Identity(), Predictor(init_generators([0], 0), 8, 2))
+        opt = GroupAdam(head.parameters(), 1, lr=0.0)   # lr 0: loss of the same weights
+        train = Labeled(x=z, target=eye[labels][None], weight=weights[None],
+                        count=torch.tensor([40]))
+        return float(train_mod.predictor_epoch(head, opt, train, 0, torch.tensor([True]),
+                                               model_keys([1], 3), 1000,
+                                               torch.tensor([mixup]))[0])
     base = loss_with(y, w)
     flipped = y.clone()
     flipped[10:] = 1 - flipped[10:]                 # change only the pseudo-labels
@@ -137,14 +142,15 @@ def test_pseudo_labels_change_the_predictor_loss():
 
 def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_models):
     """The frozen-encoder check compares with a copy taken before the predictor stage: a
-    predictor epoch that nudges the encoder (a test double; the last network made, as a
-    run whose pseudo-labels weigh nothing pre-trains a second one) must stop the run."""
+    predictor epoch that nudges the encoder (a test double; the group's network, the
+    first made: a run whose pseudo-labels weigh nothing is pre-trained again in a second
+    one whose weights are copied into it) must stop the run."""
     made = made_models
     real_epoch = train_mod.predictor_epoch
 
     def nudging_epoch(*args):
         with torch.no_grad():
-            next(made[-1].encoder.parameters()).view(-1)[0] += 1e-3
+            next(made[0].encoder.parameters()).view(-1)[0] += 1e-3
         return real_epoch(*args)
     monkeypatch.setattr(train_mod, "predictor_epoch", nudging_epoch)
     with pytest.raises(CmixError, match="encoder changed during the predictor stage"):
@@ -170,7 +176,6 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     spy(train_mod, "predictor_epoch")
     # pseudo-labels that beat the head on held-out rows, so that they reach the predictor
     pseudo_labels_beat_the_head(monkeypatch)
-    spy(losses_mod, "mixup_cross_entropy")
     spy(losses_mod, "contrastive_targets")
     seen = {}
     for method in [m.name for m in METHODS.values() if m.family == "trainer"]:
@@ -178,12 +183,13 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
         m = harness.train_run(toy_store, 60, 123, tmp_path / method, method=method,
                                 config=TINY, device="cpu")
         assert m["method"] == method
-        n_pred_rows = len(calls["predictor_epoch"][0][0][3])
-        q_soft = any(bool(((out[2] > 0) & (out[2] < 1)).any())
+        first = calls["predictor_epoch"][0][0]          # (head, opt, train, ..., mix_on)
+        n_pred_rows = int(first[2].count[0])
+        q_soft = any(bool(((out[0] > 0) & (out[0] < 1)).any())
                      for _, _, out in calls.get("contrastive_targets", []))
         seen[method] = {"pretrain": "pretrain_epoch" in calls,
                         "lp": "pseudo_label_step" in calls,
-                        "pred_mixup": "mixup_cross_entropy" in calls,
+                        "pred_mixup": any(bool(c[0][7].any()) for c in calls["predictor_epoch"]),
                         "extra_rows": n_pred_rows > m["n_train_labeled"],
                         "soft_positives": q_soft}
     assert seen["mlp"] == {"pretrain": False, "lp": False, "pred_mixup": False,
@@ -209,9 +215,9 @@ def test_refit_on_all_labeled_rows_for_the_chosen_epochs(toy_store, tmp_path, mo
     sizes = []
     real_epoch = train_mod.predictor_epoch
 
-    def spy(head, opt, inputs, targets, weights, *rest):
-        sizes.append(len(inputs))
-        return real_epoch(head, opt, inputs, targets, weights, *rest)
+    def spy(head, opt, train, *rest):
+        sizes.append(int(train.count[0]))
+        return real_epoch(head, opt, train, *rest)
     monkeypatch.setattr(train_mod, "predictor_epoch", spy)
     m = harness.train_run(toy_store, 60, 3, tmp_path / "refit", method="mlp", config=TINY,
                             device="cpu")
@@ -430,14 +436,13 @@ def _same_run_folders(a: Path, b: Path) -> None:
             assert np.array_equal(pa[name], pb[name]), name
 
 
-@pytest.mark.parametrize("method, threads", [("mlp", 1), ("mlp", 2), ("logreg", 2),
-                                             ("cmix", 2)])
-def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, threads):
-    """train_seeds of 3 seeds writes, for each, the run folder a lone run of that seed
-    writes into another folder (the lone runs go in the reverse order, so a state
-    carried from one run to the next would show). With 1 thread the seeds run one after
-    another in this process; with 2, two at a time in worker processes of one thread
-    each; the lone runs have one thread."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, threads):
+    """train_seeds of 3 seeds of a method without a network writes, for each, the run
+    folder a lone run of that seed writes into another folder (the lone runs go in the
+    reverse order, so a state carried from one run to the next would show). With 1
+    thread the seeds run one after another in this process; with 2, two at a time in
+    worker processes of one thread each; the lone runs have one thread."""
     seeds = [4, 9, 2]
     dirs = {s: tmp_path / f"many/seed{s}" for s in seeds}
     in_this_process = []
@@ -455,7 +460,7 @@ def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, 
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(harness, "train_seed", after_the_others)
-        many = harness.train_seeds(toy_store, 60, dirs, method=method, config=TINY,
+        many = harness.train_seeds(toy_store, 60, dirs, method="logreg", config=TINY,
                                    device="cpu", threads=threads)
     assert [m["seed"] for m in many] == seeds
     assert len(in_this_process) == (1 if threads == 2 else 3)
@@ -463,11 +468,47 @@ def test_several_seeds_in_one_call_match_lone_runs(toy_store, tmp_path, method, 
         assert {m["torch_threads"] for m in many} == {1}
     for seed in reversed(seeds):
         lone = harness.train_seeds(toy_store, 60, {seed: tmp_path / f"lone/seed{seed}"},
-                                   method=method, config=TINY, device="cpu", threads=1)[0]
+                                   method="logreg", config=TINY, device="cpu", threads=1)[0]
         got = many[seeds.index(seed)]
         for key in ("test", "validation", "pseudo_labels", "run_key"):
             assert got[key] == lone[key], (seed, key)
         _same_run_folders(tmp_path / f"many/seed{seed}", tmp_path / f"lone/seed{seed}")
+    assert len({m["run_key"] for m in many}) == 3
+
+
+@pytest.mark.parametrize("method, threads", [("mlp", 1), ("mlp", 2), ("cmix", 2),
+                                             ("vime", 2), ("manifold_mixup", 2)])
+def test_a_group_of_seeds_matches_lone_runs(toy_store, tmp_path, method, threads):
+    """The seeds of a network method train as one group (one process, every step one set
+    of tensor operations for all models): each seed's run folder is the one a lone run
+    of it writes, bit for bit on the CPU, whatever the thread counts (the group at
+    ``threads``, the lone runs at 1, in the reverse order); the group's runs are in one
+    process, not in workers."""
+    seeds = [4, 9, 2]
+    dirs = {s: tmp_path / f"many/seed{s}" for s in seeds}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(harness, "_seed_feeders", None)      # no worker process is started
+        many = harness.train_seeds(toy_store, 60, dirs, method=method,
+                                   config={**TINY, "pred_dropout": 0.2}, device="cpu",
+                                   threads=threads)
+    assert [m["seed"] for m in many] == seeds
+    assert {m["torch_threads"] for m in many} == {threads}
+    for seed in reversed(seeds):
+        lone = harness.train_seeds(toy_store, 60, {seed: tmp_path / f"lone/seed{seed}"},
+                                   method=method, config={**TINY, "pred_dropout": 0.2},
+                                   device="cpu", threads=1)[0]
+        got = many[seeds.index(seed)]
+        for key in ("test", "validation", "pseudo_labels", "run_key"):
+            assert got[key] == lone[key], (seed, key)
+        a = json.loads((tmp_path / f"many/seed{seed}/metrics.json").read_text())
+        b = json.loads((tmp_path / f"lone/seed{seed}/metrics.json").read_text())
+        assert _without_times(a) == {**_without_times(b)}
+        assert log_without_seconds(tmp_path / f"many/seed{seed}") == \
+            log_without_seconds(tmp_path / f"lone/seed{seed}")
+        with np.load(tmp_path / f"many/seed{seed}/predictions.npz") as pa, \
+                np.load(tmp_path / f"lone/seed{seed}/predictions.npz") as pb:
+            for name in pa.files:
+                assert np.array_equal(pa[name], pb[name]), name
     assert len({m["run_key"] for m in many}) == 3
 
 

@@ -18,143 +18,91 @@ from __future__ import annotations
 
 
 # ------------------------------------------------------------------ VIME
-def vime_corrupt(x, p_m: float, generator=None):
-    """VIME mask generation and corruption of int8 rows x (B, M).
+def vime_corrupt(x, p_m: float, draws):
+    """VIME mask generation and corruption of the rows x (G, B, M) of every model.
 
-    m ~ Bernoulli(p_m) per entry; x_bar[:, j] = x[perm_j, j] with an independent random
-    permutation perm_j of the rows per column (a draw from column j's empirical marginal
-    in the batch); x~ = where(m, x_bar, x). Returns (x~ (B, M) same dtype,
-    mask (B, M) float32 = 1[x~ != x], the mask estimator's target).
-
-    The random numbers, drawn on the CPU from ``generator``: the mask's uniforms, then
-    the permutations' keys (perm_j = torch.argsort of column j's keys; x_bar is
-    :func:`column_shuffle`'s)."""
+    m ~ Bernoulli(p_m) per entry; x_bar[:, :, j] = x[:, perm_j, j] with an independent
+    random permutation perm_j of the rows per column (a draw from column j's empirical
+    marginal in the batch); x~ = where(m, x_bar, x). Returns (x~ (G, B, M) same dtype,
+    mask (G, B, M) float32 = 1[x~ != x], the mask estimator's target). The uniforms of the
+    mask, then the permutations' keys, come from ``draws`` (the step's
+    :class:`cmix.learn.streams.Draws`)."""
     import torch
 
-    b, m = x.shape
-    mask = torch.rand((b, m), generator=generator) < p_m
-    x_bar = column_shuffle(x, torch.rand((b, m), generator=generator))
-    mask = mask.to(x.device)
-    if x.dtype == torch.int8 and x.is_contiguous():
-        # the same where(m, x_bar, x) (values and layout) in exact (wrapping) int8
-        # arithmetic, which torch vectorises: x + m (x_bar - x)
-        x_tilde = x + mask.to(torch.int8) * (x_bar - x)
-    else:
-        x_tilde = torch.where(mask, x_bar, x)
+    g, b, m = x.shape
+    mask = draws.uniform(b, m) < p_m
+    perm = torch.argsort(draws.bits(b, m), dim=1, stable=True)
+    x_bar = torch.gather(x, 1, perm)
+    x_tilde = torch.where(mask, x_bar, x)
     return x_tilde, (x_tilde != x).float()
 
 
-def column_shuffle(x, keys):
-    """x_bar (B, M), x_bar[i, j] = x[perm[i, j], j] with perm = torch.argsort(keys,
-    dim=0): the values of ``torch.gather(x, 0, torch.argsort(keys, dim=0))``, keys (B, M)
-    float32 in [0, 1) on the CPU. With x on the CPU the rows come from
-    :func:`_column_rows` and the values are taken with numpy; elsewhere x is gathered at
-    :func:`column_argsort`."""
-    import numpy as np
-    import torch
-
-    if x.device.type != "cpu" or not _fast_keys(keys):
-        return torch.gather(x, 0, column_argsort(keys).to(x.device))
-    b, m = x.shape
-    rows = _column_rows(keys)                       # (M, B): column j's rows in order
-    if m * b > np.iinfo(rows.dtype).max:
-        rows = rows.astype(np.uint64)
-    rows += (np.arange(m, dtype=rows.dtype) * rows.dtype.type(b))[:, None]
-    x_cols = np.ascontiguousarray(x.numpy().T)      # (M, B): flat index j * B + row
-    return torch.from_numpy(np.ascontiguousarray(np.take(x_cols, rows).T))
-
-
-def column_argsort(keys):
-    """``torch.argsort(keys, dim=0)``, the same indices: faster on the CPU for float32
-    keys in [0, 1) (``torch.rand``'s; :func:`_column_rows`), torch's otherwise."""
-    import numpy as np
-    import torch
-
-    if not _fast_keys(keys):
-        return torch.argsort(keys, dim=0)
-    return torch.from_numpy(_column_rows(keys).T.astype(np.int64, order="C"))
-
-
-def _fast_keys(keys) -> bool:
-    import torch
-
-    return (keys.device.type == "cpu" and keys.dtype == torch.float32 and keys.dim() == 2
-            and keys.shape[0] >= 2 and keys.shape[1] > 0)
-
-
-def _column_rows(keys):
-    """(M, B) numpy unsigned integers: row j = torch.argsort(keys[:, j]), bit for bit, for
-    CPU float32 keys (B, M) in [0, 1), about ten times faster than torch's argsort.
-
-    Torch's CPU argsort is not stable: where a column has equal keys, the order of their
-    rows is its sort algorithm's. A column whose keys are all distinct has one ascending
-    order, whatever the algorithm, so each column is sorted here as integers: the key
-    scaled by 2^24 and truncated (torch.rand's floats are multiples of 2^-24, so this is
-    exact for them; for any keys it is monotone) in the high bits, the row in the low bits
-    (distinct composite keys: a plain sort, no index array, gives the rows in order). A
-    column in which two truncated keys are equal (about one column in 500 of a 256-row
-    batch) is argsorted again by torch, alone, as it would be within the whole matrix (the
-    order of a column's rows depends only on that column's keys)."""
-    import numpy as np
-    import torch
-
-    b = keys.shape[0]
-    rb = (b - 1).bit_length()                       # bits of the row index
-    ut = np.uint32 if 24 + rb <= 32 else np.uint64
-    comp = (keys.numpy().T * np.float32(1 << 24)).astype(ut, order="C")   # (M, B)
-    comp <<= ut(rb)
-    comp |= np.arange(b, dtype=ut)
-    comp.sort(axis=1)
-    tied = (((comp[:, 1:] ^ comp[:, :-1]) >> ut(rb)) == 0).any(1)
-    comp &= ut((1 << rb) - 1)
-    if tied.any():
-        cols = np.flatnonzero(tied)
-        comp[cols] = torch.argsort(keys[:, torch.from_numpy(cols)], dim=0).numpy().T
-    return comp
-
-
-def vime_self_loss(mask_logits, mask, feature_out, x, embed, alpha: float):
-    """VIME self-supervised loss: BCE(mask_logits (B, M), mask (B, M)) averaged over
-    entries + alpha * feature-estimation loss (the cmix reconstruction loss of the clean
-    rows x from feature_out). Returns (total, mask_loss, feature_loss)."""
+def vime_self_loss(mask_logits, mask, feature_out, x, embed, alpha: float, rows=None):
+    """VIME self-supervised loss of every model: BCE(mask_logits (G, B, M), mask
+    (G, B, M)) averaged over entries + alpha * feature-estimation loss (the cmix
+    reconstruction loss of the clean rows x from feature_out); rows: (G, B) bool, the rows
+    a model holds (all without). Returns (total, mask_loss, feature_loss), each (G,)."""
     import torch.nn.functional as F
 
-    from .losses import reconstruction_loss
+    from .losses import fixed_order_sum, reconstruction_loss
 
-    mask_loss = F.binary_cross_entropy_with_logits(mask_logits.float(), mask.float())
-    feature_loss = reconstruction_loss(feature_out, x, embed)
+    bce = F.binary_cross_entropy_with_logits(mask_logits.float(), mask.float(),
+                                             reduction="none")
+    if rows is None:
+        mask_loss = fixed_order_sum(bce) / bce[0].numel()
+    else:
+        r = rows.to(bce.dtype)
+        mask_loss = fixed_order_sum(bce * r[..., None]) / (r.sum(1) * bce.shape[2]).clamp_min(1)
+    feature_loss = reconstruction_loss(feature_out, x, embed, rows)
     return mask_loss + alpha * feature_loss, mask_loss, feature_loss
 
 
-def vime_consistency_loss(logits_k):
-    """Consistency over K augmented copies: logits_k (K, B, C); the variance over the K
-    copies (population variance, as tf.nn.moments) averaged over rows and classes."""
-    return logits_k.float().var(dim=0, unbiased=False).mean()
+def vime_consistency_loss(logits_k, rows=None):
+    """Consistency over K augmented copies, per model: logits_k (G, K, B, C); the
+    variance over the K copies (population variance, as tf.nn.moments) averaged over the
+    rows of ``rows`` (G, B) bool (all without) and classes: (G,)."""
+    var = logits_k.float().var(dim=1, unbiased=False).mean(-1)              # (G, B)
+    if rows is None:
+        return var.mean(-1)
+    r = rows.to(var.dtype)
+    return (var * r).sum(-1) / r.sum(-1).clamp_min(1)
 
 
 # ------------------------------------------------------------------ manifold mixup
-def block_end(net, layer: int) -> int:
-    """The index in the Sequential ``net`` just after hidden block ``layer`` (0: the
-    input): after its ReLU and, with dropout, the Dropout that follows it."""
+def block_ends(net) -> list:
+    """The indices in the Sequential ``net`` where the input and each hidden block end
+    (0; after the ReLU of block 1 and, with dropout, the Dropout that follows it; the
+    same after block 2)."""
     import torch.nn as nn
 
-    if layer == 0:
-        return 0
-    relus = [i for i, m in enumerate(net) if isinstance(m, nn.ReLU)]
-    end = relus[layer - 1] + 1
-    return end + 1 if end < len(net) and isinstance(net[end], nn.Dropout) else end
+    from .nn import Dropout
+
+    ends = [0]
+    for i, m in enumerate(net):
+        if isinstance(m, nn.ReLU):
+            end = i + 1
+            ends.append(end + 1 if end < len(net) and isinstance(net[end], Dropout) else end)
+    return ends
 
 
-def manifold_mixup_step(predictor, f, targets, layer: int, lam, perm):
-    """Logits of predictor (a cmix Predictor) for inputs f (B, D) mixed at ``layer``
-    (0 = input, 1 / 2 = after hidden block 1 / 2): h = lam h + (1 - lam) h[perm];
-    returns (logits (B, C), mixed soft targets (B, C))."""
+def manifold_mixup_step(predictor, f, targets, layer, lam, perm, rows=None):
+    """Logits of every model's predictor (a grouped cmix Predictor) for inputs f (G, B, D)
+    mixed at ``layer`` (G,) int (0 = input, 1 / 2 = after hidden block 1 / 2): there
+    h = lam h + (1 - lam) h[perm] (lam (G, B), perm (G, B) row indices); rows: (G, B) bool,
+    the rows a model holds. Returns (logits (G, B, C), mixed soft targets (G, B, C))."""
+    import torch
+
+    from .losses import mix_rows
+    from .nn import apply_layer
+
     net = predictor.net
-    cut = block_end(net, layer)
-    h = net[:cut](f)
-    lam_v = lam.view(-1, 1).to(h.dtype)
-    h = lam_v * h + (1 - lam_v) * h[perm]
-    t = lam.view(-1, 1) * targets + (1 - lam.view(-1, 1)) * targets[perm]
+    ends = block_ends(net)
+    g = f.shape[0]
+    h = f
+    for k, (lo, hi) in enumerate(zip(ends, ends[1:] + [len(net)])):
+        h = torch.where((layer == k).view(g, 1, 1), mix_rows(h, perm, lam), h)
+        for module in net[lo:hi]:
+            h = apply_layer(module, h, rows)
+    t = mix_rows(targets, perm, lam)
     # the covariate term is linear: mixing its inputs mixes it as the targets are mixed
-    skip = predictor.covariate_logits(lam_v.to(f.dtype) * f + (1 - lam_v.to(f.dtype)) * f[perm])
-    return net[cut:](h) + skip, t
+    return h + predictor.covariate_logits(mix_rows(f, perm, lam)), t

@@ -10,13 +10,12 @@ Splits (all arrays are row indices into the store, sorted):
   rest of the labeled rows are the ``train_labeled`` rows.
 - unlabeled: the training split minus the labeled rows.
 
-Loaders yield ``(positions, x)`` batches, where ``positions`` index the loader's row set
-and ``x`` is int8 (batch, n_variants), -1 missing. The batch order of an epoch is a
-chunk-aware shuffle (:func:`epoch_order`): Zarr chunks are shuffled, grouped into
-buffers of ``buffer_chunks`` chunks, and rows are shuffled inside each buffer. The
-in-memory path (rows loaded once, batches drawn by index on the device) and the
-streaming path (a background thread reads each buffer of chunks) use the same order,
-so they give the same batches for the same seed.
+The training rows of a group of models are read once (:class:`RowSource`: on the
+device, in host memory, or streamed from the store for a store larger than the memory
+allowed) and every batch is a gather by position. Batch orders are chunk-aware shuffles
+drawn on the device (:func:`chunk_aware_order`): each model's Zarr chunks are shuffled,
+grouped into buffers of ``buffer_chunks`` chunks, and its rows shuffled inside each
+buffer, so a stream reads each chunk once an epoch; every mode gives the same batches.
 """
 
 from __future__ import annotations
@@ -31,6 +30,9 @@ import numpy as np
 from ..io import CmixError, one_blas_thread
 from ..genotypes.store import load_rows
 from .streams import SPLITS
+
+#: a sort key above every drawn one (63-bit keys): padding sorts last
+LAST = 1 << 62
 
 
 @dataclass
@@ -129,138 +131,161 @@ def make_splits(root, budget: int, seed: int, val_fraction: float = 0.2,
                   test=test, label=label, class_names=class_names, test_hash=test_hash)
 
 
-def epoch_order(rows: np.ndarray, chunk_rows: int, seed_seq, buffer_chunks: int = 8,
-                shuffle: bool = True) -> list[np.ndarray]:
-    """Chunk-aware shuffled order of positions 0..len(rows)-1, as a list of buffers.
+def chunk_aware_order(draws, store_rows, n_rows, chunk_rows: int, n_chunks: int,
+                      buffer_chunks: int = 8):
+    """Each model's shuffled order of its rows for one epoch, chunk-aware: (G, n)
+    positions into its row list.
 
-    rows: sorted store indices; chunk_rows: rows per Zarr chunk. Chunks are shuffled,
-    grouped ``buffer_chunks`` at a time, and positions are shuffled inside each group.
-    Without shuffle: one buffer per group of chunks, in store order.
-    """
-    chunk_of = np.asarray(rows) // chunk_rows
-    chunks, starts = np.unique(chunk_of, return_index=True)
-    bounds = np.append(starts, len(rows))
-    rng = np.random.default_rng(seed_seq)
-    chunk_order = rng.permutation(len(chunks)) if shuffle else np.arange(len(chunks))
-    buffers = []
-    for g in range(0, len(chunk_order), buffer_chunks):
-        pos = np.concatenate([np.arange(bounds[c], bounds[c + 1])
-                              for c in chunk_order[g:g + buffer_chunks]])
-        buffers.append(rng.permutation(pos) if shuffle else pos)
-    return buffers
+    store_rows: int64 (G, n) tensor, each model's store rows (sorted; entries past its
+    count padded with any value); n_rows: int64 (G,) tensor, each model's count; chunk_rows:
+    rows per Zarr chunk; n_chunks: chunks in the store; draws:
+    :class:`cmix.learn.streams.Draws` of the epoch. Each model's chunks are shuffled and
+    grouped ``buffer_chunks`` at a time, and its rows shuffled inside each group, so that
+    a stream reads each chunk once an epoch; a model's padding comes last. The draws and
+    the order depend on the model's own key only, on any device."""
+    import torch
+
+    g, n = store_rows.shape
+    dev = store_rows.device
+    valid = torch.arange(n, device=dev)[None, :] < n_rows[:, None]
+    chunk = torch.where(valid, store_rows // chunk_rows, torch.zeros_like(store_rows))
+    present = torch.zeros((g, n_chunks), dtype=torch.bool, device=dev)
+    present.scatter_(1, chunk, valid)
+    chunk_key = torch.where(present, draws.bits(n_chunks), LAST)
+    rank = torch.argsort(torch.argsort(chunk_key, dim=1, stable=True), dim=1, stable=True)
+    buffer = torch.gather(rank, 1, chunk) // buffer_chunks
+    key = torch.where(valid, (buffer << 32) | draws.bits(n), LAST)
+    return torch.argsort(key, dim=1, stable=True)
 
 
-class RowLoader:
-    """Batches of a fixed row set of a store.
+def permutations(draws, n_rows, n_perms: int, n: int):
+    """``n_perms`` independent shuffles of each model's n_rows[g] rows: (G, n_perms, n)
+    positions, each model's padding (positions >= its count) last; n_rows: int64 (G,)
+    tensor."""
+    import torch
 
-    mode "memory": the rows are read once (:func:`load_rows`) into a tensor on ``device``
-    and batches are gathered by index there. mode "stream": a background thread reads
-    each buffer of chunks (:func:`load_rows`), ``prefetch`` buffers ahead.
-    Iterate with :meth:`batches` (``(positions, x)``; positions are a numpy int array
-    into the row set, x an int8 tensor (batch, n_variants) on ``device``).
-    """
+    valid = torch.arange(n, device=n_rows.device)[None, None, :] < n_rows[:, None, None]
+    key = torch.where(valid, draws.bits(n_perms, n),
+                      LAST)
+    return torch.argsort(key, dim=2, stable=True)
 
-    def __init__(self, root, rows: np.ndarray, *, batch_size: int, mode: str = "memory",
-                 device="cpu", buffer_chunks: int = 8, prefetch: int = 2):
+
+class RowSource:
+    """The training rows of a group's store (the training split, ``rows`` sorted store
+    indices), read once, and the batches gathered from them by position.
+
+    mode "device": held on the training device (int8, or float32 for a fractional
+    store): a batch is one indexing operation there. "host": held in host memory: a batch
+    is gathered on the CPU and copied to the device. "stream": read from the Zarr store
+    as batches need it, through a cache of decoded chunks (for a store larger than the
+    memory allowed), ``prefetch`` steps ahead in a background thread. Every mode gives the
+    same batches for the same positions. ``index_device``: where the positions of
+    :meth:`steps` live (the training device for "device", else the CPU)."""
+
+    def __init__(self, root, rows: np.ndarray, device, mode: str = "device",
+                 cache_chunks: int = 64, prefetch: int = 2):
         import torch
 
-        self.root = root
-        self.rows = np.asarray(rows, dtype=np.int64)
-        self.batch_size = int(batch_size)
-        self.mode = mode
-        self.device = torch.device(device)
-        self.buffer_chunks = buffer_chunks
-        self.prefetch = prefetch
+        self.root, self.rows = root, np.asarray(rows, dtype=np.int64)
+        self.device, self.mode = torch.device(device), mode
+        self.index_device = self.device if mode == "device" else torch.device("cpu")
         self.chunk_rows = int(root["call_dosage"].chunks[0])
+        self.n_chunks = -(-int(root["call_dosage"].shape[0]) // self.chunk_rows)
         self.n_variants = int(root["call_dosage"].shape[1])
+        self.prefetch, self.cache_chunks = prefetch, cache_chunks
+        #: the store rows as an int64 tensor on the index device
+        self.rows_index = torch.from_numpy(self.rows.copy()).to(self.index_device)
         self._x = None
-        if mode == "memory":
+        self._cache: dict = {}
+        if mode in ("device", "host"):
             x = torch.from_numpy(load_rows(root, self.rows))
-            self._x = x.to(self.device)
+            if mode == "device":
+                x = x.to(self.device)
+            elif self.device.type == "cuda":
+                x = x.pin_memory()
+            self._x = x
         elif mode != "stream":
-            raise ValueError(f"unknown loader mode {mode!r}")
+            raise ValueError(f"unknown row source mode {mode!r}")
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def n_batches(self, drop_last: bool = False) -> int:
-        n = len(self.rows)
-        return n // self.batch_size if drop_last else -(-n // self.batch_size)
+    def positions(self, store_rows: np.ndarray) -> np.ndarray:
+        """Positions (int64) of sorted store rows among the source's rows."""
+        pos = np.searchsorted(self.rows, store_rows)
+        if len(store_rows) and not np.array_equal(self.rows[np.minimum(pos, len(self.rows) - 1)],
+                                                  store_rows):
+            raise ValueError("rows outside the row source")
+        return pos.astype(np.int64)
 
-    def batches(self, seed_seq=0, shuffle: bool = True, drop_last: bool = False):
-        buffers = epoch_order(self.rows, self.chunk_rows, seed_seq, self.buffer_chunks, shuffle)
-        if self.mode == "memory":
-            yield from self._memory_batches(buffers, drop_last)
+    def gather(self, pos):
+        """Rows at positions ``pos`` (any shape, on :attr:`index_device`): (*pos.shape, M)
+        on the training device."""
+        import torch
+
+        if self.mode == "device":
+            return self._x[pos]
+        flat = pos.reshape(-1).cpu().numpy()
+        if self.mode == "host":
+            x = self._x[torch.from_numpy(flat)]
         else:
-            yield from self._stream_batches(buffers, drop_last)
+            x = torch.from_numpy(self._read(flat))
+            if self.device.type == "cuda":
+                x = x.pin_memory()
+        return x.view(*pos.shape, self.n_variants).to(self.device, non_blocking=True)
 
-    def _split(self, order: np.ndarray, drop_last: bool):
-        n = len(order)
-        stop = n - n % self.batch_size if drop_last else n
-        for s in range(0, stop, self.batch_size):
-            yield order[s:s + self.batch_size]
+    def _read(self, flat: np.ndarray) -> np.ndarray:
+        """Rows at positions ``flat`` (n,) from the store, through the chunk cache."""
+        store_rows = self.rows[flat]
+        chunk = store_rows // self.chunk_rows
+        out = None
+        for c in np.unique(chunk):
+            block = self._cache.pop(int(c), None)
+            if block is None:
+                lo = int(c) * self.chunk_rows
+                held = self.rows[(self.rows >= lo) & (self.rows < lo + self.chunk_rows)]
+                block = (lo, held, load_rows(self.root, held))
+            self._cache[int(c)] = block                     # most recently used last
+            lo, held, x = block
+            if out is None:
+                out = np.empty((len(flat), self.n_variants), dtype=x.dtype)
+            at = chunk == c
+            out[at] = x[np.searchsorted(held, store_rows[at])]
+        while len(self._cache) > self.cache_chunks:
+            self._cache.pop(next(iter(self._cache)))
+        if out is None:
+            out = np.zeros((0, self.n_variants), dtype=np.int8)
+        return out
 
-    def _memory_batches(self, buffers, drop_last):
-        import torch
-
-        order = np.concatenate(buffers) if buffers else np.zeros(0, dtype=np.int64)
-        if self.device.type == "cpu":       # numpy's take is ~20x torch's for int8 rows
-            x_np = self._x.numpy()
-            for pos in self._split(order, drop_last):
-                yield pos, torch.from_numpy(np.take(x_np, pos, axis=0))
+    def steps(self, schedule):
+        """Rows of each step of ``schedule`` ((G, S, B) positions on :attr:`index_device`):
+        yields S tensors (G, B, M) on the training device; a stream reads ``prefetch``
+        steps ahead in a background thread."""
+        n_steps = schedule.shape[1]
+        if self.mode != "stream":
+            for s in range(n_steps):
+                yield self.gather(schedule[:, s])
             return
-        order_dev = torch.from_numpy(order).to(self.device)
-        for s, pos in zip(range(0, len(order), self.batch_size), self._split(order, drop_last)):
-            yield pos, self._x.index_select(0, order_dev[s:s + len(pos)])
-
-    def _read_buffer(self, pos: np.ndarray):
-        import torch
-
-        sort = np.argsort(pos, kind="stable")
-        block = load_rows(self.root, self.rows[pos[sort]])
-        out = np.empty_like(block)
-        out[sort] = block
-        x = torch.from_numpy(out)
-        if self.device.type == "cuda":
-            x = x.pin_memory()
-        return pos, x
-
-    def _stream_batches(self, buffers, drop_last):
-        import torch
-
         q: queue.Queue = queue.Queue(maxsize=max(1, self.prefetch))
         stop = threading.Event()
 
         def reader():
             try:
-                for pos in buffers:
+                for s in range(n_steps):
                     if stop.is_set():
                         return
-                    q.put(self._read_buffer(pos))
+                    q.put(self.gather(schedule[:, s]))
             except BaseException as err:  # handed to the consumer
                 q.put(err)
-            q.put(None)
 
         thread = threading.Thread(target=reader, daemon=True)
         thread.start()
-        pend_pos = np.zeros(0, dtype=np.int64)
-        pend_x = torch.zeros((0, self.n_variants), dtype=torch.int8)
         try:
-            while True:
+            for _ in range(n_steps):
                 item = q.get()
                 if isinstance(item, BaseException):
                     raise item
-                if item is None:
-                    break
-                pos, x = item
-                pend_pos = np.concatenate([pend_pos, pos])
-                pend_x = torch.cat([pend_x, x]) if len(pend_x) else x
-                while len(pend_pos) >= self.batch_size:
-                    b = self.batch_size
-                    yield pend_pos[:b], pend_x[:b].to(self.device, non_blocking=True)
-                    pend_pos, pend_x = pend_pos[b:], pend_x[b:]
-            if len(pend_pos) and not drop_last:
-                yield pend_pos, pend_x.to(self.device, non_blocking=True)
+                yield item
         finally:
             stop.set()
             while thread.is_alive():
@@ -270,14 +295,25 @@ class RowLoader:
                     thread.join(timeout=0.05)
 
 
-def choose_mode(n_rows: int, n_variants: int, mode: str = "auto",
-                memory_limit_bytes: int = 2 << 30) -> str:
-    """"memory" when the rows fit in ``memory_limit_bytes`` (int8), else "stream"."""
-    if mode in ("memory", "stream"):
-        return mode
-    if mode != "auto":
-        raise CmixError(f"loader must be auto, memory or stream, not {mode!r}")
-    return "memory" if n_rows * n_variants <= memory_limit_bytes else "stream"
+def row_source_mode(n_rows: int, n_variants: int, itemsize: int, device, loader: str = "auto",
+                    memory_limit_bytes: int = 2 << 30) -> str:
+    """Where a group's training rows are held (:class:`RowSource`): ``loader`` "memory"
+    (held: on the device, or in host memory where the device lacks the room), "stream",
+    or "auto": held when they fit in ``memory_limit_bytes``, else streamed. On a GPU the
+    rows go to the device when they take at most half of its free memory, else they stay
+    in host memory."""
+    import torch
+
+    if loader not in ("auto", "memory", "stream"):
+        raise CmixError(f"loader must be auto, memory or stream, not {loader!r}")
+    size = n_rows * n_variants * itemsize
+    if loader == "stream" or (loader == "auto" and size > memory_limit_bytes):
+        return "stream"
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        return "device" if size <= free // 2 else "host"
+    return "device"
 
 
 def standardised_dosage(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

@@ -1,28 +1,24 @@
 """One run of one method on one store, budget and seed: what every method shares.
 
-The harness owns the splits, the standardisation moments, the checkpoint, the
-early-stopping loop and the metrics; the method (:mod:`cmix.learn.methods`) is a class
-the harness builds from the config, fits on the run (:class:`RunContext`), asks for the
-test rows' probabilities and checkpoints by its state dict.
+The harness owns the splits, the standardisation moments, the checkpoint and the
+metrics; the method (:mod:`cmix.learn.methods`) is a class the harness builds from the
+config, fits on the run (:class:`RunContext`), asks for the test rows' probabilities and
+checkpoints by its state dict.
 
 - :class:`RunContext`: the resolved config, device, checked store, splits, standardisation
-  moments, run key and run folder; what a method's ``fit`` gets, with the resumable
-  loops below as its methods ``epochs`` and ``early_stopped``.
+  moments, run key and run folder; what a method's ``fit`` gets.
 - :func:`train_run`: one run; :func:`train_seeds`: the runs of several seeds, sharing
-  the store opened and checked once (:class:`CheckedStore`); on the CPU several seeds
-  run at once in worker processes, one after another on a GPU.
+  the store opened and checked once (:class:`CheckedStore`). The network methods' seeds
+  train together as one group of models (:func:`train_group`, :mod:`cmix.learn.group`,
+  where their epoch loops live); the other methods' seeds run at once in worker
+  processes on the CPU.
 - :class:`RunState`: the checkpoint. ``stage`` and ``epoch`` say where the run is;
   ``parts`` holds what each stage saved (model and optimiser states, pseudo-labels; the
   fitted method's state dict as ``model`` with its ``report``, the record ``cmix
   predict`` checks new data against as ``predict``); ``history`` is train_log.jsonl.
-  It is kept whole in memory after every epoch of every stage and written atomically
-  after the first epoch, then at most every :data:`CHECKPOINT_SECONDS`, and when the
-  method is fitted and when the run is done, so a killed run of any method resumes to
-  the same metrics (on CPU, bit for bit).
-- :func:`run_epochs`: a resumable epoch loop over some modules (pre-training).
-- :func:`fit_head`: the one early-stopping loop for every predictor (validation
-  log-loss, patience, best state reloaded), then the refit on every labeled row for
-  the best epoch count; resumable at every epoch.
+  It is written atomically after the first epoch, then at most every
+  :data:`CHECKPOINT_SECONDS`, and when the method is fitted and when the run is done,
+  so a killed run of any method resumes to the same metrics (on CPU, bit for bit).
 - :func:`finish`: the one metrics.json writer.
 
 Run folder: ``checkpoint.pt``, ``train_log.jsonl``, ``predictions.npz`` (the test rows'
@@ -43,9 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log, progress,
+from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log,
                   save_torch, set_log_prefix)
-from .linear import cv_folds, fit_logreg_cv  # noqa: F401  (their home before linear.py)
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
@@ -116,25 +111,11 @@ class RunContext:
     state: RunState = None          # the checkpoint the loops below keep
     last_save: float = float("-inf")  # time.perf_counter() of the last checkpoint write
     encoders: Path = None           # shared-encoder folder (Reuse.encoders), or None
+    group_seeds: tuple = ()         # the seeds of the group the run trains in
 
     @property
     def n_cov(self) -> int:
         return int(self.cov.shape[1])
-
-    def cov_rows(self, rows) -> "torch.Tensor":  # noqa: F821
-        """float32 (len(rows), K) standardised covariates of store rows, on the device."""
-        import torch
-
-        return torch.from_numpy(self.cov[np.asarray(rows, dtype=np.int64)]).to(self.dev)
-
-    def with_cov(self, inputs, rows):
-        """``inputs`` (len(rows), D) with the rows' covariates beside them (float), or
-        ``inputs`` unchanged when the run uses none."""
-        import torch
-
-        if not self.n_cov:
-            return inputs
-        return torch.cat([inputs.float(), self.cov_rows(rows)], 1)
 
     @property
     def trait(self) -> str:
@@ -172,6 +153,11 @@ class RunContext:
             tmp.write_text("".join(json.dumps(h) + "\n" for h in state.history))
         self.last_save = time.perf_counter()
 
+    def save_due(self) -> bool:
+        """Whether the run's checkpoint was last written :data:`CHECKPOINT_SECONDS` ago or
+        more (never written: due)."""
+        return time.perf_counter() - self.last_save >= CHECKPOINT_SECONDS
+
     @property
     def parts(self) -> dict:
         """The checkpoint's parts: where a method keeps what a resumed fit needs."""
@@ -181,10 +167,6 @@ class RunContext:
         """Add the seconds since ``since`` to the run's times[key]; returns now."""
         return self.state.add_time(key, since)
 
-    def epochs(self, stage: str, n_epochs: int, modules: dict, epoch_fn, desc: str) -> None:
-        """:func:`run_epochs` of this run."""
-        run_epochs(self, self.state, stage, n_epochs, modules, epoch_fn, desc)
-
     def take_shared(self, stage: str, judged: bool) -> bool:
         """:func:`take_shared_stage` of this run."""
         return take_shared_stage(self, stage, judged)
@@ -193,9 +175,6 @@ class RunContext:
         """:func:`share_stage` of this run."""
         share_stage(self, stage, judged)
 
-    def early_stopped(self, new_head, epoch_fn, train, val, desc="predictor"):
-        """:func:`fit_head` of this run: (head, validation summary)."""
-        return fit_head(self, self.state, new_head, epoch_fn, train, val, desc)
 
 
 @contextlib.contextmanager
@@ -300,6 +279,9 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     store = check_store(store_path, cfg)
     if reuse.encoders is not None:      # refused before any work, not after pre-training
         check_writable_dir(reuse.encoders)
+    if m.network:
+        with cpu_threads(threads):
+            return train_group(m, store, budget, seed_dirs, cfg, device, reuse)
     n_workers, per_worker = seed_workers(len(seed_dirs), threads, resolve_device(device))
     queue = SeedQueue(list(seed_dirs))
     with cpu_threads(per_worker):
@@ -323,6 +305,79 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
             raise err
         raise named from err
     return [queue.results[seed] for seed in seed_dirs]
+
+
+def train_group(method, store: "CheckedStore", budget: int, seed_dirs: dict, cfg, device,
+                reuse: Reuse = Reuse()) -> list[dict]:
+    """The runs of a network method for every seed of ``seed_dirs``, trained as groups
+    (:mod:`cmix.learn.group`): each run's folder locked, opened and resumed as a lone run's
+    would be (a finished run is returned as it is); the unfinished runs that stand at the
+    same stage and epoch form one group, whose models take every step together; the
+    store's training rows are read once for all (:class:`cmix.learn.data.RowSource`:
+    on the device where they fit). Returns the metrics in the dict's order."""
+    from ..io import folder_lock, resolve_device
+    from .data import RowSource, row_source_mode
+    from .group import Group
+
+    dev = resolve_device(device)
+    results: dict = {}
+    with contextlib.ExitStack() as locks:
+        pending = []
+        for seed, out_dir in seed_dirs.items():
+            holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
+            try:
+                locks.enter_context(folder_lock(out_dir, holder))
+                ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, reuse)
+            except (CmixError, OSError) as err:
+                named = _seed_error(err, seed, out_dir, len(seed_dirs))
+                raise named from (None if named is err else err)
+            if state is None:
+                results[seed] = json.loads((ctx.out_dir / METRICS_FILE).read_text())
+                continue
+            ctx.state = state
+            pending.append(ctx)
+        fitted = {}
+        to_fit = [c for c in pending if "model" not in c.state.parts]
+        if to_fit:
+            from ..genotypes.store import dosage_encoding
+
+            root = store.root
+            itemsize = 1 if dosage_encoding(root)["kind"] == "hard calls" else 4
+            mode = row_source_mode(len(store.train_split), to_fit[0].n_snps, itemsize, dev,
+                                   cfg.data.loader, int(cfg.data.memory_limit_mb) << 20)
+            source = RowSource(root, store.train_split, dev, mode,
+                               cache_chunks=max(64, 2 * len(to_fit) * cfg.data.buffer_chunks))
+            log(f"{len(store.train_split)} training rows x {to_fit[0].n_snps} SNPs held "
+                + {"device": f"on the {dev.type} device", "host": "in host memory",
+                   "stream": "in the store (streamed)"}[mode])
+            by_progress: dict = {}
+            for c in to_fit:
+                by_progress.setdefault((c.state.stage, c.state.epoch), []).append(c)
+            for ctxs in by_progress.values():
+                if len(ctxs) > 1:
+                    log(f"{len(ctxs)} runs (seeds {', '.join(str(c.seed) for c in ctxs)}) "
+                        "trained as one group")
+                for c in ctxs:
+                    c.group_seeds = tuple(x.seed for x in ctxs)
+                try:
+                    with deterministic_algorithms(dev):
+                        for c, f in zip(ctxs, method.cls.fit_group(Group(ctxs, source))):
+                            fitted[c.seed] = f
+                except (CmixError, OSError) as err:
+                    if len(seed_dirs) > 1:
+                        seeds = ", ".join(str(c.seed) for c in ctxs)
+                        raise CmixError(f"seed(s) {seeds}: {err}") from err
+                    raise
+                for c in ctxs:
+                    f = fitted[c.seed]
+                    c.state.parts["model"] = cpu_state(f.state_dict())
+                    c.state.parts["report"] = f.report
+                    c.state.stage = "fitted"
+                    c.save(c.state, force=True)
+        for ctx in pending:
+            with deterministic_algorithms(dev):
+                results[ctx.seed] = run_method(ctx, ctx.state, fitted.get(ctx.seed))
+    return [results[seed] for seed in seed_dirs]
 
 
 def available_cpus() -> int:
@@ -490,16 +545,19 @@ def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, c
             return run_method(ctx, state)
 
 
-def run_method(ctx: RunContext, state: RunState) -> dict:
-    """Fit the run's method (or rebuild it from the checkpoint of a fit that finished),
-    checkpoint its state dict (stage "fitted"), then its test rows' probabilities and
-    :func:`finish`."""
-    method = ctx.method.cls(ctx.cfg, ctx.dev)
+def run_method(ctx: RunContext, state: RunState, method=None) -> dict:
+    """Fit the run's method (or rebuild it from the checkpoint of a fit that finished, or
+    take ``method``, fitted in a group), checkpoint its state dict (stage "fitted"), then
+    its test rows' probabilities and :func:`finish`."""
     ctx.state = state
-    if "model" in state.parts:
+    if method is not None:
+        pass
+    elif "model" in state.parts:
+        method = ctx.method.cls(ctx.cfg, ctx.dev)
         method.load_state_dict(state.parts["model"])
         method.report = state.parts["report"]
     else:
+        method = ctx.method.cls(ctx.cfg, ctx.dev)
         method.fit(ctx)
         state.parts["model"] = cpu_state(method.state_dict())
         state.parts["report"] = method.report
@@ -623,6 +681,8 @@ def shared_stage_key(ctx: RunContext, judged: bool) -> str:
          "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,
          "store": ctx.store_sha256, "device": numerics_kind(ctx.dev),
          "threads": torch.get_num_threads() if ctx.dev.type == "cpu" else None,
+         # on a GPU a model's bits may depend on the group it trains in
+         "group": list(ctx.group_seeds) if ctx.dev.type != "cpu" else None,
          "versions": versions(), "config": cfg}, sort_keys=True, default=str).encode()
     ).hexdigest()
 
@@ -739,149 +799,6 @@ def cpu_state(sd: dict) -> dict:
     if isinstance(sd, list):
         return [cpu_state(v) for v in sd]
     return sd
-
-
-def run_epochs(ctx: RunContext, state: RunState, stage: str, n_epochs: int, modules: dict,
-               epoch_fn, desc: str) -> None:
-    """Run epochs ``state.epoch + 1 .. n_epochs`` of ``stage``, resuming where the state
-    is. modules: name -> module or optimiser, saved in state.parts[stage] after every
-    epoch (with the checkpoint) and loaded from it on resume. epoch_fn(epoch) -> dict of
-    the epoch's log record (epoch is 0-based); a record with ``end_stage: True`` ends the
-    stage after that epoch (the checkpoint then holds the stage as finished). A state
-    past this stage skips it after loading the modules."""
-    part = state.parts.get(stage)
-    if part is not None:
-        for name, m in modules.items():
-            m.load_state_dict(part[name])
-    if state.stage not in ("start", stage):
-        return
-    if state.stage == "start":
-        state.stage, state.epoch = stage, 0
-    bar = progress(total=n_epochs, desc=desc, unit="epoch")
-    bar.update(state.epoch)
-    while state.epoch < n_epochs:
-        t0 = time.perf_counter()
-        rec = epoch_fn(state.epoch)
-        done = state.epoch + 1
-        state.epoch = n_epochs if rec.pop("end_stage", False) else done
-        state.add_time(stage, t0)
-        state.history.append({"stage": stage, "epoch": done, **rec,
-                              "seconds": round(time.perf_counter() - t0, 3)})
-        state.parts[stage] = {name: cpu_state(m.state_dict()) for name, m in modules.items()}
-        ctx.save(state)
-        bar.update(1)
-    bar.close()
-
-
-def log_loss(prob: np.ndarray, y: np.ndarray) -> float:
-    """Mean negative log-probability of the true class: prob (n, C), y (n,) ints."""
-    return float(-np.mean(np.log(np.clip(prob[np.arange(len(y)), y], 1e-12, None))))
-
-
-def fit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val, desc="predictor"):
-    """The early-stopped predictor, then the refit; resumable at every epoch.
-
-    new_head(all_labeled=False) -> (head, optimiser), seeded the same way at every call;
-    head: a :class:`cmix.learn.nn.Head` (with covariates, its covariate term starts as the
-    covariates-only model fitted on the training labeled rows, or on every labeled row
-    with ``all_labeled``).
-    epoch_fn(head, opt, inputs, targets, weights, epoch) -> mean loss trains one epoch.
-    train: (inputs (N, ...), targets (N, C) float, weights (N,)); val: (inputs, y (n,)
-    numpy ints), possibly empty. Stops after ``pred_patience`` epochs without a
-    better validation log-loss and reloads the best state; with covariates the untrained
-    head (the covariates-only model,
-    :meth:`cmix.learn.methods.networks.NetworkMethod.new_head`) competes as epoch 0.
-    With ``pred_refit`` a fresh head, its covariate start fitted on every labeled row, is
-    trained on train + validation rows for the best epoch count; when epoch 0 wins, that
-    fresh head untrained is the result (the covariates-only model on every labeled row,
-    as the covariates baseline fits it).
-    State: stage "predictor" then "refit", parts "predictor" and "refit".
-    Returns (head, validation summary dict).
-    """
-    cfg = ctx.cfg.predictor
-    x_val, y_val = val
-    has_val = len(y_val) > 0
-    head, opt = new_head()
-    pred = state.parts.get("predictor")
-    if pred is None:
-        pred = {"best": None, "best_loss": float("inf"), "best_epoch": 0, "bad": 0}
-        if has_val and ctx.n_cov:       # the start is the covariates-only model: a candidate
-            start_loss = log_loss(head.proba(x_val), y_val)
-            pred.update(best=cpu_state(head.state_dict()), best_loss=start_loss)
-    else:
-        head.load_state_dict(pred["head"])
-        opt.load_state_dict(pred["opt"])
-    if state.stage not in ("predictor", "refit", "done"):
-        state.stage, state.epoch = "predictor", 0
-    bar = progress(total=cfg.pred_epochs, desc=desc, unit="epoch")
-    bar.update(state.epoch if state.stage == "predictor" else cfg.pred_epochs)
-    while state.stage == "predictor" and state.epoch < cfg.pred_epochs and (
-            not has_val or pred["bad"] < cfg.pred_patience):
-        t0 = time.perf_counter()
-        loss = epoch_fn(head, opt, *train, state.epoch)
-        rec = {"stage": "predictor", "epoch": state.epoch + 1, "loss": loss}
-        if has_val:
-            prob = head.proba(x_val)
-            vloss = log_loss(prob, y_val)
-            rec.update(val_loss=vloss, val_accuracy=float(np.mean(prob.argmax(1) == y_val)))
-            if vloss < pred["best_loss"]:
-                pred.update(best=cpu_state(head.state_dict()), best_loss=vloss,
-                            best_epoch=state.epoch + 1, bad=0)
-            else:
-                pred["bad"] += 1
-        state.epoch += 1
-        state.add_time("predictor", t0)
-        rec["seconds"] = round(time.perf_counter() - t0, 3)
-        state.history.append(rec)
-        pred.update(head=cpu_state(head.state_dict()), opt=cpu_state(opt.state_dict()))
-        state.parts["predictor"] = pred
-        ctx.save(state)
-        bar.update(1)
-    bar.close()
-    if pred["best"] is not None:
-        head.load_state_dict(pred["best"])          # the best epoch, not the last
-    summary = {"best_epoch": pred["best_epoch"],
-               "best_loss": pred["best_loss"] if np.isfinite(pred["best_loss"]) else None}
-    if has_val:
-        summary["accuracy"] = float(np.mean(head.proba(x_val).argmax(1) == y_val))
-    n_refit = pred["best_epoch"] if cfg.pred_refit and has_val else 0
-    summary["refit_epochs"] = n_refit
-    if not (n_refit or (cfg.pred_refit and has_val and ctx.n_cov)):
-        return head, summary
-    return refit_head(ctx, state, new_head, epoch_fn, train, val, n_refit), summary
-
-
-def refit_head(ctx: RunContext, state: RunState, new_head, epoch_fn, train, val,
-               n_refit: int):
-    """A fresh head (``new_head(all_labeled=True)``) trained for ``n_refit`` epochs (0:
-    returned as it starts) on the training plus validation rows (arguments as
-    :func:`fit_head`); resumable at every epoch (stage and part "refit")."""
-    import torch
-
-    x_val, y_val = val
-    x_tr, t_tr, w_tr = train
-    eye = torch.eye(t_tr.shape[1], device=t_tr.device, dtype=t_tr.dtype)
-    all_train = (torch.cat([x_tr, x_val]),
-                 torch.cat([t_tr, eye[torch.as_tensor(y_val, device=t_tr.device)]]),
-                 torch.cat([w_tr, torch.ones(len(y_val), device=w_tr.device, dtype=w_tr.dtype)]))
-    head, opt = new_head(all_labeled=True)
-    refit = state.parts.get("refit")
-    if refit is not None:
-        head.load_state_dict(refit["head"])
-        opt.load_state_dict(refit["opt"])
-    if state.stage == "predictor":
-        state.stage, state.epoch = "refit", 0
-    while state.stage == "refit" and state.epoch < n_refit:
-        t0 = time.perf_counter()
-        loss = epoch_fn(head, opt, *all_train, state.epoch)
-        state.epoch += 1
-        state.add_time("refit", t0)
-        state.history.append({"stage": "refit", "epoch": state.epoch, "loss": loss,
-                              "seconds": round(time.perf_counter() - t0, 3)})
-        state.parts["refit"] = {"head": cpu_state(head.state_dict()),
-                                "opt": cpu_state(opt.state_dict())}
-        ctx.save(state)
-    return head
 
 
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:

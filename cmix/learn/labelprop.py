@@ -1,17 +1,19 @@
 """Pseudo-labels by label propagation on a kNN graph (Iscen et al. 2019, Zhou et al. 2004).
 
-No N x N matrix is ever formed: the kNN search runs in blocks of rows with torch (CPU or
-GPU), the graph is a scipy.sparse matrix, and each class's linear system
-(I - alpha A) f_c = y_c is solved with conjugate gradients over the sparse operator.
+No N x N matrix is ever formed: the kNN search runs in blocks of rows with torch on the
+training device (a matrix product of each block against every row), the graph is a
+scipy.sparse matrix, and the linear systems (I - alpha A) f_c = y_c of every class (and
+every alpha tried) are solved at once with conjugate gradients over the sparse operator,
+with torch on the training device.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import cg
 
 from ..io import log, one_blas_thread
 from .config import PseudoLabels
@@ -31,12 +33,15 @@ class PropagationResult:
 
 def knn_neighbours(z, k: int, block: int = PseudoLabels.lp_block):
     """The k nearest other rows of each row of z (N, d) by cosine similarity:
-    (index (N, k) int64, similarity (N, k) float64), most similar first."""
+    (index (N, k) int64, similarity (N, k) float64, numpy), most similar first. Runs with
+    torch where z is (a tensor on a GPU: blocks of at least 4,096 rows)."""
     import torch
 
     z = torch.as_tensor(z)
     z = torch.nn.functional.normalize(z.float(), dim=1)
     n = len(z)
+    if z.device.type != "cpu":          # a GPU wants large products; the rows are the same
+        block = max(block, 4096)
     k = min(k, n - 1)
     idx_out, sim_out = [], []
     # one (block, N) buffer for every block: a fresh one each time costs its page faults
@@ -85,10 +90,64 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
     return (dm @ w @ dm).tocsr()
 
 
+def solve_columns(a: sp.spmatrix, y: np.ndarray, alphas: np.ndarray, rtol: float,
+                  maxiter: int, device="cpu"):
+    """Solve (I - alpha_c A) f_c = y_c for every column c by conjugate gradients, all
+    columns at once, in float64 on ``device`` (torch: the sparse products and the dot
+    products run there).
+
+    a: (N, N) symmetric sparse A; y: (N, C) right-hand sides; alphas: (C,) each column's
+    alpha. Each column stops, as scipy's cg does, once its residual is at most rtol
+    times the norm of its y_c (or after ``maxiter`` iterations); the others go on. The dot
+    products are summed in an order that depends neither on the thread count nor on
+    the other columns (:func:`cmix.learn.losses.fixed_order_sum`). Returns (f (N, C)
+    numpy, bool (C,) columns that reached maxiter first)."""
+    import torch
+
+    from .losses import fixed_order_sum
+
+    dev = torch.device(device)
+    a = a.tocsr()
+    with warnings.catch_warnings():             # torch calls its sparse CSR support beta
+        warnings.simplefilter("ignore", UserWarning)
+        a_t = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
+                                      torch.from_numpy(a.indices.astype(np.int64)),
+                                      torch.from_numpy(a.data.astype(np.float64)),
+                                      size=a.shape, check_invariants=False).to(dev)
+    b = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float64)).to(dev)
+    alpha = torch.as_tensor(np.asarray(alphas, np.float64), device=dev)
+
+    def dots(u, v):                                   # (C,) column dot products
+        return fixed_order_sum((u * v).T.contiguous())
+
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = r.clone()
+    rr = dots(r, r)
+    tol = rtol * torch.sqrt(dots(b, b))
+    active = torch.sqrt(rr) > tol
+    for _ in range(maxiter):
+        if not bool(active.any()):                    # once an iteration, between epochs
+            break
+        ap = p - alpha * (a_t @ p)
+        pap = dots(p, ap)
+        step = torch.where(active, rr / torch.where(active, pap, 1.0), 0.0)
+        x = x + step * p
+        r = r - step * ap
+        rr_new = dots(r, r)
+        beta = torch.where(active, rr_new / torch.where(active, rr, 1.0), 0.0)
+        p = torch.where(active, r + beta * p, p)
+        rr = torch.where(active, rr_new, rr)
+        active = active & (torch.sqrt(rr) > tol)
+    return x.cpu().numpy(), active.cpu().numpy()
+
+
 @one_blas_thread()
 def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-              n_classes: int, lp: PseudoLabels = PseudoLabels()) -> PropagationResult:
-    """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients.
+              n_classes: int, lp: PseudoLabels = PseudoLabels(),
+              device="cpu") -> PropagationResult:
+    """Solve (I - alpha A) f_c = y_c for each class c by conjugate gradients
+    (:func:`solve_columns`, on ``device``).
 
     w: (N, N) sparse affinity; labeled_pos: positions of labeled rows; labeled_y: their
     classes; lp: the config's ``pseudo_labels`` section (alpha = lp_alpha; CG to relative
@@ -103,35 +162,47 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     it never adds certainty. Labeled rows keep their true label with weight 1. The
     entropy is normalised by the log of the number of classes that have a labeled row
     (only those can receive mass), so a class without labeled rows does not make every
-    row look more certain than it is.
+    row look more certain than it is. The numpy steps run on one BLAS thread."""
+    return propagate_alphas(w, labeled_pos, labeled_y, n_classes, lp, (lp.lp_alpha,),
+                            device)[0]
 
-    The solves run with numpy's BLAS on one thread: OpenBLAS splits the dot products of
-    vectors longer than 10,000 among its threads, so the scores (and the pseudo-labels'
-    weights) would change in the last bits with the thread count (OMP_NUM_THREADS or
-    OPENBLAS_NUM_THREADS). CG's time goes to the sparse products, which scipy runs on one
-    thread anyway.
-    """
-    alpha, rtol, maxiter = lp.lp_alpha, lp.lp_rtol, lp.lp_maxiter
-    n = w.shape[0]
+
+@one_blas_thread()
+def propagate_alphas(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
+                     n_classes: int, lp: PseudoLabels, alphas, device="cpu") -> list:
+    """:func:`propagate` at each alpha of ``alphas`` (lp_alpha is not read), the classes
+    of every alpha solved as the columns of one conjugate-gradients run: one
+    PropagationResult per alpha."""
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
     labeled_y = np.asarray(labeled_y, dtype=np.int64)
     a = normalised_adjacency(w)
-    op = (sp.identity(n, format="csr") - alpha * a).tocsr()
-    scores = np.zeros((n, n_classes))
-    missing = []
-    for c in range(n_classes):
+    n = w.shape[0]
+    missing = [c for c in range(n_classes) if not np.any(labeled_y == c)]
+    present = [c for c in range(n_classes) if c not in missing]
+    y = np.zeros((n, len(present)))
+    for j, c in enumerate(present):
         members = labeled_pos[labeled_y == c]
-        if len(members) == 0:
-            missing.append(c)
-            continue
-        y = np.zeros(n)
-        y[members] = 1.0 / len(members)
-        f, info = cg(op, y, rtol=rtol, maxiter=maxiter)
-        if info > 0:
-            log(f"label propagation: conjugate gradients for class {c} stopped at maxiter "
-                f"{maxiter} before rtol {rtol:g} (residual "
-                f"{np.linalg.norm(op @ f - y) / np.linalg.norm(y):.2g}); raise lp_maxiter")
-        scores[:, c] = f
+        y[members, j] = 1.0 / len(members)
+    cols = np.tile(y, (1, len(alphas)))
+    col_alpha = np.repeat(np.asarray(alphas, np.float64), len(present))
+    f, unconverged = solve_columns(a, cols, col_alpha, lp.lp_rtol, lp.lp_maxiter, device)
+    for j in np.flatnonzero(unconverged):
+        log(f"label propagation: conjugate gradients for class {present[j % len(present)]} "
+            f"(alpha {col_alpha[j]:g}) stopped at maxiter {lp.lp_maxiter} before rtol "
+            f"{lp.lp_rtol:g}; raise lp_maxiter")
+    out = []
+    for k in range(len(alphas)):
+        scores = np.zeros((n, n_classes))
+        scores[:, present] = f[:, k * len(present):(k + 1) * len(present)]
+        out.append(_pseudo_labels(scores, labeled_pos, labeled_y, n_classes, missing,
+                                  lp.lp_class_prior))
+    return out
+
+
+def _pseudo_labels(scores: np.ndarray, labeled_pos, labeled_y, n_classes: int, missing: list,
+                   class_prior: bool) -> PropagationResult:
+    """Pseudo-labels, certainty weights and distributions of propagated class scores
+    (N, C) (:func:`propagate`)."""
     scores = np.clip(scores, 0, None)
     total = scores.sum(1)
     reached = total > 0
@@ -143,7 +214,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     weight = np.where(reached, 1.0 - ent / np.log(n_seeded), 0.0) if n_seeded > 1 \
         else reached.astype(float)
     decide = prob
-    if lp.lp_class_prior:
+    if class_prior:
         decide = prob * (np.bincount(labeled_y, minlength=n_classes) / max(len(labeled_y), 1))
     pseudo = np.where(reached, decide.argmax(1), -1)
     pseudo[labeled_pos] = labeled_y
@@ -186,7 +257,6 @@ def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarr
     (n, d) (standardised on those rows), scored on x_held (m, d); the best accuracy over
     the C grid ``cs``. Taking the best C favours the head, so a comparison against it is
     conservative. With one class in y_fit the head predicts it. One BLAS thread."""
-    import warnings
 
     from sklearn.linear_model import LogisticRegression
 
@@ -325,18 +395,22 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     row counts for in the losses, a labeled row's being 1): pseudo-labels worth less than
     the labels they cost are not used, and every weight is then 0. lp: the config's
     ``pseudo_labels`` section (:func:`propagate`'s settings; the kNN search in blocks of
-    lp_block rows)."""
+    lp_block rows). Everything runs where the spaces' features are: the kNN searches and
+    the conjugate gradients with torch on the device of a space given as a tensor (the
+    training device's latent), else on the CPU."""
     pos = np.arange(len(labeled_y))
     seeded, held = pos[~judge], pos[judge]
+    device = next((z.device for z in spaces.values() if hasattr(z, "device")), "cpu")
     best = None
     heldout = {}
+    alphas = tuple(alphas or (lp.lp_alpha,))
     for name, z in spaces.items():
         index, sim = z if isinstance(z, tuple) else knn_neighbours(z, max(ks), lp.lp_block)
         for k in ks:
             w = graph_from_neighbours(index, sim, k)
-            for alpha in alphas or (lp.lp_alpha,):
-                lp_a = replace(lp, lp_alpha=alpha)
-                res = propagate(w, seeded, labeled_y[seeded], n_classes, lp_a)
+            results = propagate_alphas(w, seeded, labeled_y[seeded], n_classes, lp, alphas,
+                                       device)
+            for alpha, res in zip(alphas, results):
                 lab, cert = res.pseudo_label[held], res.weight[held]
                 acc = float(np.mean(lab == labeled_y[held])) if len(held) else 0.0
                 heldout[candidate_name(name, k, alpha)] = acc
@@ -347,7 +421,7 @@ def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndar
     head_acc = heldout_head_accuracy(head_features[seeded], labeled_y[seeded],
                                      head_features[held], labeled_y[held])
     head_bound = float(wilson_bounds(head_acc, max(len(held), 1))[1])
-    res = propagate(w, pos, labeled_y, n_classes, lp)
+    res = propagate(w, pos, labeled_y, n_classes, lp, device)
     weight = np.zeros(len(res.weight))
     if len(held) and acc >= head_acc:
         # the chosen graph is the best of len(heldout) on these rows: its bounds are

@@ -2,8 +2,9 @@
 
 Every draw of a run comes from the run's ``seed`` and one key below, so a resumed run
 repeats what an uninterrupted one draws, and two stages never share a stream. Keys of
-:func:`gen` and :func:`seed_seq` (numpy ``SeedSequence([seed, key, ...])``; per-epoch
-streams add the epoch):
+:func:`gen`, :func:`seed_seq` (numpy ``SeedSequence([seed, key, ...])``; per-epoch
+streams add the epoch) and :class:`Draws` (the draws inside a training step, on the
+device; keyed by the epoch and step):
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 SPLITS = 0x5EED                 # labeled / validation rows: default_rng([seed, SPLITS]) (make_splits)
-PRETRAIN_STEPS = 1              # per epoch: cmix pre-training's layers, lambdas, partners
+PRETRAIN_STEPS = 1              # per epoch and step: cmix pre-training's labeled rows, layers,
+                                # lambdas, partners
 PRETRAIN_BATCHES = 2            # per epoch: cmix pre-training's unlabeled batch order
-PREDICTOR_STEPS = 3             # per epoch: predictor batch order and latent mixup
+PREDICTOR_STEPS = 3             # per epoch and step: predictor batch order, latent mixup,
+                                # dropout masks
 PSEUDO_LABEL_ROWS = 4           # S_U, the unlabeled rows that get pseudo-labels
 PSEUDO_LABEL_JUDGE = 5          # the judge fold of the labeled rows (kept from pre-training's labels)
 PCA_ROWS = 6                    # training rows the pca_logreg / label_spreading PCA is fit on
@@ -21,15 +24,14 @@ SPREADING_ROWS = 7              # unlabeled nodes of label spreading
 AE_BATCHES = 11                 # per epoch: autoencoder batch order
 VIME_CORRUPTION = 21            # per epoch: VIME's masks in self-supervised training
 VIME_BATCHES = 22               # per epoch: VIME self-supervised batch order
-VIME_SEMI_STEPS = 23            # per epoch: VIME predictor batch order and corruptions
+VIME_SEMI_STEPS = 23            # per epoch and step: VIME predictor batch order, corruptions,
+                                # dropout masks
 VIME_UNLABELED_BATCHES = 24     # per epoch: VIME's unlabeled batch order
-MANIFOLD_MIXUP_STEPS = 31       # per epoch: manifold mixup's order, layers, lambdas
-HEAD_DROPOUT = 41               # per stage and epoch: a head's dropout masks (seed_dropout)
+MANIFOLD_MIXUP_STEPS = 31       # per epoch (and step): manifold mixup's order, layers, lambdas,
+                                # dropout masks
+MODEL_WEIGHTS = 51              # a network's initial weights: SeedSequence([seed, MODEL_WEIGHTS, part])
 
-# torch's global generator is seeded with the run's seed plus one of these offsets
-# right before a module is built (its initial weights). Unlike the streams above, these
-# overlap across seeds (seed s + HEAD_PREDICTOR is seed s + 2's MODEL_INIT): README,
-# "Same seed, same result"
+# the parts of MODEL_WEIGHTS, one generator each (cmix.learn.nn.init_generators)
 MODEL_INIT = 0                  # the cmix / ae / vime network
 HEAD_FEATURES = 1               # a head's SNP embedding
 HEAD_PREDICTOR = 2              # a head's predictor
@@ -59,20 +61,90 @@ def _torch_seed(ss) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def manual_seed(seed: int, offset: int) -> None:
-    """Seed torch's global generator with the run's seed plus ``offset`` (above)."""
+def weight_generator(seed: int, part: int):
+    """A torch CPU generator of the initial weights of one part of a run's network
+    (stream MODEL_WEIGHTS): each part of each seed its own stream."""
     import torch
 
-    torch.manual_seed(int(seed) + offset)
+    return torch.Generator().manual_seed(_torch_seed(np.random.SeedSequence(
+        seed_seq(seed, MODEL_WEIGHTS, part))))
 
 
-def seed_dropout(seed: int, stage: int, epoch: int, dropout: float) -> None:
-    """Seed torch's global generator, which nn.Dropout draws from, for one epoch of a head
-    (``stage``: the epoch loop's stream key) when ``dropout`` > 0: a resumed epoch then
-    draws the masks an uninterrupted run draws. Without dropout nothing draws from it,
-    and it is left alone."""
+# ------------------------------------------------------------------ draws on the device
+# The draws inside a training step (batch orders, mixup layers, lambdas and partners,
+# dropout masks) come from a counter-based generator evaluated on the device: each value
+# is a hash of (the model's key, the stream, the epoch, the step, the call within the
+# step, the element's index). A group of models thus draws every model's values in one
+# operation, a model draws the same values in any group and on any device (integer
+# arithmetic is exact), nothing is copied to or from the host, and a resumed epoch
+# repeats its draws without any generator state to save.
+
+_M32 = 0xFFFFFFFF
+
+
+def _mix32_int(x: int) -> int:
+    """The 32-bit finaliser below, on a Python int (for the host-side counters)."""
+    x &= _M32
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+def _mul32(x, c: int):
+    """(x * c) mod 2^32 for an int64 tensor x of values in [0, 2^32) and a 32-bit
+    constant c, without overflowing int64 (c split into 16-bit halves)."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _M32
+
+
+def _mix32(x):
+    """A 32-bit integer finaliser (a bijection with full avalanche: Wellons' lowbias32)
+    applied to an int64 tensor of values in [0, 2^32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def model_keys(seeds, key: int, device="cpu"):
+    """int64 (G,) 32-bit keys of stream ``key`` for the models of ``seeds`` (one per
+    model), from SeedSequence([seed, key]) as :func:`gen`'s streams."""
     import torch
 
-    if dropout > 0:
-        torch.manual_seed(_torch_seed(np.random.SeedSequence(
-            seed_seq(seed, HEAD_DROPOUT, stage, epoch))))
+    vals = [int(np.random.SeedSequence(seed_seq(s, key)).generate_state(1)[0]) for s in seeds]
+    return torch.tensor(vals, dtype=torch.int64, device=device)
+
+
+class Draws:
+    """The draws of one step of a group of models: ``keys`` (G,) from :func:`model_keys`,
+    ``counters`` (epoch, step, ...) host ints. Each call gives fresh values (the call's
+    position in the step is part of the hash), shape (G, *shape), the same for a model
+    whatever the group around it and the device."""
+
+    def __init__(self, keys, *counters: int):
+        self.keys = keys
+        h = 0x9E3779B9
+        for c in counters:
+            h = _mix32_int(h ^ _mix32_int(int(c) + 0x632BE5AB))
+        self.base = h
+        self.calls = 0
+
+    def bits(self, *shape: int):
+        """int64 (G, *shape) of uniform 32-bit values."""
+        import torch
+
+        self.calls += 1
+        salt = _mix32_int(self.base ^ _mix32_int(self.calls * 0x85EBCA6B))
+        n = int(np.prod(shape)) if shape else 1
+        idx = torch.arange(n, device=self.keys.device, dtype=torch.int64)
+        h = _mix32(self.keys[:, None] ^ salt)                     # (G, 1)
+        return _mix32(h ^ _mix32(idx ^ 0x27D4EB2F)[None, :]).view(len(self.keys), *shape)
+
+    def uniform(self, *shape: int, dtype=None):
+        """Float (G, *shape) uniform on [0, 1), 24 random bits each."""
+        import torch
+
+        return (self.bits(*shape) >> 8).to(dtype or torch.float32) * (1.0 / (1 << 24))

@@ -1,4 +1,5 @@
-"""Contrastive Mixup training: the stages of cmix, mlp and the ablations (METHOD.md).
+"""Contrastive Mixup training of a group of runs: the stages of cmix, mlp and the
+ablations (the method as Darabi et al. 2021 describe it; departures in the README).
 
 Stages: splits -> pre-training (within-class mixup at a random encoder layer, SupCon +
 reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every`` epochs)
@@ -6,148 +7,111 @@ reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every``
 weighted by their certainty, early stopping on the labeled validation rows, best
 checkpoint reloaded) -> test metrics.
 
-The method class that runs these stages is
-:class:`cmix.learn.methods.networks.ContrastiveMixupMethod`; the run folder, checkpoint,
-resumable loops and resume come from :mod:`cmix.learn.harness` through the run (``ctx``)
-they are handed. Randomness (:mod:`cmix.learn.streams`): the model initialisation comes
-from ``seed``; every epoch draws its batches, layers, lambdas and partners from
-generators seeded by (seed, stage, epoch), so a resumed run repeats
-exactly what an uninterrupted one does (bit-for-bit on CPU). Runs use torch's
-deterministic kernels (:func:`cmix.learn.harness.deterministic_algorithms`), and the reductions
-that torch or the BLAS split among threads (batch norm statistics, loss averages, label
-propagation's dot products) are summed in an order that does not depend on the thread
-count; README says what is and is not the same across thread counts.
+Every stage runs the G models of a :class:`cmix.learn.group.Group` together: one step is
+one set of tensor operations for all of them, with no value read back to the host
+inside an epoch. Randomness (:mod:`cmix.learn.streams`): the model initialisation comes
+from each run's seed; every epoch draws its batch orders, layers, lambdas and partners
+on the device from the run's keys and (stage, epoch, step), so a model draws the same
+in any group, and a resumed run repeats exactly what an uninterrupted one does (bit for
+bit on CPU). Runs use torch's deterministic kernels, and the reductions that torch
+splits among threads are summed in an order that does not depend on the thread count.
 
-Methods (:mod:`cmix.learn.methods`): ``cmix`` (the full method), ``mlp`` (supervised predictor
-on the embedded inputs, same labels, no pre-training) and the ablations, all one code
-path with switches (``pretrain``, ``pseudo_labels``, ``predictor_mixup``, ``mix``).
+The method class that runs these stages is
+:class:`cmix.learn.methods.networks.ContrastiveMixupMethod`; the checkpoints and loops
+come from :mod:`cmix.learn.group`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import streams
+from .data import LAST
 from ..io import CmixError, log
 
 
-# ------------------------------------------------------------------ small helpers
 def _amp(device):
     from .nn import autocast
 
     return autocast(device)
 
 
-def embed_rows(model, loader, device, batch_size: int | None = None):
-    """Latent rows (len(loader), H) float32 on ``device`` in position order, eval mode."""
+def latent_rows(model, x, batch: int = 4096):
+    """float32 (G, n, H) latent of dosages x (G, n, M) (eval mode, in batches of rows)."""
     import torch
 
     model.eval()
-    out = torch.empty((len(loader), model.encoder.out_dim), device=device)
-    with torch.no_grad(), _amp(device):
-        for pos, x in loader.batches(shuffle=False):
-            out[torch.as_tensor(pos, device=device)] = model.encode(x.to(device)).float()
-    return out
+    if x.shape[1] == 0:
+        return torch.zeros(x.shape[0], 0, model.encoder.out_dim, device=x.device)
+    with torch.no_grad(), _amp(x.device):
+        return torch.cat([model.encode(x[:, s:s + batch]).float()
+                          for s in range(0, x.shape[1], batch)], 1)
 
 
 # ------------------------------------------------------------------ pre-training
-def contrastive_mixup_loss(model, x, labels, weights, contrastive, gen, n_classes, device):
-    """The pre-training loss of one batch: (total, contrastive, reconstruction) tensors.
+@dataclass
+class Batch:
+    """One pre-training step's rows of every model: ``x`` (G, B, M) dosages, ``labels``
+    (G, B) int64 class or -1 (no label), ``weights`` (G, B) certainty (0 for rows without
+    a label), ``mask`` (G, B) bool the rows a model holds; the first ``n_con`` rows are
+    those that may carry a label (the labeled rows, and the pseudo-labeled ones when
+    pseudo-labels are in use; None: all B)."""
 
-    x: (B, M) dosages; labels: (B,) int64 class or -1 (no label); weights: (B,) certainty;
-    contrastive: the config's ``contrastive`` section (alpha, tau, beta, mix).
-    Partners (drawn in proportion to certainty) and lambda ~ U(0, alpha) come from
-    :func:`cmix.learn.losses.draw_mixup` (within the class with mix ==
-    "within_class"); rows are mixed in the hidden
-    layer t, drawn uniformly from 0..n_layers of the encoder. The weighted supervised
-    contrastive loss (temperature tau) runs over the labeled rows and the mixed rows
-    with their soft class targets (:func:`cmix.learn.losses.contrastive_targets`); the
-    reconstruction loss is of every row. total = contrastive + beta * reconstruction.
-    """
+    x: object
+    labels: object
+    weights: object
+    mask: object
+    n_con: int | None = None
+
+
+def contrastive_mixup_loss(model, batch: Batch, draws, contrastive, n_classes: int):
+    """The pre-training loss of one batch of every model (:class:`Batch`): (total,
+    contrastive, reconstruction), each (G,).
+
+    The contrastive term and the mixed views are of the batch's first n_con rows only;
+    the reconstruction is of every row. draws: the step's
+    :class:`cmix.learn.streams.Draws`; contrastive: the config's ``contrastive`` section
+    (alpha, tau, beta, mix). Each model draws its mixing layer t uniformly from
+    0..n_layers, lambda ~ U(0, alpha) per row, and partners in proportion to certainty
+    (:func:`cmix.learn.losses.mix_partners`, within the class with mix == "within_class").
+    The originals and the mixed views run through the encoder as one batch; a mixed view
+    is the placeholder of its row until layer t, where it becomes the mix of the two
+    rows' hidden states (with batch norm, the statistics of a block are of the originals
+    and the mixed views that exist there). The weighted supervised contrastive loss
+    (temperature tau) runs over the labeled rows and the mixed rows with their soft class
+    targets (:func:`cmix.learn.losses.contrastive_targets`); the reconstruction loss is of
+    every row. total = contrastive + beta * reconstruction."""
     import torch
 
-    from .losses import (contrastive_targets, draw_mixup, mix_rows, reconstruction_loss,
+    from .losses import (contrastive_targets, mix_partners, mix_rows, reconstruction_loss,
                          supcon_loss)
 
-    t = int(torch.randint(0, model.encoder.n_layers + 1, (1,), generator=gen))
-    partner, lam = draw_mixup(labels, contrastive.alpha, gen,
-                              contrastive.mix == "within_class", weights)
-    with _amp(device):
-        h = model.encoder.forward_to(model.embed(x), t)
-        mixed, _ = mix_rows(h, partner, lam)
-        # originals and mixed rows finish the encoder as ONE batch: with batch norm, the
-        # statistics are of that batch and the running statistics move once per step
-        out = model.encoder.forward_from(torch.cat([h, mixed]), t)
-        z, zm = out[:len(h)], out[len(h):]
-        recon = reconstruction_loss(model.decoder(z), x, model.embed)
-        orig, mrows, q, w = contrastive_targets(labels, weights, partner, lam, n_classes)
-        if len(orig):
-            p = model.proj(torch.cat([z[orig], zm]))
-            con = supcon_loss(p, q, w, contrastive.tau)
-        else:
-            con = recon * 0.0
-        return con + contrastive.beta * recon, con, recon
-
-
-def pretrain_epoch(model, opt, labeled, unlabeled, cfg, n_classes, seed, epoch):
-    """One pre-training epoch. labeled: (x_lab int8 (n_L, M) labeled rows on the device
-    the epoch runs on, y_lab (n_L,) int64); unlabeled: (the unlabeled rows' loader, pseudo:
-    None or (label (n_U,), weight (n_U,)) tensors over the loader's positions, -1 = no
-    pseudo-label); cfg: the :class:`cmix.learn.config.Config` (its ``pretrain`` and
-    ``contrastive`` sections). Returns mean losses."""
-    import torch
-
-    (x_lab, y_lab), (u_loader, pseudo) = labeled, unlabeled
-    device = x_lab.device
-    gen, rng = streams.gen(seed, streams.PRETRAIN_STEPS, epoch)
-    model.train()
-    n_l = len(x_lab)
-    lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
-    lab_ptr = 0
-    sums = {"loss": 0.0, "contrastive": 0.0, "reconstruction": 0.0}
-    n_steps = 0
-    if len(u_loader):
-        batches = u_loader.batches(seed_seq=streams.seed_seq(seed, streams.PRETRAIN_BATCHES,
-                                                             epoch), drop_last=False)
-    else:
-        n_steps_labeled = max(1, -(-n_l // cfg.pretrain.labeled_batch_size))
-        batches = ((None, None) for _ in range(n_steps_labeled))
-    take = labeled_rows_per_step(n_l, -(-len(u_loader) // cfg.pretrain.batch_size), n_classes,
-                                 cfg.pretrain)
-    for pos, xu in batches:
-        if lab_ptr + take > n_l:
-            lab_order = torch.from_numpy(rng.permutation(n_l)).to(device)
-            lab_ptr = 0
-        li = lab_order[lab_ptr:lab_ptr + take]
-        lab_ptr += take
-        xl, yl = x_lab[li], y_lab[li]
-        wl = torch.ones(len(li), device=device)
-        if xu is None:
-            x, labels, weights = xl, yl, wl
-        else:
-            xu = xu.to(device, non_blocking=True)
-            if pseudo is not None:
-                pidx = torch.as_tensor(pos, device=device)
-                yu, wu = pseudo[0][pidx], pseudo[1][pidx] * cfg.contrastive.gamma
-                yu = torch.where(wu > 0, yu, torch.full_like(yu, -1))
-            else:
-                yu = torch.full((len(xu),), -1, dtype=torch.long, device=device)
-                wu = torch.zeros(len(xu), device=device)
-            x = torch.cat([xl, xu])
-            labels, weights = torch.cat([yl, yu]), torch.cat([wl, wu])
-        labels = torch.where(weights > 0, labels, torch.full_like(labels, -1))
-        loss, con, recon = contrastive_mixup_loss(model, x, labels, weights, cfg.contrastive,
-                                                  gen, n_classes, device)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sums["loss"] += float(loss.detach())
-        sums["contrastive"] += float(con.detach())
-        sums["reconstruction"] += float(recon.detach())
-        n_steps += 1
-    return {k: v / max(n_steps, 1) for k, v in sums.items()}
+    x, mask = batch.x, batch.mask
+    g, b = batch.labels.shape
+    k = b if batch.n_con is None else batch.n_con
+    labels, weights, cmask = batch.labels[:, :k], batch.weights[:, :k], mask[:, :k]
+    n_layers = model.encoder.n_layers
+    u = draws.uniform(1 + 2 * k)                  # the step's draws, in one operation
+    t = (u[:, 0] * (n_layers + 1)).long().clamp_max(n_layers)                  # (G,)
+    partner = mix_partners(labels, weights, u[:, 1:1 + k], contrastive.mix == "within_class")
+    lam = u[:, 1 + k:] * contrastive.alpha
+    has_partner = partner >= 0
+    with _amp(x.device):
+        h = model.embed(x)
+        m = torch.where((t == 0).view(g, 1, 1), mix_rows(h[:, :k], partner, lam), h[:, :k])
+        for layer, block in enumerate(model.encoder.blocks):
+            m_mask = cmask & has_partner & (t <= layer)[:, None]
+            out = block(torch.cat([h, m.to(h.dtype)], 1), torch.cat([mask, m_mask], 1))
+            h, m = out[:, :b], out[:, b:]
+            m = torch.where((t == layer + 1).view(g, 1, 1), mix_rows(h[:, :k], partner, lam), m)
+        recon = reconstruction_loss(model.decoder(h, mask), x, model.embed, mask)
+        q, w = contrastive_targets(labels, weights * cmask, partner, lam, n_classes)
+        p = model.proj(torch.cat([h[:, :k], m.to(h.dtype)], 1))
+        con = supcon_loss(p, q, w, contrastive.tau)
+    return con + contrastive.beta * recon, con, recon
 
 
 def labeled_rows_per_step(n_labeled: int, n_steps: int, n_classes: int, pretrain) -> int:
@@ -164,154 +128,219 @@ def labeled_rows_per_step(n_labeled: int, n_steps: int, n_classes: int, pretrain
     return max(1, min(take, n_labeled))
 
 
-def node_latent(model, x_lab, su_loader, device) -> np.ndarray:
-    """Latent rows (n_L + n_SU, H) float32 of the labeled rows then the S_U rows."""
+@dataclass
+class PretrainRows:
+    """What pre-training reads of each model: ``labeled`` (RowSet) the training labeled
+    rows in its label-aware terms, ``y`` int64 (G, n_l) their classes; ``unlabeled``
+    (RowSet); ``pseudo``: None or (label int64 (G, n_u), weight float (G, n_u)) over
+    the unlabeled positions (-1 / 0 where none)."""
+
+    labeled: object
+    y: object
+    unlabeled: object
+    pseudo: tuple | None = None
+
+
+@dataclass
+class Schedule:
+    """One pre-training epoch's steps for every model: ``src_pos`` (G, S, take + B) row
+    positions in the row source (on its index device; each step's ``take`` labeled rows
+    first, then B unlabeled rows), ``labels`` (G, S, take + B) int64 (-1 = none) and
+    ``weights`` (G, S, take + B) certainty, ``row_ok`` (G, S, take + B) bool the rows a
+    model holds, ``step_ok`` (G, S) bool the steps it takes (a model with fewer rows than
+    the group's largest takes fewer), on the device."""
+
+    src_pos: object
+    labels: object
+    weights: object
+    row_ok: object
+    step_ok: object
+    take: int
+
+
+def epoch_schedule(group, rows: PretrainRows, epoch: int) -> Schedule:
+    """The steps of one pre-training epoch (:class:`Schedule`), drawn on the device from
+    each run's (stream, epoch): labeled rows ``take`` a step from successive shuffles of
+    the model's labeled rows, unlabeled rows B a step in a chunk-aware shuffled order
+    (:func:`cmix.learn.data.chunk_aware_order`)."""
     import torch
 
-    model.eval()
-    with torch.no_grad(), _amp(device):
-        z_l = torch.cat([model.encode(x_lab[s:s + 4096]).float()
-                         for s in range(0, len(x_lab), 4096)])
-    return torch.cat([z_l, embed_rows(model, su_loader, device)]).cpu().numpy()
+    from .data import chunk_aware_order, permutations
+
+    cfg, src = group.cfg, group.source
+    idev = src.index_device
+    lab, unl = rows.labeled, rows.unlabeled
+    n_l, n_u = np.array(lab.counts), np.array(unl.counts)
+    bs = cfg.pretrain.batch_size
+    if n_u.max() > 0:
+        steps_of = -(-n_u // bs)
+    else:
+        steps_of = np.maximum(1, -(-n_l // cfg.pretrain.labeled_batch_size))
+    n_steps = int(steps_of.max())
+    take_of = np.array([labeled_rows_per_step(int(n), int(-(-u // bs)), group.n_classes,
+                                              cfg.pretrain) for n, u in zip(n_l, n_u)])
+    take = int(take_of.max())
+    keys_b = group.keys(streams.PRETRAIN_BATCHES, idev)
+    keys_s = group.keys(streams.PRETRAIN_STEPS, idev)
+    # labeled: shuffles of each model's rows, `take` a step, a new shuffle when the next
+    # step would run past the end
+    per_perm = np.maximum(1, n_l // np.maximum(take_of, 1))
+    n_perms = int((-(-n_steps // per_perm)).max())
+    perms = permutations(streams.Draws(keys_s, epoch, 0), lab.count_index, n_perms, lab.n)
+    s = np.arange(n_steps)
+    which = s[None, :] // per_perm[:, None]                                     # (G, S)
+    start = (s[None, :] % per_perm[:, None]) * take_of[:, None]
+    slot = np.arange(take)
+    col = start[:, :, None] + slot[None, None, :]                               # (G, S, take)
+    lab_ok = slot[None, None, :] < take_of[:, None, None]
+    flat = torch.from_numpy(which[:, :, None] * lab.n + np.minimum(col, lab.n - 1)).to(idev)
+    lab_pos = torch.gather(perms.reshape(len(n_l), -1), 1, flat.view(len(n_l), -1)).view(
+        flat.shape)
+    # unlabeled: a chunk-aware order of each model's rows, B a step
+    if n_u.max() > 0:
+        unl_store = src.rows_index[unl.pos_index]
+        order = chunk_aware_order(streams.Draws(keys_b, epoch), unl_store, unl.count_index,
+                                  src.chunk_rows, src.n_chunks, cfg.data.buffer_chunks)
+        pad = n_steps * bs - order.shape[1]
+        order = torch.nn.functional.pad(order, (0, pad)) if pad > 0 else order[:, :n_steps * bs]
+        u_pos = order.view(len(n_u), n_steps, bs)
+        u_ok = (torch.arange(n_steps * bs, device=idev).view(1, n_steps, bs)
+                < unl.count_index.view(-1, 1, 1))
+    else:
+        u_pos = torch.zeros(len(n_u), n_steps, 0, dtype=torch.long, device=idev)
+        u_ok = torch.zeros(len(n_u), n_steps, 0, dtype=torch.bool, device=idev)
+    src_pos = torch.cat([torch.gather(lab.pos_index, 1, lab_pos.view(len(n_l), -1)).view(
+        lab_pos.shape), torch.gather(unl.pos_index, 1, u_pos.reshape(len(n_u), -1)).view(
+        u_pos.shape)], 2)
+    row_ok = torch.cat([torch.from_numpy(lab_ok).expand(len(n_l), n_steps, take).to(idev),
+                        u_ok], 2)
+    step_ok = torch.from_numpy(s[None, :] < steps_of[:, None])
+    dev = group.dev
+    lab_pos_d, u_pos_d = lab_pos.to(dev), u_pos.to(dev)
+    y = torch.gather(rows.y, 1, lab_pos_d.view(len(n_l), -1)).view(lab_pos_d.shape)
+    if rows.pseudo is not None:
+        yu = torch.gather(rows.pseudo[0], 1, u_pos_d.reshape(len(n_u), -1)).view(u_pos_d.shape)
+        wu = torch.gather(rows.pseudo[1], 1, u_pos_d.reshape(len(n_u), -1)).view(u_pos_d.shape)
+    else:
+        yu = torch.full(u_pos_d.shape, -1, dtype=torch.long, device=dev)
+        wu = torch.zeros(u_pos_d.shape, device=dev)
+    labels = torch.cat([y, yu], 2)
+    weights = torch.cat([torch.ones(y.shape, device=dev), wu * cfg.contrastive.gamma], 2)
+    return Schedule(src_pos=src_pos, labels=labels, weights=weights, row_ok=row_ok.to(dev),
+                    step_ok=step_ok.to(dev), take=take)
 
 
-# ------------------------------------------------------------------ predictor
-def predictor_epoch(head, opt, inputs, targets, weights, cfg, seed, epoch):
-    """One epoch of the predictor: inputs (N, ...) on the device the epoch runs on, targets
-    (N, C) soft, weights (N,); cfg: the :class:`cmix.learn.config.Config`
-    (``pred_batch_size``, ``predictor_mixup``). Latent mixup (lambda ~ U(0, 1), partner =
-    a random row of the batch) when ``predictor_mixup``, each parent's target weighted by
-    lambda times its own certainty (:func:`losses.mixup_cross_entropy`). Returns the mean
-    loss."""
+def pretrain_epoch(group, model, opt, rows: PretrainRows, epoch: int, active):
+    """One pre-training epoch of every model; active: (G,) bool device tensor (a model
+    that has ended its stage takes no step). Returns (G, 3) float64 mean losses (total,
+    contrastive, reconstruction) on the device."""
     import torch
 
-    from .losses import mixup_cross_entropy, soft_cross_entropy
-
-    device = inputs.device
-    gen, rng = streams.gen(seed, streams.PREDICTOR_STEPS, epoch)
-    streams.seed_dropout(seed, streams.PREDICTOR_STEPS, epoch, cfg.predictor.pred_dropout)
-    head.train()
-    n = len(inputs)
-    order = torch.from_numpy(rng.permutation(n)).to(device)
-    bs = cfg.predictor.pred_batch_size
-    total, steps = 0.0, 0
-    for s in range(0, n, bs):
-        idx = order[s:s + bs]
-        if len(idx) < 2:          # BatchNorm needs 2 rows
-            continue
-        with _amp(device):
-            f = head.features(inputs[idx])
-        t, w = targets[idx], weights[idx]
-        if cfg.switches.predictor_mixup:
-            lam = torch.rand(len(idx), generator=gen).to(device)
-            perm = torch.from_numpy(rng.permutation(len(idx))).to(device)
-            lf = lam.view(-1, 1).to(f.dtype)
-            f = lf * f + (1 - lf) * f[perm]
-            with _amp(device):
-                logits = head.predictor(f).float()
-            loss = mixup_cross_entropy(logits, t, t[perm], w, w[perm], lam)
-        else:
-            with _amp(device):
-                logits = head.predictor(f).float()
-            loss = soft_cross_entropy(logits, t, w)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        total += float(loss.detach())
-        steps += 1
-    return total / max(steps, 1)
+    cfg = group.cfg
+    sch = epoch_schedule(group, rows, epoch)
+    labels, weights, row_ok, step_ok = sch.labels, sch.weights, sch.row_ok, sch.step_ok
+    keys = group.keys(streams.PRETRAIN_STEPS)
+    model.train()
+    g = group.n_models
+    # without pseudo-labels only the labeled rows (first in each batch) carry labels
+    n_con = labels.shape[2] if rows.pseudo is not None else sch.take
+    sums = torch.zeros(g, 3, dtype=torch.float64, device=group.dev)
+    n_steps = labels.shape[1]
+    for s, x in enumerate(group.source.steps(sch.src_pos)):
+        lab, w, ok = labels[:, s], weights[:, s], row_ok[:, s]
+        lab = torch.where((w > 0) & ok, lab, torch.full_like(lab, -1))
+        w = w * ok
+        loss, con, recon = contrastive_mixup_loss(
+            model, Batch(x, lab, w, ok, n_con), streams.Draws(keys, epoch, s + 1),
+            cfg.contrastive, group.n_classes)
+        opt.zero_grad()
+        loss.sum().backward()
+        step_active = active & step_ok[:, s]
+        opt.step(step_active)
+        sums += torch.stack([loss, con, recon], 1).detach().double() * step_active[:, None]
+    n = step_ok[:, :n_steps].sum(1).clamp_min(1)[:, None]
+    return sums / n
 
 
-# ------------------------------------------------------------------ the stages
-def pseudo_label_rows(ctx) -> np.ndarray:
-    """S_U: positions (sorted) into the unlabeled rows that get pseudo-labels, at most
-    lp_max_unlabeled of them, drawn with the run's seed."""
-    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_ROWS)
-    n_u = len(ctx.splits.unlabeled)
-    return np.sort(rng.permutation(n_u)[:ctx.cfg.pseudo_labels.lp_max_unlabeled])
-
-
-def _loader(ctx, rows, batch_size):
-    from .data import RowLoader, choose_mode
-
-    mode = choose_mode(len(ctx.splits.unlabeled), ctx.n_snps, ctx.cfg.data.loader,
-                       int(ctx.cfg.data.memory_limit_mb) << 20)
-    return RowLoader(ctx.root, rows, batch_size=batch_size, mode=mode, device=ctx.dev,
-                     buffer_chunks=ctx.cfg.data.buffer_chunks)
-
-
-def judge_fold(ctx, y_lab: np.ndarray) -> np.ndarray:
-    """(n_L,) bool: the judge fold of the training labeled rows (classes y_lab (n_L,)),
-    ``lp_judge_fraction`` of them drawn with the run's seed
-    (:func:`cmix.learn.labelprop.judge_rows`)."""
-    from .labelprop import judge_rows
-
-    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE)
-    return judge_rows(y_lab, ctx.cfg.pseudo_labels.lp_judge_fraction, rng)
-
-
-def pretrain_stage(ctx, model, labeled, su_pos, judge=None, stage="pretrain") -> None:
-    """Contrastive mixup pre-training as checkpoint stage ``stage``. labeled: (x_lab int8
-    (n_L, M), y_lab (n_L,) int64) tensors of the training labeled rows. judge: None
-    (pre-training without pseudo-labels, every labeled row in the label-aware terms) or
-    (n_L,) bool, the judge fold (:func:`judge_fold`): those rows' labels stay out of
+def pretrain_stage(group, model, rows: PretrainRows, judge=None, stage="pretrain") -> None:
+    """Contrastive mixup pre-training of every model as checkpoint stage ``stage``. rows:
+    :class:`PretrainRows` with every training labeled row; judge: None (pre-training
+    without pseudo-labels, every labeled row in the label-aware terms) or a list of G
+    (n_L,) bool judge folds (:func:`judge_fold`): those rows' labels stay out of
     pre-training, and label propagation, judged on them, runs after ``warmup_epochs``
-    epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in the run's
-    checkpoint parts). Pseudo-labels are used only if every look uses them: the first
-    look that does not ends the stage, and the run is then pre-trained again as
-    cmix_selfsl (:func:`pretrain_without_pseudo_labels`). With a shared-encoder folder
-    the stage is taken from it when another run made the same one, and left there
-    otherwise (:func:`cmix.learn.harness.take_shared_stage`)."""
+    epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in each run's
+    checkpoint parts). A model's pseudo-labels are used only if every look uses them: the
+    first look that does not ends its stage (it then takes no further step), and its run
+    is pre-trained again as cmix_selfsl (:func:`pretrain_without_pseudo_labels`)."""
     import torch
 
-    cfg, s, lp = ctx.cfg, ctx.splits, ctx.cfg.pseudo_labels
-    x_lab, y_lab = labeled
-    seen = x_lab, y_lab
-    if judge is not None:
-        keep = torch.from_numpy(np.flatnonzero(~judge)).to(x_lab.device)
-        seen = x_lab[keep], y_lab[keep]
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.pretrain.lr,
-                           weight_decay=cfg.pretrain.weight_decay)
-    loaders = {}
+    from .nn import GroupAdam
 
-    def epoch_fn(epoch):
-        if not loaders:
-            loaders["u"] = _loader(ctx, s.unlabeled, cfg.pretrain.batch_size)
-            loaders["su"] = _loader(ctx, s.unlabeled[su_pos], 4096)
-        pseudo = ctx.parts.get("pseudo") if judge is not None else None
-        pseudo_t = (_pseudo_tensors(pseudo, su_pos, len(s.unlabeled), ctx.dev)
-                    if pseudo is not None else None)
-        rec = pretrain_epoch(model, opt, seen, (loaders["u"], pseudo_t), cfg,
-                             s.n_classes, ctx.seed, epoch)
+    cfg, lp = group.cfg, group.cfg.pseudo_labels
+    seen = rows
+    if judge is not None:
+        ctxs = group.ctxs
+        seen = PretrainRows(
+            labeled=group.row_set([c.splits.train_labeled[~j] for c, j in zip(ctxs, judge)]),
+            y=None, unlabeled=rows.unlabeled)
+        seen.y = group.label[seen.labeled.pos]
+    opt = GroupAdam(model.parameters(), group.n_models, cfg.pretrain.lr,
+                    cfg.pretrain.weight_decay)
+    su_pos = [pseudo_label_rows(c) for c in group.ctxs]
+    pcs_cache: dict = {}         # model -> kNN of its nodes' input PCs (fixed: searched once)
+
+    def epoch_fn(epoch, active):
+        seen.pseudo = pseudo_tensors(group, su_pos) if judge is not None else None
+        act = torch.tensor(active, device=group.dev)
+        losses = pretrain_epoch(group, model, opt, seen, epoch, act).cpu().numpy()
+        recs = [{"loss": float(r[0]), "contrastive": float(r[1]),
+                 "reconstruction": float(r[2])} if a else None for r, a in zip(losses, active)]
         done = epoch + 1
-        due = judge is not None and len(su_pos) > 0 and (
+        due = judge is not None and (
             (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
             or done == cfg.pretrain.epochs)
-        if due:
-            if "pcs_neighbours" not in loaders:     # fixed inputs: searched once
-                from .labelprop import knn_neighbours
+        looked = [i for i in range(group.n_models) if due and active[i] and len(su_pos[i])]
+        if looked:
+            nodes = [np.concatenate([c.splits.train_labeled, c.splits.unlabeled[p]])
+                     for c, p in zip(group.ctxs, su_pos)]
+            x_nodes = group.rows_of(nodes)
+            z = latent_rows(model, x_nodes)                            # on the device
+            for i in looked:
+                n_i = len(nodes[i])
+                if i not in pcs_cache and lp.lp_pcs:
+                    pcs_cache[i] = input_pcs(group.ctxs[i], x_nodes[i, :n_i].cpu().numpy())
+                info = pseudo_label_step(group.ctxs[i], z[i, :n_i], judge[i], su_pos[i], done,
+                                         pcs_cache.get(i))
+                recs[i].update(pseudo_label_accuracy=info["accuracy"],
+                               pseudo_label_coverage=info["coverage"])
+                if not info["used"] and done < cfg.pretrain.epochs:
+                    # refused: no later look is taken, the run is cmix_selfsl's
+                    log(f"seed {group.ctxs[i].seed}: pseudo-labels refused at epoch {done}: "
+                        "the judged pre-training stops here")
+                    recs[i]["end_stage"] = True
+        return recs
 
-                t0 = time.perf_counter()
-                pcs = input_pcs(ctx, x_lab, su_pos)
-                loaders["pcs_neighbours"] = None if pcs is None else knn_neighbours(
-                    pcs, max(graph_ks(lp)), lp.lp_block)
-                ctx.add_time("label_propagation", t0)
-            info = pseudo_label_step(ctx, model, (x_lab, y_lab, judge), loaders["su"],
-                                     su_pos, done, loaders["pcs_neighbours"])
-            rec.update(pseudo_label_accuracy=info["accuracy"],
-                       pseudo_label_coverage=info["coverage"])
-            if not info["used"] and done < cfg.pretrain.epochs:
-                # refused: no later look is taken, the run is cmix_selfsl's
-                log(f"pseudo-labels refused at epoch {done}: the judged pre-training stops "
-                    "here")
-                rec["end_stage"] = True
-        return rec
+    from .group import group_epochs
 
-    taken = ctx.take_shared(stage, judge is not None)
-    ctx.epochs(stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
-               "pre-training")
-    if not taken:
-        ctx.share(stage, judge is not None)
+    group_epochs(group, stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
+                 "pre-training")
+
+
+def pseudo_tensors(group, su_pos: list):
+    """(label int64 (G, n_u), weight float (G, n_u)) over every model's unlabeled
+    positions, from each run's checkpoint parts ("pseudo": S_U rows' labels and weights);
+    -1 / 0 outside S_U or without pseudo-labels."""
+    import torch
+
+    n_u = max(len(c.splits.unlabeled) for c in group.ctxs)
+    label = np.full((group.n_models, max(n_u, 1)), -1, dtype=np.int64)
+    weight = np.zeros((group.n_models, max(n_u, 1)), dtype=np.float32)
+    for i, (ctx, pos) in enumerate(zip(group.ctxs, su_pos)):
+        pseudo = ctx.parts.get("pseudo")
+        if pseudo is not None:
+            label[i, pos] = pseudo["label"]
+            weight[i, pos] = pseudo["weight"]
+    return torch.from_numpy(label).to(group.dev), torch.from_numpy(weight).to(group.dev)
 
 
 def pseudo_labels_weigh(ctx) -> bool:
@@ -320,50 +349,53 @@ def pseudo_labels_weigh(ctx) -> bool:
     return pseudo is not None and bool(((pseudo["label"] >= 0) & (pseudo["weight"] > 0)).any())
 
 
-def pretrain_without_pseudo_labels(ctx, new_model, labeled, su_pos):
-    """The encoder pre-trained as cmix_selfsl's is (a fresh model from new_model(), every
-    training labeled row in the label-aware terms, no pseudo-labels), as checkpoint stage
-    "pretrain_all" after the judged stage. Used when the judged pseudo-labels end with no
-    weight, so that the run is then exactly cmix_selfsl's and the judge fold's labels are
-    not lost to the encoder. Returns the model."""
-    state = ctx.state
-    if state.stage == "pretrain":
-        state.stage, state.epoch = "pretrain_all", 0
-    log("pseudo-labels carry no weight after the judged pre-training: pre-training again "
-        "with every labeled row and no pseudo-labels (the run is then cmix_selfsl's)")
-    model = new_model()
-    pretrain_stage(ctx, model, labeled, su_pos, None, stage="pretrain_all")
-    return model
-
-
 def graph_ks(lp) -> tuple:
     """The kNN graph's k tried by the judge: lp_k and 10."""
     return tuple(sorted({lp.lp_k, 10}))
 
 
-def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch,
-                      pcs_neighbours=None) -> dict:
-    """Label propagation judged on the judge fold of the labeled rows
-    (:func:`cmix.learn.labelprop.judged_label_propagation`). labeled: (x_lab, y_lab, judge
-    (n_L,) bool). The graph is built in the current latent or in the input PCs (their
-    neighbours ``pcs_neighbours``, :func:`cmix.learn.labelprop.knn_neighbours` of the
-    (n_L + n_SU, p) PCs, or None), with k from :func:`graph_ks` and propagation's alpha
-    from {lp_alpha, 0.9}, whichever gives the judge rows the most accurate pseudo-labels
-    when only the other labeled rows seed it;
-    the pseudo-labels carry weight only where they are shown to be right more often than
-    the supervised head on the latent can be on the judge rows. Stores the pseudo-labels
-    and weights of the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
-    parts["lp_info"]. Only training labeled rows are used: validation rows are not nodes."""
+def pseudo_label_rows(ctx) -> np.ndarray:
+    """S_U: positions (sorted) into the run's unlabeled rows that get pseudo-labels, at
+    most lp_max_unlabeled of them, drawn with the run's seed."""
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_ROWS)
+    n_u = len(ctx.splits.unlabeled)
+    return np.sort(rng.permutation(n_u)[:ctx.cfg.pseudo_labels.lp_max_unlabeled])
+
+
+def judge_fold(ctx) -> np.ndarray:
+    """(n_L,) bool: the judge fold of the run's training labeled rows,
+    ``lp_judge_fraction`` of them drawn with the run's seed
+    (:func:`cmix.learn.labelprop.judge_rows`)."""
+    from .labelprop import judge_rows
+
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE)
+    s = ctx.splits
+    return judge_rows(s.label[s.train_labeled], ctx.cfg.pseudo_labels.lp_judge_fraction, rng)
+
+
+def pseudo_label_step(ctx, z: np.ndarray, judge: np.ndarray, su_pos: np.ndarray,
+                      epoch: int, pcs=None) -> dict:
+    """Label propagation of one run judged on its judge fold
+    (:func:`cmix.learn.labelprop.judged_label_propagation`; its kNN search and conjugate
+    gradients on the run's device). z: (n_L + n_SU, H) tensor, the latent of its nodes
+    (the training labeled rows, then the S_U rows). The graph is built
+    in that latent or in the nodes' input PCs (``pcs``: the (index, sim) of their
+    :func:`cmix.learn.labelprop.knn_neighbours`, or None), with k from :func:`graph_ks`
+    and propagation's alpha from {lp_alpha, 0.9}, whichever gives the judge rows the most
+    accurate pseudo-labels when only the other labeled rows seed it; the pseudo-labels
+    carry weight only where they are shown to be right more often than the supervised
+    head on the latent can be on the judge rows. Stores the pseudo-labels and weights of
+    the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
+    parts["lp_info"]. Only training labeled rows are used: validation rows are not
+    nodes."""
     from .labelprop import candidate_name, judged_label_propagation
 
     s, lp, parts = ctx.splits, ctx.cfg.pseudo_labels, ctx.parts
     t0 = time.perf_counter()
-    x_lab, y_lab, judge = labeled
-    n_l = len(x_lab)
-    y_l = y_lab.cpu().numpy()
-    z = node_latent(model, x_lab, su_loader, ctx.dev)
-    spaces = {"latent": z} if pcs_neighbours is None else {"latent": z, "pcs": pcs_neighbours}
-    res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l], lp,
+    n_l = len(s.train_labeled)
+    y_l = s.label[s.train_labeled]
+    spaces = {"latent": z} if pcs is None else {"latent": z, "pcs": pcs}
+    res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l].cpu().numpy(), lp,
                                    ks=graph_ks(lp),
                                    alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
@@ -377,11 +409,11 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch,
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
     if info["n_judge"] == 0:     # lp_judge_fraction 0: nothing can show them better
-        log(f"pseudo-labels (epoch {epoch}): no judge rows (lp_judge_fraction "
-            f"{ctx.cfg.pseudo_labels.lp_judge_fraction}): not used (weight 0)")
+        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): no judge rows "
+            f"(lp_judge_fraction {lp.lp_judge_fraction}): not used (weight 0)")
     else:
-        log(f"pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy on the "
-            f"{info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
+        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy "
+            f"on the {info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
             f"{res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
             + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
                "not used (weight 0)"))
@@ -393,65 +425,157 @@ def pseudo_label_step(ctx, model, labeled, su_loader, su_pos, epoch,
     return info
 
 
-def input_pcs(ctx, x_lab, su_pos) -> np.ndarray | None:
-    """(n_L + n_SU, p) principal components of the standardised dosages of the labeled
-    rows then the S_U rows (fitted on those rows; p = lp_pcs), or None when lp_pcs is 0."""
+def input_pcs(ctx, x: np.ndarray):
+    """The (index, sim) of :func:`cmix.learn.labelprop.knn_neighbours` (max of
+    :func:`graph_ks` neighbours) in the principal components of the standardised dosages x
+    (n, M) of a run's label-propagation nodes (fitted on those rows; lp_pcs of them)."""
     from .data import standardised_pcs
+    from .labelprop import knn_neighbours
 
-    n_pcs = ctx.cfg.pseudo_labels.lp_pcs
-    if not n_pcs:
-        return None
-    x = np.concatenate([x_lab.cpu().numpy(), ctx.rows(ctx.splits.unlabeled[su_pos]).cpu().numpy()])
-    return standardised_pcs(x, ctx.mean, ctx.sd, n_pcs, ctx.seed)[0]
-
-
-def trainer_inputs(ctx, model):
-    """rows -> the predictor's inputs: frozen latent rows after pre-training, else the
-    int8 dosages (the MLP embeds them itself); the covariates beside them, if any."""
-    from .data import RowLoader
-
-    def inputs(rows):
-        if not ctx.cfg.switches.pretrain:
-            return ctx.with_cov(ctx.rows(rows), rows)
-        loader = RowLoader(ctx.root, rows, batch_size=4096, mode="memory", device=ctx.dev)
-        return ctx.with_cov(embed_rows(model, loader, ctx.dev), rows)
-    return inputs
+    lp = ctx.cfg.pseudo_labels
+    pcs = standardised_pcs(x, ctx.mean, ctx.sd, lp.lp_pcs, ctx.seed)[0]
+    return knn_neighbours(pcs, max(graph_ks(lp)), lp.lp_block)
 
 
-def predictor_stage(ctx, inputs_of, su_pos, new_head):
-    """The predictor on the labeled rows and the certainty-weighted pseudo-labeled rows
-    (latent mixup per the config, and only when some pseudo-label carries weight: with
-    none, the predictor is trained exactly as cmix_selfsl's), early-stopped and refitted
-    by the run's ``early_stopped`` loop (:func:`cmix.learn.harness.fit_head`).
-    new_head(all_labeled=False) -> (head, optimiser), the same start at every call
-    (:meth:`cmix.learn.methods.networks.NetworkMethod.new_head`)."""
+# ------------------------------------------------------------------ predictor
+def predictor_epoch(head, opt, train, epoch: int, active, keys, batch_size: int, mix_on):
+    """One epoch of every model's predictor: train (:class:`cmix.learn.group.Labeled`:
+    inputs (G, N, ...), targets (G, N, C) soft, weights (G, N)); active (G,) bool device
+    tensor; keys: (G,) keys of the epoch loop's stream; batch_size rows a step; mix_on:
+    (G,) bool device tensor, latent mixup for those models (lambda ~ U(0, 1), partner = a
+    random row of the batch, each parent's target weighted by lambda times its own
+    certainty: :func:`cmix.learn.losses.mixup_cross_entropy`); for the others lambda is 1,
+    which is plain cross-entropy. A batch of fewer than 2 rows of a model is skipped for
+    it (batch norm needs 2). Returns (G,) mean losses on the device."""
     import torch
 
-    cfg, s, dev = ctx.cfg, ctx.splits, ctx.dev
-    eye = np.eye(s.n_classes, dtype=np.float32)
-    rows, ys, ws = [s.train_labeled], [s.label[s.train_labeled]], \
-        [np.ones(len(s.train_labeled), np.float32)]
-    pseudo = ctx.parts.get("pseudo")
-    keep = np.zeros(0, dtype=bool)
-    if cfg.switches.pseudo_labels and pseudo is not None:
-        keep = (pseudo["label"] >= 0) & (pseudo["weight"] > 0)
-        rows.append(s.unlabeled[su_pos][keep])
-        ys.append(pseudo["label"][keep])
-        ws.append(pseudo["weight"][keep])
-    if cfg.switches.predictor_mixup and not keep.any():
-        # no pseudo-label earned weight: the predictor is trained as cmix_selfsl's is
-        cfg = cfg.with_keys(predictor_mixup=False)
-    rows = np.concatenate(rows)
-    order = np.argsort(rows, kind="stable")
-    inputs = inputs_of(rows[order])[torch.from_numpy(np.argsort(order)).to(dev)]
-    train = (inputs, torch.from_numpy(eye[np.concatenate(ys)]).to(dev),
-             torch.from_numpy(np.concatenate(ws).astype(np.float32)).to(dev))
-    val = (inputs_of(s.validation), s.label[s.validation])
+    from .losses import mixup_cross_entropy
+    from .nn import set_draws
 
-    def epoch_fn(head, opt, x, t, w, epoch):
-        return predictor_epoch(head, opt, x, t, w, cfg, ctx.seed, epoch)
+    g, n = train.weight.shape
+    dev = train.weight.device
+    bs = batch_size
+    order_draws = streams.Draws(keys, epoch, 0)
+    valid_n = train.count
+    key = torch.where(torch.arange(n, device=dev)[None, :] < valid_n[:, None],
+                      order_draws.bits(n), LAST)
+    order = torch.argsort(key, dim=1, stable=True)
+    head.train()
+    total = torch.zeros(g, dtype=torch.float64, device=dev)
+    steps = torch.zeros(g, dtype=torch.float64, device=dev)
+    for s0 in range(0, n, bs):
+        idx = order[:, s0:s0 + bs]                                         # (G, b)
+        b = idx.shape[1]
+        ok = (s0 + torch.arange(b, device=dev))[None, :] < valid_n[:, None]
+        step_ok = active & (ok.sum(1) >= 2)
+        draws = streams.Draws(keys, epoch, s0 // bs + 1)
+        set_draws(head, draws)
+        x = torch.gather(train.x, 1, idx.view(g, b, *([1] * (train.x.dim() - 2))).expand(
+            g, b, *train.x.shape[2:]))
+        t = torch.gather(train.target, 1, idx[..., None].expand(g, b, train.target.shape[2]))
+        w = torch.gather(train.weight, 1, idx) * ok
+        with _amp(dev):
+            f = head.features(x, ok)
+        lam = torch.where(mix_on[:, None], draws.uniform(b), torch.ones(g, b, device=dev))
+        # the partner: a random other row of the model's batch (a shuffle of its rows)
+        pkey = torch.where(ok, draws.bits(b), LAST)
+        perm = torch.argsort(pkey, dim=1, stable=True)
+        lf = lam.to(f.dtype)[..., None]
+        f_perm = torch.gather(f, 1, perm[..., None].expand_as(f))
+        f = lf * f + (1 - lf) * f_perm
+        with _amp(dev):
+            logits = head.predictor(f, ok).float()
+        loss = mixup_cross_entropy(logits, t, torch.gather(t, 1, perm[..., None].expand_as(t)),
+                                   w, torch.gather(w, 1, perm), lam)
+        opt.zero_grad()
+        (loss * step_ok).sum().backward()
+        opt.step(step_ok)
+        total += loss.detach().double() * step_ok
+        steps += step_ok
+    set_draws(head, None)
+    return total / steps.clamp_min(1)
 
-    return ctx.early_stopped(new_head, epoch_fn, train, val)
+
+def predictor_stage(group, inputs_of, su_pos: list, new_head):
+    """Every model's predictor on its labeled rows and certainty-weighted pseudo-labeled
+    rows (latent mixup per the config, and only for a model with some pseudo-label that
+    carries weight: without, its predictor is trained exactly as cmix_selfsl's),
+    early-stopped and refitted (:func:`cmix.learn.group.fit_heads`). inputs_of(rows) ->
+    (G, n, D) the predictor's inputs of each model's store rows (G sorted arrays of one
+    length). new_head(all_labeled=False) -> (head, optimiser). Returns (head, G
+    validation summaries)."""
+    import torch
+
+    from .group import Labeled, fit_heads
+
+    cfg, dev = group.cfg, group.dev
+    g = group.n_models
+    rows, ys, ws, mix_on = [], [], [], []
+    for i, ctx in enumerate(group.ctxs):
+        s = ctx.splits
+        r, y, w = [s.train_labeled], [s.label[s.train_labeled]], \
+            [np.ones(len(s.train_labeled), np.float32)]
+        pseudo = ctx.parts.get("pseudo")
+        keep = np.zeros(0, dtype=bool)
+        if cfg.switches.pseudo_labels and pseudo is not None:
+            keep = (pseudo["label"] >= 0) & (pseudo["weight"] > 0)
+            r.append(s.unlabeled[su_pos[i]][keep])
+            y.append(pseudo["label"][keep])
+            w.append(pseudo["weight"][keep])
+        mix_on.append(bool(cfg.switches.predictor_mixup and keep.any()))
+        r = np.concatenate(r)
+        order = np.argsort(r, kind="stable")
+        rows.append((r, order))
+        ys.append(np.concatenate(y))
+        ws.append(np.concatenate(w).astype(np.float32))
+    counts = [len(r) for r, _ in rows]
+    n = max(counts)
+    # every model's rows sorted by store row, padded with its first row to n
+    padded = [np.concatenate([r[o], np.repeat(r[o][:1], n - len(r))]) for r, o in rows]
+    x_sorted = inputs_of(padded)
+    eye = np.eye(group.n_classes, dtype=np.float32)
+    inv = np.zeros((g, n), dtype=np.int64)
+    tgt = np.zeros((g, n, group.n_classes), dtype=np.float32)
+    wt = np.zeros((g, n), dtype=np.float32)
+    for i, (r, o) in enumerate(rows):
+        inv[i, :len(r)] = np.argsort(o, kind="stable")
+        tgt[i, :len(r)] = eye[ys[i]]
+        wt[i, :len(r)] = ws[i]
+    inv_t = torch.from_numpy(inv).to(dev)
+    x = torch.gather(x_sorted, 1, inv_t.view(g, n, *([1] * (x_sorted.dim() - 2))).expand_as(
+        x_sorted))
+    train = Labeled(x=x, target=torch.from_numpy(tgt).to(dev), weight=torch.from_numpy(wt).to(dev),
+                    count=torch.tensor(counts, device=dev))
+    val = validation_rows(group, inputs_of)
+    mix = torch.tensor(mix_on, device=dev)
+    keys = group.keys(streams.PREDICTOR_STEPS)
+
+    def epoch_fn(head, opt, data, epoch, active):
+        return predictor_epoch(head, opt, data, epoch, active, keys,
+                               cfg.predictor.pred_batch_size, mix)
+
+    return fit_heads(group, new_head, epoch_fn, train, val)
+
+
+def validation_rows(group, inputs_of):
+    """(inputs (G, n_val, ...), y int64 (G, n_val), count (G,)) of every model's validation
+    rows (padded to the group's largest count)."""
+    import torch
+
+    dev = group.dev
+    vals = [c.splits.validation for c in group.ctxs]
+    counts = [len(v) for v in vals]
+    n = max(counts)
+    y = np.zeros((group.n_models, n), dtype=np.int64)
+    for i, v in enumerate(vals):
+        y[i, :len(v)] = group.ctxs[i].splits.label[v]
+    if n == 0:
+        x = inputs_of([np.zeros(0, np.int64)] * group.n_models)
+    else:
+        x = inputs_of([np.concatenate([v, np.repeat(v[:1], n - len(v))]) if len(v) else
+                       np.repeat(group.ctxs[i].splits.train_labeled[:1], n)
+                       for i, v in enumerate(vals)])
+    return x, torch.from_numpy(y).to(dev), torch.tensor(counts, device=dev)
 
 
 def check_frozen(model, before: dict) -> None:
@@ -463,17 +587,6 @@ def check_frozen(model, before: dict) -> None:
     if moved:
         raise CmixError(f"the pre-trained encoder changed during the predictor stage "
                         f"({len(moved)} tensors, e.g. {moved[0]}); this is a bug in cmix")
-
-
-def _pseudo_tensors(pseudo: dict, su_pos: np.ndarray, n_unlabeled: int, device):
-    """Pseudo-label / weight tensors over all unlabeled positions (-1 / 0 outside S_U)."""
-    import torch
-
-    label = np.full(n_unlabeled, -1, dtype=np.int64)
-    weight = np.zeros(n_unlabeled, dtype=np.float32)
-    label[su_pos] = pseudo["label"]
-    weight[su_pos] = pseudo["weight"]
-    return torch.from_numpy(label).to(device), torch.from_numpy(weight).to(device)
 
 
 def _pseudo_stats(pseudo: dict, truth: np.ndarray) -> dict:

@@ -2,9 +2,9 @@
 
 ``fit(data)`` gets the run (:class:`cmix.learn.harness.RunContext`): ``cfg``, ``seed``,
 ``splits`` (row indices), the training split's dosage moments ``mean``/``sd`` (M,), the
-standardised covariates ``cov`` (n_rows, K), ``rows(rows)`` (int8 dosages on the device),
-and the harness's resumable loops ``epochs`` and ``early_stopped`` with the checkpoint's
-``parts``, where a long fit keeps its progress. ``predict_proba(x, covariates)`` takes
+standardised covariates ``cov`` (n_rows, K), ``rows(rows)`` (int8 dosages on the device)
+and the checkpoint's ``parts``, where a long fit keeps its progress. The network methods
+fit a group of runs at once (``fit_group``, :mod:`cmix.learn.group`). ``predict_proba(x, covariates)`` takes
 int8 dosages (n, M) (-1 missing) and standardised covariates (n, K) and gives float
 (n, C). ``state_dict()`` is one dict, all that :func:`cmix.learn.methods.from_state_dict`
 needs to rebuild the fitted method: ``class`` names it, ``cfg`` is the run's config as

@@ -1,135 +1,79 @@
 """The network methods: cmix (with mlp and the ablations), ae, vime, manifold_mixup.
 
-Each ends in the one head (:func:`cmix.learn.nn.build_head`): a predictor on frozen
-latent rows of a pre-trained encoder (cmix, the ablations with pre-training, ae, vime)
-or on a trainable SNP embedding of the dosages (mlp, manifold_mixup), the covariates
-beside them and, as a linear term, starting as the covariates-only model
-(:meth:`NetworkMethod.new_head`). The state dict holds the encoder's and the head's
-weights, the dosage moments and the shapes; :meth:`NetworkMethod.predict_proba` is
-the same code at the end of a run and in ``cmix predict``.
+Each is fitted on a group of runs at once (:meth:`NetworkMethod.fit_group`, the G seeds
+of one ``cmix train`` call as one set of parameters with a model axis:
+:mod:`cmix.learn.group`), and ends in the one head (:func:`cmix.learn.nn.build_head`): a
+predictor on frozen latent rows of a pre-trained encoder (cmix, the ablations with
+pre-training, ae, vime) or on a trainable SNP embedding of the dosages (mlp,
+manifold_mixup), the covariates beside them and, as a linear term, starting as the
+covariates-only model (:func:`new_head`). Each run's fitted method holds its own model's
+slice: the encoder's and the head's weights, the dosage moments and the shapes;
+:meth:`NetworkMethod.predict_proba` is the same code at the end of a run and in ``cmix
+predict``.
 """
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 import numpy as np
 
+from ..data import LAST
 from .base import FittedMethod
 
 
 class NetworkMethod(FittedMethod):
-    """A head, on an encoder's latent rows (``model``) or on the dosages (``model`` None).
-    ``encode_autocast``: the encoder runs under bfloat16 autocast on CUDA."""
+    """A head, on an encoder's latent rows (``model``) or on the dosages (``model`` None),
+    of one run (its model's slice of the group that fitted it). ``encode_autocast``: the
+    encoder runs under bfloat16 autocast on CUDA."""
 
     encode_autocast = False
 
     def __init__(self, cfg, device="cpu"):
         super().__init__(cfg, device)
         self.model = self.head = None
-        self._cov_start = {}
 
-    # ------------------------------------------------------------ fitting helpers
-    def take_shapes(self, data) -> None:
-        self.n_snps, self.n_classes, self.n_cov = data.n_snps, data.splits.n_classes, data.n_cov
-        self.mean, self.sd = data.mean, data.sd
+    @classmethod
+    def fit_group(cls, group) -> list:
+        """Fit the method for every run of ``group``; returns one fitted method per run."""
+        raise NotImplementedError
 
-    def cmix_model(self, data):
-        """The cmix network (embedding + encoder + decoder + projection), its weights
-        drawn from the run's seed."""
-        from .. import nn
-        from ..streams import MODEL_INIT, manual_seed
+    def fit(self, data):
+        """Fit on one run (a group of one)."""
+        from ..data import RowSource
+        from ..group import Group
 
-        manual_seed(data.seed, MODEL_INIT)
-        return nn.ContrastiveMixup(self.n_snps, self.cfg.model, self.mean, self.sd).to(data.dev)
+        group = Group([data], RowSource(data.root, data.train_rows, data.dev))
+        fitted = type(self).fit_group(group)[0]
+        self.__dict__.update(fitted.__dict__)
+        return self
 
-    def covariates_start(self, data, all_labeled: bool = False):
-        """(weight (C, K), bias (C,)) of the covariates baseline's model
-        (:func:`cmix.learn.linear.fit_logreg_cv`: L2, C by cross-validation) fitted on the
-        training labeled rows, or with ``all_labeled`` on every labeled row (training and
-        validation, as the refit and the covariates baseline use them); fitted once per
-        run for each."""
-        from ..linear import fit_logreg_cv
+    # ------------------------------------------------------------ one run's slice
+    @classmethod
+    def from_group(cls, group, i: int, model, head, validation: dict, pseudo_labels=None):
+        """Run i's fitted method: its slices of the group's ``model`` (a grouped
+        ContrastiveMixup, or None) and ``head``."""
+        from ..nn import model_state
 
-        if all_labeled not in self._cov_start:
-            s, cfg = data.splits, self.cfg.logreg
-            rows = s.labeled if all_labeled else s.train_labeled
-            y = s.label[rows]
-            c = s.n_classes
-            w, b = np.zeros((c, data.n_cov)), np.zeros(c)
-            if len(np.unique(y)) > 1:
-                lr = fit_logreg_cv(data.cov[rows].astype(np.float64), y, c,
-                                   cfg.logreg_folds, cfg.logreg_n_c, data.seed)[0]
-                if len(lr.classes_) == 2:
-                    w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
-                else:
-                    w[lr.classes_], b[lr.classes_] = lr.coef_, lr.intercept_
-            self._cov_start[all_labeled] = (w, b)
-        return self._cov_start[all_labeled]
+        ctx = group.ctxs[i]
+        m = cls(group.cfg, group.dev)
+        m.n_snps, m.n_classes, m.n_cov = ctx.n_snps, ctx.splits.n_classes, ctx.n_cov
+        m.mean, m.sd = ctx.mean, ctx.sd
+        state = m.state_dict_of(model_state(model, i) if model is not None else None,
+                                {"features": model_state(head.features, i),
+                                 "predictor": model_state(head.predictor, i)})
+        m.load_state_dict(state)
+        m.report = {"validation": validation, "pseudo_labels": pseudo_labels}
+        return m
 
-    def new_head(self, data, all_labeled: bool = False):
-        """A fresh head (latent rows when the method has an encoder) and its Adam, seeded
-        the same way at every call. With covariates the predictor's covariate term starts
-        as the covariates-only model (:meth:`covariates_start`) and its network's last
-        layer at zero: the head starts as exactly that model and learns what the genotypes
-        add; early stopping keeps the start as a candidate. ``all_labeled``: the start
-        fitted on every labeled row, for the refit on training plus validation rows."""
-        import torch
-
-        from ..nn import build_head
-
-        cfg = self.cfg
-        latent = self.model.encoder.out_dim if self.model is not None else None
-        head = build_head(self.n_snps, self.n_classes, self.n_cov, cfg, data.seed,
-                          latent_dim=latent, moments=(self.mean, self.sd), device=data.dev)
-        if head.predictor.skip is not None:
-            w, b = self.covariates_start(data, all_labeled)
-            with torch.no_grad():
-                head.predictor.skip.weight.copy_(torch.from_numpy(w))
-                head.predictor.skip.bias.copy_(torch.from_numpy(b))
-                head.predictor.net[-1].weight.zero_()
-                head.predictor.net[-1].bias.zero_()
-        return head, torch.optim.Adam(head.parameters(), lr=cfg.predictor.pred_lr,
-                                      weight_decay=cfg.predictor.pred_weight_decay)
-
-    def train_loader(self, data, rows):
-        """Batches of ``rows`` (the loader mode chosen for the training split's size)."""
-        from ..data import RowLoader, choose_mode
-
-        cfg = self.cfg
-        mode = choose_mode(len(data.train_rows), data.n_snps, cfg.data.loader,
-                           int(cfg.data.memory_limit_mb) << 20)
-        return RowLoader(data.root, rows, batch_size=cfg.pretrain.batch_size, mode=mode,
-                         device=data.dev, buffer_chunks=cfg.data.buffer_chunks)
-
-    def frozen_latent(self, data):
-        """Freeze the encoder; the labeled rows' latent inputs (covariates beside them, if
-        any), one-hot targets and unit weights (the harness's train tuple), and the
-        validation rows' (inputs, labels)."""
-        import torch
-
-        s = data.splits
-        for p in self.model.parameters():
-            p.requires_grad_(False)
-        z_lab = data.with_cov(self.encode(data.rows(s.train_labeled)), s.train_labeled)
-        eye = torch.eye(s.n_classes, device=data.dev)
-        y_lab = torch.from_numpy(s.label[s.train_labeled]).to(data.dev)
-        train = (z_lab, eye[y_lab], torch.ones(len(y_lab), device=data.dev))
-        z_val = data.with_cov(self.encode(data.rows(s.validation)), s.validation)
-        return train, (z_val, s.label[s.validation])
-
-    def supervised_epoch(self, data):
-        """One plain supervised epoch of a head (the trainer's predictor epoch, no mixup)."""
-        from .. import train
-
-        cfg = self.cfg.with_keys(predictor_mixup=False)
-        return lambda head, opt, x, t, w, epoch: train.predictor_epoch(
-            head, opt, x, t, w, cfg, data.seed, epoch)
+    def state_dict_of(self, encoder, head) -> dict:
+        return {"class": type(self).__name__, "cfg": self.cfg.flat(), "n_snps": self.n_snps,
+                "n_classes": self.n_classes, "n_cov": self.n_cov, "mean": self.mean,
+                "sd": self.sd, "encoder": encoder, "head": head}
 
     # ------------------------------------------------------------ prediction
     def encode(self, x, batch: int = 4096):
-        """float32 latent rows (n, H) of int8 dosages x (n, M) (a tensor on the device)."""
+        """float32 latent rows (n, H) of dosages x (n, M) (a tensor on the device)."""
         import contextlib
 
         import torch
@@ -141,12 +85,12 @@ class NetworkMethod(FittedMethod):
         if not len(x):
             return torch.zeros((0, self.model.encoder.out_dim), device=x.device)
         with torch.no_grad(), amp:
-            return torch.cat([self.model.encode(x[s:s + batch]).float()
+            return torch.cat([self.model.encode(x[None, s:s + batch]).float()[0]
                               for s in range(0, len(x), batch)])
 
     def inputs(self, x: np.ndarray, covariates: np.ndarray):
-        """The head's inputs of int8 dosages x (n, M) and standardised covariates (n, K):
-        the latent rows or the dosages, the covariates (float32) beside them."""
+        """The head's inputs of dosages x (n, M) and standardised covariates (n, K): the
+        latent rows or the dosages, the covariates (float32) beside them."""
         import torch
 
         out = torch.from_numpy(np.ascontiguousarray(x)).to(self.device)
@@ -158,79 +102,7 @@ class NetworkMethod(FittedMethod):
         return out
 
     def predict_proba(self, x, covariates):
-        return self.head.proba(self.inputs(x, covariates))
-
-    def state_dict(self):
-        return {"class": type(self).__name__, "cfg": self.cfg.flat(), "n_snps": self.n_snps,
-                "n_classes": self.n_classes, "n_cov": self.n_cov, "mean": self.mean,
-                "sd": self.sd,
-                "encoder": self.model.state_dict() if self.model is not None else None,
-                "head": self.head.state_dict()}
-
-    def load_state_dict(self, state):
-        from ..nn import ContrastiveMixup, build_head
-
-        for k in ("n_snps", "n_classes", "n_cov", "mean", "sd"):
-            setattr(self, k, state[k])
-        if state["encoder"] is not None:
-            self.model = ContrastiveMixup(self.n_snps, self.cfg.model, self.mean, self.sd)
-            self.model.load_state_dict(state["encoder"])
-            self.model.to(self.device).eval()
-        latent = self.model.encoder.out_dim if self.model is not None else None
-        self.head = build_head(self.n_snps, self.n_classes, self.n_cov, self.cfg, 0,
-                               latent_dim=latent, moments=(self.mean, self.sd),
-                               device=self.device)
-        self.head.load_state_dict(state["head"])
-        return self
-
-
-# ------------------------------------------------------------------ cmix, mlp, ablations
-class ContrastiveMixupMethod(NetworkMethod):
-    """cmix, mlp and the ablations (the registry's switches select the stages of
-    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged on a judge fold of the
-    labeled rows (pre-training again without them, as cmix_selfsl does, when none carries
-    weight at the end), then the predictor on the frozen encoder (or, without
-    pre-training, on the embedded dosages)."""
-
-    family = "trainer"
-    encode_autocast = True
-
-    def fit(self, data):
-        import torch
-
-        from .. import train
-
-        pretrain, s = self.cfg.switches.pretrain, data.splits
-        self.take_shapes(data)
-        t0 = time.perf_counter()
-        x_lab = data.rows(s.train_labeled)
-        y_lab = torch.from_numpy(s.label[s.train_labeled]).to(data.dev)
-        data.add_time("load", t0)
-        model = self.cmix_model(data)
-        su_pos = train.pseudo_label_rows(data)
-        if pretrain and self.cfg.switches.pseudo_labels:
-            judge = train.judge_fold(data, s.label[s.train_labeled])
-            train.pretrain_stage(data, model, (x_lab, y_lab), su_pos, judge)
-            if not train.pseudo_labels_weigh(data):
-                model = train.pretrain_without_pseudo_labels(
-                    data, lambda: self.cmix_model(data), (x_lab, y_lab), su_pos)
-        elif pretrain:
-            train.pretrain_stage(data, model, (x_lab, y_lab), su_pos)
-        model.eval()
-        for p in model.parameters():
-            p.requires_grad_(False)
-        frozen = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self.model = model if pretrain else None
-        self.head, validation = train.predictor_stage(
-            data, train.trainer_inputs(data, model), su_pos, partial(self.new_head, data))
-        train.check_frozen(model, frozen)
-        lp = data.parts.get("lp_info") or []
-        keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "heldout_accuracy", "head_accuracy", "head_bound", "n_judge", "mean_weight")
-        self.report = {"validation": validation, "pseudo_labels": (
-            {**{k: lp[-1].get(k) for k in keys}, "epochs": [i["epoch"] for i in lp]}
-            if lp else None)}
-        return self
+        return self.head.proba(self.inputs(x, covariates)[None])[0].cpu().numpy()
 
     def latent(self, x, covariates):
         """The frozen encoder's latent rows (n, H), for the report's t-SNE."""
@@ -240,6 +112,239 @@ class ContrastiveMixupMethod(NetworkMethod):
             return None
         return self.encode(torch.from_numpy(np.ascontiguousarray(x)).to(self.device))
 
+    def state_dict(self):
+        from ..nn import model_state
+
+        return self.state_dict_of(
+            model_state(self.model, 0) if self.model is not None else None,
+            {"features": model_state(self.head.features, 0),
+             "predictor": model_state(self.head.predictor, 0)})
+
+    def load_state_dict(self, state):
+        from ..nn import ContrastiveMixup, build_head, init_generators, load_model_state
+
+        for k in ("n_snps", "n_classes", "n_cov", "mean", "sd"):
+            setattr(self, k, state[k])
+        self.model = None
+        if state["encoder"] is not None:
+            self.model = ContrastiveMixup(init_generators([0], 0), self.n_snps, self.cfg.model,
+                                          self.mean, self.sd)
+            load_model_state(self.model, 0, state["encoder"])
+            self.model.to(self.device).eval()
+        latent = self.model.encoder.out_dim if self.model is not None else None
+        self.head = build_head([0], self.n_snps, self.n_classes, self.n_cov, self.cfg,
+                               latent_dim=latent, moments=(self.mean, self.sd),
+                               device=self.device)
+        load_model_state(self.head.features, 0, state["head"]["features"])
+        load_model_state(self.head.predictor, 0, state["head"]["predictor"])
+        return self
+
+
+# ------------------------------------------------------------------ shared by the families
+def cmix_model(group):
+    """The cmix network (embedding + encoder + decoder + projection) of every model of the
+    group, each model's weights drawn from its run's seed."""
+    from ..nn import ContrastiveMixup, init_generators
+    from ..streams import MODEL_INIT
+
+    c0 = group.ctxs[0]
+    return ContrastiveMixup(init_generators(group.seeds, MODEL_INIT), group.n_snps,
+                            group.cfg.model, c0.mean, c0.sd).to(group.dev)
+
+
+def covariates_start(ctx, all_labeled: bool, cache: dict):
+    """(weight (C, K), bias (C,)) of a run's covariates baseline's model
+    (:func:`cmix.learn.linear.fit_logreg_cv`: L2, C by cross-validation) fitted on its
+    training labeled rows, or with ``all_labeled`` on every labeled row (training and
+    validation, as the refit and the covariates baseline use them); fitted once per run
+    for each (``cache``: (seed, all_labeled) -> result)."""
+    from ..linear import fit_logreg_cv
+
+    key = (ctx.seed, all_labeled)
+    if key not in cache:
+        s, cfg = ctx.splits, ctx.cfg.logreg
+        rows = s.labeled if all_labeled else s.train_labeled
+        y = s.label[rows]
+        c = s.n_classes
+        w, b = np.zeros((c, ctx.n_cov)), np.zeros(c)
+        if len(np.unique(y)) > 1:
+            lr = fit_logreg_cv(ctx.cov[rows].astype(np.float64), y, c, cfg.logreg_folds,
+                               cfg.logreg_n_c, ctx.seed)[0]
+            if len(lr.classes_) == 2:
+                w[lr.classes_[1]], b[lr.classes_[1]] = lr.coef_[0], lr.intercept_[0]
+            else:
+                w[lr.classes_], b[lr.classes_] = lr.coef_, lr.intercept_
+        cache[key] = (w, b)
+    return cache[key]
+
+
+def new_head(group, latent_dim, cache: dict, all_labeled: bool = False):
+    """Fresh heads of every model (on latent rows of width ``latent_dim``, or on the
+    dosages when None) and their Adam, seeded the same way at every call. With
+    covariates each model's covariate term starts as its covariates-only model
+    (:func:`covariates_start`) and its network's last layer at zero: the head starts as
+    exactly that model and learns what the genotypes add; early stopping keeps the start
+    as a candidate. ``all_labeled``: the start fitted on every labeled row, for the refit
+    on training plus validation rows."""
+    import torch
+
+    from ..nn import GroupAdam, build_head
+
+    cfg, c0 = group.cfg, group.ctxs[0]
+    head = build_head(group.seeds, group.n_snps, group.n_classes, group.n_cov, cfg,
+                      latent_dim=latent_dim, moments=(c0.mean, c0.sd), device=group.dev)
+    if head.predictor.skip is not None:
+        starts = [covariates_start(ctx, all_labeled, cache) for ctx in group.ctxs]
+        with torch.no_grad():
+            head.predictor.skip.weight.copy_(torch.from_numpy(np.stack([w for w, _ in starts])))
+            head.predictor.skip.bias.copy_(torch.from_numpy(np.stack([b for _, b in starts])))
+            head.predictor.net[-1].weight.zero_()
+            head.predictor.net[-1].bias.zero_()
+    return head, GroupAdam(head.parameters(), group.n_models, cfg.predictor.pred_lr,
+                           cfg.predictor.pred_weight_decay)
+
+
+def head_inputs(group, model=None):
+    """rows -> the predictor's inputs (G, n, D) of each model's store rows (G arrays of
+    one length): frozen latent rows of ``model`` (a grouped encoder), or the dosages when
+    None (the head embeds them itself); the covariates beside them, if any."""
+    from ..train import latent_rows
+
+    def inputs(rows):
+        rs = group.row_set(rows)
+        x = group.source.gather(rs.pos_index)
+        if model is not None:
+            x = latent_rows(model, x)
+        return group.with_cov(x, rs.pos)
+    return inputs
+
+
+def freeze(model) -> dict:
+    """Freeze an encoder (eval mode, no gradients); returns a copy of its state, to check
+    that it stays frozen."""
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def supervised_heads(group, model, cache: dict):
+    """The early-stopped, refitted heads (plain cross-entropy) of every model on the
+    frozen latent of ``model`` (or on the dosages when None), on its training labeled
+    rows, validated on its validation rows: (head, G validation summaries)."""
+    import torch
+
+    from .. import train as tr
+    from ..group import Labeled, fit_heads
+    from ..streams import PREDICTOR_STEPS
+
+    inputs_of = head_inputs(group, model)
+    rows = [c.splits.train_labeled for c in group.ctxs]
+    counts = [len(r) for r in rows]
+    n = max(counts)
+    x = inputs_of([np.concatenate([r, np.repeat(r[:1], n - len(r))]) for r in rows])
+    eye = np.eye(group.n_classes, dtype=np.float32)
+    tgt = np.zeros((group.n_models, n, group.n_classes), np.float32)
+    wt = np.zeros((group.n_models, n), np.float32)
+    for i, (c, r) in enumerate(zip(group.ctxs, rows)):
+        tgt[i, :len(r)] = eye[c.splits.label[r]]
+        wt[i, :len(r)] = 1.0
+    dev = group.dev
+    train = Labeled(x=x, target=torch.from_numpy(tgt).to(dev), weight=torch.from_numpy(wt).to(dev),
+                    count=torch.tensor(counts, device=dev))
+    keys = group.keys(PREDICTOR_STEPS)
+    off = torch.zeros(group.n_models, dtype=torch.bool, device=dev)
+    latent = model.encoder.out_dim if model is not None else None
+
+    def epoch_fn(head, opt, data, epoch, active):
+        return tr.predictor_epoch(head, opt, data, epoch, active, keys,
+                                  group.cfg.predictor.pred_batch_size, off)
+
+    return fit_heads(group, partial(new_head, group, latent, cache), epoch_fn, train,
+                     tr.validation_rows(group, inputs_of))
+
+
+# ------------------------------------------------------------------ cmix, mlp, ablations
+class ContrastiveMixupMethod(NetworkMethod):
+    """cmix, mlp and the ablations (the registry's switches select the stages of
+    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged on a judge fold of the
+    labeled rows (pre-training again without them, as cmix_selfsl does, for a run whose
+    pseudo-labels carry no weight at the end), then the predictor on the frozen encoder
+    (or, without pre-training, on the embedded dosages)."""
+
+    family = "trainer"
+    encode_autocast = True
+
+    @classmethod
+    def fit_group(cls, group) -> list:
+        from .. import train as tr
+        from ..nn import load_model_state, model_state
+
+        cfg, ctxs = group.cfg, group.ctxs
+        sw = cfg.switches
+        model = cmix_model(group)
+        rows = tr.PretrainRows(labeled=group.row_set([c.splits.train_labeled for c in ctxs]),
+                               y=None, unlabeled=group.row_set([c.splits.unlabeled for c in ctxs]))
+        rows.y = group.label[rows.labeled.pos]
+        su_pos = [tr.pseudo_label_rows(c) for c in ctxs]
+        if sw.pretrain and sw.pseudo_labels:
+            judge = [tr.judge_fold(c) for c in ctxs]
+            shared_stage(group, "pretrain", True,
+                         lambda: tr.pretrain_stage(group, model, rows, judge))
+            refused = [i for i, c in enumerate(ctxs) if not tr.pseudo_labels_weigh(c)]
+            if refused:
+                sub = group.subgroup(refused)
+                again = cmix_model(sub)
+                for c in sub.ctxs:
+                    if c.state.stage == "pretrain":
+                        c.state.stage, c.state.epoch = "pretrain_all", 0
+                from ...io import log
+
+                log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
+                    f"{', '.join(str(c.seed) for c in sub.ctxs)}): pseudo-labels carry no "
+                    "weight after the judged pre-training: pre-training again with every "
+                    "labeled row and no pseudo-labels (those runs are then cmix_selfsl's)")
+                sub_rows = tr.PretrainRows(
+                    labeled=sub.row_set([c.splits.train_labeled for c in sub.ctxs]), y=None,
+                    unlabeled=sub.row_set([c.splits.unlabeled for c in sub.ctxs]))
+                sub_rows.y = sub.label[sub_rows.labeled.pos]
+                shared_stage(sub, "pretrain_all", False,
+                             lambda: tr.pretrain_stage(sub, again, sub_rows, None,
+                                                       stage="pretrain_all"))
+                for k, i in enumerate(refused):
+                    load_model_state(model, i, model_state(again, k))
+        elif sw.pretrain:
+            shared_stage(group, "pretrain", False,
+                         lambda: tr.pretrain_stage(group, model, rows))
+        frozen = freeze(model)
+        encoder = model if sw.pretrain else None
+        cache: dict = {}
+        latent = model.encoder.out_dim if sw.pretrain else None
+        head, summaries = tr.predictor_stage(group, head_inputs(group, encoder), su_pos,
+                                             partial(new_head, group, latent, cache))
+        tr.check_frozen(model, frozen)
+        keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
+                "heldout_accuracy", "head_accuracy", "head_bound", "n_judge", "mean_weight")
+        out = []
+        for i, ctx in enumerate(ctxs):
+            lp = ctx.parts.get("lp_info") or []
+            pl = ({**{k: lp[-1].get(k) for k in keys}, "epochs": [r["epoch"] for r in lp]}
+                  if lp else None)
+            out.append(cls.from_group(group, i, encoder, head, summaries[i], pl))
+        return out
+
+
+def shared_stage(group, stage: str, judged: bool, run) -> None:
+    """Run pre-training stage ``stage`` (``run()``) for the runs that cannot take it from
+    the shared-encoder folder (:func:`cmix.learn.harness.take_shared_stage`), and leave
+    it there for the others' later use (:func:`cmix.learn.harness.share_stage`). A run
+    that took it is inactive in the group's loop (its state is past the stage)."""
+    taken = [c.take_shared(stage, judged) for c in group.ctxs]
+    run()
+    for c, was_taken in zip(group.ctxs, taken):
+        if not was_taken:
+            c.share(stage, judged)
+
 
 # ------------------------------------------------------------------ ae
 class Autoencoder(NetworkMethod):
@@ -248,153 +353,228 @@ class Autoencoder(NetworkMethod):
 
     family = "ae"
 
-    def fit(self, data):
+    @classmethod
+    def fit_group(cls, group) -> list:
         import torch
 
+        from ..group import group_epochs
         from ..losses import reconstruction_loss
-        from ..streams import AE_BATCHES, seed_seq
+        from ..nn import GroupAdam
+        from ..streams import AE_BATCHES, Draws
 
-        cfg, dev = self.cfg.pretrain, data.dev
-        self.take_shapes(data)
-        model = self.cmix_model(data)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        loader = []
+        cfg, dev, src = group.cfg.pretrain, group.dev, group.source
+        model = cmix_model(group)
+        opt = GroupAdam(model.parameters(), group.n_models, cfg.lr, cfg.weight_decay)
+        train = group.row_set([c.train_rows for c in group.ctxs])
+        keys = group.keys(AE_BATCHES, src.index_device)
 
-        def epoch_fn(epoch):
-            if not loader:
-                loader.append(self.train_loader(data, data.train_rows))
+        def epoch_fn(epoch, active):
+            act = torch.tensor(active, device=dev)
+            sched, ok = batch_schedule(group, train, Draws(keys, epoch), cfg.batch_size)
             model.train()
-            tot, n = 0.0, 0
-            for _, x in loader[0].batches(seed_seq=seed_seq(data.seed, AE_BATCHES, epoch)):
-                x = x.to(dev)
-                loss = reconstruction_loss(model.decoder(model.encode(x)), x, model.embed)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                tot, n = tot + float(loss.detach()), n + 1
-            return {"loss": tot / max(n, 1)}
+            tot = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
+            n = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
+            for s, x in enumerate(src.steps(sched)):
+                m = ok[:, s] & act[:, None]
+                loss = reconstruction_loss(model.decoder(model.encode(x, m), m), x,
+                                           model.embed, m)
+                opt.zero_grad()
+                loss.sum().backward()
+                step = m.any(1)
+                opt.step(step)
+                tot += loss.detach().double() * step
+                n += step
+            losses = (tot / n.clamp_min(1)).cpu().numpy()
+            return [{"loss": float(v)} if a else None for v, a in zip(losses, active)]
 
-        data.epochs("pretrain", cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
-                    "ae pre-training")
-        self.model = model
-        train, val = self.frozen_latent(data)
-        self.head, validation = data.early_stopped(partial(self.new_head, data),
-                                                   self.supervised_epoch(data), train, val)
-        self.report["validation"] = validation
-        return self
+        group_epochs(group, "pretrain", cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
+                     "ae pre-training")
+        freeze(model)
+        head, summaries = supervised_heads(group, model, {})
+        return [cls.from_group(group, i, model, head, summaries[i])
+                for i in range(group.n_models)]
+
+
+def batch_schedule(group, rows, draws, batch_size: int):
+    """One epoch's batches of each model's rows (a RowSet), in a chunk-aware shuffled
+    order: (source positions (G, S, B) on the source's index device, row mask (G, S, B)
+    on the device)."""
+    import torch
+
+    from ..data import chunk_aware_order
+
+    src = group.source
+    idev = src.index_device
+    store = src.rows_index[rows.pos_index]
+    order = chunk_aware_order(draws, store, rows.count_index, src.chunk_rows, src.n_chunks,
+                              group.cfg.data.buffer_chunks)
+    g, n = order.shape
+    n_steps = max(1, -(-n // batch_size))
+    pad = n_steps * batch_size - n
+    order = torch.nn.functional.pad(order, (0, pad)).view(g, n_steps, batch_size)
+    ok = (torch.arange(n_steps * batch_size, device=idev).view(1, n_steps, batch_size)
+          < rows.count_index.view(-1, 1, 1))
+    pos = torch.gather(rows.pos_index, 1, order.view(g, -1)).view(order.shape)
+    return pos, ok.to(group.dev)
 
 
 # ------------------------------------------------------------------ vime
 class Vime(NetworkMethod):
     """VIME self- and semi-supervised learning (Yoon et al. 2020): self-supervised
-    pre-training of the encoder (:meth:`pretrain`), then a predictor on the frozen
-    encoder with VIME's consistency loss on the unlabeled rows (:meth:`semi_epoch`)."""
+    pre-training of the encoder (:func:`vime_pretrain`), then a predictor on the frozen
+    encoder with VIME's consistency loss on the unlabeled rows (:func:`vime_heads`)."""
 
     family = "vime"
 
-    def fit(self, data):
-        self.take_shapes(data)
-        self.model = self.pretrain(data)
-        train, val = self.frozen_latent(data)
-        self.head, validation = data.early_stopped(partial(self.new_head, data),
-                                                   self.semi_epoch(data), train, val)
-        self.report["validation"] = validation
-        return self
+    @classmethod
+    def fit_group(cls, group) -> list:
+        model = vime_pretrain(group)
+        freeze(model)
+        head, summaries = vime_heads(group, model)
+        return [cls.from_group(group, i, model, head, summaries[i])
+                for i in range(group.n_models)]
 
-    def pretrain(self, data):
-        """VIME's self-supervised stage (resumable per epoch): corrupt each training row
-        (mask probability vime_p_m, masked values drawn from the column's marginal), then
-        estimate the mask and reconstruct the row from the encoding. Returns the model."""
-        import torch
 
-        from ..baselines import vime_corrupt, vime_self_loss
-        from ..nn import mlp_layers
-        from ..streams import (VIME_BATCHES, VIME_CORRUPTION, VIME_MASK_ESTIMATOR, gen,
-                               manual_seed, seed_seq)
+def vime_pretrain(group):
+    """VIME's self-supervised stage (resumable per epoch): corrupt each training row
+    (mask probability vime_p_m, masked values drawn from the column's marginal in the
+    batch), then estimate the mask and reconstruct the row from the encoding. Returns the
+    grouped model."""
+    import torch
 
-        cfg, vime, dev = self.cfg.pretrain, self.cfg.vime, data.dev
-        model = self.cmix_model(data)
-        manual_seed(data.seed, VIME_MASK_ESTIMATOR)
-        dims = [model.encoder.out_dim] * self.cfg.model.proj_layers + [self.n_snps]
-        mask_est = torch.nn.Sequential(*mlp_layers(dims, batchnorm=False, last_act=False)).to(dev)
-        params = list(model.embed.parameters()) + list(model.encoder.parameters()) \
-            + list(model.decoder.parameters()) + list(mask_est.parameters())
-        opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        loaders = {}
+    from ..baselines import vime_corrupt, vime_self_loss
+    from ..group import group_epochs
+    from ..nn import GroupAdam, Layers, init_generators, mlp_layers
+    from ..streams import VIME_BATCHES, VIME_CORRUPTION, VIME_MASK_ESTIMATOR, Draws
 
-        def self_epoch(epoch):
-            if "train" not in loaders:
-                loaders["train"] = self.train_loader(data, data.train_rows)
-            g, _ = gen(data.seed, VIME_CORRUPTION, epoch)
-            model.train()
-            mask_est.train()
-            tot, n = 0.0, 0
-            for _, x in loaders["train"].batches(seed_seq=seed_seq(data.seed, VIME_BATCHES,
-                                                                   epoch)):
-                x = x.to(dev)
-                x_tilde, mask = vime_corrupt(x, vime.vime_p_m, g)
-                z = model.encode(x_tilde)
-                loss, _, _ = vime_self_loss(mask_est(z), mask.to(dev), model.decoder(z), x,
-                                            model.embed, vime.vime_alpha)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                tot, n = tot + float(loss.detach()), n + 1
-            return {"loss": tot / max(n, 1)}
+    cfg, vime, dev, src = group.cfg.pretrain, group.cfg.vime, group.dev, group.source
+    model = cmix_model(group)
+    dims = [model.encoder.out_dim] * group.cfg.model.proj_layers + [group.n_snps]
+    mask_est = Layers(*mlp_layers(init_generators(group.seeds, VIME_MASK_ESTIMATOR), dims,
+                                  batchnorm=False, last_act=False)).to(dev)
+    params = list(model.embed.parameters()) + list(model.encoder.parameters()) \
+        + list(model.decoder.parameters()) + list(mask_est.parameters())
+    opt = GroupAdam(params, group.n_models, cfg.lr, cfg.weight_decay)
+    train = group.row_set([c.train_rows for c in group.ctxs])
+    keys_b = group.keys(VIME_BATCHES, src.index_device)
+    keys_c = group.keys(VIME_CORRUPTION)
 
-        data.epochs("pretrain", cfg.epochs,
-                    {"model": model, "mask_estimator": mask_est, "opt": opt}, self_epoch,
-                    "vime self-supervised")
-        return model
+    def epoch_fn(epoch, active):
+        act = torch.tensor(active, device=dev)
+        sched, ok = batch_schedule(group, train, Draws(keys_b, epoch), cfg.batch_size)
+        model.train()
+        mask_est.train()
+        tot = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
+        n = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
+        for s, x in enumerate(src.steps(sched)):
+            m = ok[:, s] & act[:, None]
+            x_tilde, mask = vime_corrupt(x, vime.vime_p_m, Draws(keys_c, epoch, s + 1))
+            z = model.encode(x_tilde, m)
+            loss = vime_self_loss(mask_est(z, m), mask, model.decoder(z, m), x, model.embed,
+                                  vime.vime_alpha, m)[0]
+            opt.zero_grad()
+            loss.sum().backward()
+            step = m.any(1)
+            opt.step(step)
+            tot += loss.detach().double() * step
+            n += step
+        losses = (tot / n.clamp_min(1)).cpu().numpy()
+        return [{"loss": float(v)} if a else None for v, a in zip(losses, active)]
 
-    def semi_epoch(self, data):
-        """The epoch function (for the run's ``early_stopped``) of VIME's semi-supervised
-        predictor: cross-entropy on the labeled latents plus vime_beta x the variance of
-        the logits over vime_k corruptions of each unlabeled row."""
-        import torch
-        import torch.nn.functional as F
+    group_epochs(group, "pretrain", cfg.epochs,
+                 {"model": model, "mask_estimator": mask_est, "opt": opt}, epoch_fn,
+                 "vime self-supervised")
+    return model
 
-        from ..baselines import vime_consistency_loss, vime_corrupt
-        from ..streams import (VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, gen, seed_dropout,
-                               seed_seq)
 
-        s, vime, dev, model = data.splits, self.cfg.vime, data.dev, self.model
-        u_loader = self.train_loader(data, s.unlabeled)
-        bs, k = self.cfg.predictor.pred_batch_size, vime.vime_k
+def vime_heads(group, model):
+    """VIME's semi-supervised predictors on the frozen encoder (:func:`vime_semi_epoch`),
+    early-stopped and refitted: (head, G validation summaries)."""
+    import torch
 
-        def semi_epoch(head, popt, z_l, t_l, w_l, epoch):
-            g, rng = gen(data.seed, VIME_SEMI_STEPS, epoch)
-            seed_dropout(data.seed, VIME_SEMI_STEPS, epoch, self.cfg.predictor.pred_dropout)
-            y_l = t_l.argmax(1)
-            head.train()
-            order = torch.from_numpy(rng.permutation(len(y_l))).to(dev)
-            u_iter = (u_loader.batches(seed_seq=seed_seq(data.seed, VIME_UNLABELED_BATCHES,
-                                                         epoch))
-                      if len(u_loader) else iter(()))
-            tot = 0.0
-            for st in range(0, len(order), bs):
-                idx = order[st:st + bs]
-                if len(idx) < 2:
-                    continue
-                loss = F.cross_entropy(head.predictor(z_l[idx]), y_l[idx])
-                pos_u, xu = next(u_iter, (None, None))
-                if xu is not None and len(xu) >= 2 and vime.vime_beta > 0:
-                    xu = xu.to(dev)
-                    with torch.no_grad():
-                        zk = torch.stack([model.encode(vime_corrupt(xu, vime.vime_p_m, g)[0])
-                                          for _ in range(k)])             # (K, B, H)
-                        if data.n_cov:
-                            cov_u = data.cov_rows(s.unlabeled[pos_u])
-                            zk = torch.cat([zk, cov_u.expand(k, -1, -1)], 2)
-                    logits_k = head.predictor(zk.flatten(0, 1)).view(k, len(xu), -1)
-                    loss = loss + vime.vime_beta * vime_consistency_loss(logits_k)
-                popt.zero_grad(set_to_none=True)
-                loss.backward()
-                popt.step()
-                tot += float(loss.detach())
-            return tot
+    from .. import train as tr
+    from ..group import Labeled, fit_heads
 
-        return semi_epoch
+    dev = group.dev
+    inputs_of = head_inputs(group, model)
+    rows = [c.splits.train_labeled for c in group.ctxs]
+    counts = [len(r) for r in rows]
+    n = max(counts)
+    x = inputs_of([np.concatenate([r, np.repeat(r[:1], n - len(r))]) for r in rows])
+    y = np.zeros((group.n_models, n), np.int64)
+    for i, (c, r) in enumerate(zip(group.ctxs, rows)):
+        y[i, :len(r)] = c.splits.label[r]
+    y_t = torch.from_numpy(y).to(dev)
+    count = torch.tensor(counts, device=dev)
+    train = Labeled(x=x, target=torch.nn.functional.one_hot(y_t, group.n_classes).float(),
+                    weight=(torch.arange(n, device=dev)[None, :] < count[:, None]).float(),
+                    count=count)
+    epoch_fn = vime_semi_epoch(group, model,
+                               group.row_set([c.splits.unlabeled for c in group.ctxs]))
+    return fit_heads(group, partial(new_head, group, model.encoder.out_dim, {}), epoch_fn,
+                     train, tr.validation_rows(group, inputs_of))
+
+
+def vime_semi_epoch(group, model, unl):
+    """The epoch function (for :func:`cmix.learn.group.fit_heads`) of VIME's
+    semi-supervised predictors: each step, cross-entropy on a batch of each model's
+    labeled latents plus vime_beta x the variance of the logits over vime_k corruptions of
+    each row of a batch of its unlabeled rows ``unl`` (a RowSet; chunk-aware order, one
+    batch a step until they run out). The epoch function returns the summed losses (G,)."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..baselines import vime_consistency_loss, vime_corrupt
+    from ..nn import set_draws
+    from ..streams import VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, Draws
+
+    vime, dev, src = group.cfg.vime, group.dev, group.source
+    keys_s = group.keys(VIME_SEMI_STEPS)
+    keys_u = group.keys(VIME_UNLABELED_BATCHES, src.index_device)
+    bs, k, ub = group.cfg.predictor.pred_batch_size, vime.vime_k, group.cfg.pretrain.batch_size
+
+    def epoch_fn(head, opt, data, epoch, active):
+        g, n_rows = data.weight.shape
+        order = torch.argsort(torch.where(data.mask(), Draws(keys_s, epoch, 0).bits(n_rows),
+                                          LAST), dim=1, stable=True)
+        labels = data.target.argmax(-1)
+        u_sched, u_ok = (batch_schedule(group, unl, Draws(keys_u, epoch), ub)
+                         if max(unl.counts) else (None, None))
+        n_u_steps = u_sched.shape[1] if u_sched is not None else 0
+        head.train()
+        tot = torch.zeros(g, dtype=torch.float64, device=dev)
+        for j, s0 in enumerate(range(0, n_rows, bs)):
+            idx = order[:, s0:s0 + bs]
+            b = idx.shape[1]
+            ok = (s0 + torch.arange(b, device=dev))[None, :] < data.count[:, None]
+            step_ok = active & (ok.sum(1) >= 2)
+            draws = Draws(keys_s, epoch, j + 1)
+            set_draws(head, draws)
+            z_l = torch.gather(data.x, 1, idx[..., None].expand(g, b, data.x.shape[2]))
+            ce = F.cross_entropy(head.predictor(z_l, ok).float().transpose(1, 2),
+                                 torch.gather(labels, 1, idx), reduction="none")
+            loss = (ce * ok).sum(1) / ok.sum(1).clamp_min(1)
+            if j < n_u_steps and vime.vime_beta > 0:
+                uo = u_ok[:, j] & step_ok[:, None]
+                xu = src.gather(u_sched[:, j])                               # (G, Bu, M)
+                with torch.no_grad():
+                    zk = torch.stack([model.encode(vime_corrupt(xu, vime.vime_p_m, draws)[0])
+                                      for _ in range(k)], 1)               # (G, K, Bu, H)
+                    if group.n_cov:
+                        cov_u = group.cov[u_sched[:, j].to(dev)]                 # (G, Bu, K)
+                        zk = torch.cat([zk, cov_u[:, None].expand(g, k, *cov_u.shape[1:])], 3)
+                mk = uo[:, None].expand(g, k, uo.shape[1]).reshape(g, -1)
+                logits_k = head.predictor(zk.flatten(1, 2), mk).view(g, k, -1, group.n_classes)
+                loss = loss + vime.vime_beta * vime_consistency_loss(logits_k, uo) \
+                    * (uo.sum(1) >= 2)
+            opt.zero_grad()
+            (loss * step_ok).sum().backward()
+            opt.step(step_ok)
+            tot += loss.detach().double() * step_ok
+        set_draws(head, None)
+        return tot
+
+    return epoch_fn
 
 
 # ------------------------------------------------------------------ manifold mixup
@@ -405,48 +585,73 @@ class ManifoldMixup(NetworkMethod):
 
     family = "manifold_mixup"
 
-    def fit(self, data):
+    @classmethod
+    def fit_group(cls, group) -> list:
         import torch
 
+        from .. import train as tr
         from ..baselines import manifold_mixup_step
+        from ..group import Labeled, fit_heads
         from ..losses import soft_cross_entropy
-        from ..streams import MANIFOLD_MIXUP_STEPS, gen, seed_dropout
+        from ..nn import set_draws
+        from ..streams import MANIFOLD_MIXUP_STEPS, Draws, gen
 
-        s, dev, bs = data.splits, data.dev, self.cfg.predictor.pred_batch_size
-        self.take_shapes(data)
-        t = time.perf_counter()
-        x_lab = data.with_cov(data.rows(s.train_labeled), s.train_labeled)
-        y_lab = torch.from_numpy(s.label[s.train_labeled]).to(dev)
-        eye = torch.eye(s.n_classes, device=dev)
-        train = (x_lab, eye[y_lab], torch.ones(len(y_lab), device=dev))
-        val = (data.with_cov(data.rows(s.validation), s.validation), s.label[s.validation])
-        data.add_time("load", t)
-        a = float(self.cfg.manifold_mixup.mixup_alpha)
+        dev, bs = group.dev, group.cfg.predictor.pred_batch_size
+        inputs_of = head_inputs(group, None)
+        rows = [c.splits.train_labeled for c in group.ctxs]
+        counts = [len(r) for r in rows]
+        n = max(counts)
+        x = inputs_of([np.concatenate([r, np.repeat(r[:1], n - len(r))]) for r in rows])
+        eye = np.eye(group.n_classes, dtype=np.float32)
+        tgt = np.zeros((group.n_models, n, group.n_classes), np.float32)
+        for i, (c, r) in enumerate(zip(group.ctxs, rows)):
+            tgt[i, :len(r)] = eye[c.splits.label[r]]
+        count_t = torch.tensor(counts, device=dev)
+        train = Labeled(x=x, target=torch.from_numpy(tgt).to(dev),
+                        weight=(torch.arange(n, device=dev)[None, :] < count_t[:, None]).float(),
+                        count=count_t)
+        a = float(group.cfg.manifold_mixup.mixup_alpha)
+        keys = group.keys(MANIFOLD_MIXUP_STEPS)
 
-        def epoch_fn(head, opt, x_l, t_l, w_l, epoch):
-            _, rng = gen(data.seed, MANIFOLD_MIXUP_STEPS, epoch)
-            seed_dropout(data.seed, MANIFOLD_MIXUP_STEPS, epoch, self.cfg.predictor.pred_dropout)
+        def epoch_fn(head, opt, data, epoch, active):
+            g, n_rows = data.weight.shape
+            n_steps = -(-n_rows // bs)
+            # lambda ~ Beta(a, a) for every step's rows: drawn on the host for the whole
+            # epoch from each run's stream (torch has no Beta inverse CDF), sent once
+            lam_host = np.ones((g, n_steps, bs), np.float32)
+            if a > 0:
+                for i, seed in enumerate(group.seeds):
+                    _, rng = gen(seed, MANIFOLD_MIXUP_STEPS, epoch)
+                    lam_host[i] = rng.beta(a, a, (n_steps, bs))
+            lam_all = torch.from_numpy(lam_host).to(dev)
+            order_key = torch.where(data.mask(), Draws(keys, epoch, 0).bits(n_rows),
+                                    LAST)
+            order = torch.argsort(order_key, dim=1, stable=True)
             head.train()
-            order = torch.from_numpy(rng.permutation(len(t_l))).to(dev)
-            tot = 0.0
-            for st in range(0, len(order), bs):
-                idx = order[st:st + bs]
-                if len(idx) < 2:
-                    continue
-                layer = int(rng.integers(0, 3))
-                lam = torch.from_numpy(rng.beta(a, a, len(idx)).astype(np.float32) if a > 0
-                                       else np.ones(len(idx), np.float32)).to(dev)
-                perm = torch.from_numpy(rng.permutation(len(idx))).to(dev)
-                logits, tgt = manifold_mixup_step(head.predictor, head.features(x_l[idx]),
-                                                  t_l[idx], layer, lam, perm)
-                loss = soft_cross_entropy(logits, tgt)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                tot += float(loss.detach())
+            tot = torch.zeros(g, dtype=torch.float64, device=dev)
+            for j, s0 in enumerate(range(0, n_rows, bs)):
+                idx = order[:, s0:s0 + bs]
+                b = idx.shape[1]
+                ok = (s0 + torch.arange(b, device=dev))[None, :] < data.count[:, None]
+                step_ok = active & (ok.sum(1) >= 2)
+                draws = Draws(keys, epoch, j + 1)
+                set_draws(head, draws)
+                layer = (draws.uniform() * 3).long().clamp_max(2)
+                pkey = torch.where(ok, draws.bits(b), LAST)
+                perm = torch.argsort(pkey, dim=1, stable=True)
+                xs = torch.gather(data.x, 1, idx[..., None].expand(g, b, data.x.shape[2]))
+                ts = torch.gather(data.target, 1, idx[..., None].expand(g, b, data.target.shape[2]))
+                logits, tgt_mix = manifold_mixup_step(head.predictor, head.features(xs, ok), ts,
+                                                      layer, lam_all[:, j, :b], perm, ok)
+                loss = soft_cross_entropy(logits, tgt_mix, ok.float())
+                opt.zero_grad()
+                (loss * step_ok).sum().backward()
+                opt.step(step_ok)
+                tot += loss.detach().double() * step_ok
+            set_draws(head, None)
             return tot
 
-        self.head, validation = data.early_stopped(partial(self.new_head, data), epoch_fn,
-                                                   train, val)
-        self.report["validation"] = validation
-        return self
+        head, summaries = fit_heads(group, partial(new_head, group, None, {}), epoch_fn, train,
+                                    tr.validation_rows(group, inputs_of))
+        return [cls.from_group(group, i, None, head, summaries[i])
+                for i in range(group.n_models)]
