@@ -4,7 +4,7 @@ On a store written by ``benchmarks/train_learning.py cohort`` (tune on ``--cohor
 never on the reported cohort), for each budget and seed (the same labeled rows as
 ``cmix train``: ``cmix.learn.data.make_splits``), test accuracy of:
 
-- ``logreg``: the ``logreg`` baseline's fit (``cmix.learn.harness.fit_logreg_cv``: L2, C by
+- ``logreg``: the ``logreg`` baseline's fit (``cmix.learn.linear.fit_logreg_cv``: L2, C by
   5-fold CV of the log-loss on all ``budget`` labeled rows) on the dosages standardised
   with the training rows' moments (missing -> mean), its default folds and C grid;
 - ``pca{k}``: the same on the top k principal components fitted on all training rows
@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 
 from cmix.learn.data import standardised_dosage
-from cmix.learn.harness import fit_logreg_cv
+from cmix.learn.linear import fit_logreg_cv
 from cmix.learn.config import DEFAULTS, PseudoLabels
 from cmix.learn.data import make_splits
 from cmix.genotypes.store import column_moments

@@ -105,13 +105,17 @@ def test_method_learns_easy_binary_trait(easy, tmp_path, method):
 
 
 def test_methods_learn_three_classes(tmp_path):
+    """Mean over three seeds (one seed's vime ranged 0.69-0.78 in macro-AUROC over five)."""
     dosage, label, split, beta = simulate_trait(900, 20, 3, seed=8, n_causal=4, h2=0.9)
     store = store_from(tmp_path / "three.zarr", dosage, label, split, beta, trait="three")
     for method in ("logreg", "prs", "vime"):
-        m = run_method(method, store, 300, 127, tmp_path / method,
-                                 config={**TINY, "epochs": 8}, device="cpu")
-        assert m["test"]["accuracy"] > 0.5, (method, m["test"])      # chance 1/3
-        assert m["test"]["macro_auroc"] > 0.7, (method, m["test"])
+        runs = harness.train_seeds(store, 300, {s: tmp_path / method / str(s)
+                                                for s in (127, 1, 2)},
+                                   method=method, config={**TINY, "epochs": 8}, device="cpu")
+        acc = np.mean([m["test"]["accuracy"] for m in runs])
+        auc = np.mean([m["test"]["macro_auroc"] for m in runs])
+        assert acc > 0.5, (method, acc)                                 # chance 1/3
+        assert auc > 0.7, (method, auc)
 
 
 def _fitted(path):
@@ -177,27 +181,28 @@ def test_vime_corruption_against_direct_computation():
 
     x = torch.from_numpy(np.random.default_rng(0).integers(-1, 3, (2, 50, 7)).astype(np.int8))
     keys = model_keys([4, 5], 21)
-    x_tilde, mask = baselines.vime_corrupt(x, 0.3, Draws(keys, 0, 1))
-    # redraw the same numbers (same key and counters, same calls) and corrupt entry by
-    # entry, each model on its own rows
-    d = Draws(keys, 0, 1)
-    m = (d.uniform(50, 7) < 0.3).numpy()
-    perm = torch.argsort(d.bits(50, 7), dim=1, stable=True).numpy()
+    n_rows = torch.tensor([50, 30])                   # model 1 holds its first 30 rows
+    x_tilde, mask = baselines.vime_corrupt(x, 0.3, Draws(keys, 0, 1), n_rows)
+    # redraw the same numbers (same key and counters, one call) and corrupt entry by
+    # entry: the high 16 bits of an entry's draw against p_m, the low 16 pick the row
+    bits = Draws(keys, 0, 1).bits(50, 7).numpy()
     xn = x.numpy()
     want = xn.copy()
     for g in range(2):
         for i in range(50):
             for j in range(7):
-                if m[g, i, j]:
-                    want[g, i, j] = xn[g, perm[g, i, j], j]
+                if (bits[g, i, j] >> 16) / 65536 < 0.3:
+                    r = int((bits[g, i, j] & 0xFFFF) / 65536 * int(n_rows[g]))
+                    assert r < int(n_rows[g])               # only the model's own rows
+                    want[g, i, j] = xn[g, r, j]
     np.testing.assert_array_equal(x_tilde.numpy(), want)
     np.testing.assert_array_equal(mask.numpy(), (want != xn).astype(np.float32))
     assert x_tilde.dtype == torch.int8
-    # p_m -> 1: every column is a permutation of itself (draws from its own marginal),
+    # p_m -> 1: every entry comes from its own column (draws from its marginal), and the
     # rows are mixed across columns independently
     x_all, _ = baselines.vime_corrupt(x, 1 - 1e-9, Draws(keys, 1, 1))
     for j in range(7):
-        assert sorted(x_all[0, :, j].tolist()) == sorted(x[0, :, j].tolist())
+        assert set(x_all[0, :, j].tolist()) <= set(x[0, :, j].tolist())
     assert not torch.equal(x_all, x)
     # mask rate ~ p_m
     big = torch.zeros((1, 400, 50), dtype=torch.int8)

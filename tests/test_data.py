@@ -135,6 +135,20 @@ def test_chunk_aware_order_is_a_shuffle_per_model_and_epoch():
     assert not torch.equal(order[0, :n - 40], order[1, :n - 40])
 
 
+def test_the_draws_hash_is_its_python_integer_definition():
+    """The int32 finaliser (logical shifts, products wrapping modulo 2^32) gives the
+    32-bit arithmetic of its definition on Python integers, on every value tried."""
+    import torch
+
+    from cmix.learn.streams import _mix32, _mix32_int
+
+    x = torch.randint(-2 ** 31, 2 ** 31 - 1, (20000,), dtype=torch.int32,
+                      generator=torch.Generator().manual_seed(0))
+    x = torch.cat([x, torch.tensor([0, -1, 2 ** 31 - 1, -2 ** 31], dtype=torch.int32)])
+    got = (_mix32(x).to(torch.int64) & 0xFFFFFFFF).tolist()
+    assert got == [_mix32_int(int(v) & 0xFFFFFFFF) for v in x.tolist()]
+
+
 def test_draws_are_uniform_and_a_model_s_own():
     """The device draws: uniform on [0, 1) (a chi-square check of 20 bins), another model
     or another counter gives others, a model's values do not depend on the models beside

@@ -232,19 +232,26 @@ CONFIG = {"hidden": 64, "d_proj": 32, "epochs": 3, "warmup_epochs": 1, "lp_every
           "pred_hidden": 64, "lp_k": 5}
 
 
+#: (method, budget, seeds) of the whole runs compared at 1 and 2 threads: a lone seed at
+#: budget 30 (a 6-row validation set, 24 labeled rows), 80 and 100, and a group of two
+RUNS = [("cmix", 30, [3]), ("cmix", 100, [3]), ("cmix", 30, [3, 4]), ("mlp", 80, [3])]
+
+
 @pytest.fixture(scope="module")
 def runs(det_store, tmp_path_factory):
-    """metrics.json and train_log.jsonl (without timings) of `cmix train` for cmix and mlp
-    at OMP_NUM_THREADS=1 and 2: one subprocess per thread count (started together), each
-    running the CLI for both methods."""
+    """metrics.json and train_log.jsonl (without timings) of `cmix train` for each of
+    :data:`RUNS` at OMP_NUM_THREADS=1 and 2: one subprocess per thread count (started
+    together), each running the CLI for every entry."""
     tmp = tmp_path_factory.mktemp("runs")
     cfg_file = tmp / "cfg.json"
     cfg_file.write_text(json.dumps(CONFIG))
     procs = {}
     for n_threads in (1, 2):
-        argvs = [["train", "--store", str(det_store), "--budget", "80", "--seed", "3",
-                  "--method", method, "--device", "cpu", "--config", str(cfg_file),
-                  "--out", str(tmp / f"{method}_{n_threads}")] for method in ("cmix", "mlp")]
+        argvs = [["train", "--store", str(det_store), "--budget", str(budget), "--seed",
+                  *map(str, seeds), "--method", method, "--device", "cpu", "--config",
+                  str(cfg_file),
+                  "--out", str(tmp / f"{method}_{budget}_{len(seeds)}_{n_threads}_s{{seed}}")]
+                 for method, budget, seeds in RUNS]
         code = ("import sys; from cmix.cli import main; "
                 f"sys.exit(max(main(argv) for argv in {argvs!r}))")
         env = dict(os.environ, OMP_NUM_THREADS=str(n_threads),
@@ -256,23 +263,26 @@ def runs(det_store, tmp_path_factory):
         _, err = proc.communicate()
         assert proc.returncode == 0, err
     results = {}
-    for method in ("cmix", "mlp"):
+    for method, budget, seeds in RUNS:
         for n_threads in (1, 2):
-            out = tmp / f"{method}_{n_threads}"
-            results[method, n_threads] = (json.loads((out / "metrics.json").read_text()),
-                                          log_without_seconds(out))
+            for seed in seeds:
+                out = tmp / f"{method}_{budget}_{len(seeds)}_{n_threads}_s{seed}"
+                results[method, budget, len(seeds), seed, n_threads] = (
+                    json.loads((out / "metrics.json").read_text()), log_without_seconds(out))
     return results
 
 
-@pytest.mark.parametrize("method", ["cmix", "mlp"])
-def test_train_gives_the_same_metrics_at_1_and_2_threads(runs, method):
-    (m1, log1), (m2, log2) = runs[method, 1], runs[method, 2]
-    assert (m1["torch_threads"], m2["torch_threads"]) == (1, 2)
-    for key in ("test", "validation", "pseudo_labels"):
-        assert m1[key] == m2[key], key
-    assert log1 == log2                      # every epoch's losses, bit for bit
-    if method == "cmix":
-        assert m1["pseudo_labels"] is not None and any(r["stage"] == "pretrain" for r in log1)
+@pytest.mark.parametrize("method, budget, seeds", RUNS)
+def test_train_gives_the_same_metrics_at_1_and_2_threads(runs, method, budget, seeds):
+    for seed in seeds:
+        (m1, log1), (m2, log2) = (runs[method, budget, len(seeds), seed, n] for n in (1, 2))
+        assert (m1["torch_threads"], m2["torch_threads"]) == (1, 2)
+        for key in ("test", "validation", "pseudo_labels"):
+            assert m1[key] == m2[key], key
+        assert log1 == log2                      # every epoch's losses, bit for bit
+        if method == "cmix":
+            assert m1["pseudo_labels"] is not None and any(r["stage"] == "pretrain"
+                                                           for r in log1)
 
 
 def test_logistic_regression_is_the_same_at_1_and_2_blas_threads():

@@ -4,7 +4,7 @@
 
 - VIME (Yoon et al. 2020). Self-supervised: mask m ~ Bernoulli(p_m), corrupted row
   x~ = m * x_bar + (1 - m) * x with x_bar_j drawn from column j's empirical marginal (the
-  column's value in a random other row of the batch), loss = BCE(mask estimator, m') +
+  column's value in a random row of the batch), loss = BCE(mask estimator, m') +
   vime_alpha * feature-estimation loss (the cmix reconstruction loss against the clean
   x), where m' = 1[x~ != x] (the reference code's target). Semi-supervised: frozen
   encoder, predictor trained with cross-entropy on labeled rows + vime_beta *
@@ -18,21 +18,26 @@ from __future__ import annotations
 
 
 # ------------------------------------------------------------------ VIME
-def vime_corrupt(x, p_m: float, draws):
+def vime_corrupt(x, p_m: float, draws, n_rows=None):
     """VIME mask generation and corruption of the rows x (G, B, M) of every model.
 
-    m ~ Bernoulli(p_m) per entry; x_bar[:, :, j] = x[:, perm_j, j] with an independent
-    random permutation perm_j of the rows per column (a draw from column j's empirical
-    marginal in the batch); x~ = where(m, x_bar, x). Returns (x~ (G, B, M) same dtype,
-    mask (G, B, M) float32 = 1[x~ != x], the mask estimator's target). The uniforms of the
-    mask, then the permutations' keys, come from ``draws`` (the step's
-    :class:`cmix.learn.streams.Draws`)."""
+    m ~ Bernoulli(p_m) per entry; x_bar[g, i, j] = x[g, r, j] for a row r drawn uniformly
+    from the model's first n_rows[g] rows (its rows of the batch; all B by default): a
+    draw from column j's empirical marginal in the batch, as Yoon et al. define it (their
+    code shuffles each column instead, which also keeps the column's counts; a sort per
+    column and step cost as much as the rest of the step on the CPU). x~ = where(m,
+    x_bar, x). Returns (x~ (G, B, M) same dtype, mask (G, B, M) float32 = 1[x~ != x], the
+    mask estimator's target). One 32-bit draw an entry from ``draws`` (the step's
+    :class:`cmix.learn.streams.Draws`): its high 16 bits give the mask (p_m to 1/65,536),
+    its low 16 bits the row."""
     import torch
 
     g, b, m = x.shape
-    mask = draws.uniform(b, m) < p_m
-    perm = torch.argsort(draws.bits(b, m), dim=1, stable=True)
-    x_bar = torch.gather(x, 1, perm)
+    bits = draws.bits(b, m)                       # one 32-bit draw an entry: 16 bits each
+    mask = (bits >> 16) < int(round(p_m * 65536))
+    n = torch.full((g,), b, device=x.device) if n_rows is None else n_rows
+    rows = (((bits & 0xFFFF) * n.view(g, 1, 1)) >> 16).clamp_max(b - 1)
+    x_bar = torch.gather(x, 1, rows)
     x_tilde = torch.where(mask, x_bar, x)
     return x_tilde, (x_tilde != x).float()
 

@@ -72,12 +72,14 @@ def weight_generator(seed: int, part: int):
 
 # ------------------------------------------------------------------ draws on the device
 # The draws inside a training step (batch orders, mixup layers, lambdas and partners,
-# dropout masks) come from a counter-based generator evaluated on the device: each value
-# is a hash of (the model's key, the stream, the epoch, the step, the call within the
-# step, the element's index). A group of models thus draws every model's values in one
-# operation, a model draws the same values in any group and on any device (integer
-# arithmetic is exact), nothing is copied to or from the host, and a resumed epoch
-# repeats its draws without any generator state to save.
+# dropout masks, VIME's corruptions) come from a counter-based generator evaluated on the
+# device: each value is a hash of (the model's key, the stream, the epoch, the step, the
+# call within the step, the element's index). A group of models thus draws every model's
+# values in one operation, a model draws the same values in any group and on any device
+# (integer arithmetic is exact), nothing is copied to or from the host, and a resumed
+# epoch repeats its draws without any generator state to save. The hash runs in int32
+# arithmetic, whose products wrap modulo 2^32 in torch on the CPU and on CUDA (checked
+# against Python's integers in tests/test_data.py).
 
 _M32 = 0xFFFFFFFF
 
@@ -92,30 +94,29 @@ def _mix32_int(x: int) -> int:
     return x ^ (x >> 16)
 
 
-def _mul32(x, c: int):
-    """(x * c) mod 2^32 for an int64 tensor x of values in [0, 2^32) and a 32-bit
-    constant c, without overflowing int64 (c split into 16-bit halves)."""
-    lo, hi = c & 0xFFFF, c >> 16
-    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _M32
+def _signed32(c: int) -> int:
+    """The signed 32-bit number with the bits of c (0 <= c < 2^32)."""
+    return c - (1 << 32) if c >= 1 << 31 else c
 
 
 def _mix32(x):
-    """A 32-bit integer finaliser (a bijection with full avalanche: Wellons' lowbias32)
-    applied to an int64 tensor of values in [0, 2^32)."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
+    """A 32-bit integer finaliser (a bijection with full avalanche: Wellons' lowbias32) of
+    an int32 tensor (its bits read as unsigned: shifts are logical, products wrap)."""
+    x = x ^ ((x >> 16) & 0xFFFF)
+    x = x * _signed32(0x7FEB352D)
+    x = x ^ ((x >> 15) & 0x1FFFF)
+    x = x * _signed32(0x846CA68B)
+    return x ^ ((x >> 16) & 0xFFFF)
 
 
 def model_keys(seeds, key: int, device="cpu"):
-    """int64 (G,) 32-bit keys of stream ``key`` for the models of ``seeds`` (one per
-    model), from SeedSequence([seed, key]) as :func:`gen`'s streams."""
+    """int32 (G,) keys of stream ``key`` for the models of ``seeds`` (one per model, the
+    bits of a 32-bit value), from SeedSequence([seed, key]) as :func:`gen`'s streams."""
     import torch
 
-    vals = [int(np.random.SeedSequence(seed_seq(s, key)).generate_state(1)[0]) for s in seeds]
-    return torch.tensor(vals, dtype=torch.int64, device=device)
+    vals = [_signed32(int(np.random.SeedSequence(seed_seq(s, key)).generate_state(1)[0]))
+            for s in seeds]
+    return torch.tensor(vals, dtype=torch.int32, device=device)
 
 
 class Draws:
@@ -132,19 +133,29 @@ class Draws:
         self.base = h
         self.calls = 0
 
-    def bits(self, *shape: int):
-        """int64 (G, *shape) of uniform 32-bit values."""
+    def _raw(self, shape):
+        """int32 (G, *shape) uniform 32-bit values: the finaliser of a Weyl sequence
+        (element index times the golden ratio) started at a point drawn from the model's
+        key and the call's counters."""
         import torch
 
         self.calls += 1
-        salt = _mix32_int(self.base ^ _mix32_int(self.calls * 0x85EBCA6B))
+        salt = _signed32(_mix32_int(self.base ^ _mix32_int(self.calls * 0x85EBCA6B)))
         n = int(np.prod(shape)) if shape else 1
-        idx = torch.arange(n, device=self.keys.device, dtype=torch.int64)
-        h = _mix32(self.keys[:, None] ^ salt)                     # (G, 1)
-        return _mix32(h ^ _mix32(idx ^ 0x27D4EB2F)[None, :]).view(len(self.keys), *shape)
+        weyl = torch.arange(n, device=self.keys.device, dtype=torch.int32) \
+            * _signed32(0x9E3779B9)
+        start = _mix32(self.keys[:, None] ^ salt)                   # (G, 1)
+        return _mix32(start + weyl[None, :]).view(len(self.keys), *shape)
+
+    def bits(self, *shape: int):
+        """int64 (G, *shape) uniform 32-bit values in [0, 2^32) (sort keys)."""
+        import torch
+
+        return self._raw(shape).to(torch.int64) & _M32
 
     def uniform(self, *shape: int, dtype=None):
         """Float (G, *shape) uniform on [0, 1), 24 random bits each."""
         import torch
 
-        return (self.bits(*shape) >> 8).to(dtype or torch.float32) * (1.0 / (1 << 24))
+        raw = self._raw(shape)
+        return ((raw >> 8) & 0xFFFFFF).to(dtype or torch.float32) * (1.0 / (1 << 24))

@@ -308,7 +308,9 @@ def pretrain_stage(group, model, rows: PretrainRows, judge=None, stage="pretrain
             for i in looked:
                 n_i = len(nodes[i])
                 if i not in pcs_cache and lp.lp_pcs:
+                    t0 = time.perf_counter()
                     pcs_cache[i] = input_pcs(group.ctxs[i], x_nodes[i, :n_i].cpu().numpy())
+                    group.ctxs[i].add_time("label_propagation", t0)
                 info = pseudo_label_step(group.ctxs[i], z[i, :n_i], judge[i], su_pos[i], done,
                                          pcs_cache.get(i))
                 recs[i].update(pseudo_label_accuracy=info["accuracy"],
@@ -329,8 +331,12 @@ def pretrain_stage(group, model, rows: PretrainRows, judge=None, stage="pretrain
 def pseudo_tensors(group, su_pos: list):
     """(label int64 (G, n_u), weight float (G, n_u)) over every model's unlabeled
     positions, from each run's checkpoint parts ("pseudo": S_U rows' labels and weights);
-    -1 / 0 outside S_U or without pseudo-labels."""
+    -1 / 0 outside S_U or without pseudo-labels. None when no pseudo-label of any model
+    carries weight (the unlabeled rows then take no part in the contrastive term)."""
     import torch
+
+    if not any(pseudo_labels_weigh(c) for c in group.ctxs):
+        return None
 
     n_u = max(len(c.splits.unlabeled) for c in group.ctxs)
     label = np.full((group.n_models, max(n_u, 1)), -1, dtype=np.int64)

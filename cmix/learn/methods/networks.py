@@ -468,7 +468,7 @@ def vime_pretrain(group):
         n = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
         for s, x in enumerate(src.steps(sched)):
             m = ok[:, s] & act[:, None]
-            x_tilde, mask = vime_corrupt(x, vime.vime_p_m, Draws(keys_c, epoch, s + 1))
+            x_tilde, mask = vime_corrupt(x, vime.vime_p_m, Draws(keys_c, epoch, s + 1), m.sum(1))
             z = model.encode(x_tilde, m)
             loss = vime_self_loss(mask_est(z, m), mask, model.decoder(z, m), x, model.embed,
                                   vime.vime_alpha, m)[0]
@@ -558,7 +558,9 @@ def vime_semi_epoch(group, model, unl):
                 uo = u_ok[:, j] & step_ok[:, None]
                 xu = src.gather(u_sched[:, j])                               # (G, Bu, M)
                 with torch.no_grad():
-                    zk = torch.stack([model.encode(vime_corrupt(xu, vime.vime_p_m, draws)[0])
+                    n_u = u_ok[:, j].sum(1)
+                    zk = torch.stack([model.encode(vime_corrupt(xu, vime.vime_p_m, draws,
+                                                                n_u)[0])
                                       for _ in range(k)], 1)               # (G, K, Bu, H)
                     if group.n_cov:
                         cov_u = group.cov[u_sched[:, j].to(dev)]                 # (G, Bu, K)
