@@ -200,6 +200,8 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
     while epoch < n_epochs:
         t0 = time.perf_counter()
         active = [st.epoch < n_epochs for st in states]
+        if not any(active):                  # every model has ended the stage
+            break
         recs = epoch_fn(epoch, active)
         seconds = time.perf_counter() - t0
         for i, (st, rec) in enumerate(zip(states, recs)):
