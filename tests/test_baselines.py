@@ -128,6 +128,11 @@ def _fitted(path):
     if "refit" in parts:
         out["refit"] = parts["refit"]["head"]
     model_state = parts.get("model", {})
+    if model_state.get("probe") is not None:  # a network's linear probe on its latent
+        probe = model_state["probe"]
+        coef = getattr(probe["model"], "coef", None)
+        out["probe"] = {"coef": coef if coef is not None else probe["model"].coef_,
+                        "mu": probe["mu"], "sd": probe["sd"]}
     if model_state.get("pca") is not None:   # PCA axes of the training rows' genotypes
         pca = model_state["pca"]
         out["pca"] = {"components": pca.components_, "mean": pca.mean_}

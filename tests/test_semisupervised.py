@@ -380,48 +380,106 @@ def test_validation_labels_never_reach_pre_training(tmp_path, monkeypatch):
                for k, v in a["predictor"]["best"].items())
 
 
-def test_judge_rows_labels_never_reach_pre_training(tmp_path, monkeypatch):
-    """Flipping the judge rows' labels changes nothing of pre-training before the
-    pseudo-labels are judged: those rows are not in its label-aware terms. Flipping
-    another labeled row's label does change it (the check can fail)."""
+def test_a_folds_labels_never_reach_its_fold_model(tmp_path, monkeypatch):
+    """cmix's judge: fold model f (model 1 + f of the run's judged group) never sees fold
+    f's labels. Flipping fold 0's labels changes nothing of fold model 0 before the
+    first look, while the run's own model, which sees them, changes; flipping half of
+    fold 1's labels changes fold model 0 (the check can fail)."""
     import cmix.learn.data as data_mod
     import cmix.learn.train as train_mod
+    from cmix.learn.nn import model_state
 
     dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     real = data_mod.make_splits
-    judged = {}
+    seen = {}
     cfg = {"epochs": 2, "warmup_epochs": 2, "pred_epochs": 1, "hidden": 16, "d_proj": 8,
-           "batch_size": 64, "lp_pcs": 5}
+           "batch_size": 64, "lp_pcs": 5, "lp_judge_folds": 3}
 
     def first_model(model, *a, **k):
-        """The network as the first look embeds the nodes with it."""
-        judged.setdefault("model", {n: v.clone() for n, v in model.state_dict().items()})
+        """Every model of the judged group as the first look embeds the nodes with it."""
+        if "models" not in seen:
+            seen["models"] = [model_state(model, i) for i in range(model.n_models)]
         return real_latent(model, *a, **k)
     real_latent = train_mod.latent_rows
     monkeypatch.setattr(train_mod, "latent_rows", first_model)
-    # a fixed judge fold: every other training labeled row
-    monkeypatch.setattr(train_mod, "judge_fold",
-                        lambda ctx: np.arange(len(ctx.splits.train_labeled)) % 2 == 0)
+    # fixed folds: rows 0, 3, 6, ... in fold 0, rows 1, 4, ... in fold 1, ...
+    monkeypatch.setattr(train_mod, "judge_folds",
+                        lambda ctx: np.arange(len(ctx.splits.train_labeled)) % 3)
 
     def run(tag, which):
         def splits(*a, **k):
             s = real(*a, **k)
-            # the judge rows, or half the seeded rows (flipping every seeded label would
-            # only rename the two classes, which the contrastive terms cannot see)
-            rows = s.train_labeled[0::2] if which == "judge" else s.train_labeled[1::4]
-            if which:
-                s.label = s.label.copy()
-                s.label[rows] = 1 - s.label[rows]
+            rows = {None: [], "fold0": s.train_labeled[0::3],
+                    "fold1": s.train_labeled[1::6]}[which]
+            s.label = s.label.copy()
+            s.label[rows] = 1 - s.label[rows]
             return s
         monkeypatch.setattr(data_mod, "make_splits", splits)
-        judged.clear()
+        seen.clear()
         harness.train_run(store, 80, 3, tmp_path / tag, config=cfg, device="cpu")
-        return judged["model"]
+        return seen["models"]
 
-    a, b, c = run("a", None), run("b", "judge"), run("c", "seeded")
-    assert all(torch.equal(v, b[k]) for k, v in a.items())
-    assert any(not torch.equal(v, c[k]) for k, v in a.items())
+    a, b, c = run("a", None), run("b", "fold0"), run("c", "fold1")
+    assert len(a) == 4                                   # the run's model and 3 fold models
+    same = lambda x, y: all(torch.equal(v, y[k]) for k, v in x.items())   # noqa: E731
+    assert same(a[1], b[1])                              # fold model 0: fold 0 unseen
+    assert not same(a[0], b[0])                          # the run's own model saw it
+    assert not same(a[1], c[1])                          # fold model 0 saw fold 1
+
+
+def test_every_labeled_row_is_judged_once_by_a_model_that_never_saw_it():
+    """The cross-fitted judge's held-out accuracy of a candidate is that of each fold's
+    propagation seeded with the other folds only (computed here with propagate
+    directly), pooled over the folds: every labeled row counted once."""
+    from cmix.learn.config import PseudoLabels
+    from cmix.learn.labelprop import (Folds, cross_fitted_label_propagation, knn_graph,
+                                      propagate)
+
+    z, y = clusters(n_per=60, spread=1.2, seed=5)
+    z, y = order_labeled_first(z, y, 90, seed=5)
+    n_l = 90
+    fold = np.arange(n_l) % 3
+    shifted = [z + 0.01 * f for f in range(3)]          # each fold model its own latent
+    folds = Folds(assignment=fold, spaces=[{"latent": s} for s in shifted],
+                  features=[s[:n_l] for s in shifted], withheld=0)
+    res = cross_fitted_label_propagation({"latent": z}, y[:n_l], 3, z[:n_l], folds,
+                                         ks=(5,))
+    pos = np.arange(n_l)
+    right = np.zeros(n_l, bool)
+    counted = np.zeros(n_l, int)
+    for f in range(3):
+        r = propagate(knn_graph(shifted[f], k=5), pos[fold != f], y[:n_l][fold != f], 3,
+                      PseudoLabels())
+        held = pos[fold == f]
+        right[held] = r.pseudo_label[held] == y[held]
+        counted[fold == f] += 1
+    assert np.all(counted == 1) and res.n_held == n_l
+    assert res.heldout["latent k5 alpha0.99"] == pytest.approx(right.mean())
+    assert len(res.fold_pseudo) == 3
+
+
+def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypatch):
+    """cmix_paper: no held-out row, no head to beat (a judge would refuse these
+    pseudo-labels: no head can lose to them here), every look used, each pseudo-label
+    weighted by its certainty; cmix on the same run refuses them."""
+    import cmix.learn.labelprop as lp_mod
+
+    dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
+    store = write_test_store(tmp_path / "s.zarr", dosage, label)
+    cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
+           "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
+    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: 1.01)
+    paper = harness.train_run(store, 100, 3, tmp_path / "paper", method="cmix_paper",
+                              config=cfg, device="cpu")
+    judged = harness.train_run(store, 100, 3, tmp_path / "cmix", config=cfg, device="cpu")
+    pl = paper["pseudo_labels"]
+    assert pl["used"] and pl["epochs"] == [1, 2, 3] and pl["n_judge"] == 0
+    assert pl["head_accuracy"] is None and 0 < pl["mean_weight"] < 1
+    assert not judged["pseudo_labels"]["used"]
+    ck = torch.load(tmp_path / "paper" / "checkpoint.pt", weights_only=False)
+    w = ck["parts"]["pseudo"]["weight"]
+    assert np.all((w >= 0) & (w <= 1)) and len(np.unique(w)) > 10   # certainties, not 0/1
 
 
 @pytest.mark.parametrize("head_accuracy", [1.01, 0.0])
@@ -456,20 +514,15 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
         assert runs["cmix"]["test"] != runs["cmix_selfsl"]["test"]
 
 
-def test_no_judge_rows_says_so_and_uses_no_pseudo_label(tmp_path, capsys):
-    """lp_judge_fraction 0 keeps no labeled row to judge the pseudo-labels by: they are
-    never used, and the log says why (it read as a judgement on 0 rows, 0.000 against
-    the head's 1.000)."""
-    dosage, label = simulate_labels(300, 20, n_classes=2, seed=4)
-    store = write_test_store(tmp_path / "s.zarr", dosage, label)
-    cfg = {"epochs": 2, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 2, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_judge_fraction": 0.0}
-    m = harness.train_run(store, 60, 3, tmp_path / "run", config=cfg, device="cpu")
-    assert not m["pseudo_labels"]["used"]
-    err = capsys.readouterr().err
-    assert "no judge rows (lp_judge_fraction 0.0): not used (weight 0)" in err
-    assert "0 judge rows" not in err
+def test_a_judge_needs_two_folds():
+    """One fold would leave no model to judge it: lp_judge_folds 1 is refused, naming the
+    key; the single held-out fold of before is no key any more."""
+    from cmix.io import CmixError
 
+    with pytest.raises(CmixError, match=r"lp_judge_folds = 1, expected an integer >= 2"):
+        resolve_config({"lp_judge_folds": 1})
+    with pytest.raises(CmixError, match="did you mean 'lp_judge_folds'"):
+        resolve_config({"lp_judge_fraction": 0.25})
 
 
 def test_rows_the_graph_never_reaches_weigh_nothing_in_the_judge():

@@ -87,8 +87,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
     real_epoch = train_mod.predictor_epoch
 
     def spy_epoch(head, opt, train, *rest):
-        enc = made[0]                   # the group's network; no other is built before
-        assert len(made) == 1
+        enc = made[0]                   # the group's network (the judged group's is made[1])
         enc_params = {id(p) for p in enc.parameters()}
         assert all(not p.requires_grad for p in enc.parameters())
         assert not any(id(p) in enc_params for p in opt.params)
@@ -172,7 +171,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
             return out
         monkeypatch.setattr(module, name, wrapper)
     spy(train_mod, "pretrain_epoch")
-    spy(train_mod, "pseudo_label_step")
+    spy(train_mod, "record_look")
     spy(train_mod, "predictor_epoch")
     # pseudo-labels that beat the head on held-out rows, so that they reach the predictor
     pseudo_labels_beat_the_head(monkeypatch)
@@ -188,7 +187,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
         q_soft = any(bool(((out[0] > 0) & (out[0] < 1)).any())
                      for _, _, out in calls.get("contrastive_targets", []))
         seen[method] = {"pretrain": "pretrain_epoch" in calls,
-                        "lp": "pseudo_label_step" in calls,
+                        "lp": "record_look" in calls,
                         "pred_mixup": any(bool(c[0][7].any()) for c in calls["predictor_epoch"]),
                         "extra_rows": n_pred_rows > m["n_train_labeled"],
                         "soft_positives": q_soft}
@@ -202,6 +201,10 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
                             "extra_rows": True, "soft_positives": False}
     assert seen["cmix_random_mix"] == {"pretrain": True, "lp": True, "pred_mixup": True,
                                        "extra_rows": True, "soft_positives": True}
+    assert seen["cmix_paper"] == {"pretrain": True, "lp": True, "pred_mixup": True,
+                                  "extra_rows": True, "soft_positives": False}
+    assert seen["cmix_paper_pl"] == {"pretrain": True, "lp": True, "pred_mixup": False,
+                                     "extra_rows": True, "soft_positives": False}
     m = harness.train_run(toy_store, 60, 123, tmp_path / "rand",
                             config={**TINY, "mix": "random", "pseudo_labels": False,
                                     "encoding": "dosage", "n_layers": 2}, device="cpu")
@@ -605,17 +608,19 @@ def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path)
     from cmix.learn.data import make_splits
     from cmix.learn.harness import check_store
 
-    def key(method="cmix", judged=True, seed=9, budget=60, **config):
+    def key(method="cmix", pseudo="judged", seed=9, budget=60, **config):
         cfg = resolve_config({**TINY, **config}, METHODS[method].switches)
         store = check_store(toy_store, cfg)
         ctx = SimpleNamespace(cfg=cfg, trait=str(store.root.attrs["trait"]), budget=budget,
                               seed=seed, store_sha256=store.sha256, dev=torch.device("cpu"),
                               splits=make_splits(store.root, budget, seed, 0.2, "toy.zarr"))
-        return harness.shared_stage_key(ctx, judged)
+        return harness.shared_stage_key(ctx, pseudo)
 
     base = key()
     assert key("cmix_selfsl_pl") == base
-    assert key(judged=False) == key("cmix_selfsl", judged=False) != base
+    assert key(pseudo=None) == key("cmix_selfsl", pseudo=None) != base
+    assert key("cmix_paper", pseudo="unjudged") == key("cmix_paper_pl", pseudo="unjudged")
+    assert key("cmix_paper", pseudo="unjudged") not in (base, key(pseudo=None))
     assert key("cmix_random_mix") != base
     for changed in ({"lr": 3e-3}, {"tau": 0.5}, {"lp_k": 7}, {"hidden": 16}, {"seed": 10},
                     {"budget": 70}):

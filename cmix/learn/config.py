@@ -68,7 +68,8 @@ class PseudoLabels:
     lp_every: int = 5               # f
     lp_k: int = 3                   # kNN neighbours (paper: 3); 10 is tried beside it
     lp_pcs: int = 20                # input PCs: a second space for the graph (0 = latent only)
-    lp_judge_fraction: float = 0.25 # labeled rows kept from pre-training's labels to judge them
+    lp_judge_folds: int = 3         # K fold models judge the pseudo-labels (cmix): fold model k
+                                    # trains without fold k's labels and judges those rows
     lp_alpha: float = 0.99          # converged solve; 0.999 oversmooths (RESULTS.md)
     lp_rtol: float = 1e-6
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
@@ -83,6 +84,8 @@ class Switches:
 
     pretrain: bool = True
     pseudo_labels: bool = True
+    judge: bool = True              # pseudo-labels judged on held-out labeled rows (cmix);
+                                    # false: used as propagated (cmix_paper, Darabi et al.)
     predictor_mixup: bool = True    # latent mixup, lambda ~ U(0, 1)
 
 
@@ -222,7 +225,7 @@ PRESETS: dict[str, dict] = {
 #: float key -> (low, high, low_inclusive, high_inclusive); None = unbounded on that side
 RANGES: dict = {
     "alpha": (0.0, 0.5, True, True), "lp_alpha": (0.0, 1.0, True, False),
-    "val_fraction": (0.0, 1.0, True, False), "lp_judge_fraction": (0.0, 1.0, True, False),
+    "val_fraction": (0.0, 1.0, True, False),
     "vime_p_m": (0.0, 1.0, False, False),
     "tau": (0.0, None, False, None), "lr": (0.0, None, False, None),
     "pred_lr": (0.0, None, False, None), "lp_rtol": (0.0, None, False, None),
@@ -239,6 +242,7 @@ CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", 
 # keys not listed here need >= 1 (a predictor trained for 0 epochs, or stopped before
 # its first, would be its random start: pred_epochs and pred_patience are >= 1)
 MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "logreg_folds": 2, "lp_pcs": 0,
+                 "lp_judge_folds": 2,
                  "gbdt_max_leaf_nodes": 2}
 
 

@@ -51,18 +51,24 @@ class RowSet:
 
 
 class Group:
-    """The runs (contexts) trained together and the rows they share. ``source``: the
-    store's training rows (:class:`cmix.learn.data.RowSource`), ``label`` int64 (n_src,)
-    their classes and ``cov`` float32 (n_src, K) their standardised covariates, on the
-    device."""
+    """The models trained together, the runs they belong to and the rows they share.
 
-    def __init__(self, ctxs: list, source):
+    ctxs: each model's run (context); a run may hold several models: its own (role 0)
+    and, for a cross-fitted judge, its fold models (role f + 1 for fold f,
+    :meth:`with_folds`). seeds: each model's stream seed (its run's seed for role 0; a
+    fold model's from :func:`cmix.learn.streams.fold_seed`), from which its initial weights
+    and every draw come. ``source``: the store's training rows
+    (:class:`cmix.learn.data.RowSource`), ``label`` int64 (n_src,) their classes and
+    ``cov`` float32 (n_src, K) their standardised covariates, on the device."""
+
+    def __init__(self, ctxs: list, source, seeds=None, roles=None):
         import torch
 
         self.ctxs = ctxs
         c0 = ctxs[0]
         self.cfg, self.dev = c0.cfg, c0.dev
-        self.seeds = [c.seed for c in ctxs]
+        self.seeds = [c.seed for c in ctxs] if seeds is None else list(seeds)
+        self.roles = [0] * len(ctxs) if roles is None else list(roles)
         self.source = source
         self.label = torch.from_numpy(c0.splits.label[source.rows]).to(self.dev)
         self.cov = torch.from_numpy(np.ascontiguousarray(c0.cov[source.rows])).to(self.dev)
@@ -73,8 +79,31 @@ class Group:
         return len(self.ctxs)
 
     def subgroup(self, idx: list) -> "Group":
-        """The group of runs ``idx`` (indices into this group), on the same row source."""
-        return Group([self.ctxs[i] for i in idx], self.source)
+        """The group of models ``idx`` (indices into this group), on the same row source."""
+        return Group([self.ctxs[i] for i in idx], self.source,
+                     [self.seeds[i] for i in idx], [self.roles[i] for i in idx])
+
+    def with_folds(self, n_folds: int) -> "Group":
+        """This group's runs each with its ``n_folds`` fold models after its own model:
+        model r * (n_folds + 1) is run r's, the next n_folds its fold models."""
+        from .streams import fold_seed
+
+        ctxs, seeds, roles = [], [], []
+        for c, s in zip(self.ctxs, self.seeds):
+            for role in range(n_folds + 1):
+                ctxs.append(c)
+                seeds.append(s if role == 0 else fold_seed(s, role - 1))
+                roles.append(role)
+        return Group(ctxs, self.source, seeds, roles)
+
+    def runs(self) -> list:
+        """The runs of the group's models, each once, in order."""
+        return list({id(c): c for c in self.ctxs}.values())
+
+    def part_name(self, stage: str, i: int) -> str:
+        """The checkpoint part of model i for ``stage``: the stage's name for a run's own
+        model, "<stage>:fold<f>" for its fold model f."""
+        return stage if self.roles[i] == 0 else f"{stage}:fold{self.roles[i] - 1}"
 
     @property
     def n_classes(self) -> int:
@@ -145,6 +174,7 @@ class Group:
             return
         for i, ctx in enumerate(self.ctxs):
             write_parts(i, ctx.state)
+        for ctx in self.runs():
             ctx.save(ctx.state, force=True)
 
 
@@ -171,16 +201,18 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
                  desc: str) -> None:
     """Epochs ``state.epoch + 1 .. n_epochs`` of ``stage`` for every run of the group,
     resuming where their states are (they are at one epoch: the group was formed so).
-    modules: name -> grouped module or GroupAdam, saved in each run's parts[stage].
-    epoch_fn(epoch, active) -> list of G epoch records (None for an inactive model);
-    active: host list of G bools, False for a model that has ended the stage (a record
-    with ``end_stage: True`` ends it after that epoch: its state is then the stage's
-    result and it takes no further step). A state past this stage loads the modules and
-    returns."""
+    modules: name -> grouped module or GroupAdam, each model's slice saved in its run's
+    parts (:meth:`Group.part_name`). epoch_fn(epoch, active) -> list of G epoch records
+    (None for an inactive model; a run's history takes its own model's); active: host list
+    of G bools, False for the models of a run that has ended the stage (a record with
+    ``end_stage: True`` ends it after that epoch: the state is then the stage's result and
+    the run's models take no further step). A run's fold models go as its own model
+    does. A state past this stage loads the modules and returns."""
     states = [c.state for c in group.ctxs]
+    names = [group.part_name(stage, i) for i in range(group.n_models)]
     for i, st in enumerate(states):
-        if stage in st.parts:
-            load_module_parts(modules, i, st.parts[stage])
+        if names[i] in st.parts:
+            load_module_parts(modules, i, st.parts[names[i]])
     if states[0].stage not in ("start", stage):
         return
     for st in states:
@@ -190,9 +222,9 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
 
     def write_parts(i, st):
         if i in frozen:
-            st.parts[stage] = frozen[i]
+            st.parts[names[i]] = frozen[i]
         elif st.stage == stage:
-            st.parts[stage] = module_parts(modules, i)
+            st.parts[names[i]] = module_parts(modules, i)
 
     epoch = min(st.epoch for st in states)
     bar = progress(total=n_epochs, desc=desc, unit="epoch")
@@ -205,15 +237,17 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
         recs = epoch_fn(epoch, active)
         seconds = time.perf_counter() - t0
         for i, (st, rec) in enumerate(zip(states, recs)):
-            if not active[i] or rec is None:
+            if not active[i] or rec is None or group.roles[i] != 0:
                 continue
             ended = rec.pop("end_stage", False)
             st.epoch = n_epochs if ended else epoch + 1
             st.times[stage] = st.times.get(stage, 0.0) + seconds
             st.history.append({"stage": stage, "epoch": epoch + 1, **rec,
                                "seconds": round(seconds, 3)})
-            if ended:
-                frozen[i] = module_parts(modules, i)
+            if ended:                        # the run's models as they are now
+                for j in range(group.n_models):
+                    if group.ctxs[j] is group.ctxs[i]:
+                        frozen[j] = module_parts(modules, j)
         epoch += 1
         group.save(write_parts)
         bar.update(1)

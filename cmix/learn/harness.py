@@ -167,13 +167,13 @@ class RunContext:
         """Add the seconds since ``since`` to the run's times[key]; returns now."""
         return self.state.add_time(key, since)
 
-    def take_shared(self, stage: str, judged: bool) -> bool:
+    def take_shared(self, stage: str, pseudo: str | None) -> bool:
         """:func:`take_shared_stage` of this run."""
-        return take_shared_stage(self, stage, judged)
+        return take_shared_stage(self, stage, pseudo)
 
-    def share(self, stage: str, judged: bool) -> None:
+    def share(self, stage: str, pseudo: str | None) -> None:
         """:func:`share_stage` of this run."""
-        share_stage(self, stage, judged)
+        share_stage(self, stage, pseudo)
 
 
 
@@ -660,22 +660,25 @@ def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
         sort_keys=True, default=str).encode()).hexdigest()
 
 
-def shared_stage_key(ctx: RunContext, judged: bool) -> str:
+def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:
     """sha256 hex of what a contrastive mixup pre-training stage's result depends on: the
     trait, budget, seed, test split, store content, kind of device (:func:`numerics_kind`)
     and CPU thread count (MKL's products can differ in their last bits between thread
     counts), package versions and the cmix methods' config sections, with the switches as
-    the stage reads them (``judged``: pseudo-labels judged on the judge fold, else none;
-    predictor_mixup is read by the predictor only). So cmix and cmix_selfsl_pl share
-    their judged stage, and cmix's pre-training without pseudo-labels is cmix_selfsl's;
-    cmix_random_mix (another ``mix``) and any other config get keys of their own."""
+    the stage reads them (``pseudo``: "judged" (pseudo-labels judged by held-out labeled
+    rows), "unjudged" (used as propagated), or None (none); predictor_mixup is read by the
+    predictor only). So cmix and cmix_selfsl_pl share their judged stage, cmix_paper and
+    cmix_paper_pl their unjudged one, and cmix's pre-training without pseudo-labels is
+    cmix_selfsl's; cmix_random_mix (another ``mix``) and any other config get keys of
+    their own."""
     import torch
 
     from .config import sections_config
     from .methods import CMIX_SECTIONS
 
     cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,
-           "pseudo_labels": bool(judged), "predictor_mixup": None}
+           "pseudo_labels": pseudo is not None,
+           "judge": None if pseudo is None else pseudo == "judged", "predictor_mixup": None}
     return hashlib.sha256(json.dumps(
         {"what": "contrastive mixup pre-training", "trait": ctx.trait,
          "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,
@@ -687,22 +690,22 @@ def shared_stage_key(ctx: RunContext, judged: bool) -> str:
     ).hexdigest()
 
 
-#: checkpoint parts a judged pre-training stage leaves besides its modules
+#: checkpoint parts a pre-training stage with pseudo-labels leaves besides its modules
 JUDGED_PARTS = ("pseudo", "lp_info")
 
 
-def take_shared_stage(ctx: RunContext, stage: str, judged: bool) -> bool:
-    """Before pre-training stage ``stage`` (``judged``: with pseudo-labels judged) starts:
+def take_shared_stage(ctx: RunContext, stage: str, pseudo: str | None) -> bool:
+    """Before pre-training stage ``stage`` (``pseudo``: as :func:`shared_stage_key`) starts:
     if the run's shared-encoder folder holds it (under :func:`shared_stage_key`, written
     by :func:`share_stage` in a run of another method or config file with the same
     pre-training), put it in the run's state as if this run had made it: the modules'
-    states, the pseudo-labels and their summary of a judged stage, and the stage's epoch
+    states, the pseudo-labels and their summary of a stage with them, and the stage's epoch
     records. Returns whether it did. A damaged file stops the run (CmixError naming it)."""
     state = ctx.state
     fresh = state.stage == "start" or (state.stage == stage and state.epoch == 0)
     if ctx.encoders is None or not fresh:
         return False
-    key = shared_stage_key(ctx, judged)
+    key = shared_stage_key(ctx, pseudo)
     path = ctx.encoders / f"{key}.pt"
     if not path.exists():
         return False
@@ -724,20 +727,20 @@ def take_shared_stage(ctx: RunContext, stage: str, judged: bool) -> bool:
     return True
 
 
-def share_stage(ctx: RunContext, stage: str, judged: bool) -> None:
+def share_stage(ctx: RunContext, stage: str, pseudo: str | None) -> None:
     """After pre-training stage ``stage`` ran in this run: write it to the shared-encoder
     folder under :func:`shared_stage_key` (atomically; kept if there already), for
     :func:`take_shared_stage` in the runs that would repeat it."""
     state = ctx.state
     if ctx.encoders is None or stage not in state.parts:
         return
-    key = shared_stage_key(ctx, judged)
+    key = shared_stage_key(ctx, pseudo)
     path = ctx.encoders / f"{key}.pt"
     if path.exists():
         return
     save_torch({"key": key, "part": state.parts[stage], "epoch": ctx.cfg.pretrain.epochs,
                 "parts": {k: state.parts[k] for k in JUDGED_PARTS
-                          if judged and k in state.parts},
+                          if pseudo is not None and k in state.parts},
                 "history": [r for r in state.history if r.get("stage") == stage]}, path)
 
 

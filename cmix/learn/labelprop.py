@@ -337,12 +337,15 @@ class JudgedPseudoLabels:
     (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
     certainty: (N,) the propagation's own 1 - H(p)/log C; space, k, alpha: the chosen
     graph and propagation;
-    heldout: candidate name -> accuracy of its pseudo-labels on the judge rows;
+    heldout: candidate name -> accuracy of its pseudo-labels on the held-out rows;
     head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
     one-sided 95% Wilson upper bound, the floor of the weights; used: the unlabeled
     rows carry weight (the chosen graph's pseudo-labels were no worse than the head's
-    predictions on the judge rows, some were more likely right than them, and their
-    weights add up to at least the judge fold's row count)."""
+    predictions on the held-out rows, some were more likely right than them, and their
+    weights add up to at least the labels the final model gave up to judge them, and at
+    least one row's worth); n_held: the held-out rows; fold_pseudo: for each fold model
+    of a cross-fitted judge, its own pseudo-labels and weights (label (N,), weight (N,)),
+    seeded with the labeled rows it saw and weighted by the same calibration."""
 
     label: np.ndarray
     weight: np.ndarray
@@ -355,6 +358,8 @@ class JudgedPseudoLabels:
     head_bound: float
     used: bool
     missing_classes: list = field(default_factory=list)
+    n_held: int = 0
+    fold_pseudo: list = field(default_factory=list)
 
     @property
     def heldout_accuracy(self) -> float:
@@ -366,76 +371,176 @@ def candidate_name(space: str, k: int, alpha: float) -> str:
     return f"{space} k{k} alpha{alpha:g}"
 
 
+@dataclass
+class Folds:
+    """The held-out folds of a judge. ``assignment`` (n_L,) int: each labeled row's fold
+    (0..K-1), or -1 for a row no fold holds out (always a seed); fold model f saw the
+    labels of every row outside fold f and none of fold f's. ``spaces[f]``: fold model
+    f's node features per space (as :func:`judged_label_propagation`'s ``spaces``; a space
+    the models share, e.g. input PCs, may be the same (index, sim) object), and
+    ``features[f]`` (n_L, h): its labeled rows' latent for the supervised head.
+    ``withheld``: labeled rows whose labels the final model gave up to judge (0 when
+    fold models do the judging)."""
+
+    assignment: np.ndarray
+    spaces: list
+    features: list
+    withheld: int
+
+
 def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndarray,
                              n_classes: int, head_features: np.ndarray,
                              lp: PseudoLabels = PseudoLabels(),
                              ks=(3, 10), alphas=None) -> JudgedPseudoLabels:
-    """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
-    the judge fold of the labeled rows; no row outside the nodes is looked at.
+    """Label propagation judged on one fold of the labeled rows, ``judge`` (n_L,) bool,
+    whose labels the one model of ``spaces`` never saw (it both judges and makes the
+    pseudo-labels): :func:`cross_fitted_label_propagation` with that one fold."""
+    folds = Folds(assignment=np.where(judge, 0, -1), spaces=[spaces], features=[head_features],
+                  withheld=int(np.sum(judge)))
+    return cross_fitted_label_propagation(spaces, labeled_y, n_classes, head_features, folds,
+                                          lp, ks, alphas)
 
-    spaces: name -> (N, d) node features, or the (index, sim) of their
-    :func:`knn_neighbours` with at least max(ks) columns (for a space whose features do not
-    change between calls, searched once by the caller); rows 0..n_L-1 are the labeled rows,
-    with classes labeled_y (n_L,), and judge (n_L,) bool marks the judge fold (rows whose
-    labels no label-aware term of pre-training has seen, :func:`judge_rows`). For each
-    space, each k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha alone) the
-    propagation on the kNN graph is seeded with the other labeled rows only, so the judge
-    rows are labeled as an unlabeled row is; the candidate whose pseudo-labels are most
-    often right on them is chosen (ties: the first, in the order spaces, ks, alphas). Its
-    pseudo-labels are weighed only if that accuracy is at least the supervised head's on the
-    same rows (:func:`heldout_head_accuracy`: fitted on the other labeled rows'
-    ``head_features`` (n_L, h)); then each unlabeled row's weight is a lower confidence
-    bound of the probability that its pseudo-label is right (widened for the choice among
-    the candidates, :func:`selection_z`), above an upper confidence bound of the head's
-    accuracy (:func:`calibrated_weights`, :func:`wilson_bounds`): a row weighs
-    more than 0 only where pseudo-labels of its certainty were shown to be right more often
-    than the head can be. The pseudo-labels themselves come from the chosen graph seeded
-    with every labeled row. ``used``: the unlabeled rows' weights add up to at least the
-    judge fold's row count, the labels pre-training gave up to judge them (weight is what a
-    row counts for in the losses, a labeled row's being 1): pseudo-labels worth less than
-    the labels they cost are not used, and every weight is then 0. lp: the config's
+
+class Graphs:
+    """The kNN graphs of models' spaces, each space searched once per model (at the
+    largest k of ``ks``) and cut to any k."""
+
+    def __init__(self, lp: PseudoLabels, ks):
+        self.lp, self.ks, self._neighbours = lp, tuple(ks), {}
+
+    def of(self, model_spaces: dict, model, name: str, k: int) -> sp.csr_matrix:
+        """The graph of space ``name`` of ``model_spaces`` (one model's, ``model`` its
+        key) at k neighbours."""
+        if (model, name) not in self._neighbours:
+            z = model_spaces[name]
+            self._neighbours[model, name] = z if isinstance(z, tuple) else knn_neighbours(
+                z, max(self.ks), self.lp.lp_block)
+        return graph_from_neighbours(*self._neighbours[model, name], k)
+
+
+def judge_candidates(graphs: Graphs, labeled_y: np.ndarray, n_classes: int, folds: "Folds",
+                     lp: PseudoLabels, alphas: tuple, device):
+    """Every candidate propagation (each space, k of graphs.ks and alpha of ``alphas``) on
+    the held-out rows: each fold's rows labeled by its fold model's graph seeded with the
+    rows outside the fold. Returns (candidate name -> accuracy on all the held-out rows,
+    the best: (accuracy, space, k, alpha, held-out pseudo-labels, their certainty)); ties
+    go to the first, in the order spaces, ks, alphas."""
+    pos = np.arange(len(labeled_y))
+    fold = np.asarray(folds.assignment)
+    held_all = pos[fold >= 0]
+    heldout, best = {}, None
+    for name in folds.spaces[0]:
+        for k in graphs.ks:
+            oof = {a: (np.full(len(pos), -1), np.zeros(len(pos))) for a in alphas}
+            for f, model_spaces in enumerate(folds.spaces):
+                seeded, held = pos[fold != f], pos[fold == f]
+                results = propagate_alphas(graphs.of(model_spaces, f, name, k), seeded,
+                                           labeled_y[seeded], n_classes, lp, alphas, device)
+                for alpha, res in zip(alphas, results):
+                    oof[alpha][0][held] = res.pseudo_label[held]
+                    oof[alpha][1][held] = res.weight[held]
+            for alpha in alphas:
+                lab, cert = oof[alpha][0][held_all], oof[alpha][1][held_all]
+                acc = float(np.mean(lab == labeled_y[held_all])) if len(held_all) else 0.0
+                heldout[candidate_name(name, k, alpha)] = acc
+                if best is None or acc > best[0]:
+                    best = (acc, name, k, alpha, lab, cert)
+    return heldout, best
+
+
+def pooled_head_accuracy(labeled_y: np.ndarray, folds: "Folds") -> float:
+    """The supervised head's accuracy on all the held-out rows: on each fold, fold model
+    f's head (:func:`heldout_head_accuracy` on its latent, fitted on the rows outside the
+    fold), weighted by the fold's rows (1 without held-out rows)."""
+    pos = np.arange(len(labeled_y))
+    fold = np.asarray(folds.assignment)
+    n_held = int(np.sum(fold >= 0))
+    if not n_held:
+        return 1.0
+    n_right = 0.0
+    for f, x in enumerate(folds.features):
+        seeded, held = pos[fold != f], pos[fold == f]
+        n_right += len(held) * heldout_head_accuracy(x[seeded], labeled_y[seeded], x[held],
+                                                     labeled_y[held])
+    return n_right / n_held
+
+
+def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classes: int,
+                                   features: np.ndarray, folds: Folds,
+                                   lp: PseudoLabels = PseudoLabels(), ks=(3, 10),
+                                   alphas=None) -> JudgedPseudoLabels:
+    """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
+    labeled rows held out from the models that judge them; no row outside the nodes is
+    looked at.
+
+    spaces: name -> (N, d) node features of the final model (the one whose pseudo-labels
+    are returned), or the (index, sim) of their :func:`knn_neighbours` with at least
+    max(ks) columns (a space whose features do not change between calls, searched once
+    by the caller); rows 0..n_L-1 are the labeled rows, with classes labeled_y (n_L,).
+    features (n_L, h): the final model's labeled latent (unused by the judging itself).
+    For each space, each k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha
+    alone), and each fold f of ``folds``, the propagation on fold model f's kNN graph is
+    seeded with the labeled rows outside fold f only, so fold f's rows are labeled as an
+    unlabeled row is; every held-out row is judged once, by a model that never saw its
+    label. The candidate whose pseudo-labels are most often right on all the held-out
+    rows is chosen (ties: the first, in the order spaces, ks, alphas). Its pseudo-labels
+    are weighed only if that accuracy is at least the supervised head's on the same rows
+    (:func:`heldout_head_accuracy` on each fold model's latent: fitted on the rows outside
+    the fold, scored on the fold; pooled over the folds); then each unlabeled row's
+    weight is a lower confidence bound of the probability that its pseudo-label is right
+    (widened for the choice among the candidates, :func:`selection_z`), above an upper
+    confidence bound of the head's accuracy (:func:`calibrated_weights`,
+    :func:`wilson_bounds`), both on the pooled held-out rows: a row weighs more than 0
+    only where pseudo-labels of its certainty were shown to be right more often than the
+    head can be. The pseudo-labels come from the chosen graph of the final model seeded
+    with every labeled row, and each fold model's own (``fold_pseudo``) from its graph
+    seeded with the rows it saw. ``used``: the unlabeled rows' weights add up to at least
+    ``folds.withheld`` (the labels the final model gave up to judge them: weight is what a
+    row counts for in the losses, a labeled row's being 1) and to at least 1; pseudo-labels
+    worth less are not used, and every weight is then 0. lp: the config's
     ``pseudo_labels`` section (:func:`propagate`'s settings; the kNN search in blocks of
     lp_block rows). Everything runs where the spaces' features are: the kNN searches and
     the conjugate gradients with torch on the device of a space given as a tensor (the
     training device's latent), else on the CPU."""
     pos = np.arange(len(labeled_y))
-    seeded, held = pos[~judge], pos[judge]
+    fold = np.asarray(folds.assignment)
+    held_all = pos[fold >= 0]
     device = next((z.device for z in spaces.values() if hasattr(z, "device")), "cpu")
-    best = None
-    heldout = {}
-    alphas = tuple(alphas or (lp.lp_alpha,))
-    for name, z in spaces.items():
-        index, sim = z if isinstance(z, tuple) else knn_neighbours(z, max(ks), lp.lp_block)
-        for k in ks:
-            w = graph_from_neighbours(index, sim, k)
-            results = propagate_alphas(w, seeded, labeled_y[seeded], n_classes, lp, alphas,
-                                       device)
-            for alpha, res in zip(alphas, results):
-                lab, cert = res.pseudo_label[held], res.weight[held]
-                acc = float(np.mean(lab == labeled_y[held])) if len(held) else 0.0
-                heldout[candidate_name(name, k, alpha)] = acc
-                if best is None or acc > best[0]:
-                    best = (acc, name, k, alpha, w, lab, cert)
-    acc, name, k, alpha, w, lab, cert = best
+    graphs = Graphs(lp, ks)
+    heldout, (acc, name, k, alpha, lab, cert) = judge_candidates(
+        graphs, labeled_y, n_classes, folds, lp, tuple(alphas or (lp.lp_alpha,)), device)
     lp = replace(lp, lp_alpha=alpha)
-    head_acc = heldout_head_accuracy(head_features[seeded], labeled_y[seeded],
-                                     head_features[held], labeled_y[held])
-    head_bound = float(wilson_bounds(head_acc, max(len(held), 1))[1])
-    res = propagate(w, pos, labeled_y, n_classes, lp, device)
-    weight = np.zeros(len(res.weight))
-    if len(held) and acc >= head_acc:
-        # the chosen graph is the best of len(heldout) on these rows: its bounds are
-        # widened for that choice
-        weight = calibrated_weights(cert, lab == labeled_y[held], res.weight, head_bound,
-                                    selection_z(len(heldout)))
-    weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
-    weight[pos] = 0.0
-    used = bool(weight.max() > 0.0) and weight.sum() >= len(held)
+    head_acc = pooled_head_accuracy(labeled_y, folds)
+    head_bound = float(wilson_bounds(head_acc, max(len(held_all), 1))[1])
+    judged = len(held_all) > 0 and acc >= head_acc
+
+    def weighed(res):
+        """Calibrated weights (N,) of a propagation's certainty; 0 on labeled rows."""
+        weight = np.zeros(len(res.weight))
+        if judged:
+            # the chosen graph is the best of len(heldout) on these rows: its bounds are
+            # widened for that choice
+            weight = calibrated_weights(cert, lab == labeled_y[held_all], res.weight,
+                                        head_bound, selection_z(len(heldout)))
+        weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
+        weight[pos] = 0.0
+        return weight
+
+    res = propagate(graphs.of(spaces, "final", name, k), pos, labeled_y, n_classes, lp, device)
+    weight = weighed(res)
+    used = bool(weight.max() > 0.0) and weight.sum() >= max(folds.withheld, 1)
+    fold_pseudo = []
+    for f in range(len(folds.spaces) if folds.withheld == 0 else 0):
+        seen = pos[fold != f]
+        res_f = propagate(graphs.of(folds.spaces[f], f, name, k), seen, labeled_y[seen],
+                          n_classes, lp, device)
+        w_f = weighed(res_f) if used else np.zeros(len(res_f.weight))
+        fold_pseudo.append((res_f.pseudo_label, w_f.astype(np.float32)))
     if not used:
         weight[:] = 0.0
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), alpha=float(alpha), heldout=heldout,
-                              head_accuracy=head_acc,
-                              head_bound=head_bound, used=bool(used),
-                              missing_classes=res.missing_classes)
+                              head_accuracy=head_acc, head_bound=head_bound, used=bool(used),
+                              missing_classes=res.missing_classes, n_held=len(held_all),
+                              fold_pseudo=fold_pseudo)

@@ -30,6 +30,7 @@ VIME_UNLABELED_BATCHES = 24     # per epoch: VIME's unlabeled batch order
 MANIFOLD_MIXUP_STEPS = 31       # per epoch (and step): manifold mixup's order, layers, lambdas,
                                 # dropout masks
 MODEL_WEIGHTS = 51              # a network's initial weights: SeedSequence([seed, MODEL_WEIGHTS, part])
+JUDGE_FOLD_MODELS = 61          # the streams of a run's fold models (fold_seed): [seed, key, fold]
 
 # the parts of MODEL_WEIGHTS, one generator each (cmix.learn.nn.init_generators)
 MODEL_INIT = 0                  # the cmix / ae / vime network
@@ -59,6 +60,13 @@ def gen(seed: int, key: int, *more: int):
 def _torch_seed(ss) -> int:
     """A torch seed (63 bits) drawn from the SeedSequence ``ss``."""
     return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def fold_seed(seed: int, fold: int) -> int:
+    """The seed of fold model ``fold`` of a run (a cross-fitted judge): every stream and
+    initial weight of that model comes from it as a run's from its seed."""
+    return int(np.random.SeedSequence(seed_seq(seed, JUDGE_FOLD_MODELS, fold))
+               .generate_state(1)[0])
 
 
 def weight_generator(seed: int, part: int):

@@ -262,88 +262,64 @@ def pretrain_epoch(group, model, opt, rows: PretrainRows, epoch: int, active):
     return sums / n
 
 
-def pretrain_stage(group, model, rows: PretrainRows, judge=None, stage="pretrain") -> None:
-    """Contrastive mixup pre-training of every model as checkpoint stage ``stage``. rows:
-    :class:`PretrainRows` with every training labeled row; judge: None (pre-training
-    without pseudo-labels, every labeled row in the label-aware terms) or a list of G
-    (n_L,) bool judge folds (:func:`judge_fold`): those rows' labels stay out of
-    pre-training, and label propagation, judged on them, runs after ``warmup_epochs``
-    epochs, then every ``lp_every`` epochs and after the last (pseudo-labels in each run's
-    checkpoint parts). A model's pseudo-labels are used only if every look uses them: the
-    first look that does not ends its stage (it then takes no further step), and its run
-    is pre-trained again as cmix_selfsl (:func:`pretrain_without_pseudo_labels`)."""
+def pretrain_stage(group, model, rows: PretrainRows, look=None, stage="pretrain") -> None:
+    """Contrastive mixup pre-training of every model of the group as checkpoint stage
+    ``stage``. rows: :class:`PretrainRows`, each model's labeled rows in its label-aware
+    terms. look: None (no pseudo-labels) or ``look(epoch, active, records)``, run after
+    ``warmup_epochs`` epochs, then every ``lp_every`` epochs and after the last: it
+    leaves each run's pseudo-labels in its checkpoint parts ("pseudo", and
+    "pseudo_folds" for its fold models), which the following epochs use, and may end a
+    run's stage (``end_stage`` in its record; :func:`judged_look`, :func:`unjudged_look`).
+    """
     import torch
 
+    from .group import group_epochs
     from .nn import GroupAdam
 
     cfg, lp = group.cfg, group.cfg.pseudo_labels
-    seen = rows
-    if judge is not None:
-        ctxs = group.ctxs
-        seen = PretrainRows(
-            labeled=group.row_set([c.splits.train_labeled[~j] for c, j in zip(ctxs, judge)]),
-            y=None, unlabeled=rows.unlabeled)
-        seen.y = group.label[seen.labeled.pos]
     opt = GroupAdam(model.parameters(), group.n_models, cfg.pretrain.lr,
                     cfg.pretrain.weight_decay)
-    su_pos = [pseudo_label_rows(c) for c in group.ctxs]
-    pcs_cache: dict = {}         # model -> kNN of its nodes' input PCs (fixed: searched once)
 
     def epoch_fn(epoch, active):
-        seen.pseudo = pseudo_tensors(group, su_pos) if judge is not None else None
+        rows.pseudo = pseudo_tensors(group) if look is not None else None
         act = torch.tensor(active, device=group.dev)
-        losses = pretrain_epoch(group, model, opt, seen, epoch, act).cpu().numpy()
+        losses = pretrain_epoch(group, model, opt, rows, epoch, act).cpu().numpy()
         recs = [{"loss": float(r[0]), "contrastive": float(r[1]),
                  "reconstruction": float(r[2])} if a else None for r, a in zip(losses, active)]
         done = epoch + 1
-        due = judge is not None and (
-            (done >= lp.warmup_epochs and (done - lp.warmup_epochs) % lp.lp_every == 0)
-            or done == cfg.pretrain.epochs)
-        looked = [i for i in range(group.n_models) if due and active[i] and len(su_pos[i])]
-        if looked:
-            nodes = [np.concatenate([c.splits.train_labeled, c.splits.unlabeled[p]])
-                     for c, p in zip(group.ctxs, su_pos)]
-            x_nodes = group.rows_of(nodes)
-            z = latent_rows(model, x_nodes)                            # on the device
-            for i in looked:
-                n_i = len(nodes[i])
-                if i not in pcs_cache and lp.lp_pcs:
-                    t0 = time.perf_counter()
-                    pcs_cache[i] = input_pcs(group.ctxs[i], x_nodes[i, :n_i].cpu().numpy())
-                    group.ctxs[i].add_time("label_propagation", t0)
-                info = pseudo_label_step(group.ctxs[i], z[i, :n_i], judge[i], su_pos[i], done,
-                                         pcs_cache.get(i))
-                recs[i].update(pseudo_label_accuracy=info["accuracy"],
-                               pseudo_label_coverage=info["coverage"])
-                if not info["used"] and done < cfg.pretrain.epochs:
-                    # refused: no later look is taken, the run is cmix_selfsl's
-                    log(f"seed {group.ctxs[i].seed}: pseudo-labels refused at epoch {done}: "
-                        "the judged pre-training stops here")
-                    recs[i]["end_stage"] = True
+        if look is not None and ((done >= lp.warmup_epochs
+                                  and (done - lp.warmup_epochs) % lp.lp_every == 0)
+                                 or done == cfg.pretrain.epochs):
+            look(done, active, recs)
         return recs
-
-    from .group import group_epochs
 
     group_epochs(group, stage, cfg.pretrain.epochs, {"model": model, "opt": opt}, epoch_fn,
                  "pre-training")
 
 
-def pseudo_tensors(group, su_pos: list):
+def pseudo_tensors(group):
     """(label int64 (G, n_u), weight float (G, n_u)) over every model's unlabeled
-    positions, from each run's checkpoint parts ("pseudo": S_U rows' labels and weights);
-    -1 / 0 outside S_U or without pseudo-labels. None when no pseudo-label of any model
-    carries weight (the unlabeled rows then take no part in the contrastive term)."""
+    positions, from its run's checkpoint parts ("pseudo": the S_U rows' labels and weights
+    of the run's own model; "pseudo_folds": those of its fold models); -1 / 0 outside S_U
+    or without pseudo-labels. None when no pseudo-label of any model carries weight (the
+    unlabeled rows then take no part in the contrastive term)."""
     import torch
 
-    if not any(pseudo_labels_weigh(c) for c in group.ctxs):
+    found = []
+    for i, ctx in enumerate(group.ctxs):
+        role = group.roles[i]
+        pseudo = ctx.parts.get("pseudo") if role == 0 else \
+            (ctx.parts.get("pseudo_folds") or {}).get(role - 1)
+        found.append(pseudo)
+    if not any(p is not None and bool(((p["label"] >= 0) & (p["weight"] > 0)).any())
+               for p in found):
         return None
-
     n_u = max(len(c.splits.unlabeled) for c in group.ctxs)
     label = np.full((group.n_models, max(n_u, 1)), -1, dtype=np.int64)
     weight = np.zeros((group.n_models, max(n_u, 1)), dtype=np.float32)
-    for i, (ctx, pos) in enumerate(zip(group.ctxs, su_pos)):
-        pseudo = ctx.parts.get("pseudo")
+    for i, (ctx, pseudo) in enumerate(zip(group.ctxs, found)):
         if pseudo is not None:
+            pos = pseudo_label_rows(ctx)
             label[i, pos] = pseudo["label"]
             weight[i, pos] = pseudo["weight"]
     return torch.from_numpy(label).to(group.dev), torch.from_numpy(weight).to(group.dev)
@@ -368,59 +344,147 @@ def pseudo_label_rows(ctx) -> np.ndarray:
     return np.sort(rng.permutation(n_u)[:ctx.cfg.pseudo_labels.lp_max_unlabeled])
 
 
-def judge_fold(ctx) -> np.ndarray:
-    """(n_L,) bool: the judge fold of the run's training labeled rows,
-    ``lp_judge_fraction`` of them drawn with the run's seed
-    (:func:`cmix.learn.labelprop.judge_rows`)."""
-    from .labelprop import judge_rows
-
+def judge_folds(ctx) -> np.ndarray:
+    """(n_L,) int: the fold (0..K-1, K = ``lp_judge_folds``) of each of the run's training
+    labeled rows, stratified by class: each class's rows, shuffled with the run's seed,
+    dealt to the folds in turn from a fold drawn for the class, so every fold holds about
+    1/K of every class."""
     _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE)
     s = ctx.splits
-    return judge_rows(s.label[s.train_labeled], ctx.cfg.pseudo_labels.lp_judge_fraction, rng)
+    y = s.label[s.train_labeled]
+    k = ctx.cfg.pseudo_labels.lp_judge_folds
+    fold = np.zeros(len(y), dtype=np.int64)
+    start = 0
+    for c in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        fold[rows] = (start + np.arange(len(rows))) % k
+        start = (start + len(rows)) % k
+    return fold
 
 
-def pseudo_label_step(ctx, z: np.ndarray, judge: np.ndarray, su_pos: np.ndarray,
-                      epoch: int, pcs=None) -> dict:
-    """Label propagation of one run judged on its judge fold
-    (:func:`cmix.learn.labelprop.judged_label_propagation`; its kNN search and conjugate
-    gradients on the run's device). z: (n_L + n_SU, H) tensor, the latent of its nodes
-    (the training labeled rows, then the S_U rows). The graph is built
-    in that latent or in the nodes' input PCs (``pcs``: the (index, sim) of their
-    :func:`cmix.learn.labelprop.knn_neighbours`, or None), with k from :func:`graph_ks`
-    and propagation's alpha from {lp_alpha, 0.9}, whichever gives the judge rows the most
-    accurate pseudo-labels when only the other labeled rows seed it; the pseudo-labels
-    carry weight only where they are shown to be right more often than the supervised
-    head on the latent can be on the judge rows. Stores the pseudo-labels and weights of
-    the S_U rows in the run's checkpoint parts ("pseudo") and a summary in
-    parts["lp_info"]. Only training labeled rows are used: validation rows are not
-    nodes."""
-    from .labelprop import candidate_name, judged_label_propagation
+def look_nodes(group, model):
+    """The latent (G, n, H), on the device, of each model's label-propagation nodes (its
+    run's training labeled rows, then its S_U rows), the nodes' dosages (G, n, M) and
+    each run's node count."""
+    nodes = [np.concatenate([c.splits.train_labeled, c.splits.unlabeled[pseudo_label_rows(c)]])
+             for c in group.ctxs]
+    x_nodes = group.rows_of(nodes)
+    return latent_rows(model, x_nodes), x_nodes, [len(n) for n in nodes]
 
-    s, lp, parts = ctx.splits, ctx.cfg.pseudo_labels, ctx.parts
-    t0 = time.perf_counter()
-    n_l = len(s.train_labeled)
-    y_l = s.label[s.train_labeled]
-    spaces = {"latent": z} if pcs is None else {"latent": z, "pcs": pcs}
-    res = judged_label_propagation(spaces, y_l, judge, s.n_classes, z[:n_l].cpu().numpy(), lp,
-                                   ks=graph_ks(lp),
-                                   alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
+
+def judged_look(group, model, folds: dict, pcs_cache: dict):
+    """The look of cmix's judge (:func:`pretrain_stage`): for each run still going, its
+    pseudo-labels judged by its fold models (:func:`cmix.learn.labelprop.cross_fitted_label_propagation`:
+    fold model f never saw fold f's labels, ``folds``: run id -> (n_L,) fold of each
+    labeled row), on the latent of each model and on the input PCs of the run's nodes
+    (searched once, kept in ``pcs_cache``), with k from :func:`graph_ks` and alpha from
+    {lp_alpha, 0.9}. Pseudo-labels carry weight only where they are shown to be right more
+    often than the supervised head on the latent can be; a run whose look does not use
+    them ends its judged stage (before its last epoch) and is pre-trained again as
+    cmix_selfsl. Only training labeled rows are used: validation rows are not nodes."""
+    from .labelprop import Folds, cross_fitted_label_propagation
+
+    cfg, lp = group.cfg, group.cfg.pseudo_labels
+
+    def look(done, active, recs):
+        idx = [i for i in range(group.n_models) if active[i]]
+        if not idx:
+            return
+        z, x_nodes, counts = look_nodes(group, model)
+        for i in idx:
+            if group.roles[i] != 0:
+                continue
+            ctx, n = group.ctxs[i], counts[i]
+            members = [j for j in range(group.n_models) if group.ctxs[j] is ctx]
+            t0 = time.perf_counter()
+            if id(ctx) not in pcs_cache and lp.lp_pcs:
+                pcs_cache[id(ctx)] = input_pcs(ctx, x_nodes[i, :n].cpu().numpy())
+            pcs = pcs_cache.get(id(ctx))
+            n_l = len(ctx.splits.train_labeled)
+            spaces = [{"latent": z[j, :n], **({"pcs": pcs} if pcs is not None else {})}
+                      for j in members]
+            res = cross_fitted_label_propagation(
+                spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
+                z[i, :n_l].cpu().numpy(),
+                Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
+                      features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
+                lp, ks=graph_ks(lp), alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
+            ctx.parts["pseudo_folds"] = {f: {"label": lab[n_l:], "weight": w[n_l:]}
+                                         for f, (lab, w) in enumerate(res.fold_pseudo)}
+            info = record_look(ctx, res, n_l, done, t0)
+            recs[i].update(pseudo_label_accuracy=info["accuracy"],
+                           pseudo_label_coverage=info["coverage"])
+            if not res.used and done < cfg.pretrain.epochs:
+                # refused: no later look is taken, the run is cmix_selfsl's
+                log(f"seed {ctx.seed}: pseudo-labels refused at epoch {done}: the judged "
+                    "pre-training stops here")
+                recs[i]["end_stage"] = True
+
+    return look
+
+
+def unjudged_look(group, model):
+    """The look of cmix_paper (:func:`pretrain_stage`), as Darabi et al. describe it: for
+    each run, label propagation on its model's latent (k = lp_k, alpha = lp_alpha) seeded
+    with every training labeled row; every pseudo-label is used with its certainty
+    1 - H(p)/log C as its weight."""
+    from .labelprop import JudgedPseudoLabels, knn_neighbours, graph_from_neighbours, propagate
+
+    lp = group.cfg.pseudo_labels
+
+    def look(done, active, recs):
+        idx = [i for i in range(group.n_models) if active[i]]
+        if not idx:
+            return
+        z, _, counts = look_nodes(group, model)
+        for i in idx:
+            ctx, n = group.ctxs[i], counts[i]
+            t0 = time.perf_counter()
+            n_l = len(ctx.splits.train_labeled)
+            y_l = ctx.splits.label[ctx.splits.train_labeled]
+            index, sim = knn_neighbours(z[i, :n], lp.lp_k, lp.lp_block)
+            prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), np.arange(n_l), y_l,
+                             ctx.splits.n_classes, lp, ctx.dev)
+            res = JudgedPseudoLabels(
+                label=prop.pseudo_label, weight=prop.weight, certainty=prop.weight,
+                space="latent", k=lp.lp_k, alpha=lp.lp_alpha, heldout={}, head_accuracy=None,
+                head_bound=None, used=True, missing_classes=prop.missing_classes)
+            info = record_look(ctx, res, n_l, done, t0)
+            recs[i].update(pseudo_label_accuracy=info["accuracy"],
+                           pseudo_label_coverage=info["coverage"])
+
+    return look
+
+
+def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
+    """Keep a look's pseudo-labels of the run's S_U rows in its checkpoint parts
+    ("pseudo") and its summary in parts["lp_info"] (accuracy against the S_U rows' true
+    classes, which nothing else reads); log it. res: the look's
+    :class:`cmix.learn.labelprop.JudgedPseudoLabels` over the run's nodes (n_l labeled
+    rows first)."""
+    from .labelprop import candidate_name
+
+    s, parts = ctx.splits, ctx.parts
+    su_pos = pseudo_label_rows(ctx)
     parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
+    judged = res.head_accuracy is not None
     info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
                 graph=candidate_name(res.space, res.k, res.alpha),
-                heldout_accuracy=res.heldout_accuracy,
-                head_accuracy=res.head_accuracy, head_bound=round(res.head_bound, 4),
-                used=res.used, n_judge=int(judge.sum()),
+                heldout_accuracy=res.heldout_accuracy if judged else None,
+                head_accuracy=res.head_accuracy,
+                head_bound=round(res.head_bound, 4) if judged else None,
+                used=res.used, n_judge=int(res.n_held),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
-    if info["n_judge"] == 0:     # lp_judge_fraction 0: nothing can show them better
-        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): no judge rows "
-            f"(lp_judge_fraction {lp.lp_judge_fraction}): not used (weight 0)")
+    if not judged:
+        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}), as propagated (no judge): graph "
+            f"{info['graph']}, mean weight {info['mean_weight']:.3f}")
     else:
         log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy "
-            f"on the {info['n_judge']} judge rows {res.heldout_accuracy:.3f} vs the head's "
-            f"{res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
+            f"on the {info['n_judge']} held-out labeled rows {res.heldout_accuracy:.3f} vs the "
+            f"head's {res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
             + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
                "not used (weight 0)"))
     if res.missing_classes:

@@ -79,8 +79,16 @@ _ALL = [
            "ablation: with pseudo-labels, no predictor mixup", {"predictor_mixup": False}),
     Method("cmix_random_mix", ContrastiveMixupMethod, CMIX_SECTIONS,
            "ablation: partners drawn regardless of class", {"mix": "random"}),
+    Method("cmix_paper_pl", ContrastiveMixupMethod, CMIX_SECTIONS,
+           "the paper's Self-SL + PL: pseudo-labels used as propagated (certainty-weighted, "
+           "no judge), no predictor mixup", {"judge": False, "predictor_mixup": False}),
+    Method("cmix_paper", ContrastiveMixupMethod, CMIX_SECTIONS,
+           "Contrastive Mixup as Darabi et al. describe it: pseudo-labels used as propagated "
+           "(certainty-weighted, refreshed every lp_every epochs, no judge)",
+           {"judge": False}),
     Method("cmix", ContrastiveMixupMethod, CMIX_SECTIONS,
-           "Contrastive Mixup: the full method"),
+           "Contrastive Mixup: the full method, its pseudo-labels used only where held-out "
+           "labeled rows show them better than the supervised head"),
 ]
 
 #: every method, in the report's display order

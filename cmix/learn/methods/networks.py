@@ -31,7 +31,7 @@ class NetworkMethod(FittedMethod):
 
     def __init__(self, cfg, device="cpu"):
         super().__init__(cfg, device)
-        self.model = self.head = None
+        self.model = self.head = self.probe = None
 
     @classmethod
     def fit_group(cls, group) -> list:
@@ -50,9 +50,11 @@ class NetworkMethod(FittedMethod):
 
     # ------------------------------------------------------------ one run's slice
     @classmethod
-    def from_group(cls, group, i: int, model, head, validation: dict, pseudo_labels=None):
+    def from_group(cls, group, i: int, model, head, validation: dict, pseudo_labels=None,
+                   probe=None):
         """Run i's fitted method: its slices of the group's ``model`` (a grouped
-        ContrastiveMixup, or None) and ``head``."""
+        ContrastiveMixup, or None) and ``head``, and its linear probe when the choice of
+        head (:func:`choose_heads`) took one."""
         from ..nn import model_state
 
         ctx = group.ctxs[i]
@@ -61,15 +63,15 @@ class NetworkMethod(FittedMethod):
         m.mean, m.sd = ctx.mean, ctx.sd
         state = m.state_dict_of(model_state(model, i) if model is not None else None,
                                 {"features": model_state(head.features, i),
-                                 "predictor": model_state(head.predictor, i)})
+                                 "predictor": model_state(head.predictor, i)}, probe)
         m.load_state_dict(state)
         m.report = {"validation": validation, "pseudo_labels": pseudo_labels}
         return m
 
-    def state_dict_of(self, encoder, head) -> dict:
+    def state_dict_of(self, encoder, head, probe=None) -> dict:
         return {"class": type(self).__name__, "cfg": self.cfg.flat(), "n_snps": self.n_snps,
                 "n_classes": self.n_classes, "n_cov": self.n_cov, "mean": self.mean,
-                "sd": self.sd, "encoder": encoder, "head": head}
+                "sd": self.sd, "encoder": encoder, "head": head, "probe": probe}
 
     # ------------------------------------------------------------ prediction
     def encode(self, x, batch: int = 4096):
@@ -102,6 +104,9 @@ class NetworkMethod(FittedMethod):
         return out
 
     def predict_proba(self, x, covariates):
+        if self.probe is not None:          # the linear probe on the frozen latent
+            return probe_proba(self.probe, self.inputs(x, covariates).cpu().numpy(),
+                               self.n_classes)
         return self.head.proba(self.inputs(x, covariates)[None])[0].cpu().numpy()
 
     def latent(self, x, covariates):
@@ -118,13 +123,14 @@ class NetworkMethod(FittedMethod):
         return self.state_dict_of(
             model_state(self.model, 0) if self.model is not None else None,
             {"features": model_state(self.head.features, 0),
-             "predictor": model_state(self.head.predictor, 0)})
+             "predictor": model_state(self.head.predictor, 0)}, self.probe)
 
     def load_state_dict(self, state):
         from ..nn import ContrastiveMixup, build_head, init_generators, load_model_state
 
         for k in ("n_snps", "n_classes", "n_cov", "mean", "sd"):
             setattr(self, k, state[k])
+        self.probe = state.get("probe")             # runs fitted before the probe: none
         self.model = None
         if state["encoder"] is not None:
             self.model = ContrastiveMixup(init_generators([0], 0), self.n_snps, self.cfg.model,
@@ -228,6 +234,97 @@ def freeze(model) -> dict:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def probe_features(probe: dict, inputs: np.ndarray):
+    """The linear probe's features of a head's inputs (n, H + K) (latent, then the
+    covariates): the latent standardised with the probe's moments, and the covariates
+    (split off when the probe fits them out of the penalty)."""
+    n_cov = probe["n_cov"]
+    z = inputs[:, :inputs.shape[1] - n_cov].astype(np.float64)
+    z = (z - probe["mu"]) / probe["sd"]
+    return np.hstack([z, inputs[:, inputs.shape[1] - n_cov:].astype(np.float64)]) \
+        if n_cov else z
+
+
+def probe_proba(probe: dict, inputs: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n, C) probabilities of the linear probe for head inputs (n, H + K)."""
+    from .base import full_proba
+
+    return full_proba(probe["model"], probe_features(probe, inputs), n_classes)
+
+
+def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray) -> dict:
+    """The linear probe of a run on head inputs (n, H + K) (frozen latent, covariates) of
+    labeled rows of classes y: L2 logistic regression on the latent standardised with these
+    rows' moments, C by cross-validation of the log-loss (:func:`cmix.learn.linear.fit_logreg_cv`),
+    the covariates beside it out of its penalty (:func:`cmix.learn.linear.fit_with_covariates`),
+    as the logreg baseline fits them. Returns the probe (a dict: model, moments, n_cov, C)."""
+    from ..linear import fit_logreg_cv, fit_with_covariates
+
+    cfg = ctx.cfg.logreg
+    n_cov = ctx.n_cov
+    z = inputs[:, :inputs.shape[1] - n_cov].astype(np.float64)
+    probe = {"mu": z.mean(0), "sd": z.std(0) + 1e-9, "n_cov": n_cov}
+    x = probe_features(probe, inputs)
+    args = (y, ctx.splits.n_classes, cfg.logreg_folds, cfg.logreg_n_c, ctx.seed)
+    if n_cov:
+        model, c = fit_with_covariates(x[:, :-n_cov], x[:, -n_cov:], *args)[:2]
+    else:
+        model, c = fit_logreg_cv(x, *args)[:2]
+    probe.update(model=model, C=float(c))
+    return probe
+
+
+def run_inputs(group, model, rows: list) -> list:
+    """Each run's head inputs (n_i, H + K) numpy of its store rows ``rows[i]``, computed
+    for the whole group at once (:func:`head_inputs`, the rows padded to one length)."""
+    n = max(max(len(r) for r in rows), 1)
+    padded = [np.concatenate([r, np.repeat(r[:1] if len(r) else np.zeros(1, np.int64),
+                                           n - len(r))]) for r in rows]
+    x = head_inputs(group, model)(padded).float().cpu().numpy()
+    return [x[i, :len(r)] for i, r in enumerate(rows)]
+
+
+def choose_heads(group, model, summaries: list) -> list:
+    """For each run, the head its labels favour: the MLP predictor already fitted, or a
+    linear probe on the frozen latent of ``model`` (:func:`fit_probe`), whichever has the
+    lower log-loss on the run's validation rows (the MLP's: its early-stopped head's; the
+    probe's: fitted on the training labeled rows). No test row is read. A chosen probe is
+    fitted again on every labeled row (training and validation), as the MLP is refitted.
+    Records the choice and both losses in each run's validation summary; returns the
+    probes (None where the MLP stays)."""
+    from ...io import CmixError
+    from ..linear import require_two_per_class
+
+    splits = [c.splits for c in group.ctxs]
+    x_tr = run_inputs(group, model, [s.train_labeled for s in splits])
+    x_val = run_inputs(group, model, [s.validation for s in splits])
+    probes, chosen = [None] * group.n_models, []
+    for i, (ctx, s) in enumerate(zip(group.ctxs, splits)):
+        mlp_loss = summaries[i].get("best_loss")
+        choice = {"head": "mlp", "head_val_log_loss": {"mlp": mlp_loss, "linear": None}}
+        y_tr, y_val = s.label[s.train_labeled], s.label[s.validation]
+        try:
+            require_two_per_class(y_tr, s.n_classes, "the linear probe's cross-validation")
+        except CmixError:              # too few labeled rows of a class: the MLP stays
+            summaries[i].update(choice)
+            continue
+        if len(y_val) and mlp_loss is not None:
+            p = probe_proba(fit_probe(ctx, x_tr[i], y_tr), x_val[i], s.n_classes)
+            loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y_val)), y_val], 1e-12,
+                                                 None))))
+            choice["head_val_log_loss"]["linear"] = loss
+            if loss < mlp_loss:
+                choice["head"] = "linear"
+                chosen.append(i)
+        summaries[i].update(choice)
+    if chosen:
+        x_lab = run_inputs(group, model, [s.labeled for s in splits])
+        for i in chosen:
+            s = splits[i]
+            probes[i] = fit_probe(group.ctxs[i], x_lab[i], s.label[s.labeled])
+    return probes
+
+
 def supervised_heads(group, model, cache: dict):
     """The early-stopped, refitted heads (plain cross-entropy) of every model on the
     frozen latent of ``model`` (or on the dosages when None), on its training labeled
@@ -267,10 +364,11 @@ def supervised_heads(group, model, cache: dict):
 # ------------------------------------------------------------------ cmix, mlp, ablations
 class ContrastiveMixupMethod(NetworkMethod):
     """cmix, mlp and the ablations (the registry's switches select the stages of
-    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged on a judge fold of the
-    labeled rows (pre-training again without them, as cmix_selfsl does, for a run whose
-    pseudo-labels carry no weight at the end), then the predictor on the frozen encoder
-    (or, without pre-training, on the embedded dosages)."""
+    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged by fold models (each
+    trained without one fold of the labeled rows' labels, in the same group as the run's
+    own model; a run whose pseudo-labels carry no weight at the end is pre-trained again
+    as cmix_selfsl), or used as propagated (cmix_paper), or without pseudo-labels; then the
+    predictor on the frozen encoder (or, without pre-training, on the embedded dosages)."""
 
     family = "trainer"
     encode_autocast = True
@@ -278,51 +376,28 @@ class ContrastiveMixupMethod(NetworkMethod):
     @classmethod
     def fit_group(cls, group) -> list:
         from .. import train as tr
-        from ..nn import load_model_state, model_state
 
         cfg, ctxs = group.cfg, group.ctxs
         sw = cfg.switches
         model = cmix_model(group)
-        rows = tr.PretrainRows(labeled=group.row_set([c.splits.train_labeled for c in ctxs]),
-                               y=None, unlabeled=group.row_set([c.splits.unlabeled for c in ctxs]))
-        rows.y = group.label[rows.labeled.pos]
-        su_pos = [tr.pseudo_label_rows(c) for c in ctxs]
-        if sw.pretrain and sw.pseudo_labels:
-            judge = [tr.judge_fold(c) for c in ctxs]
-            shared_stage(group, "pretrain", True,
-                         lambda: tr.pretrain_stage(group, model, rows, judge))
-            refused = [i for i, c in enumerate(ctxs) if not tr.pseudo_labels_weigh(c)]
-            if refused:
-                sub = group.subgroup(refused)
-                again = cmix_model(sub)
-                for c in sub.ctxs:
-                    if c.state.stage == "pretrain":
-                        c.state.stage, c.state.epoch = "pretrain_all", 0
-                from ...io import log
-
-                log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
-                    f"{', '.join(str(c.seed) for c in sub.ctxs)}): pseudo-labels carry no "
-                    "weight after the judged pre-training: pre-training again with every "
-                    "labeled row and no pseudo-labels (those runs are then cmix_selfsl's)")
-                sub_rows = tr.PretrainRows(
-                    labeled=sub.row_set([c.splits.train_labeled for c in sub.ctxs]), y=None,
-                    unlabeled=sub.row_set([c.splits.unlabeled for c in sub.ctxs]))
-                sub_rows.y = sub.label[sub_rows.labeled.pos]
-                shared_stage(sub, "pretrain_all", False,
-                             lambda: tr.pretrain_stage(sub, again, sub_rows, None,
-                                                       stage="pretrain_all"))
-                for k, i in enumerate(refused):
-                    load_model_state(model, i, model_state(again, k))
+        if sw.pretrain and sw.pseudo_labels and sw.judge:
+            judged_pretraining(group, model)
+        elif sw.pretrain and sw.pseudo_labels:
+            shared_stage(group, "pretrain", "unjudged", lambda: tr.pretrain_stage(
+                group, model, pretrain_rows(group), tr.unjudged_look(group, model)))
         elif sw.pretrain:
-            shared_stage(group, "pretrain", False,
-                         lambda: tr.pretrain_stage(group, model, rows))
+            shared_stage(group, "pretrain", None,
+                         lambda: tr.pretrain_stage(group, model, pretrain_rows(group)))
         frozen = freeze(model)
         encoder = model if sw.pretrain else None
         cache: dict = {}
         latent = model.encoder.out_dim if sw.pretrain else None
-        head, summaries = tr.predictor_stage(group, head_inputs(group, encoder), su_pos,
+        head, summaries = tr.predictor_stage(group, head_inputs(group, encoder),
+                                             [tr.pseudo_label_rows(c) for c in ctxs],
                                              partial(new_head, group, latent, cache))
         tr.check_frozen(model, frozen)
+        probes = choose_heads(group, encoder, summaries) if encoder is not None \
+            else [None] * group.n_models
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
                 "heldout_accuracy", "head_accuracy", "head_bound", "n_judge", "mean_weight")
         out = []
@@ -330,20 +405,78 @@ class ContrastiveMixupMethod(NetworkMethod):
             lp = ctx.parts.get("lp_info") or []
             pl = ({**{k: lp[-1].get(k) for k in keys}, "epochs": [r["epoch"] for r in lp]}
                   if lp else None)
-            out.append(cls.from_group(group, i, encoder, head, summaries[i], pl))
+            out.append(cls.from_group(group, i, encoder, head, summaries[i], pl, probes[i]))
         return out
 
 
-def shared_stage(group, stage: str, judged: bool, run) -> None:
+def pretrain_rows(group, folds: dict | None = None):
+    """The pre-training rows of every model of the group: each run's training labeled
+    rows (a fold model f: those outside fold f of ``folds``, run id -> (n_L,) folds) and
+    its unlabeled rows."""
+    from .. import train as tr
+
+    labeled = []
+    for c, role in zip(group.ctxs, group.roles):
+        rows = c.splits.train_labeled
+        labeled.append(rows if role == 0 else rows[folds[id(c)] != role - 1])
+    rows = tr.PretrainRows(labeled=group.row_set(labeled), y=None,
+                           unlabeled=group.row_set([c.splits.unlabeled for c in group.ctxs]))
+    rows.y = group.label[rows.labeled.pos]
+    return rows
+
+
+def judged_pretraining(group, model) -> None:
+    """cmix's pre-training with judged pseudo-labels, into ``model`` (the group's runs'
+    models): each run's model and its lp_judge_folds fold models train as one group (a
+    fold model's labeled rows lack one fold's; its initial weights and draws come from its
+    own stream), the fold models judging the run's pseudo-labels at every look
+    (:func:`cmix.learn.train.judged_look`). A run whose pseudo-labels weigh nothing at the
+    end is pre-trained again without them (stage "pretrain_all"), as cmix_selfsl is."""
+    from ... import io
+    from .. import train as tr
+    from ..nn import load_model_state, model_state
+
+    k = group.cfg.pseudo_labels.lp_judge_folds
+    folds = {id(c): tr.judge_folds(c) for c in group.ctxs}
+    judged = group.with_folds(k)
+    big = cmix_model(judged)
+    pcs_cache: dict = {}
+    for r in range(group.n_models):            # a run's own model: as the group's
+        load_model_state(big, r * (k + 1), model_state(model, r))
+    shared_stage(judged, "pretrain", "judged", lambda: tr.pretrain_stage(
+        judged, big, pretrain_rows(judged, folds), tr.judged_look(judged, big, folds, pcs_cache)))
+    for r in range(group.n_models):
+        load_model_state(model, r, model_state(big, r * (k + 1)))
+    refused = [i for i, c in enumerate(group.ctxs) if not tr.pseudo_labels_weigh(c)]
+    if not refused:
+        return
+    sub = group.subgroup(refused)
+    again = cmix_model(sub)
+    for c in sub.ctxs:
+        if c.state.stage == "pretrain":
+            c.state.stage, c.state.epoch = "pretrain_all", 0
+    io.log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
+           f"{', '.join(str(c.seed) for c in sub.ctxs)}): pseudo-labels carry no weight "
+           "after the judged pre-training: pre-training again with every labeled row and no "
+           "pseudo-labels (those runs are then cmix_selfsl's)")
+    shared_stage(sub, "pretrain_all", None, lambda: tr.pretrain_stage(
+        sub, again, pretrain_rows(sub), stage="pretrain_all"))
+    for j, i in enumerate(refused):
+        load_model_state(model, i, model_state(again, j))
+
+
+def shared_stage(group, stage: str, pseudo, run) -> None:
     """Run pre-training stage ``stage`` (``run()``) for the runs that cannot take it from
-    the shared-encoder folder (:func:`cmix.learn.harness.take_shared_stage`), and leave
-    it there for the others' later use (:func:`cmix.learn.harness.share_stage`). A run
-    that took it is inactive in the group's loop (its state is past the stage)."""
-    taken = [c.take_shared(stage, judged) for c in group.ctxs]
+    the shared-encoder folder (:func:`cmix.learn.harness.take_shared_stage`; ``pseudo``:
+    "judged", "unjudged" or None), and leave it there for the others' later use
+    (:func:`cmix.learn.harness.share_stage`). A run that took it is inactive in the
+    group's loop (its state is past the stage)."""
+    runs = group.runs()
+    taken = [c.take_shared(stage, pseudo) for c in runs]
     run()
-    for c, was_taken in zip(group.ctxs, taken):
+    for c, was_taken in zip(runs, taken):
         if not was_taken:
-            c.share(stage, judged)
+            c.share(stage, pseudo)
 
 
 # ------------------------------------------------------------------ ae
@@ -391,7 +524,8 @@ class Autoencoder(NetworkMethod):
                      "ae pre-training")
         freeze(model)
         head, summaries = supervised_heads(group, model, {})
-        return [cls.from_group(group, i, model, head, summaries[i])
+        probes = choose_heads(group, model, summaries)
+        return [cls.from_group(group, i, model, head, summaries[i], probe=probes[i])
                 for i in range(group.n_models)]
 
 
@@ -431,7 +565,8 @@ class Vime(NetworkMethod):
         model = vime_pretrain(group)
         freeze(model)
         head, summaries = vime_heads(group, model)
-        return [cls.from_group(group, i, model, head, summaries[i])
+        probes = choose_heads(group, model, summaries)
+        return [cls.from_group(group, i, model, head, summaries[i], probe=probes[i])
                 for i in range(group.n_models)]
 
 
