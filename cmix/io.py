@@ -36,37 +36,81 @@ class CmixError(Exception):
 _HOST = __import__("socket").gethostname().split(".")[0].replace("/", "_")
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _remove_stale_temporaries(path: Path) -> None:
     """Remove ``.NAME.HOST.PID.tmp`` leftovers of ``path`` written on this host by a
     process that no longer runs (a step killed with SIGKILL leaves them)."""
     prefix = f".{path.name}.{_HOST}."
     for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         pid = tmp.name[len(prefix):-len(".tmp")]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if pid.isdigit() and not _alive(int(pid)):
             _remove(tmp)
-        except PermissionError:     # alive, another user's
-            pass
+
+
+def _temporary(path: Path) -> Path:
+    """The temporary name an output ``path`` is written under: ``.NAME.HOST.PID.tmp``."""
+    return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+
+
+def _refuse_folder_at(path: Path) -> None:
+    """CmixError when a folder sits where the file ``path`` is to be written: cmix
+    never replaces a folder with a file (it would have to delete what is in it)."""
+    if path.is_dir():
+        raise CmixError(f"{path}: is a folder, expected the name of a file to write; cmix "
+                        "never deletes a folder it did not write: choose another name")
+
+
+def _naming_output(err: OSError, real: dict[str, Path]) -> BaseException:
+    """``err`` raised on a temporary name, as a CmixError naming the output it stands
+    for (``real``: temporary path text -> output); ``err`` itself otherwise."""
+    for name in (err.filename, err.filename2):
+        if name is not None and str(name) in real:
+            return CmixError(f"{real[str(name)]}: cannot write it ({err.strerror or err}); "
+                             "nothing was written")
+    return err
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, is_dir: bool = False,
+                replaceable=None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     On any exception the temporary file or folder is removed and ``path`` is left as
-    it was. ``is_dir=True`` yields a (not yet created) folder name, for Zarr stores.
+    it was. A folder at ``path`` where a file is written is a CmixError, raised before
+    the block runs. ``is_dir=True`` yields a (not yet created) folder name, for Zarr
+    stores; an existing folder at ``path`` is then replaced only when
+    ``replaceable(path)`` is true (a folder this kind of output wrote: a cmix store),
+    and an existing file there is a CmixError. An error on the temporary name is
+    reported naming ``path``.
     """
     path = Path(path)
+    if not is_dir:
+        _refuse_folder_at(path)
+    elif path.is_file():
+        raise CmixError(f"{path}: is a file, expected a folder to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
-    tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+    tmp = _temporary(path)
     _remove(tmp)
     try:
         yield tmp
-        if is_dir and path.exists():
+        if not is_dir:
+            _refuse_folder_at(path)
+        elif path.exists() or path.is_symlink():
+            if path.is_symlink() or replaceable is None or not replaceable(path):
+                raise CmixError(f"{path}: exists and is not an output of this kind that "
+                                "cmix wrote; cmix replaces only its own: remove it yourself "
+                                "or choose another name")
             _remove(path)
         os.replace(tmp, path)
     except BaseException as err:
@@ -74,6 +118,10 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CmixError(f"{path}: no space left on device writing it "
                             f"({err.strerror}); nothing was written") from None
+        if isinstance(err, OSError):
+            named = _naming_output(err, {str(tmp): path})
+            if named is not err:
+                raise named from None
         raise
 
 
@@ -84,13 +132,18 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
     outputs of another kind of run) are deleted first, then every new file is renamed
     into place, so the files present at any moment are all old or all new: a process
     killed in between leaves an incomplete set (a missing file marks it unfinished),
-    never new files beside old ones. On an exception nothing changes."""
+    never new files beside old ones. On an exception nothing changes. Only files are
+    ever deleted: a folder at an output path (or among ``remove``) is a CmixError,
+    raised before the block runs and checked again before anything is deleted."""
     paths = [Path(p) for p in paths]
+    stale = [Path(p) for p in remove]
+    for path in [*paths, *stale]:
+        _refuse_folder_at(path)
     tmps = []
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
-        tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+        tmp = _temporary(path)
         _remove(tmp)
         tmps.append(tmp)
     try:
@@ -98,9 +151,11 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
         missing = [t for t in tmps if not t.exists()]
         if missing:
             raise RuntimeError(f"atomic_outputs: {missing[0]} was not written")
-        for old in [*paths, *map(Path, remove)]:
+        for old in [*paths, *stale]:
+            _refuse_folder_at(old)
+        for old in [*paths, *stale]:
             if old.exists() or old.is_symlink():
-                _remove(old)
+                old.unlink()
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)
     except BaseException as err:
@@ -111,6 +166,10 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
                                      else ""))
             raise CmixError(f"{paths[0].parent}: no space left on device writing {what} "
                             f"({err.strerror}); nothing was written") from None
+        if isinstance(err, OSError):
+            named = _naming_output(err, {str(t): p for t, p in zip(tmps, paths)})
+            if named is not err:
+                raise named from None
         raise
 
 
