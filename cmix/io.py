@@ -725,6 +725,23 @@ def claim_outputs(command: str, outputs, inputs=()) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def scratch_folder(beside, tag: str) -> Iterator[Path]:
+    """A private scratch folder ``.TAG.HOST.PID.XXXXXXXX`` in the folder ``beside``,
+    removed with everything in it when the block ends. Such folders left by processes
+    that no longer run on this host (a SIGKILL leaves them, with whatever they held)
+    are removed first."""
+    beside = Path(beside)
+    beside.mkdir(parents=True, exist_ok=True)
+    prefix = f".{tag}.{_HOST}."
+    for old in beside.glob(f"{glob.escape(prefix)}*"):
+        pid = old.name[len(prefix):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)) and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}.", dir=beside) as tmp:
+        yield Path(tmp)
+
+
 def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", disable=None):
     """A tqdm progress bar on stderr, shown only on a terminal (or when forced).
 
