@@ -388,6 +388,47 @@ def test_two_gwas_sharing_an_ids_out_never_mix_their_outputs(cohort, env, tmp_pa
     assert sorted(p.name for p in ids.parent.iterdir()) == ["a.gz", "hair.discovery.id"]
 
 
+HOLD_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, f"cmix step (pid {os.getpid()} on this host, since now)\\n".encode())
+print("held", flush=True)
+sys.stdin.read()
+os.unlink(sys.argv[1])
+"""
+#: per step of the sweep, the output file whose lock another writer holds: for a prefix
+#: step one it writes only sometimes (qc's .mindrem.id, pca's .prune.out, ...)
+LOCKED = {"simulate": "", "samples": ".filters.json", "qc": ".mindrem.id",
+          "unrelated": ".kin0", "pca": ".prune.out", "gwas": "", "gwas --ids-out": "",
+          "select": ".steps.tsv", "store": "", "predict": "", "report": ""}
+
+
+@pytest.mark.parametrize("name", sorted(LOCKED))
+def test_every_writer_stops_while_another_holds_one_of_its_outputs(cohort, env, scratch,
+                                                                    capsys, name):
+    """Every step that writes (all but train, which locks its run folder) stops at once,
+    naming the holder and writing nothing, while another cmix process holds the lock of
+    any one of the files it would write."""
+    if name.startswith("gwas") and not shutil.which("plink2"):
+        pytest.skip("plink2 not installed")
+    args, flag, _ = commands(cohort, env)[name]
+    out = scratch.parent / "results" / "out"
+    out.parent.mkdir()
+    holder = subprocess.Popen(      # the lock protocol: flock on .NAME.cmix.lock beside it
+        [sys.executable, "-c", HOLD_LOCK, str(out.parent / f".out{LOCKED[name]}.cmix.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = tree_bytes(scratch.parent)
+        line = refused(capsys, [*args, flag, out], args[0])
+        assert f"{out}{LOCKED[name]}: being written by cmix step (pid {holder.pid}" in line
+        assert tree_bytes(scratch.parent) == before
+    finally:
+        holder.communicate("")
+    assert holder.returncode == 0
+
+
 @requires_plink2
 def test_leftover_gwas_temporaries_of_dead_processes_are_removed(cohort, env, tmp_path):
     """A SIGKILLed `cmix gwas` left a .cmix_gwas.* folder holding people's IDs and
