@@ -4,8 +4,9 @@ Imports of heavy modules happen inside each subcommand, so ``cmix --help`` and t
 start-up of every step stay fast. A :class:`cmix.io.CmixError` (a user's mistake) is
 printed as one line, ``cmix <step>: error: ...``, with exit status 1. Before a step runs,
 the outputs its command line names are checked against its inputs and locked
-(:func:`cmix.io.claim_outputs`): an output never replaces a folder or file cmix did not
-write, never overwrites an input, and has one writer at a time.
+(:func:`cmix.io.claim_outputs`): an output never deletes a folder cmix did not write, never
+overwrites an input, never lands in a store or names the current folder, and has one
+writer at a time.
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ class Output:
     ``.steps.tsv``), "prefix" (the files ``path + s`` for each of ``suffixes`` only) or
     "folder" (a folder the command writes into or replaces). lock: whether
     :func:`claim_outputs` takes its lock (a run folder has its own,
-    :func:`folder_lock`). A folder that exists and holds entries must carry the
+    :func:`folder_lock`). A folder that exists and holds files must carry the
     manifest of the command ``manifest`` (:func:`previous_outputs`), or hold at least
     one of the names ``holds`` (:func:`check_folder_holds`), when these are given.
     """
@@ -465,8 +465,8 @@ def check_outputs(outputs, inputs=()) -> None:
                             f"of the file names written ({stem}/NAME writes "
                             f"{stem}/NAME{out.suffixes[0]} and the others)")
         if out.kind == "folder" and Path(text).exists() and not Path(text).is_dir():
-            raise CmixError(f"{_named(flag, text)}: is a file, expected a folder to write "
-                            "into")
+            raise CmixError(f"{_named(flag, text)}: cannot write to this folder (it is a "
+                            "file)")
         own = out.files()
         for path in own + ([Path(text)] if out.kind == "prefix" else []):
             if out.kind != "folder" and path.is_dir():
@@ -496,16 +496,17 @@ def check_outputs(outputs, inputs=()) -> None:
 
 
 def check_folder_holds(folder, names, flag: str = "--out") -> None:
-    """Refuse (CmixError) a folder output that exists, holds entries, and none of
-    ``names`` (the files the command writes there, e.g. a run's): a folder the command
-    did not write, which it would fill beside someone else's files."""
+    """Refuse (CmixError) a folder output that exists, holds files (in it or below it;
+    empty folders do not count) and none of ``names`` directly in it (the files the
+    command writes there, e.g. a run's): a folder the command did not write, which it
+    would fill beside someone else's files."""
     folder = Path(folder)
     if not folder.is_dir():
         return
-    entries = sorted(e.name for e in folder.iterdir() if not _TEMPORARY.match(e.name))
-    if entries and not set(entries) & set(names):
+    first = _first_file(folder)
+    if first is not None and not {e.name for e in folder.iterdir()} & set(names):
         raise CmixError(f"{_named(flag, folder)}: holds files this command did not write "
-                        f"(e.g. {entries[0]}; it writes "
+                        f"(e.g. {first}; it writes "
                         f"{', '.join(n for n in sorted(names) if not n.startswith('.'))}); "
                         "give a new or empty folder")
 
@@ -542,7 +543,7 @@ def previous_outputs(folder, command: str, flag: str = "--out") -> list[str]:
     if not folder.exists():
         return []
     if not folder.is_dir():
-        raise CmixError(f"{_named(flag, folder)}: is a file, expected a folder to write into")
+        raise CmixError(f"{_named(flag, folder)}: cannot write to this folder (it is a file)")
     names = _read_manifest(folder, command, flag)
     if names is not None:
         return names

@@ -168,6 +168,21 @@ def test_sweep_every_step_refuses_a_folder_its_inputs_and_an_empty_out(
         assert tree_bytes(*kept) == before, f"{flag} {out} changed files"
 
 
+def test_prefix_steps_write_only_the_files_they_check_and_lock(cohort, env, tmp_path):
+    """What the CLI checks and locks for a prefix --out (cli._PREFIX_OUTPUTS) is every
+    file the step writes: a file outside it would be written unchecked and unlocked."""
+    from cmix.cli import _PREFIX_OUTPUTS
+
+    for step in _PREFIX_OUTPUTS:
+        args, flag, _ = commands(cohort, env)[step]
+        out = tmp_path / step
+        out.mkdir()
+        extra = ["--mind", "0.01"] if step == "qc" else []     # writes its .mindrem.id
+        assert main([str(a) for a in [*args, *extra, flag, out / "o"]]) == 0
+        declared = {f"o{s}" for s in _PREFIX_OUTPUTS[step]}
+        assert {p.name for p in out.iterdir()} <= declared, step
+
+
 # ------------------------------------------------ cause 1: a folder at an output path
 def _bgen(cohort, tmp_path) -> Path:
     subprocess.run(["plink2", "--bfile", cohort / "genotypes", "--chr", "1", "--thin-count",
