@@ -2,7 +2,11 @@
 
 Imports of heavy modules happen inside each subcommand, so ``cmix --help`` and the
 start-up of every step stay fast. A :class:`cmix.io.CmixError` (a user's mistake) is
-printed as one line, ``cmix <step>: error: ...``, with exit status 1.
+printed as one line, ``cmix <step>: error: ...``, with exit status 1. Before a step runs,
+the outputs its command line names are checked against its inputs and locked
+(:func:`cmix.io.claim_outputs`): an output never deletes a folder cmix did not write, never
+overwrites an input, never lands in a store or names the current folder, and has one
+writer at a time.
 """
 
 from __future__ import annotations
@@ -896,6 +900,75 @@ def _run_pca(args):
             settings=PcaSettings(n_pcs=args.pcs, seed=args.seed, threads=args.threads))
 
 
+# ------------------------------------------------------------------ outputs
+#: The files a prefix --out of each step names (PREFIX + suffix).
+_PREFIX_OUTPUTS = {
+    "samples": (".keep", ".filters.tsv", ".filters.json"),
+    "qc": (".snplist", ".vqc.tsv", ".mindrem.id"),
+    "unrelated": (".king.cutoff.in.id", ".king.cutoff.out.id", ".king.summary.tsv", ".kin0"),
+    "pca": (".eigenvec", ".eigenval", ".eigenvec.allele", ".acount", ".prune.in",
+            ".prune.out"),
+}
+#: What a run folder of `cmix train` holds (it writes no other file there).
+_RUN_FILES = ("metrics.json", "checkpoint.pt", "train_log.jsonl", "predictions.npz",
+              ".cmix.lock")
+
+
+def _outputs(args) -> list:
+    """The outputs a step's command line names (:class:`cmix.io.Output`): checked and
+    locked by :func:`cmix.io.claim_outputs` before the step does any work."""
+    from pathlib import Path
+
+    from .io import Output
+
+    step, out = args.command, getattr(args, "out", None)
+    if step in _PREFIX_OUTPUTS:
+        return [Output("--out", out, "prefix", _PREFIX_OUTPUTS[step])]
+    if step == "select":
+        return [Output("--out", out, suffixes=(".steps.tsv",))]
+    if step == "gwas":
+        ids = [Output("--ids-out", args.ids_out)] if args.ids_out is not None else []
+        return [Output("--out", out), *ids]
+    if step == "predict":
+        return [Output("--out", out)]
+    if step in ("simulate", "report"):       # folders they write into, with a manifest
+        return [Output("--out", out, "folder", manifest=step)]
+    if step == "store":
+        return [Output("--out", out, "folder")]
+    if step == "train":                      # each run folder has its own lock
+        runs = [Output("--out", d, "folder", lock=False, holds=_RUN_FILES)
+                for d in _seed_dirs(args.seed, out).values()]
+        shared = ([Output("--shared-encoders", args.shared_encoders, "folder", lock=False)]
+                  if args.shared_encoders is not None else [])
+        return runs + shared
+    if step == "bgen-index":
+        return [Output("", f"{f}.bgi") for f in args.bgen]
+    if step == "install-profile":
+        dest = args.dest if args.dest is not None else str(
+            Path.home() / ".config" / "snakemake" / args.name)
+        return [Output("--dest", dest, "folder", lock=False)]
+    return []
+
+
+def _inputs(args, outputs) -> list[tuple]:
+    """(option, text) of every argument of a step that may name an input file, prefix
+    or folder: all but its outputs (:func:`cmix.io.input_paths` finds what they name).
+    bgen-index's BGEN files are exact paths (their .bgi is its output)."""
+    from pathlib import Path
+
+    if args.command == "bgen-index":
+        return [("BGEN file", Path(f)) for f in args.bgen]
+    flags = {o.flag for o in outputs} | {"--out", "--ids-out", "--dest"}
+    pairs = []
+    for dest, value in vars(args).items():
+        flag = f"--{dest.replace('_', '-')}"
+        if flag in flags or dest.startswith("_") or dest in ("func", "command", "name"):
+            continue
+        pairs += [(flag, v) for v in (value if isinstance(value, list) else [value])
+                  if isinstance(v, str)]
+    return pairs
+
+
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
 _SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
@@ -933,7 +1006,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.func(args)
+        from .io import claim_outputs
+
+        outputs = _outputs(args)
+        with claim_outputs(args.command, outputs, _inputs(args, outputs)):
+            args.func(args)
     except CmixError as err:
         print(f"cmix {args.command}: error: {err}", file=sys.stderr)
         return 1

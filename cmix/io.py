@@ -11,13 +11,16 @@ import contextlib
 import errno
 import glob
 import gzip
+import json
 import os
+import re
 import shutil
 import stat
 import sys
 import tempfile
 import threading
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -36,37 +39,81 @@ class CmixError(Exception):
 _HOST = __import__("socket").gethostname().split(".")[0].replace("/", "_")
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _remove_stale_temporaries(path: Path) -> None:
     """Remove ``.NAME.HOST.PID.tmp`` leftovers of ``path`` written on this host by a
     process that no longer runs (a step killed with SIGKILL leaves them)."""
     prefix = f".{path.name}.{_HOST}."
     for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         pid = tmp.name[len(prefix):-len(".tmp")]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if pid.isdigit() and not _alive(int(pid)):
             _remove(tmp)
-        except PermissionError:     # alive, another user's
-            pass
+
+
+def _temporary(path: Path) -> Path:
+    """The temporary name an output ``path`` is written under: ``.NAME.HOST.PID.tmp``."""
+    return path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+
+
+def _refuse_folder_at(path: Path) -> None:
+    """CmixError when a folder sits where the file ``path`` is to be written: cmix
+    never replaces a folder with a file (it would have to delete what is in it)."""
+    if path.is_dir():
+        raise CmixError(f"{path}: is a folder, expected the name of a file to write; cmix "
+                        "never deletes a folder it did not write: choose another name")
+
+
+def _naming_output(err: OSError, real: dict[str, Path]) -> BaseException:
+    """``err`` raised on a temporary name, as a CmixError naming the output it stands
+    for (``real``: temporary path text -> output); ``err`` itself otherwise."""
+    for name in (err.filename, err.filename2):
+        if name is not None and str(name) in real:
+            return CmixError(f"{real[str(name)]}: cannot write it ({err.strerror or err}); "
+                             "nothing was written")
+    return err
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, is_dir: bool = False,
+                replaceable=None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     On any exception the temporary file or folder is removed and ``path`` is left as
-    it was. ``is_dir=True`` yields a (not yet created) folder name, for Zarr stores.
+    it was. A folder at ``path`` where a file is written is a CmixError, raised before
+    the block runs. ``is_dir=True`` yields a (not yet created) folder name, for Zarr
+    stores; an existing folder at ``path`` is then replaced only when
+    ``replaceable(path)`` is true (a folder this kind of output wrote: a cmix store),
+    and an existing file there is a CmixError. An error on the temporary name is
+    reported naming ``path``.
     """
     path = Path(path)
+    if not is_dir:
+        _refuse_folder_at(path)
+    elif path.is_file():
+        raise CmixError(f"{path}: is a file, expected a folder to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
-    tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+    tmp = _temporary(path)
     _remove(tmp)
     try:
         yield tmp
-        if is_dir and path.exists():
+        if not is_dir:
+            _refuse_folder_at(path)
+        elif path.exists() or path.is_symlink():
+            if path.is_symlink() or replaceable is None or not replaceable(path):
+                raise CmixError(f"{path}: exists and is not an output of this kind that "
+                                "cmix wrote; cmix replaces only its own: remove it yourself "
+                                "or choose another name")
             _remove(path)
         os.replace(tmp, path)
     except BaseException as err:
@@ -74,6 +121,10 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CmixError(f"{path}: no space left on device writing it "
                             f"({err.strerror}); nothing was written") from None
+        if isinstance(err, OSError):
+            named = _naming_output(err, {str(tmp): path})
+            if named is not err:
+                raise named from None
         raise
 
 
@@ -84,13 +135,18 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
     outputs of another kind of run) are deleted first, then every new file is renamed
     into place, so the files present at any moment are all old or all new: a process
     killed in between leaves an incomplete set (a missing file marks it unfinished),
-    never new files beside old ones. On an exception nothing changes."""
+    never new files beside old ones. On an exception nothing changes. Only files are
+    ever deleted: a folder at an output path (or among ``remove``) is a CmixError,
+    raised before the block runs and checked again before anything is deleted."""
     paths = [Path(p) for p in paths]
+    stale = [Path(p) for p in remove]
+    for path in [*paths, *stale]:
+        _refuse_folder_at(path)
     tmps = []
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
-        tmp = path.parent / f".{path.name}.{_HOST}.{os.getpid()}.tmp"
+        tmp = _temporary(path)
         _remove(tmp)
         tmps.append(tmp)
     try:
@@ -98,9 +154,11 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
         missing = [t for t in tmps if not t.exists()]
         if missing:
             raise RuntimeError(f"atomic_outputs: {missing[0]} was not written")
-        for old in [*paths, *map(Path, remove)]:
+        for old in [*paths, *stale]:
+            _refuse_folder_at(old)
+        for old in [*paths, *stale]:
             if old.exists() or old.is_symlink():
-                _remove(old)
+                old.unlink()
         for tmp, path in zip(tmps, paths):
             os.replace(tmp, path)
     except BaseException as err:
@@ -111,6 +169,10 @@ def atomic_outputs(*paths: str | os.PathLike, remove=()) -> Iterator[list[Path]]
                                      else ""))
             raise CmixError(f"{paths[0].parent}: no space left on device writing {what} "
                             f"({err.strerror}); nothing was written") from None
+        if isinstance(err, OSError):
+            named = _naming_output(err, {str(t): p for t, p in zip(tmps, paths)})
+            if named is not err:
+                raise named from None
         raise
 
 
@@ -189,31 +251,37 @@ def check_writable_dir(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def staged_folder(out_dir: str | os.PathLike) -> Iterator[Path]:
+def staged_folder(out_dir: str | os.PathLike, command: str = "simulate") -> Iterator[Path]:
     """Build a folder of several files that must agree (a simulated cohort) in a
     temporary sibling, ``.NAME.HOST.PID.tmp``, and yield it. On success its files are
     moved into ``out_dir`` (created if needed), each by an atomic rename; on any error
     the sibling is removed and ``out_dir`` is left as it was (removed again if this call
     created it and it is empty), so a failed run never leaves a half-written or mixed
-    folder."""
+    folder. ``out_dir`` must be new, empty, or written by an earlier ``cmix COMMAND``
+    (its manifest, :func:`previous_outputs`, checked before the block runs): only the
+    files that one wrote are replaced, and those this run does not write again are
+    removed (:func:`recorded_outputs`)."""
     out = Path(out_dir)
+    previous = previous_outputs(out, command)
     created = not out.exists()
     out = check_writable_dir(out)
-    tmp = out.parent / f".{out.name}.{_HOST}.{os.getpid()}.tmp"
+    tmp = _temporary(out)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         yield tmp
+        names = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+        with recorded_outputs(out, command, names, previous):
+            for name in names:
+                dest = out / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp / name, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()
         raise
-    for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
-        dest = out / f.relative_to(tmp)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(f, dest)
-    shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -264,6 +332,415 @@ def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
         yield folder
     finally:
         fh.close()
+
+
+# ------------------------------------------------------------------ output discipline
+#: Files a genotype or PCA prefix given as an input names besides itself: an output
+#: must not be any of them.
+INPUT_SUFFIXES = (".bed", ".bim", ".fam", ".pgen", ".pvar", ".pvar.zst", ".psam", ".bgi",
+                  ".eigenvec", ".eigenval", ".eigenvec.allele", ".acount")
+#: What marks a folder as a Zarr store (format 2 group or array, format 3 node).
+ZARR_MARKERS = (".zgroup", ".zarray", "zarr.json")
+#: The manifest a command with folder outputs (report, simulate) writes into the folder:
+#: what it wrote there, by name; only those files are ever replaced or removed.
+MANIFEST_FILE = ".cmix-manifest.json"
+#: A temporary name of :func:`atomic_path` (``.NAME.HOST.PID.tmp``): not an output.
+_TEMPORARY = re.compile(r"^\..+\.[^.]+\.\d+\.tmp$")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a command, as its command line names it.
+
+    flag: the option ("--out"), for messages; path: the text given. kind: "file" (the
+    file ``path``, and ``path + s`` for each of ``suffixes``: a table and its
+    ``.steps.tsv``), "prefix" (the files ``path + s`` for each of ``suffixes`` only) or
+    "folder" (a folder the command writes into or replaces). lock: whether
+    :func:`claim_outputs` takes its lock (a run folder has its own,
+    :func:`folder_lock`). A folder that exists and holds files must carry the
+    manifest of the command ``manifest`` (:func:`previous_outputs`), or hold at least
+    one of the names ``holds`` (:func:`check_folder_holds`), when these are given.
+    """
+
+    flag: str
+    path: str
+    kind: str = "file"
+    suffixes: tuple[str, ...] = ()
+    lock: bool = True
+    manifest: str | None = None
+    holds: tuple[str, ...] = ()
+
+    def files(self) -> list[Path]:
+        """The paths this output writes (for a folder: the folder)."""
+        if self.kind == "prefix":
+            return [Path(self.path + s) for s in self.suffixes]
+        return [Path(self.path)] + [Path(self.path + s) for s in self.suffixes]
+
+
+def _identity(path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of what ``path`` names (symlinks followed), None when nothing
+    is there or the text cannot name a file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def input_paths(flag: str, value) -> list[tuple[str, Path]]:
+    """(flag, path) of every existing file or folder an input argument's text may name:
+    the path itself, a ``{chrom}`` pattern's files, a prefix's files
+    (:data:`INPUT_SUFFIXES`) and, for a folder, the entries directly in it (a run
+    folder's metrics.json). Text that names nothing (a trait name, JSON) gives none. A
+    Path ``value`` names that file alone."""
+    if isinstance(value, Path):
+        return [(flag, value)] if _identity(value) is not None else []
+    if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
+        return []
+    texts = [value + s for s in ("", *INPUT_SUFFIXES)]
+    if "{chrom}" in value:
+        texts = [p for t in texts for p in glob.glob(glob.escape(t).replace("{chrom}", "*"))]
+    found = []
+    for text in texts:
+        path = Path(text)
+        if _identity(path) is None:
+            continue
+        found.append((flag, path))
+        if path.is_dir():
+            with contextlib.suppress(OSError):
+                found += [(flag, child) for child in sorted(path.iterdir())]
+    return found
+
+
+def _enclosing_store(path: Path) -> Path | None:
+    """The Zarr store (a folder holding :data:`ZARR_MARKERS`) that ``path`` lies in,
+    symlinks resolved; None when there is none."""
+    for folder in Path(os.path.realpath(path)).parents:
+        if any((folder / m).exists() for m in ZARR_MARKERS):
+            return folder
+    return None
+
+
+def _named(flag: str, path) -> str:
+    """``--out PATH`` (or PATH alone without a flag): how a message names an output."""
+    return f"{flag} {path}" if flag else str(path)
+
+
+def check_outputs(outputs, inputs=()) -> None:
+    """Refuse, before any work, the outputs of a command that would lose a user's data.
+
+    outputs: :class:`Output` items; inputs: (flag, text) pairs of the command's input
+    arguments (:func:`input_paths` expands them). An output is refused (CmixError naming
+    it) when its text is empty (an unset shell variable); when it names the current
+    folder or a folder above it (``.``); when a folder sits where a file is written, or
+    a file where a folder is meant; for a prefix, when it is itself a folder or ends
+    in ``/``; when it lies inside a Zarr store; when it is the same file or folder as
+    any input (compared by device and inode: symlinks and hard links included) or as
+    another output; for a folder, when it holds entries the command did not write (its
+    ``manifest`` or ``holds`` rule).
+    """
+    outputs = list(outputs)
+    if not outputs:
+        return
+    known = {}
+    for flag, value in inputs:
+        for what, path in input_paths(flag, value):
+            known.setdefault(_identity(path), (what, path))
+    cwd = Path.cwd().resolve()
+    written: dict[tuple, tuple[str, Path]] = {}
+    for out in outputs:
+        flag, text, noun = out.flag, out.path, "folder" if out.kind == "folder" else "file"
+        if not text.strip():
+            raise CmixError(f"{flag or 'an output'} is empty (an unset shell variable?); "
+                            f"give the {noun} to write")
+        if "\0" in text:
+            raise CmixError(f"{_named(flag, repr(text))}: a path cannot hold a NUL byte")
+        where = Path(text).resolve()
+        if where == cwd or where in cwd.parents:
+            raise CmixError(f"{_named(flag, text)}: names the current folder (or one above "
+                            f"it); give a new {noun} name, e.g. results/NAME")
+        if out.kind == "prefix" and (text.endswith(("/", os.sep)) or Path(text).is_dir()):
+            stem = text.rstrip("/" + os.sep)
+            raise CmixError(f"{_named(flag, text)}: is a folder; {flag or 'it'} is a prefix "
+                            f"of the file names written ({stem}/NAME writes "
+                            f"{stem}/NAME{out.suffixes[0]} and the others)")
+        if out.kind == "folder" and Path(text).exists() and not Path(text).is_dir():
+            raise CmixError(f"{_named(flag, text)}: cannot write to this folder (it is a "
+                            "file)")
+        own = out.files()
+        for path in own + ([Path(text)] if out.kind == "prefix" else []):
+            if out.kind != "folder" and path.is_dir():
+                raise CmixError(f"{_named(flag, path)}: is a folder, expected the name of a "
+                                "file to write; cmix never deletes a folder it did not write")
+            store = _enclosing_store(path)
+            if store is not None:
+                raise CmixError(f"{_named(flag, path)}: lies inside the Zarr store {store}; "
+                                "writing there would damage it: choose a path outside it")
+            ident = _identity(path)
+            if ident is not None and ident in known:
+                what, src = known[ident]
+                same = "" if str(src) == str(path) else f" ({src})"
+                raise CmixError(f"{_named(flag, path)}: is the input {what}{same}; an output "
+                                "never overwrites an input: choose another name")
+            if path not in own:
+                continue
+            key = ident or ("path", os.path.abspath(path))
+            if key in written:
+                raise CmixError(f"{_named(flag, path)}: is also the output "
+                                f"{_named(*written[key])}; give each output its own name")
+            written[key] = (flag, path)
+        if out.kind == "folder" and out.manifest:
+            previous_outputs(text, out.manifest, flag)
+        if out.kind == "folder" and out.holds:
+            check_folder_holds(text, out.holds, flag)
+
+
+def check_folder_holds(folder, names, flag: str = "--out") -> None:
+    """Refuse (CmixError) a folder output that exists, holds files (in it or below it;
+    empty folders do not count) and none of ``names`` directly in it (the files the
+    command writes there, e.g. a run's): a folder the command did not write, which it
+    would fill beside someone else's files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    first = _first_file(folder)
+    if first is not None and not {e.name for e in folder.iterdir()} & set(names):
+        raise CmixError(f"{_named(flag, folder)}: holds files this command did not write "
+                        f"(e.g. {first}; it writes "
+                        f"{', '.join(n for n in sorted(names) if not n.startswith('.'))}); "
+                        "give a new or empty folder")
+
+
+def _read_manifest(folder: Path, command: str, flag: str) -> list[str] | None:
+    """The names ``folder``'s manifest lists, or None when it has none. CmixError when
+    it is unreadable or another command's."""
+    path = folder / MANIFEST_FILE
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CmixError(f"{path}: unreadable manifest of {_named(flag, folder)} ({err}); cmix "
+                        "cannot tell which files there it wrote: give a new folder") from None
+    names = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise CmixError(f"{path}: not a cmix manifest (expected a JSON object with a list "
+                        "of file names); give a new folder")
+    if manifest.get("command") != command:
+        raise CmixError(f"{_named(flag, folder)}: was written by `cmix {manifest.get('command')}` "
+                        f"(its {MANIFEST_FILE}); `cmix {command}` writes into a folder of its "
+                        "own: give another folder")
+    return names
+
+
+def previous_outputs(folder, command: str, flag: str = "--out") -> list[str]:
+    """The files an earlier ``cmix COMMAND`` recorded writing into the output folder
+    ``folder`` (its manifest, :data:`MANIFEST_FILE`; names relative to the folder); []
+    for a folder that does not exist or is empty. A folder that holds entries but no
+    manifest of this command (a folder cmix did not write, or another command's) is a
+    CmixError: nothing is written into it. Call it before any work."""
+    folder = Path(folder)
+    if not folder.exists():
+        return []
+    if not folder.is_dir():
+        raise CmixError(f"{_named(flag, folder)}: cannot write to this folder (it is a file)")
+    names = _read_manifest(folder, command, flag)
+    if names is not None:
+        return names
+    first = _first_file(folder)
+    if first is not None:
+        raise CmixError(f"{_named(flag, folder)}: holds files `cmix {command}` did not write "
+                        f"(e.g. {first}; it records what it writes in {MANIFEST_FILE}); give "
+                        "a new or empty folder")
+    return []
+
+
+def _first_file(folder: Path) -> str | None:
+    """The first file (or link) found in ``folder`` or its subfolders, relative to it,
+    leaving out atomic-write temporaries; None when it holds empty folders only (as
+    Snakemake makes them for a job's outputs)."""
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        found = sorted(f for f in files if not _TEMPORARY.match(f))
+        found += sorted(d for d in dirs if os.path.islink(os.path.join(root, d)))
+        if found:
+            return os.path.relpath(os.path.join(root, found[0]), folder)
+    return None
+
+
+def _write_manifest(folder: Path, command: str, names) -> None:
+    from . import __version__
+
+    with atomic_path(folder / MANIFEST_FILE) as tmp:
+        tmp.write_text(json.dumps({"command": command, "cmix": __version__,
+                                   "files": sorted(set(names))}, indent=1) + "\n")
+
+
+@contextlib.contextmanager
+def recorded_outputs(folder, command: str, names, previous, flag: str = "--out"):
+    """Around the block that renames ``names`` (relative to ``folder``) into place:
+    refuses first (CmixError) a name that exists but is not in ``previous`` (what
+    :func:`previous_outputs` returned: a file this command did not write there) or is
+    a folder; records previous + names in the manifest (so a kill at any point leaves
+    every file cmix wrote listed); after the block removes the files of ``previous``
+    not written again (a figure of a trait no longer reported) and records ``names``
+    alone (on an exception in the block, the manifest as it was). Yields the list of
+    stale names it will remove. Files it did not write are never touched."""
+    folder = Path(folder)
+    names = list(dict.fromkeys(str(n) for n in names))
+    ours = set(previous)
+    for name in names:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            raise CmixError(f"{_named(flag, folder)}: {name} there is a folder; cmix writes a file "
+                            "of that name: move it away or give another folder")
+        if (path.exists() or path.is_symlink()) and name not in ours:
+            raise CmixError(f"{_named(flag, folder)}: {name} there was not written by `cmix "
+                            f"{command}` (not in its {MANIFEST_FILE}); move it away or give "
+                            "another folder")
+    stale = [n for n in previous if n not in names]
+    folder.mkdir(parents=True, exist_ok=True)
+    had_manifest = (folder / MANIFEST_FILE).exists()
+    _write_manifest(folder, command, [*previous, *names])
+    try:
+        yield stale
+    except BaseException:                   # nothing renamed: the record as it was
+        if had_manifest:
+            _write_manifest(folder, command, previous)
+        else:
+            (folder / MANIFEST_FILE).unlink(missing_ok=True)
+        raise
+    for name in stale:
+        path = folder / name
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            with contextlib.suppress(OSError):      # a subfolder it emptied
+                if path.parent != folder:
+                    path.parent.rmdir()
+    _write_manifest(folder, command, names)
+
+
+class _OutputLock:
+    """An flock on ``.NAME.cmix.lock`` beside an output; the file is removed when the
+    lock is released (a SIGKILL leaves it, unlocked: the next writer takes it over)."""
+
+    def __init__(self, output: Path, holder: str):
+        import fcntl
+        import socket
+        import time
+
+        self.path = output.parent / f".{output.name}.cmix.lock"
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        for _ in range(100):                 # the holder may remove the file meanwhile
+            try:
+                try:
+                    fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    fd = os.open(self.path, flags)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise CmixError(f"{output.parent}: no space left on device (creating "
+                                    f"the lock of {output}); nothing was written") from None
+                if err.errno == errno.ELOOP:
+                    raise CmixError(f"{self.path}: cannot use this lock file of {output} (it "
+                                    "is a symbolic link; cmix writes its lock only to a plain "
+                                    "file it made); remove it") from None
+                raise CmixError(f"{output.parent}: cannot write to this folder "
+                                f"({err.strerror or err})") from None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_uid != os.getuid():
+                os.close(fd)
+                raise CmixError(f"{self.path}: not a lock file cmix made (expected a plain "
+                                "file of yours with one link); remove it")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                who = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise CmixError(f"{output}: being written by {who or 'another process'}; "
+                                "wait for it to end or choose another output") from None
+            if _identity(self.path) == (st.st_dev, st.st_ino) and st.st_nlink == 1:
+                break
+            os.close(fd)                     # removed by its holder on release: again
+        else:
+            raise CmixError(f"{self.path}: the lock of {output} keeps changing; try again")
+        self.fd, self.identity = fd, (st.st_dev, st.st_ino)
+        with contextlib.suppress(OSError):   # the text only informs (a full disk...)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{holder} (pid {os.getpid()} on {socket.gethostname()}, since "
+                          f"{time.strftime('%Y-%m-%d %H:%M:%S')})\n".encode(), 0)
+
+    def release(self) -> None:
+        if _identity(self.path) == self.identity:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        os.close(self.fd)
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; returns those created, outermost first."""
+    missing = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
+    for p in missing:
+        try:
+            p.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise CmixError(f"{p}: cannot write to this folder ({err.strerror or err})") \
+                from None
+    return missing
+
+
+@contextlib.contextmanager
+def output_locks(paths, holder: str) -> Iterator[None]:
+    """Hold the lock of every output in ``paths`` (a file ``.NAME.cmix.lock`` beside
+    each, flock) for the block: a second writer of any of them stops at once with a
+    CmixError naming the holder (``holder`` text, pid, host, start time). Folders made
+    for the locks are removed again when the block leaves them empty."""
+    made, held = [], []
+    try:
+        named = {os.path.abspath(p): Path(p) for p in paths}
+        for where in sorted(named):
+            made += _make_folders(Path(where).parent)
+            held.append(_OutputLock(named[where], holder))
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+@contextlib.contextmanager
+def claim_outputs(command: str, outputs, inputs=()) -> Iterator[None]:
+    """What every cmix command does before any work: :func:`check_outputs`, then hold
+    each output's lock (:func:`output_locks`; the holder is ``cmix COMMAND``) while the
+    block runs."""
+    outputs = list(outputs)
+    check_outputs(outputs, inputs)
+    locked = [p for o in outputs if o.lock for p in o.files()]
+    with output_locks(locked, f"cmix {command}"):
+        yield
+
+
+@contextlib.contextmanager
+def scratch_folder(beside, tag: str) -> Iterator[Path]:
+    """A private scratch folder ``.TAG.HOST.PID.XXXXXXXX`` in the folder ``beside``,
+    removed with everything in it when the block ends. Such folders left by processes
+    that no longer run on this host (a SIGKILL leaves them, with whatever they held)
+    are removed first."""
+    beside = Path(beside)
+    beside.mkdir(parents=True, exist_ok=True)
+    prefix = f".{tag}.{_HOST}."
+    for old in beside.glob(f"{glob.escape(prefix)}*"):
+        pid = old.name[len(prefix):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)) and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}.", dir=beside) as tmp:
+        yield Path(tmp)
 
 
 def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", disable=None):

@@ -2,8 +2,10 @@
 tables, plots and one self-contained HTML page.
 
 ``write_report(runs_dir, out_dir)`` writes into ``out_dir`` (all files appear together or
-none do; when ``out_dir`` held a report.html, its PNGs that this report does not write,
-figures of the earlier report, are then removed):
+none do), a new or empty folder or one an earlier ``cmix report`` wrote: the names it
+wrote are listed in the folder's ``.cmix-manifest.json`` (:func:`cmix.io.recorded_outputs`),
+and of the files there only those are ever replaced or removed (an earlier report's
+figure this one does not write again); a folder holding other files is refused:
 
 - ``results.tsv``: one row per trait x method x budget x seed (test accuracy, balanced
   accuracy, AUROC, AP, MCC, Brier score; split sizes, pseudo-label accuracy/coverage,
@@ -48,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from .learn.methods import METHODS, method_rank
-from .io import CmixError, atomic_outputs, check_writable_dir, log
+from .io import (CmixError, atomic_outputs, check_writable_dir, log, previous_outputs,
+                 recorded_outputs)
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
@@ -1096,23 +1099,18 @@ the baselines' keys).</p>{_table(_config_table(parsed), wrap=("value", "methods"
 """
 
 
-def _remove_stale_figures(out_dir: Path, written: list[str]) -> int:
-    """Remove the PNGs in ``out_dir`` that this report did not write (figures of an
-    earlier report there, e.g. of a trait no longer reported). Returns how many."""
-    stale = [f for f in out_dir.glob("*.png") if f.name not in written and f.is_file()]
-    for f in stale:
-        f.unlink()
-    return len(stale)
-
-
 def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     """Collect ``runs_dir`` and write the report files into ``out_dir``; returns counts.
 
     grid: {"traits", "methods", "budgets", "seeds"} the runs were asked for (runs
     outside it are left out, cells of it without a run are listed as missing); None
-    infers it from the runs (:func:`infer_grid`)."""
+    infers it from the runs (:func:`infer_grid`). ``out_dir`` holding files that no
+    ``cmix report`` wrote is a CmixError, raised before any work
+    (:func:`cmix.io.previous_outputs`)."""
     import matplotlib
     matplotlib.use("Agg")
+
+    previous = previous_outputs(out_dir, "report")
 
     if grid is not None:
         grid = {"traits": [str(t) for t in grid["traits"]],
@@ -1127,8 +1125,8 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     figs = _figures(runs_dir, results, summary, parsed, traits)
     page = _html_page(runs_dir, results, parsed, summary, missing, head, figs, traits)
     names = ["results.tsv", "summary.tsv", "headline.tsv", "missing.tsv", "report.html", *figs]
-    earlier = (out_dir / "report.html").is_file()    # else its PNGs are not a report's
-    with atomic_outputs(*[out_dir / n for n in names]) as tmps:
+    with recorded_outputs(out_dir, "report", names, previous) as stale, \
+            atomic_outputs(*[out_dir / n for n in names]) as tmps:
         tmp = dict(zip(names, tmps))
         results.to_csv(tmp["results.tsv"], sep="\t", index=False, na_rep="NA")
         summary.to_csv(tmp["summary.tsv"], sep="\t", index=False, na_rep="NA",
@@ -1139,9 +1137,9 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
         tmp["report.html"].write_text(page)
         for name, (png, _) in figs.items():
             tmp[name].write_bytes(png)
-    n_stale = _remove_stale_figures(out_dir, names) if earlier else 0
+    n_stale = len(stale)
     log(f"report: {len(results)} runs, {len(traits)} trait(s), {len(missing)} missing runs -> "
-        f"{out_dir}" + (f" ({n_stale} figure(s) of an earlier report removed)" if n_stale
+        f"{out_dir}" + (f" ({n_stale} file(s) of an earlier report removed)" if n_stale
                         else ""))
     return {"n_runs": len(results), "n_traits": len(traits), "n_missing": len(missing),
             "files": names}

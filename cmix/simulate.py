@@ -53,7 +53,7 @@ import pandas as pd
 from scipy import special
 
 from .genotypes import plink
-from .io import (CmixError, atomic_path, check_writable_dir, log, progress, staged_folder,
+from .io import (CmixError, atomic_path, log, progress, staged_folder,
                  write_gzip)
 
 # GRCh37 autosome lengths in Mb (rounded); 1 cM per Mb is assumed for crossovers.
@@ -720,7 +720,9 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     British population, no regions), a path to an ancestry JSON file, or a list of
     population dicts (see :func:`check_populations`). Returns the truth dictionary also
     written to ``truth.json``. Memory is bounded by ``block_size`` variants x (cohort +
-    discovery) haplotypes; the .bed is streamed.
+    discovery) haplotypes; the .bed is streamed. ``out_dir`` must be new, empty or an
+    earlier simulation's (:func:`cmix.io.staged_folder`: a folder holding other files is
+    refused before any work, and only files a simulation wrote are replaced).
     """
     if n_samples < 1 or n_variants < 1:
         raise CmixError("--n-samples and --n-variants must be positive")
@@ -1562,11 +1564,11 @@ def simulate_genotypes_fast(out_dir, n_samples: int, n_variants: int, seed: int 
 
     Frequencies follow the same spectrum as :func:`simulate_cohort`; calls are missing
     at ``missing_rate``. A compiled kernel writes packed bytes directly (about
-    1e9 genotypes per second on 2 cores). Returns the prefix.
+    1e9 genotypes per second on 2 cores). Returns the prefix. The files are written as
+    :func:`simulate_cohort`'s are (:func:`cmix.io.staged_folder`).
     """
     if n_samples < 1 or n_variants < 1:
         raise CmixError("--n-samples and --n-variants must be positive")
-    out = check_writable_dir(out_dir)
     rng = np.random.default_rng(seed)
     variants = simulate_variants(rng, n_variants, int(np.clip(n_variants // 200, 1, 22)))
     p_a1 = variants.p_a1.to_numpy()
@@ -1575,12 +1577,13 @@ def simulate_genotypes_fast(out_dir, n_samples: int, n_variants: int, seed: int 
     fam = pd.DataFrame({"fid": ids, "iid": ids, "father": "0", "mother": "0",
                         "sex": rng.choice(["1", "2"], size=n_samples), "phenotype": "-9"})
     fill = _fast_kernel()
-    prefix = out / "genotypes"
-    with plink.BedWriter(prefix, fam, bim) as writer:
-        buf = np.empty((block_size, (n_samples + 3) // 4), dtype=np.uint8)
-        for v0, v1 in progress(list(plink.variant_blocks(n_variants, block_size)),
-                               desc="simulate --fast", unit="block"):
-            fill(seed, v0, p_a1[v0:v1], missing_rate, n_samples, buf[: v1 - v0])
-            writer.write_packed(buf[: v1 - v0])
+    with staged_folder(out_dir) as out:       # a failure leaves out_dir as it was
+        with plink.BedWriter(out / "genotypes", fam, bim) as writer:
+            buf = np.empty((block_size, (n_samples + 3) // 4), dtype=np.uint8)
+            for v0, v1 in progress(list(plink.variant_blocks(n_variants, block_size)),
+                                   desc="simulate --fast", unit="block"):
+                fill(seed, v0, p_a1[v0:v1], missing_rate, n_samples, buf[: v1 - v0])
+                writer.write_packed(buf[: v1 - v0])
+    prefix = Path(out_dir) / "genotypes"
     log(f"wrote {prefix}.bed ({n_samples} samples x {n_variants} variants, no LD)")
     return prefix

@@ -353,11 +353,12 @@ def test_stale_figures_of_an_earlier_report_are_removed(tmp_path):
     pngs = {p.name for p in (tmp_path / "rep").glob("*.png")}
     assert pngs == {"binary_trait.png", "accuracy_by_trait.png", "pseudo_label_accuracy.png"}
     assert "three_class" not in (tmp_path / "rep" / "report.html").read_text()
-    # a folder that holds no report: its PNGs are not ours, nothing is removed
+    # a folder that holds no report: refused before any work, nothing in it touched
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "holiday.png").write_bytes(b"\x89PNG")
-    write_report(tmp_path / "runs", tmp_path / "mine", grid=grid)
-    assert (tmp_path / "mine" / "holiday.png").is_file()
+    with pytest.raises(CmixError, match="holiday.png"):
+        write_report(tmp_path / "runs", tmp_path / "mine", grid=grid)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["holiday.png"]
 
 
 def holm(p):

@@ -64,7 +64,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,7 +71,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_outputs, log, write_gzip
+from ..io import CmixError, atomic_outputs, log, scratch_folder, write_gzip
 from . import phenotypes as ph
 
 if TYPE_CHECKING:
@@ -365,7 +364,10 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     prefix or ``{chrom}`` pattern with fam; or bgen + sample); ``model``: the trait and
     covariates; ``tables``: the phenotype table (``pheno``, required) and the sample QC
     table and .eigenvec the covariates may read; extract: QC-passed SNP list. Returns a
-    summary (counts, the IDs' sha256; no IDs).
+    summary (counts, the IDs' sha256; no IDs). The people's IDs and phenotypes go to
+    plink2 through a scratch folder beside ``out`` (:func:`cmix.io.scratch_folder`),
+    removed at the end; those a killed run left are removed by the next one. The
+    summary statistics and the ID list appear together or not at all.
     """
     from .plink import write_sample_ids
     from .selection import chrom_mask, extract_mask, sample_rows
@@ -395,9 +397,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     runs = _chrom_inputs(genotypes, bim_chroms)
     log(f"gwas {trait}: {len(chosen)} people, phenotype {what}, {len(cov_names)} covariates, "
         f"{len(runs)} chromosome run(s)")
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".cmix_gwas.", dir=Path(out).parent) as tmp:
-        tmp = Path(tmp)
+    with scratch_folder(Path(out).parent, "cmix_gwas") as tmp:
         keep_file = tmp / "people.id"
         write_sample_ids(keep_file, bf.fam, fam_rows)
         pheno_args, glm = _glm_inputs(tmp, fid, iid, y[chosen], cov[chosen], binary,

@@ -160,7 +160,8 @@ def write_store(path: str | os.PathLike, content: StoreContent, *,
     :data:`DOSAGE_ENCODINGS`, recorded with ``attrs["dosage_source"]`` (if given) as the
     ``dosage_encoding`` attribute. A dask ``dosage`` is rechunked to the store's chunks
     (``sample_chunk`` rows, default :func:`default_sample_chunk`), one dask chunk per
-    Zarr chunk, then stored in parallel.
+    Zarr chunk, then stored in parallel. An existing folder at ``path`` is replaced
+    only when it is a cmix store (any other folder is a CmixError, left as it was).
     """
     import zarr
     from numcodecs import Blosc
@@ -170,7 +171,7 @@ def write_store(path: str | os.PathLike, content: StoreContent, *,
     chunk = sample_chunk or default_sample_chunk(n_variants)
     compressor = Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
     path = Path(path)
-    with atomic_path(path, is_dir=True) as tmp:
+    with atomic_path(path, is_dir=True, replaceable=_is_cmix_store) as tmp:
         root = zarr.open_group(str(tmp), mode="w", zarr_format=2)
         _write_dosage(root, content.dosage, encoding, chunk, compressor)
         _write_sample_arrays(root, content, compressor)

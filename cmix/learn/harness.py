@@ -616,8 +616,8 @@ def open_store_checked(store_path):
 def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, device,
              reuse: Reuse = Reuse()) -> tuple[RunContext, RunState | None]:
     """The context of a run and its state: a new state, the checkpoint's when it is of
-    the same run (:func:`saved_state`), or None when the run is finished (metrics.json of
-    the same run)."""
+    the same run (:func:`saved_state`), or None when the run is finished: a finished
+    checkpoint of this run and a metrics.json that proves it (:func:`finished_metrics`)."""
     from ..io import resolve_device
     from .data import make_splits
 
@@ -633,7 +633,7 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
                      mean=store.mean.copy(), sd=store.sd.copy(), cov=None,
                      encoders=None if reuse.encoders is None else Path(reuse.encoders))
     ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, store.train_split, cfg)
-    if state is not None and state.stage == "done" and (out_dir / METRICS_FILE).exists():
+    if state is not None and state.stage == "done" and finished_metrics(out_dir, run_key):
         log(f"{out_dir}: run already complete")
         return ctx, None
     if state is None:
@@ -774,6 +774,36 @@ def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:
     for name in (CHECKPOINT_FILE, LOG_FILE):
         (out_dir / name).unlink(missing_ok=True)
     return None
+
+
+def finished_metrics(out_dir: Path, run_key: str) -> bool:
+    """Whether ``out_dir``'s metrics.json proves that run ``run_key`` finished there: a
+    JSON object carrying that run key (beside the finished checkpoint of that key).
+
+    A metrics.json that is no run's record (not JSON, not an object, no run key) is
+    logged and False is returned: the run's results are written again from its finished
+    checkpoint, replacing it. One carrying another run's key is a CmixError naming it:
+    it is another run's record, which cmix never deletes."""
+    path = out_dir / METRICS_FILE
+    if not path.exists():
+        return False
+    try:
+        metrics = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        metrics, why = None, f"not JSON ({type(err).__name__})"
+    else:
+        why = "not a JSON object of a run's metrics"
+    if isinstance(metrics, dict) and "run_key" in metrics:
+        if metrics["run_key"] == run_key:
+            return True
+        raise CmixError(f"{path}: the metrics of another run (its run_key is not that of "
+                        f"this run's finished checkpoint, {CHECKPOINT_FILE}); move it away "
+                        "or use another --out")
+    if isinstance(metrics, dict):
+        why = "no run_key"
+    log(f"{path}: {why}, not this finished run's record; writing it again from "
+        f"{CHECKPOINT_FILE}")
+    return False
 
 
 def standardised_covariates(root, train_split: np.ndarray, cfg):
