@@ -10,8 +10,9 @@ Two data sets no one here tuned for:
   heritability 0.3 (100 causal SNPs, median split -> balanced classes); budgets 200 and 1,000;
   ``encoding: dosage`` and ``hidden: null`` (the paper's width) for both methods.
 
-Each (method, budget) runs over seeds 123 127 131 137 130 through ``cmix.learn.harness.train_run``
-(the same code as ``cmix train``), and the script prints mean and sd of test accuracy,
+Each (method, budget) runs over seeds 123 127 131 137 130 in one
+``cmix.learn.harness.train_seeds`` call (the same code as ``cmix train --seed ...``: a
+network method's seeds train as one group of models), and the script prints mean and sd of test accuracy,
 balanced accuracy and AUROC, and writes every run's metrics to ``--out``/results.json.
 
     python benchmarks/train_learning.py digits --out /tmp/bench_digits
@@ -49,7 +50,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from store_helpers import write_test_store  # noqa: E402
 
 from cmix.learn.config import read_config_file  # noqa: E402
-from cmix.learn.harness import train_run  # noqa: E402
 
 SEEDS = [123, 127, 131, 137, 130]
 # the ten seeds of every headline comparison (tuning uses others: 1, 2, 3, ...)
@@ -244,20 +244,28 @@ def digits_store(path: Path, tuning: bool = False) -> Path:
 
 
 #: the method whose chosen configuration a method without its own entry in chosen.json takes
-TUNED_AS = {"cmix_selfsl": "cmix", "cmix_selfsl_pl": "cmix", "cmix_random_mix": "cmix"}
+TUNED_AS = {"cmix_selfsl": "cmix", "cmix_selfsl_pl": "cmix", "cmix_random_mix": "cmix",
+            "cmix_paper": "cmix", "cmix_paper_pl": "cmix"}
 
 
-def _one_run(args):
-    store, run_dir, budget, seed, method, config = args
+def _one_cell(args):
+    """Every seed of one (budget, method) cell in one train_seeds call (the network
+    methods' seeds train as one group of models), one torch thread."""
+    store, runs, budget, method, config = args
     import torch
 
+    from cmix.learn.harness import train_seeds
+
     torch.set_num_threads(1)
-    if not (run_dir / "metrics.json").exists():      # a finished run is read back as it is
-        shutil.rmtree(run_dir, ignore_errors=True)
+    for run_dir in runs.values():
+        if not (run_dir / "metrics.json").exists():  # a finished run is read back as it is
+            shutil.rmtree(run_dir, ignore_errors=True)
     t = time.perf_counter()
-    m = train_run(store, budget, seed, run_dir, method=method, config=config, device="cpu")
-    m["seconds"] = time.perf_counter() - t
-    return m
+    out = train_seeds(store, budget, runs, method=method, config=config, device="cpu",
+                      threads=1)
+    for m in out:
+        m["seconds"] = (time.perf_counter() - t) / len(out)
+    return out
 
 
 def _pool(jobs: int):
@@ -272,8 +280,9 @@ def _pool(jobs: int):
 
 def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
              jobs: int = 1, per_method: dict | None = None) -> list:
-    """Every (budget, seed, method) run through ``train_run``, ``jobs`` processes at a
-    time (one torch thread each); results in order, also written to out/results.json.
+    """Every (budget, method) cell's seeds in one ``train_seeds`` call (:func:`_one_cell`),
+    ``jobs`` cells at a time (one torch thread each); results in order, also written to
+    out/results.json.
     ``per_method``: method -> config overrides on top of ``config`` (a method absent from
     it takes the entry of :data:`TUNED_AS`'s method, else none)."""
     per_method = per_method or {}
@@ -281,16 +290,18 @@ def run_grid(store: Path, out: Path, budgets, methods, seeds, config: dict,
     def config_of(method):
         return {**config, **per_method.get(method, per_method.get(TUNED_AS.get(method), {}))}
 
-    tasks = [(store, out / f"{method}_b{budget}_s{seed}", budget, seed, method, config_of(method))
-             for budget in budgets for seed in seeds for method in methods]
+    tasks = [(store, {seed: out / f"{method}_b{budget}_s{seed}" for seed in seeds}, budget,
+              method, config_of(method)) for budget in budgets for method in methods]
     results = []
     with _pool(jobs) as pool:
-        for m in pool.map(_one_run, tasks):
-            results.append(m)
-            print(f"{m['method']:15s} budget {m['budget']:5d} seed {m['seed']}: acc "
-                  f"{m['test']['accuracy']:.4f} bal {m['test']['balanced_accuracy']:.4f} "
-                  f"pl {(m['pseudo_labels'] or {}).get('used', '-')} "
-                  f"({m['seconds']:.0f} s)", flush=True)
+        for cell in pool.map(_one_cell, tasks):
+            for m in cell:
+                results.append(m)
+                print(f"{m['method']:15s} budget {m['budget']:5d} seed {m['seed']}: acc "
+                      f"{m['test']['accuracy']:.4f} bal {m['test']['balanced_accuracy']:.4f} "
+                      f"pl {(m['pseudo_labels'] or {}).get('used', '-')} head "
+                      f"{(m['validation'] or {}).get('head', '-')} "
+                      f"({m['seconds']:.0f} s a run)", flush=True)
             (out / "results.json").write_text(json.dumps(results, indent=1))
     return results
 
@@ -307,16 +318,18 @@ def tune(store: Path, out: Path, budgets, methods, seeds, config: dict, grid: di
     for method in methods:
         for i, overrides in enumerate(grid[method]):
             for budget in budgets:
-                for seed in seeds:
-                    tasks.append((store, out / f"{method}_c{i}_b{budget}_s{seed}", budget, seed,
-                                  method, {**config, **overrides}))
-                    keys.append((method, i))
+                tasks.append((store, {seed: out / f"{method}_c{i}_b{budget}_s{seed}"
+                                      for seed in seeds}, budget, method,
+                              {**config, **overrides}))
+                keys.append((method, i))
     scores: dict = {}
     with _pool(jobs) as pool:
-        for key, m in zip(keys, pool.map(_one_run, tasks)):
-            scores.setdefault(key, []).append(m["test"]["accuracy"])
-            print(f"{key[0]:15s} config {key[1]} budget {m['budget']} seed {m['seed']}: "
-                  f"acc {m['test']['accuracy']:.4f} ({m['seconds']:.0f} s)", flush=True)
+        for key, cell in zip(keys, pool.map(_one_cell, tasks)):
+            for m in cell:
+                scores.setdefault(key, []).append(m["test"]["accuracy"])
+                print(f"{key[0]:15s} config {key[1]} budget {m['budget']} seed {m['seed']}: "
+                      f"acc {m['test']['accuracy']:.4f} ({m['seconds']:.0f} s a run)",
+                      flush=True)
     records, chosen = [], {}
     for method in methods:
         best = None
@@ -398,6 +411,43 @@ def markdown_tables(results: list, methods: list) -> str:
                     cells.append(f"{d.mean():+.3f} ± {d.std(ddof=1):.3f}, "
                                  f"p = {ttest_rel(x, y).pvalue:.2g} (n={len(seeds)})")
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def judge_power(results: list) -> str:
+    """Per budget: in how many seeds cmix's judge used its pseudo-labels, and whether the
+    unjudged pseudo-labels (cmix_paper against cmix_selfsl, the same pre-training less
+    the pseudo-labels) helped in those seeds: the share of seeds where the judge said yes
+    when the pseudo-labels helped, and no when they did not; and the heads the runs
+    chose."""
+    acc = {(r["method"], r["budget"], r["seed"]): r for r in results}
+    lines = []
+    for budget in sorted({r["budget"] for r in results}):
+        seeds = sorted(s for (m, b, s) in acc if m == "cmix" and b == budget)
+        rows = []
+        for s in seeds:
+            used = bool((acc["cmix", budget, s]["pseudo_labels"] or {}).get("used"))
+            if ("cmix_paper", budget, s) in acc and ("cmix_selfsl", budget, s) in acc:
+                gain = (acc["cmix_paper", budget, s]["test"]["accuracy"]
+                        - acc["cmix_selfsl", budget, s]["test"]["accuracy"])
+                rows.append((used, gain))
+        if not rows:
+            continue
+        helped = [u for u, g in rows if g > 0]
+        hurt = [u for u, g in rows if g <= 0]
+        heads = {}
+        for (m, b, s), r in acc.items():
+            if b == budget:
+                h = (r["validation"] or {}).get("head")
+                if h:
+                    heads.setdefault(m, []).append(h)
+        lines.append(
+            f"budget {budget}: cmix's judge said yes in {sum(u for u, _ in rows)} of {len(rows)} "
+            f"seeds; the unjudged pseudo-labels helped (cmix_paper > cmix_selfsl) in "
+            f"{len(helped)}, where the judge said yes in {sum(helped)}; they did not help in "
+            f"{len(hurt)}, where it said no in {len(hurt) - sum(hurt)}. Heads: "
+            + "; ".join(f"{m} {hs.count('linear')}/{len(hs)} linear"
+                        for m, hs in sorted(heads.items())))
     return "\n".join(lines)
 
 
@@ -495,6 +545,7 @@ def main(argv=None):
     for other in args.methods:
         if other != "cmix" and "cmix" in args.methods:
             print(paired(results, "cmix", other))
+    print(judge_power(results))
 
 
 if __name__ == "__main__":
