@@ -362,14 +362,23 @@ def judge_folds(ctx) -> np.ndarray:
     return fold
 
 
-def look_nodes(group, model):
-    """The latent (G, n, H), on the device, of each model's label-propagation nodes (its
-    run's training labeled rows, then its S_U rows), the nodes' dosages (G, n, M) and
-    each run's node count."""
-    nodes = [np.concatenate([c.splits.train_labeled, c.splits.unlabeled[pseudo_label_rows(c)]])
-             for c in group.ctxs]
-    x_nodes = group.rows_of(nodes)
-    return latent_rows(model, x_nodes), x_nodes, [len(n) for n in nodes]
+def look_of(group, model, per_run):
+    """A look for :func:`pretrain_stage`: the latent z (G, n, H), on the device, of each
+    model's label-propagation nodes (its run's training labeled rows, then its S_U rows)
+    and the nodes' dosages x (G, n, M); then ``per_run(i, z, x, n, epoch, record)`` for
+    each run's own model i still going (n: its node count; record: its epoch record)."""
+    def look(done, active, recs):
+        idx = [i for i in range(group.n_models) if active[i] and group.roles[i] == 0]
+        if not idx:
+            return
+        nodes = [np.concatenate([c.splits.train_labeled,
+                                 c.splits.unlabeled[pseudo_label_rows(c)]])
+                 for c in group.ctxs]
+        x_nodes = group.rows_of(nodes)
+        z = latent_rows(model, x_nodes)
+        for i in idx:
+            per_run(i, z, x_nodes, len(nodes[i]), done, recs[i])
+    return look
 
 
 def judged_look(group, model, folds: dict, pcs_cache: dict):
@@ -386,41 +395,34 @@ def judged_look(group, model, folds: dict, pcs_cache: dict):
 
     cfg, lp = group.cfg, group.cfg.pseudo_labels
 
-    def look(done, active, recs):
-        idx = [i for i in range(group.n_models) if active[i]]
-        if not idx:
-            return
-        z, x_nodes, counts = look_nodes(group, model)
-        for i in idx:
-            if group.roles[i] != 0:
-                continue
-            ctx, n = group.ctxs[i], counts[i]
-            members = [j for j in range(group.n_models) if group.ctxs[j] is ctx]
-            t0 = time.perf_counter()
-            if id(ctx) not in pcs_cache and lp.lp_pcs:
-                pcs_cache[id(ctx)] = input_pcs(ctx, x_nodes[i, :n].cpu().numpy())
-            pcs = pcs_cache.get(id(ctx))
-            n_l = len(ctx.splits.train_labeled)
-            spaces = [{"latent": z[j, :n], **({"pcs": pcs} if pcs is not None else {})}
-                      for j in members]
-            res = cross_fitted_label_propagation(
-                spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
-                z[i, :n_l].cpu().numpy(),
-                Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
-                      features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
-                lp, ks=graph_ks(lp), alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
-            ctx.parts["pseudo_folds"] = {f: {"label": lab[n_l:], "weight": w[n_l:]}
-                                         for f, (lab, w) in enumerate(res.fold_pseudo)}
-            info = record_look(ctx, res, n_l, done, t0)
-            recs[i].update(pseudo_label_accuracy=info["accuracy"],
-                           pseudo_label_coverage=info["coverage"])
-            if not res.used and done < cfg.pretrain.epochs:
-                # refused: no later look is taken, the run is cmix_selfsl's
-                log(f"seed {ctx.seed}: pseudo-labels refused at epoch {done}: the judged "
-                    "pre-training stops here")
-                recs[i]["end_stage"] = True
+    def per_run(i, z, x_nodes, n, done, rec):
+        ctx = group.ctxs[i]
+        members = [j for j in range(group.n_models) if group.ctxs[j] is ctx]
+        t0 = time.perf_counter()
+        if id(ctx) not in pcs_cache and lp.lp_pcs:
+            pcs_cache[id(ctx)] = input_pcs(ctx, x_nodes[i, :n].cpu().numpy())
+        pcs = pcs_cache.get(id(ctx))
+        n_l = len(ctx.splits.train_labeled)
+        spaces = [{"latent": z[j, :n], **({"pcs": pcs} if pcs is not None else {})}
+                  for j in members]
+        res = cross_fitted_label_propagation(
+            spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
+            z[i, :n_l].cpu().numpy(),
+            Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
+                  features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
+            lp, ks=graph_ks(lp), alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
+        ctx.parts["pseudo_folds"] = {f: {"label": lab[n_l:], "weight": w[n_l:]}
+                                     for f, (lab, w) in enumerate(res.fold_pseudo)}
+        info = record_look(ctx, res, n_l, done, t0)
+        rec.update(pseudo_label_accuracy=info["accuracy"],
+                   pseudo_label_coverage=info["coverage"])
+        if not res.used and done < cfg.pretrain.epochs:
+            # refused: no later look is taken, the run is cmix_selfsl's
+            log(f"seed {ctx.seed}: pseudo-labels refused at epoch {done}: the judged "
+                "pre-training stops here")
+            rec["end_stage"] = True
 
-    return look
+    return look_of(group, model, per_run)
 
 
 def unjudged_look(group, model):
@@ -432,28 +434,23 @@ def unjudged_look(group, model):
 
     lp = group.cfg.pseudo_labels
 
-    def look(done, active, recs):
-        idx = [i for i in range(group.n_models) if active[i]]
-        if not idx:
-            return
-        z, _, counts = look_nodes(group, model)
-        for i in idx:
-            ctx, n = group.ctxs[i], counts[i]
-            t0 = time.perf_counter()
-            n_l = len(ctx.splits.train_labeled)
-            y_l = ctx.splits.label[ctx.splits.train_labeled]
-            index, sim = knn_neighbours(z[i, :n], lp.lp_k, lp.lp_block)
-            prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), np.arange(n_l), y_l,
-                             ctx.splits.n_classes, lp, ctx.dev)
-            res = JudgedPseudoLabels(
-                label=prop.pseudo_label, weight=prop.weight, certainty=prop.weight,
-                space="latent", k=lp.lp_k, alpha=lp.lp_alpha, heldout={}, head_accuracy=None,
-                head_bound=None, used=True, missing_classes=prop.missing_classes)
-            info = record_look(ctx, res, n_l, done, t0)
-            recs[i].update(pseudo_label_accuracy=info["accuracy"],
-                           pseudo_label_coverage=info["coverage"])
+    def per_run(i, z, x_nodes, n, done, rec):
+        ctx = group.ctxs[i]
+        t0 = time.perf_counter()
+        n_l = len(ctx.splits.train_labeled)
+        y_l = ctx.splits.label[ctx.splits.train_labeled]
+        index, sim = knn_neighbours(z[i, :n], lp.lp_k, lp.lp_block)
+        prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), np.arange(n_l), y_l,
+                         ctx.splits.n_classes, lp, ctx.dev)
+        res = JudgedPseudoLabels(
+            label=prop.pseudo_label, weight=prop.weight, certainty=prop.weight,
+            space="latent", k=lp.lp_k, alpha=lp.lp_alpha, heldout={}, head_accuracy=None,
+            head_bound=None, used=True, missing_classes=prop.missing_classes)
+        info = record_look(ctx, res, n_l, done, t0)
+        rec.update(pseudo_label_accuracy=info["accuracy"],
+                   pseudo_label_coverage=info["coverage"])
 
-    return look
+    return look_of(group, model, per_run)
 
 
 def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
@@ -508,6 +505,51 @@ def input_pcs(ctx, x: np.ndarray):
 
 
 # ------------------------------------------------------------------ predictor
+@dataclass
+class HeadStep:
+    """One step of a head's epoch for every model: ``idx`` (G, b) positions of the step's
+    rows among the epoch's rows, ``ok`` (G, b) bool the rows a model holds, ``active``
+    (G,) bool the models that take the step (active, and 2 rows or more: batch norm needs
+    2), ``draws`` the step's :class:`cmix.learn.streams.Draws` (the head's dropout layers
+    draw from them too), ``j`` its index."""
+
+    j: int
+    idx: object
+    ok: object
+    active: object
+    draws: object
+
+
+def rows_at(t, idx):
+    """Rows of a (G, n, ...) tensor at positions idx (G, b): (G, b, ...)."""
+    return t.gather(1, idx.view(*idx.shape, *([1] * (t.dim() - 2))).expand(
+        *idx.shape, *t.shape[2:]))
+
+
+def head_steps(head, data, epoch: int, active, keys, batch_size: int):
+    """The steps of one epoch of a head over ``data``'s rows (a
+    :class:`cmix.learn.group.Labeled`): each model's rows in a shuffled order drawn from
+    ``keys`` and the epoch (its padding last), ``batch_size`` a step. Yields
+    :class:`HeadStep` s, the head in training mode with the step's draws for its dropout
+    (cleared after the epoch)."""
+    import torch
+
+    from .nn import set_draws
+
+    g, n = data.weight.shape
+    dev = data.weight.device
+    order = torch.argsort(torch.where(data.mask(), streams.Draws(keys, epoch, 0).bits(n),
+                                      LAST), dim=1, stable=True)
+    head.train()
+    for j, s0 in enumerate(range(0, n, batch_size)):
+        idx = order[:, s0:s0 + batch_size]
+        ok = (s0 + torch.arange(idx.shape[1], device=dev))[None, :] < data.count[:, None]
+        draws = streams.Draws(keys, epoch, j + 1)
+        set_draws(head, draws)
+        yield HeadStep(j=j, idx=idx, ok=ok, active=active & (ok.sum(1) >= 2), draws=draws)
+    set_draws(head, None)
+
+
 def predictor_epoch(head, opt, train, epoch: int, active, keys, batch_size: int, mix_on):
     """One epoch of every model's predictor: train (:class:`cmix.learn.group.Labeled`:
     inputs (G, N, ...), targets (G, N, C) soft, weights (G, N)); active (G,) bool device
@@ -520,49 +562,30 @@ def predictor_epoch(head, opt, train, epoch: int, active, keys, batch_size: int,
     import torch
 
     from .losses import mixup_cross_entropy
-    from .nn import set_draws
 
-    g, n = train.weight.shape
+    g = train.weight.shape[0]
     dev = train.weight.device
-    bs = batch_size
-    order_draws = streams.Draws(keys, epoch, 0)
-    valid_n = train.count
-    key = torch.where(torch.arange(n, device=dev)[None, :] < valid_n[:, None],
-                      order_draws.bits(n), LAST)
-    order = torch.argsort(key, dim=1, stable=True)
-    head.train()
     total = torch.zeros(g, dtype=torch.float64, device=dev)
     steps = torch.zeros(g, dtype=torch.float64, device=dev)
-    for s0 in range(0, n, bs):
-        idx = order[:, s0:s0 + bs]                                         # (G, b)
+    for st in head_steps(head, train, epoch, active, keys, batch_size):
+        idx, ok = st.idx, st.ok
         b = idx.shape[1]
-        ok = (s0 + torch.arange(b, device=dev))[None, :] < valid_n[:, None]
-        step_ok = active & (ok.sum(1) >= 2)
-        draws = streams.Draws(keys, epoch, s0 // bs + 1)
-        set_draws(head, draws)
-        x = torch.gather(train.x, 1, idx.view(g, b, *([1] * (train.x.dim() - 2))).expand(
-            g, b, *train.x.shape[2:]))
-        t = torch.gather(train.target, 1, idx[..., None].expand(g, b, train.target.shape[2]))
-        w = torch.gather(train.weight, 1, idx) * ok
+        t, w = rows_at(train.target, idx), rows_at(train.weight, idx) * ok
         with _amp(dev):
-            f = head.features(x, ok)
-        lam = torch.where(mix_on[:, None], draws.uniform(b), torch.ones(g, b, device=dev))
+            f = head.features(rows_at(train.x, idx), ok)
+        lam = torch.where(mix_on[:, None], st.draws.uniform(b), torch.ones(g, b, device=dev))
         # the partner: a random other row of the model's batch (a shuffle of its rows)
-        pkey = torch.where(ok, draws.bits(b), LAST)
-        perm = torch.argsort(pkey, dim=1, stable=True)
+        perm = torch.argsort(torch.where(ok, st.draws.bits(b), LAST), dim=1, stable=True)
         lf = lam.to(f.dtype)[..., None]
-        f_perm = torch.gather(f, 1, perm[..., None].expand_as(f))
-        f = lf * f + (1 - lf) * f_perm
+        f = lf * f + (1 - lf) * rows_at(f, perm)
         with _amp(dev):
             logits = head.predictor(f, ok).float()
-        loss = mixup_cross_entropy(logits, t, torch.gather(t, 1, perm[..., None].expand_as(t)),
-                                   w, torch.gather(w, 1, perm), lam)
+        loss = mixup_cross_entropy(logits, t, rows_at(t, perm), w, rows_at(w, perm), lam)
         opt.zero_grad()
-        (loss * step_ok).sum().backward()
-        opt.step(step_ok)
-        total += loss.detach().double() * step_ok
-        steps += step_ok
-    set_draws(head, None)
+        (loss * st.active).sum().backward()
+        opt.step(st.active)
+        total += loss.detach().double() * st.active
+        steps += st.active
     return total / steps.clamp_min(1)
 
 

@@ -659,8 +659,8 @@ def vime_semi_epoch(group, model, unl):
     import torch
     import torch.nn.functional as F
 
+    from .. import train as tr
     from ..baselines import vime_consistency_loss, vime_corrupt
-    from ..nn import set_draws
     from ..streams import VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES, Draws
 
     vime, dev, src = group.cfg.vime, group.dev, group.source
@@ -669,25 +669,16 @@ def vime_semi_epoch(group, model, unl):
     bs, k, ub = group.cfg.predictor.pred_batch_size, vime.vime_k, group.cfg.pretrain.batch_size
 
     def epoch_fn(head, opt, data, epoch, active):
-        g, n_rows = data.weight.shape
-        order = torch.argsort(torch.where(data.mask(), Draws(keys_s, epoch, 0).bits(n_rows),
-                                          LAST), dim=1, stable=True)
+        g = data.weight.shape[0]
         labels = data.target.argmax(-1)
         u_sched, u_ok = (batch_schedule(group, unl, Draws(keys_u, epoch), ub)
                          if max(unl.counts) else (None, None))
         n_u_steps = u_sched.shape[1] if u_sched is not None else 0
-        head.train()
         tot = torch.zeros(g, dtype=torch.float64, device=dev)
-        for j, s0 in enumerate(range(0, n_rows, bs)):
-            idx = order[:, s0:s0 + bs]
-            b = idx.shape[1]
-            ok = (s0 + torch.arange(b, device=dev))[None, :] < data.count[:, None]
-            step_ok = active & (ok.sum(1) >= 2)
-            draws = Draws(keys_s, epoch, j + 1)
-            set_draws(head, draws)
-            z_l = torch.gather(data.x, 1, idx[..., None].expand(g, b, data.x.shape[2]))
-            ce = F.cross_entropy(head.predictor(z_l, ok).float().transpose(1, 2),
-                                 torch.gather(labels, 1, idx), reduction="none")
+        for st in tr.head_steps(head, data, epoch, active, keys_s, bs):
+            j, ok, step_ok, draws = st.j, st.ok, st.active, st.draws
+            ce = F.cross_entropy(head.predictor(tr.rows_at(data.x, st.idx), ok).float()
+                                 .transpose(1, 2), tr.rows_at(labels, st.idx), reduction="none")
             loss = (ce * ok).sum(1) / ok.sum(1).clamp_min(1)
             if j < n_u_steps and vime.vime_beta > 0:
                 uo = u_ok[:, j] & step_ok[:, None]
@@ -708,7 +699,6 @@ def vime_semi_epoch(group, model, unl):
             (loss * step_ok).sum().backward()
             opt.step(step_ok)
             tot += loss.detach().double() * step_ok
-        set_draws(head, None)
         return tot
 
     return epoch_fn
@@ -730,8 +720,7 @@ class ManifoldMixup(NetworkMethod):
         from ..baselines import manifold_mixup_step
         from ..group import Labeled, fit_heads
         from ..losses import soft_cross_entropy
-        from ..nn import set_draws
-        from ..streams import MANIFOLD_MIXUP_STEPS, Draws, gen
+        from ..streams import MANIFOLD_MIXUP_STEPS, gen
 
         dev, bs = group.dev, group.cfg.predictor.pred_batch_size
         inputs_of = head_inputs(group, None)
@@ -761,31 +750,20 @@ class ManifoldMixup(NetworkMethod):
                     _, rng = gen(seed, MANIFOLD_MIXUP_STEPS, epoch)
                     lam_host[i] = rng.beta(a, a, (n_steps, bs))
             lam_all = torch.from_numpy(lam_host).to(dev)
-            order_key = torch.where(data.mask(), Draws(keys, epoch, 0).bits(n_rows),
-                                    LAST)
-            order = torch.argsort(order_key, dim=1, stable=True)
-            head.train()
             tot = torch.zeros(g, dtype=torch.float64, device=dev)
-            for j, s0 in enumerate(range(0, n_rows, bs)):
-                idx = order[:, s0:s0 + bs]
-                b = idx.shape[1]
-                ok = (s0 + torch.arange(b, device=dev))[None, :] < data.count[:, None]
-                step_ok = active & (ok.sum(1) >= 2)
-                draws = Draws(keys, epoch, j + 1)
-                set_draws(head, draws)
-                layer = (draws.uniform() * 3).long().clamp_max(2)
-                pkey = torch.where(ok, draws.bits(b), LAST)
-                perm = torch.argsort(pkey, dim=1, stable=True)
-                xs = torch.gather(data.x, 1, idx[..., None].expand(g, b, data.x.shape[2]))
-                ts = torch.gather(data.target, 1, idx[..., None].expand(g, b, data.target.shape[2]))
-                logits, tgt_mix = manifold_mixup_step(head.predictor, head.features(xs, ok), ts,
-                                                      layer, lam_all[:, j, :b], perm, ok)
+            for st in tr.head_steps(head, data, epoch, active, keys, bs):
+                ok, b = st.ok, st.idx.shape[1]
+                layer = (st.draws.uniform() * 3).long().clamp_max(2)
+                perm = torch.argsort(torch.where(ok, st.draws.bits(b), LAST), dim=1,
+                                     stable=True)
+                logits, tgt_mix = manifold_mixup_step(
+                    head.predictor, head.features(tr.rows_at(data.x, st.idx), ok),
+                    tr.rows_at(data.target, st.idx), layer, lam_all[:, st.j, :b], perm, ok)
                 loss = soft_cross_entropy(logits, tgt_mix, ok.float())
                 opt.zero_grad()
-                (loss * step_ok).sum().backward()
-                opt.step(step_ok)
-                tot += loss.detach().double() * step_ok
-            set_draws(head, None)
+                (loss * st.active).sum().backward()
+                opt.step(st.active)
+                tot += loss.detach().double() * st.active
             return tot
 
         head, summaries = fit_heads(group, partial(new_head, group, None, {}), epoch_fn, train,
