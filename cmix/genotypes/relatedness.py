@@ -472,7 +472,9 @@ def _int8_plan(n: int, n_var: int, block_size: int, variant_block: int, max_memo
     with the samples [r0, n_pad). A pass holds consecutive strips whose accumulators
     (16 bytes a pair) fit max_memory_bytes (one strip at least; h shrinks to fit).
     Returns (n_pad, edges, passes, vb): edges: strip boundaries (len n_strips + 1);
-    passes: (first strip, end strip) pairs; vb: variants per block, a multiple of 64.
+    passes: (first strip, end strip) pairs; vb: variants per block (variant_block evened
+    out over the blocks and rounded up to a multiple of 64; a short last block is padded
+    with variants no one is called at).
     """
     n_pad = _round_up(n, 32)
     h = _round_up(max(32, min(block_size, n_pad)), 32)
@@ -488,7 +490,8 @@ def _int8_plan(n: int, n_var: int, block_size: int, variant_block: int, max_memo
             s0, used = s, 0
         used += size
     passes.append((s0, len(edges) - 1))
-    vb = _round_up(max(1, min(variant_block, n_var)), 64)
+    n_blocks = -(-n_var // max(1, variant_block))
+    vb = _round_up(-(-n_var // n_blocks), 64)         # equal blocks, the last one shorter
     return n_pad, edges, passes, vb
 
 
