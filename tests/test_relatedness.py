@@ -200,7 +200,7 @@ def test_block_sizes_and_passes_do_not_change_results(families):
     bf = families["bf"]
     ref = relatedness.king_robust(bf, min_kinship=None, device="cpu")
     tiled = relatedness.king_robust(bf, min_kinship=None, device="cpu", block_size=50,
-                                    variant_block=1000, max_memory_bytes=30_000)  # 5 passes
+                                    max_memory_bytes=30_000)  # 5 passes
     pd.testing.assert_frame_equal(ref, tiled)
 
 
@@ -873,7 +873,7 @@ def test_int8_route_kinship_matches_plink2_table(planted):
     one of the two has no het call among the variants called in both, as plink2)."""
     bf = planted["bf"]
     pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu", route="int8",
-                                    block_size=32, variant_block=128)
+                                    block_size=32, max_memory_bytes=40_000)    # 3 passes
     kin0 = read_kin0(planted["dir"] / "p2.kin0")
     m = _merge_with_plink2(pairs, bf, kin0)
     assert (m["_merge"] == "both").all() and len(m) == bf.n_samples * (bf.n_samples - 1) // 2

@@ -284,8 +284,8 @@ def king_variants(chrom) -> np.ndarray:
 
 def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
                 min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int | None = None,
-                variant_block: int | None = None, device: str = "auto",
-                max_memory_bytes: int | None = None, route: str | None = None) -> pd.DataFrame:
+                device: str = "auto", max_memory_bytes: int | None = None,
+                route: str | None = None) -> pd.DataFrame:
     """KING-robust kinship of all pairs of the selected samples, over the variants off
     chrX, chrY and MT (:func:`king_variants`).
 
@@ -294,8 +294,8 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
     device "cpu" (or "auto" without a GPU): bit-packed pair counts on numba's threads
     (:func:`_king_bitplanes`); "cuda": int8 indicator products with torch
-    (:func:`_king_int8`; block_size: samples per row strip, default 2,048; variant_block:
-    variants per product, default 8,192). route: "bitplanes" or "int8" overrides the
+    (:func:`_king_int8`; block_size: samples per row strip, default 2,048; blocks of at
+    most 8,192 variants). route: "bitplanes" or "int8" overrides the
     device's route (the int8 route runs on the CPU as well; the bit planes on the CPU only).
     max_memory_bytes bounds the per-pair accumulators held at once (default 256 MiB on
     the CPU, 12 bytes a pair; int8 route: a third of the GPU's free memory, 1 GiB on the
@@ -331,7 +331,7 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
         dev = resolve_device(device)
         pos_i, pos_j, kin, n_undefined = _king_int8(
             bf, variant_idx, sample_idx, min_kinship, block_size or _INT8_STRIP,
-            variant_block or _INT8_VARIANTS, dev, max_memory_bytes or _int8_memory(dev))
+            _INT8_VARIANTS, dev, max_memory_bytes or _int8_memory(dev))
     else:
         raise ValueError(f"unknown KING route {route!r} (bitplanes or int8)")
     if len(pos_i) == 0:
@@ -450,6 +450,8 @@ def int8_matmul(a, b, out=None):
     if _INT_MM_OK.get(a.device.type, True):
         try:
             return torch._int_mm(a, b, out=out) if out is not None else torch._int_mm(a, b)
+        except torch.cuda.OutOfMemoryError:
+            raise
         except (RuntimeError, NotImplementedError, AttributeError):
             _INT_MM_OK[a.device.type] = False
             log(f"unrelated: torch._int_mm is not available on {a.device.type} here; float32 "
