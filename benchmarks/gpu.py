@@ -1,40 +1,56 @@
-"""What the GPU of a node does for cmix, measured in one run on that node.
+"""GPU benchmark for one node: what its GPU does for cmix, measured in one run.
 
-Parts (``--parts``, default all):
+One run on one node measures, and prints as ratios (parts: ``--parts``, default all):
 
-- ``gemm``: the device's own matrix-product peaks, float32, TF32 and bfloat16 (and int8
-  with int32 accumulation, ``torch._int_mm``, on CUDA): ``--gemm-size``^3 products, a
-  warm-up first, the median of ``--repeats`` timings, the device synchronised before
-  every clock read. The fractions below are of the float32 peak measured here.
-- ``train``: cmix pre-training on a simulated store (``--rows`` x ``--snps``, budget
+* ``gemm``: the device's float32, TF32, bf16 and fp16 GEMM rates (TFLOP/s) and int8
+  ``torch._int_mm`` (TOPS, int32 sums) in the layout the KING route uses (right operand
+  column-major: cuBLASLt's int8 tensor-core layout) and with a row-major right operand,
+  on --gemm-size^3 products: one warm-up call, then the median of --repeats timed calls,
+  ``torch.cuda.synchronize()`` before every clock read. Printed as fractions of the
+  bf16 rate.
+* ``train``: cmix pre-training on a simulated store (``--rows`` x ``--snps``, budget
   ``--budget``): one epoch of a group of G models for each G of ``--models`` (default 1,
   10, 50): seconds an epoch, rows a second per model and in all, the Linear layers'
-  FLOP/s and their fraction of the float32 peak, and the device memory the epoch peaks
-  at per model. Then one ``cmix train`` group of ``--seeds`` seeds on the device against
-  the same seeds one after another on the device and the same group on the node's CPU
-  cores: wall seconds and ratios, and how far a seed's test accuracy in the group is from
-  the same seed alone.
+  FLOP/s and their fraction of the float32 rate measured by ``gemm``, and the device
+  memory the epoch peaks at per model. Then one ``cmix train`` group of ``--seeds``
+  seeds on the device against the same seeds one after another on the device and the
+  same group on the node's CPU cores: wall seconds and ratios, and how far a seed's test
+  accuracy in the group is from the same seed alone.
+* ``king``: KING-robust on the same .bed (simulated: ``simulate_genotypes_fast`` with
+  relatives planted as in benchmarks/king_vs_plink2.py; --king-samples x
+  --king-variants) by the GPU route (int8 indicator products, ``--device``) and by the
+  CPU bit-plane route (numba, all cores or --threads), after one untimed run of each,
+  then --repeats alternating rounds (benchmarks/alternate.py). Per route: the wall time
+  of ``king_robust`` (what ``cmix unrelated`` spends on KING: the route plus the exact
+  recount of the pairs it keeps), of the route alone, and on a GPU the route's kernel
+  time (CUDA events around one more run, and torch.profiler's kernel durations
+  summed over another). Asserts that the kept and dropped sets, the
+  .kin0 rows and the undefined-pair counts are identical, and prints the ratios
+  GPU / CPU (goal <= 0.1x), kernel time / 1 s (the goal at 20,000 x 20,000) and the
+  route's int8 rate as a fraction of the ``_int_mm`` rate measured in the same run.
 
-Every timing is of the work only (the store is written and the process warmed up
-first) and ends with ``torch.cuda.synchronize()``; ratios are the verdicts, measured in
-the same run; ``--json`` writes everything as one JSON file. It runs on the CPU too
-(``--device cpu``, small sizes), which is how it is tested; on the CPU there is no TF32,
-bfloat16 or int8 peak and no device memory.
+Each part is a function ``part_NAME(args, device) -> dict`` listed in :data:`PARTS`;
+``--json PATH`` writes every part's numbers. Every timing is of the work only (inputs
+written and the process warmed up first) and ends with a device synchronisation.
 
-On a GPU node (about 5 minutes on one H200, inside a 7-minute limit):
+On a GPU node (the package need not be installed; numba, torch, numpy, scipy, pandas
+and zarr must be; ~8 minutes on one H200 at these sizes, most of it the CPU routes):
 
-    python benchmarks/gpu.py --device cuda --json gpu.json
+    PYTHONPATH=$PWD python3 benchmarks/gpu.py --device cuda --json gpu.json
 
-Here (2 CPU cores):
+On a CPU (the same code paths, the int8 route emulated by torch's CPU kernels; this is
+how the script is tested):
 
-    python benchmarks/gpu.py --device cpu --rows 3000 --snps 300 --budget 200 \\
-        --models 1 4 --seeds 3 --gemm-size 1024 --train-config '{"epochs": 4}'
+    python benchmarks/gpu.py --device cpu --gemm-size 1024 --king-samples 2000 \\
+        --king-variants 2000 --rows 3000 --snps 300 --budget 200 --models 1 4 --seeds 3 \\
+        --train-config '{"epochs": 4}' --repeats 2 --json /tmp/gpu_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -43,62 +59,120 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from alternate import alternate, load_summary, ratios, summary  # noqa: E402
 
 
-def sync(device) -> None:
-    """Wait for the device's queued work (nothing to wait for on the CPU)."""
+# ----------------------------------------------------------------------------- timing
+def synchronize(device) -> None:
     import torch
 
-    if torch.device(device).type == "cuda":
+    if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls of fn() after one warm-up call, the device
-    synchronised before each clock read."""
+def timed(fn, device) -> float:
+    """Seconds of one call of fn, the device synchronized before both clock reads."""
+    synchronize(device)
+    t0 = time.perf_counter()
     fn()
-    sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    synchronize(device)
+    return time.perf_counter() - t0
 
 
-# ------------------------------------------------------------------ GEMM peaks
-def gemm_peaks(device, size: int, repeats: int) -> dict:
-    """FLOP/s (or integer operations a second for int8) of size^3 products: float32,
-    TF32 and bfloat16 on CUDA (float32 only on the CPU), and ``torch._int_mm`` int8 ->
-    int32 on CUDA."""
+def median_timed(fn, device, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls of fn after one warm-up call."""
+    timed(fn, device)
+    return statistics.median(timed(fn, device) for _ in range(repeats))
+
+
+def device_seconds(fn, device) -> dict | None:
+    """The GPU's time for one call of fn, two ways (None on the CPU): ``span``, from a
+    CUDA event recorded before the call to one recorded after it (the device's timeline,
+    idle gaps included), and ``kernels``, the durations of every kernel and copy summed
+    (torch.profiler, another call; None if the profiler gives no device events)."""
+    if device.type != "cuda":
+        return None
     import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
 
-    dev = torch.device(device)
-    g = torch.Generator(device=dev).manual_seed(0)
-    out = {}
-    kinds = [("fp32", torch.float32, False)]
-    if dev.type == "cuda":
-        kinds += [("tf32", torch.float32, True), ("bf16", torch.bfloat16, False)]
-    for name, dtype, tf32 in kinds:
-        a = torch.randn(size, size, device=dev, generator=g).to(dtype)
-        b = torch.randn(size, size, device=dev, generator=g).to(dtype)
-        before = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
-            sec = timed(lambda: a @ b, dev, repeats)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = before
-        out[name] = 2 * size ** 3 / sec
-    if dev.type == "cuda":
-        a = torch.randint(-3, 3, (size, size), device=dev, dtype=torch.int8, generator=g)
-        b = torch.randint(-3, 3, (size, size), device=dev, dtype=torch.int8, generator=g)
-        out["int8"] = 2 * size ** 3 / timed(lambda: torch._int_mm(a, b), dev, repeats)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    synchronize(device)
+    start.record()
+    fn()
+    end.record()
+    synchronize(device)
+    out = {"span": start.elapsed_time(end) / 1e3, "kernels": None}
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            synchronize(device)
+        total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages()
+                       if e.device_type == DeviceType.CUDA)
+        out["kernels"] = total_us / 1e6 if total_us > 0 else None
+    except Exception as err:                     # a profiler that cannot see the device
+        print(f"  (profiler: {type(err).__name__}: {err})")
     return out
 
 
-# ------------------------------------------------------------------ training
+# ------------------------------------------------------------------------------- gemm
+GEMM_KINDS = ("fp32", "tf32", "bf16", "fp16", "int8_colmajor", "int8_rowmajor")
+
+
+def gemm_rate(kind: str, n: int, device, repeats: int) -> float:
+    """Operations per second (2 n^3 per product) of one n x n x n product of ``kind``:
+    the median of ``repeats`` synchronized calls after one warm-up call."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    if kind.startswith("int8"):
+        a = torch.randint(0, 2, (n, n), dtype=torch.int8, generator=gen).to(device)
+        b = torch.randint(0, 2, (n, n), dtype=torch.int8, generator=gen).to(device)
+        right = b.T if kind == "int8_colmajor" else b      # (k, n) column- or row-major
+
+        def op():
+            torch._int_mm(a, right)
+    else:
+        dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+                 "fp16": torch.float16}[kind]
+        a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+        b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+
+        def op():
+            a @ b
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = kind == "tf32"
+    try:
+        seconds = median_timed(op, device, repeats)          # a warm-up call first
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    return 2.0 * n ** 3 / seconds
+
+
+def part_gemm(args, device) -> dict:
+    n = args.gemm_size
+    rates = {}
+    for kind in GEMM_KINDS:
+        try:
+            rates[kind] = gemm_rate(kind, n, device, args.repeats)
+        except RuntimeError as err:                         # e.g. no int8 kernel here
+            print(f"  {kind}: not run ({str(err).splitlines()[0]})")
+    print(f"GEMM rates on {device_name(device)}, {n}^3, median of {args.repeats} after a "
+          "warm-up (tf32 = fp32 on a CPU):")
+    ref = rates.get("bf16") or max(rates.values())
+    for kind, rate in rates.items():
+        unit = "TOPS" if kind.startswith("int8") else "TFLOP/s"
+        print(f"  {kind:14s} {rate / 1e12:9.2f} {unit:7s} = {rate / ref:6.3f}x bf16")
+    if "int8_colmajor" in rates and "int8_rowmajor" in rates:
+        print(f"  int8 column-major right operand (the KING route's) / row-major: "
+              f"{rates['int8_colmajor'] / rates['int8_rowmajor']:.2f}x")
+    return {"size": n, "repeats": args.repeats, "ops_per_s": rates}
+
+
+# --------------------------------------------------------------------------- train
 def synthetic_store(folder: Path, n_rows: int, n_snps: int, seed: int = 0) -> Path:
     """A store of n_rows x n_snps int8 dosages (MAF U(0.05, 0.5), 1% missing), a binary
     trait of 30 causal SNPs (h2 0.5), 20% test rows, chunks of 1,024 rows."""
@@ -193,7 +267,7 @@ def pretrain_throughput(store: Path, device, models, budget: int, config: dict,
                     h.remove()
                 hooks.clear()
 
-            sec = timed(one_epoch, dev, repeats)
+            sec = median_timed(one_epoch, dev, repeats)
             n_rows = int(tr.epoch_schedule(group, rows, 0).row_ok[0].sum())
             rec = {"models": g, "seconds_per_epoch": sec,
                    "rows_per_s_per_model": n_rows / sec, "rows_per_s": g * n_rows / sec,
@@ -235,7 +309,7 @@ def group_against(store: Path, device, seeds: int, budget: int, config: dict) ->
             t0 = time.perf_counter()
             res = train_seeds(store, budget, {s: tmp / tag / f"s{s}" for s in seed_list},
                               config=config, device=str(dev))
-            sync(dev)
+            synchronize(dev)
             return time.perf_counter() - t0, res
 
         run("warm-up", device, [seeds + 1])                   # imports and first calls
@@ -264,42 +338,220 @@ def group_against(store: Path, device, seeds: int, budget: int, config: dict) ->
     return out
 
 
-def main(argv=None) -> dict:
+def part_train(args, device) -> dict:
+    config = json.loads(args.train_config)
+    peak = args.results.get("gemm", {}).get("ops_per_s", {}).get("fp32")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = synthetic_store(Path(tmp), args.rows, args.snps)
+        return {"pretrain": pretrain_throughput(store, device, args.models, args.budget,
+                                                config, args.repeats, peak),
+                "cmix_train": group_against(store, device, args.seeds, args.budget, config)}
+
+
+# ------------------------------------------------------------------------------- king
+def make_bed(workdir: Path, n_samples: int, n_variants: int) -> Path:
+    """A simulated .bed with planted relatives (cached in workdir); returns the prefix."""
+    from cmix.simulate import simulate_genotypes_fast
+    from king_vs_plink2 import plant_relatives
+
+    prefix = workdir / "genotypes"
+    if not Path(f"{prefix}.bed").exists():
+        simulate_genotypes_fast(workdir, n_samples, n_variants, seed=1)
+        plant_relatives(prefix, max(1, n_samples // 50), seed=3)
+    return prefix
+
+
+def int8_multiply_adds(n: int, n_var: int, block_size: int, variant_block: int) -> int:
+    """Multiply-adds of the int8 route's products (padding included)."""
+    from cmix.genotypes import relatedness
+
+    n_pad, edges, _, vb = relatedness._int8_plan(n, n_var, block_size, variant_block, 1 << 62)
+    n_blocks = -(-n_var // vb)
+    pairs = sum((edges[s + 1] - edges[s]) * (n_pad - edges[s]) for s in range(len(edges) - 1))
+    return 5 * vb * n_blocks * pairs
+
+
+def part_king(args, device) -> dict:
+    import pandas as pd
     import torch
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--parts", nargs="+", default=["gemm", "train"], choices=["gemm", "train"])
-    p.add_argument("--gemm-size", type=int, default=8192)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--rows", type=int, default=20000, help="simulated store rows")
-    p.add_argument("--snps", type=int, default=1000)
-    p.add_argument("--budget", type=int, default=1000)
-    p.add_argument("--models", type=int, nargs="+", default=[1, 10, 50])
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--train-config", default="{}", help="cmix config keys as JSON")
-    p.add_argument("--json", default=None)
-    args = p.parse_args(argv)
-    dev = torch.device(args.device)
-    config = json.loads(args.train_config)
-    result = {"device": (torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"),
-              "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "args": vars(args)}
-    print(f"device {result['device']}, torch {torch.__version__}, {result['threads']} CPU threads")
-    if "gemm" in args.parts:
-        result["gemm"] = gemm_peaks(dev, args.gemm_size, args.repeats)
-        print("  GEMM peaks: " + ", ".join(f"{k} {v / 1e12:.1f} T/s"
-                                          for k, v in result["gemm"].items()), flush=True)
-    if "train" in args.parts:
-        with tempfile.TemporaryDirectory() as tmp:
-            store = synthetic_store(Path(tmp), args.rows, args.snps)
-            peak = result.get("gemm", {}).get("fp32")
-            result["pretrain"] = pretrain_throughput(store, dev, args.models, args.budget,
-                                                     config, args.repeats, peak)
-            result["cmix_train"] = group_against(store, dev, args.seeds, args.budget, config)
+    from cmix.genotypes import plink, relatedness
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gpu_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    prefix = make_bed(work, args.king_samples, args.king_variants)
+    bf = plink.open_bfile(prefix)
+    variants = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    samples = np.arange(bf.n_samples)
+    min_kin = relatedness.REPORT_MIN_KINSHIP
+    block = args.block_size or relatedness._INT8_STRIP
+    vblock = relatedness._INT8_VARIANTS
+    memory = relatedness._int8_memory(device)
+    routes = {
+        "gpu": {"whole": lambda: relatedness.king_robust(bf, min_kinship=min_kin, device=device.type,
+                                                         route="int8", block_size=block),
+                "route": lambda: relatedness._king_int8(bf, variants, samples, min_kin, block,
+                                                        vblock, device, memory)},
+        "cpu": {"whole": lambda: relatedness.king_robust(bf, min_kinship=min_kin, device="cpu"),
+                "route": lambda: relatedness._king_bitplanes(bf, variants, samples, min_kin,
+                                                             relatedness._CPU_MEMORY)},
+    }
+    results = {}
+
+    def run(name):
+        out = {}
+
+        def whole():
+            results[name] = routes[name]["whole"]()
+        out["wall"] = timed(whole, device)
+        out["route_wall"] = timed(routes[name]["route"], device)
+        return out
+
+    for name in routes:                  # untimed: numba's compiled kernels, CUDA, cuBLAS
+        run(name)
+    same_rounds = []
+
+    def compare():
+        a, b = results["gpu"], results["cpu"]
+        same = a.attrs["undefined_kinship_pairs"] == b.attrs["undefined_kinship_pairs"]
+        try:
+            pd.testing.assert_frame_equal(a, b)
+        except AssertionError:
+            same = False
+        same_rounds.append(same)
+
+    got, loads = alternate({name: (lambda name=name: run(name)) for name in routes},
+                           args.repeats, after=compare)
+    on_gpu = device_seconds(routes["gpu"]["route"], device)
+    # kept and dropped sets through the writer cmix unrelated uses
+    files = {}
+    for name, pairs in results.items():
+        out = work / f"king_{name}"
+        relatedness.write_unrelated(out, bf.fam, samples, pairs, relatedness.DEFAULT_CUTOFF,
+                                    kin0=pairs)
+        files[name] = [Path(f"{out}.{ext}").read_bytes() for ext in
+                       ("king.cutoff.in.id", "king.cutoff.out.id", "kin0")]
+    identical = files["gpu"] == files["cpu"] and all(same_rounds)
+    n_dropped = len(files["cpu"][1].splitlines()) - 1
+    wall = {k: [r["wall"] for r in v] for k, v in got.items()}
+    route_wall = {k: [r["route_wall"] for r in v] for k, v in got.items()}
+    macs = int8_multiply_adds(len(samples), len(variants), block, vblock)
+    gpu_label = "GPU route (int8 products)" if device.type == "cuda" else \
+        "int8 route emulated on the CPU"
+    print(f"KING-robust, {len(samples)} samples x {len(variants)} variants, "
+          f"{len(results['cpu'])} pairs > {min_kin}, {n_dropped} dropped at "
+          f"{relatedness.DEFAULT_CUTOFF}; {gpu_label} on {device_name(device)} against the "
+          f"CPU bit planes on {numba_threads()} threads; {args.repeats} alternating rounds")
+    for name, label in (("gpu", gpu_label), ("cpu", "CPU bit planes")):
+        print(f"  {label}: king_robust wall {summary(wall[name], ' s', '{:.2f}')}; "
+              f"route alone {summary(route_wall[name], ' s', '{:.2f}')}")
+    t_ratio = ratios(wall["gpu"], wall["cpu"])
+    r_ratio = ratios(route_wall["gpu"], route_wall["cpu"])
+
+    def verdict(ok):
+        return ("met" if ok else "NOT met") if device.type == "cuda" else "a goal for a GPU"
+    print(f"  wall ratio GPU / CPU, king_robust: {summary(t_ratio)} (goal <= 0.1x: "
+          f"{verdict(statistics.median(t_ratio) <= 0.1)})")
+    print(f"  wall ratio GPU / CPU, the routes alone: {summary(r_ratio)}")
+    print(f"  {load_summary(loads)}")
+    if on_gpu is not None:
+        gpu_seconds = on_gpu["kernels"] or on_gpu["span"]
+        what = "kernel time (profiler)" if on_gpu["kernels"] else "device span (CUDA events)"
+        print(f"  route on the GPU: device span {on_gpu['span']:.3f} s, kernels "
+              + (f"{on_gpu['kernels']:.3f} s" if on_gpu["kernels"] else "not measured")
+              + f"; span / route wall {on_gpu['span'] / statistics.median(route_wall['gpu']):.2f}")
+    else:
+        gpu_seconds = statistics.median(route_wall["gpu"])
+        what = "route wall (no device clock on a CPU)"
+    print(f"  {what} / the 1 s goal: {gpu_seconds:.3f}x "
+          f"({verdict(gpu_seconds <= 1.0)}; the goal is set at 20,000 x 20,000)")
+    rate = 2.0 * macs / gpu_seconds
+    int8_rate = args.results.get("gemm", {}).get("ops_per_s", {}).get("int8_colmajor")
+    frac = rate / int8_rate if int8_rate else None
+    if frac is not None:
+        print(f"  the route's int8 rate ({macs:.3g} multiply-adds in {gpu_seconds:.3f} s) / "
+              f"_int_mm's rate measured above: {frac:.3f}")
+    else:
+        print(f"  the route's int8 products: {macs:.3g} multiply-adds (run --parts gemm,king "
+              "for their rate as a fraction of _int_mm's)")
+    print(f"  kept and dropped sets, .kin0 rows and undefined-pair counts identical in every "
+          f"round: {identical}")
+    if not identical:
+        raise SystemExit("KING: the GPU route and the CPU route disagree")
+    return {"n_samples": len(samples), "n_variants": len(variants), "block_size": block,
+            "variant_block": vblock, "pairs_reported": len(results["cpu"]),
+            "dropped": n_dropped, "wall_s": wall, "route_wall_s": route_wall,
+            "gpu_device_s": on_gpu, "wall_ratio_gpu_cpu": t_ratio,
+            "route_ratio_gpu_cpu": r_ratio, "multiply_adds": macs,
+            "fraction_of_int8_rate": frac, "identical": identical, "load_average": loads,
+            "cpu_threads": numba_threads()}
+
+
+# ------------------------------------------------------------------------------- main
+PARTS = {"gemm": part_gemm, "train": part_train, "king": part_king}
+
+
+def device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({torch.get_num_threads()} torch threads)"
+
+
+def numba_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--parts", default="gemm,train,king",
+                    help=f"comma-separated parts to run, of {', '.join(PARTS)}")
+    ap.add_argument("--gemm-size", type=int, default=8192)
+    ap.add_argument("--king-samples", type=int, default=20000)
+    ap.add_argument("--king-variants", type=int, default=20000)
+    ap.add_argument("--block-size", type=int, default=None,
+                    help="samples per row strip of the int8 route (default the route's)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for numba and torch (default all cores)")
+    ap.add_argument("--rows", type=int, default=20000, help="simulated store rows")
+    ap.add_argument("--snps", type=int, default=1000, help="simulated store SNPs")
+    ap.add_argument("--budget", type=int, default=1000, help="labeled rows a model trains on")
+    ap.add_argument("--models", type=int, nargs="+", default=[1, 10, 50],
+                    help="group sizes whose pre-training epoch is timed")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds of the cmix train group")
+    ap.add_argument("--train-config", default="{}", help="cmix config keys as JSON")
+    ap.add_argument("--workdir", default=None, help="keep the simulated .bed here")
+    ap.add_argument("--json", default=None, help="write the results here as JSON")
+    args = ap.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; parts are {', '.join(PARTS)}")
+
+    import torch
+
+    from cmix.io import resolve_device
+
+    if args.threads:
+        from cmix.genotypes.kernels import set_numba_threads
+
+        set_numba_threads(args.threads)
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    args.results = {"device": device_name(device), "torch": torch.__version__,
+                    "cuda": torch.version.cuda, "cpu_cores": os.cpu_count(),
+                    "argv": sys.argv[1:] if argv is None else list(argv)}
+    for part in parts:
+        args.results[part] = PARTS[part](args, device)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-    return result
+        Path(args.json).write_text(json.dumps(args.results, indent=1, default=float) + "\n")
+        print(f"wrote {args.json}")
+    return args.results
 
 
 if __name__ == "__main__":

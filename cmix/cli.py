@@ -777,7 +777,8 @@ def _add_unrelated(sub):
                     ".kin0) with the sample table from --bfile or --fam (and --keep). "
                     "Route 2: --bfile alone: KING-robust kinship over jointly called "
                     "variants off chrX, chrY and MT (as plink2) (bit-packed counts on the "
-                    "CPU, torch on a GPU), also writing OUT.kin0 (pairs > 0.0442).")
+                    "CPU, int8 matrix products on a GPU's tensor cores; the same integers), "
+                    "also writing OUT.kin0 (pairs > 0.0442).")
     p.add_argument("--kinship", default=None,
                    help="kinship table: UK Biobank ukb_rel.dat (ID1 ID2 HetHet IBS0 Kinship) "
                         "or plink2 --make-king-table output (.kin0)")
@@ -800,8 +801,9 @@ def _add_unrelated(sub):
     p.add_argument("--out", required=True, help="output prefix")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to compute KING (default auto: CUDA when torch sees a GPU)")
-    p.add_argument("--block-size", type=_positive_int, default=1024,
-                   help="samples per tile edge of the GPU route's kinship products (default 1024)")
+    p.add_argument("--block-size", type=_positive_int, default=None,
+                   help="samples per row strip of the GPU route's int8 products (default "
+                        "2048; rounded up to a multiple of 32)")
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="CPU threads (default: all cores)")
     p.set_defaults(func=_run_unrelated)

@@ -20,24 +20,25 @@ integers summed per pair over variant blocks, so the result does not depend on t
 thread count. Memory: 12 bytes per pair of a pass's row strip (capped, 256 MiB by
 default; more strips mean more passes over the .bed) plus one block of 4,096 variants.
 
-On a GPU (:func:`_king_torch`) the same counts come from matrix products. The
-numerator is the sum over jointly called variants of (g_i - g_j)^2 for A1 counts g in
-{0, 1, 2}, so with G the A1 counts (missing -> 0), C the called indicators and H the het
-indicators (samples x variants),
+On a GPU (:func:`_king_int8`) the same integers come from int8 matrix products on the
+tensor cores, with int32 sums. Per variant block, each sample's calls become 0/1
+indicators A (A1/A1), B (A2/A2), H (het) and C (called), built on the device from the
+.bed bytes; over the variants called in both samples of a pair,
 
-    numerator = G2 C^T + C G2^T - 2 G G^T,   N_het_i = H C^T,   N_het_j = C H^T
+    IBS0 = A_i.B_j + B_i.A_j,   HETHET = H_i.H_j,   het_i = H_i.C_j,   het_j = C_i.H_j
 
-with G2 = G * G. Writing C = 1 - M (M: missing calls) turns the C products into
-per-sample totals minus products with the sparse M, so the only dense product is
-G G^T: one float32 matrix product per (sample block, sample block, variant block),
-exact because every partial sum is an integer below 2^24. The missing-call terms are
-sparse (CSR) float64 products M P^T with P = G2 + s H packed into one exact number
-(s > 4 n_variants). Variants with no het call and one homozygote only add nothing and
-are skipped. The products run with torch (on a GPU; on the CPU in tests). Memory: the
-accumulators of one pass (about 20 bytes per sample pair of its row strips, capped by
-``max_memory_bytes``; more strips mean more passes over the .bed) plus one variant
-block. Pairs above the reporting threshold are then
-recounted exactly (NSNP, HETHET, IBS0) from the genotypes, and the two must agree.
+(het_i: het in i, called in j), and the numerator is 4 IBS0 + het_i + het_j - 2 HETHET.
+Row strips of samples against the samples from the strip's first row on take three
+products a strip and block: [B | A] [A | B]^T (IBS0), [H ; C] H^T (HETHET and het_j
+stacked) and H C^T (het_i): 5 multiply-adds per pair and variant, the fewest for these
+counts (the numerator is a rank-3 form of two samples' states). Exact, so the route gives
+the bit-plane route's counts and kinship to the last bit; it runs on the CPU too (tests).
+Memory: 16 bytes per sample pair of a pass's strips (capped by ``max_memory_bytes``; more
+strips mean more passes over the .bed) plus one variant block (5 bytes per sample and
+variant) and one strip's products. Only the pairs above the threshold leave the device.
+
+Pairs above the reporting threshold are then recounted exactly (NSNP, HETHET, IBS0) from
+the genotypes, and the two must agree.
 
 plink2's pruning order (``KinshipPruneDestructive`` in plink2_matrix_calc.cc): while
 related pairs remain, if some sample has exactly one remaining relative, the first such
@@ -50,7 +51,6 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,7 +71,7 @@ DEGREES = (("duplicate/MZ twin", 0.354), ("first degree", 0.177),
 REPORT_MIN_KINSHIP = 0.0442
 DEFAULT_CUTOFF = 0.0884
 KIN0_COLUMNS = ["#FID1", "IID1", "FID2", "IID2", "NSNP", "HETHET", "IBS0", "KINSHIP"]
-# The packed float64 correction sums (4 V + 1) * V + 4 V stay exact below 2^53.
+#: variants KING-robust takes at most; a pair's int32 sums (up to 4 V) stay far from 2^31
 _MAX_VARIANTS = 40_000_000
 
 
@@ -275,21 +275,6 @@ def match_kinship_pairs(table: pd.DataFrame, fam: pd.DataFrame) -> tuple[pd.Data
 
 
 # ------------------------------------------------------------------- KING from genotypes
-@dataclass
-class _Pass:
-    """Row strips [a0, a1) of the upper triangle, done in one pass over the .bed.
-
-    tiles: (r0, r1, c0, c1) sample ranges with c0 >= r0. Accumulators: gg per tile
-    (float32 or float64, G_a G_b^T); row_side = M_A P_S^T, (a1 - a0, n - a0) float64;
-    col_side = M_S P_A^T, (n - a0, a1 - a0) float64, where A = [a0, a1), S = [a0, n).
-    """
-
-    a0: int
-    a1: int
-    tiles: list
-    acc: dict = field(default_factory=dict)
-
-
 def king_variants(chrom) -> np.ndarray:
     """bool (n_variants,): the variants KING-robust uses, as plink2 chooses them: all but
     those on chrX, chrY and MT (however written: 23, chrX, ...); the pseudo-autosomal XY,
@@ -298,9 +283,9 @@ def king_variants(chrom) -> np.ndarray:
 
 
 def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
-                min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int = 1024,
-                variant_block: int = 2048, device: str = "auto",
-                max_memory_bytes: int | None = None) -> pd.DataFrame:
+                min_kinship: float | None = REPORT_MIN_KINSHIP, block_size: int | None = None,
+                device: str = "auto", max_memory_bytes: int | None = None,
+                route: str | None = None) -> pd.DataFrame:
     """KING-robust kinship of all pairs of the selected samples, over the variants off
     chrX, chrY and MT (:func:`king_variants`).
 
@@ -308,11 +293,13 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
     those on X, Y and MT are dropped, as plink2 does). sample_idx: sorted int positions in
     the .fam (default all). min_kinship: keep pairs with kinship > this (None: all pairs).
     device "cpu" (or "auto" without a GPU): bit-packed pair counts on numba's threads
-    (:func:`_king_bitplanes`); "cuda": float products with torch (block_size: samples
-    per tile edge; variant_block: variants per product).
+    (:func:`_king_bitplanes`); "cuda": int8 indicator products with torch
+    (:func:`_king_int8`; block_size: samples per row strip, default 2,048; blocks of at
+    most 8,192 variants). route: "bitplanes" or "int8" overrides the
+    device's route (the int8 route runs on the CPU as well; the bit planes on the CPU only).
     max_memory_bytes bounds the per-pair accumulators held at once (default 256 MiB on
-    the CPU, 12 bytes a pair; 2 GiB with torch, about 20 bytes a pair); further row
-    strips are done in further passes over the .bed.
+    the CPU, 12 bytes a pair; int8 route: a third of the GPU's free memory, 1 GiB on the
+    CPU, 16 bytes a pair); further row strips are done in further passes over the .bed.
 
     Returns a DataFrame, one row per kept pair in plink2's .kin0 order (by the later
     sample, then the earlier): idx1 (later .fam position), idx2 (earlier), nsnp, hethet,
@@ -332,15 +319,21 @@ def king_robust(bf: plink.Bfile, variant_idx=None, sample_idx=None, *,
         return empty
     if n_var >= _MAX_VARIANTS:
         raise CmixError(f"KING-robust: {n_var} variants exceed the supported {_MAX_VARIANTS - 1}")
-    if device == "cpu" or resolve_device(device).type == "cpu":
+    on_cpu = device == "cpu" or resolve_device(device).type == "cpu"   # torch only if asked
+    route = route or ("bitplanes" if on_cpu else "int8")
+    if route == "bitplanes":
+        if not on_cpu:
+            raise ValueError("the bit-plane route runs on the CPU only")
         pos_i, pos_j, kin, n_undefined = _king_bitplanes(bf, variant_idx, sample_idx,
                                                          min_kinship,
                                                          max_memory_bytes or _CPU_MEMORY)
+    elif route == "int8":
+        dev = resolve_device(device)
+        pos_i, pos_j, kin, n_undefined = _king_int8(
+            bf, variant_idx, sample_idx, min_kinship, block_size or _INT8_STRIP,
+            _INT8_VARIANTS, dev, max_memory_bytes or _int8_memory(dev))
     else:
-        pos_i, pos_j, kin, n_undefined = _king_torch(bf, variant_idx, sample_idx, min_kinship,
-                                                     block_size, variant_block,
-                                                     resolve_device(device),
-                                                     max_memory_bytes or (2 << 30))
+        raise ValueError(f"unknown KING route {route!r} (bitplanes or int8)")
     if len(pos_i) == 0:
         empty.attrs["undefined_kinship_pairs"] = n_undefined
         return empty
@@ -420,157 +413,218 @@ def _king_bitplanes(bf, variant_idx, sample_idx, min_kinship, max_memory_bytes):
             n_undefined)
 
 
-def _king_torch(bf, variant_idx, sample_idx, min_kinship, block_size, variant_block, dev,
-                max_memory_bytes):
-    """KING-robust from float products with torch (the GPU route; module docstring).
-    Returns (i, j, kinship, n_undefined) as :func:`_king_bitplanes`."""
+#: samples per row strip of the int8 route (rounded to a multiple of 32)
+_INT8_STRIP = 2048
+#: variants per block of the int8 route (rounded up to a multiple of 64)
+_INT8_VARIANTS = 8192
+#: bytes per sample pair of the int8 route's accumulators (IBS0, HETHET, het_j, het_i)
+_INT8_PAIR_BYTES = 16
+
+
+def _int8_memory(dev) -> int:
+    """Default cap on the int8 route's accumulators: a third of a CUDA device's free
+    memory (the variant block and one strip's products come on top), 1 GiB on the CPU."""
+    import torch
+
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0] // 3)
+    return 1 << 30
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-int(x) // m) * m
+
+
+def int8_matmul(a, b, out=None):
+    """Exact a @ b of 0/1 int8 indicator matrices, int32 result (h, w).
+
+    a: int8 (h, k), row-major; b: int8 (k, w), the transpose of a row-major (w, k) matrix
+    (column-major: both operands hold each sample's variants contiguously, the layout
+    cuBLASLt's int8 tensor-core kernels take). On CUDA ``torch._int_mm`` needs h > 16 and
+    k, w multiples of 8; the route pads to that. Where ``torch._int_mm`` is missing on the
+    device, float32 products stand in: exact, as every sum of a block is below 2^24.
+    out: int32 (h, w) contiguous, overwritten (optional).
+    """
+    import torch
+
+    if _INT_MM_OK.get(a.device.type, True):
+        try:
+            return torch._int_mm(a, b, out=out) if out is not None else torch._int_mm(a, b)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except (RuntimeError, NotImplementedError, AttributeError):
+            _INT_MM_OK[a.device.type] = False
+            log(f"unrelated: torch._int_mm is not available on {a.device.type} here; float32 "
+                "products stand in (exact, slower)")
+    product = (a.to(torch.float32) @ b.to(torch.float32)).to(torch.int32)
+    if out is None:
+        return product
+    return out.copy_(product)
+
+
+_INT_MM_OK: dict = {}
+
+
+def _int8_plan(n: int, n_var: int, block_size: int, variant_block: int, max_memory_bytes: int):
+    """Strips, passes and variant block of the int8 route.
+
+    Samples are padded to n_pad (a multiple of 32) and cut into row strips of equal
+    height h (block_size rounded up to a multiple of 32, evened out over the strips;
+    the last strip may be shorter); strip [r0, r1) is paired
+    with the samples [r0, n_pad). A pass holds consecutive strips whose accumulators
+    (16 bytes a pair) fit max_memory_bytes (one strip at least; h shrinks to fit).
+    Returns (n_pad, edges, passes, vb): edges: strip boundaries (len n_strips + 1);
+    passes: (first strip, end strip) pairs; vb: variants per block (variant_block evened
+    out over the blocks and rounded up to a multiple of 64; a short last block is padded
+    with variants no one is called at).
+    """
+    n_pad = _round_up(n, 32)
+    h = _round_up(max(32, min(block_size, n_pad)), 32)
+    h = max(32, min(h, (max_memory_bytes // (_INT8_PAIR_BYTES * n_pad)) // 32 * 32))
+    n_strips = -(-n_pad // h)
+    h = _round_up(-(-n_pad // n_strips), 32)          # equal strips, the last one shorter
+    edges = list(range(0, n_pad, h)) + [n_pad]
+    passes, s0, used = [], 0, 0
+    for s in range(len(edges) - 1):
+        size = _INT8_PAIR_BYTES * (edges[s + 1] - edges[s]) * (n_pad - edges[s])
+        if s > s0 and used + size > max_memory_bytes:
+            passes.append((s0, s))
+            s0, used = s, 0
+        used += size
+    passes.append((s0, len(edges) - 1))
+    n_blocks = -(-n_var // max(1, variant_block))
+    vb = _round_up(-(-n_var // n_blocks), 64)         # equal blocks, the last one shorter
+    return n_pad, edges, passes, vb
+
+
+def _int8_strip_counts(bf, variant_idx, sample_idx, block_size, variant_block, dev,
+                       max_memory_bytes):
+    """Yield (r0, r1, counts) per row strip: the KING counts of the pairs (i, j),
+    r0 <= i < r1, r0 <= j < n_pad (positions within ``sample_idx``, padded with samples
+    that have no call), summed over all variant blocks by int8 products.
+
+    counts: int32 tensor (4, r1 - r0, n_pad - r0) on ``dev``: IBS0, HETHET, het_j (j het,
+    i called) and het_i (i het, j called), over the variants called in both; entries
+    with j <= i or a padding sample are not pairs. See :func:`_king_int8`.
+    """
     import torch
 
     n, n_var = len(sample_idx), len(variant_idx)
-    variant_block = int(max(1, variant_block))
-    block_size = int(max(1, block_size))
-    if 20 * block_size * n > max_memory_bytes:      # one row strip must fit the budget
-        block_size = max(64, max_memory_bytes // (20 * n))
-    # exact float32 accumulation of G G^T while 4 n_var < 2^24; float64 beyond
-    gg_dtype = torch.float32 if 4 * n_var < (1 << 24) else torch.float64
-    scale = float(4 * n_var + 1)            # packs (g^2 count, het count) into one float64
-    edges = list(range(0, n, block_size)) + [n]
-    passes, strips = [], []
-    for k in range(len(edges) - 1):
-        r0, r1 = edges[k], edges[k + 1]
-        a0 = strips[0][0] if strips else r0
-        if strips and 20 * (r1 - a0) * (n - a0) > max_memory_bytes:
-            passes.append(strips)
-            strips = []
-        strips.append((r0, r1))
-    passes.append(strips)
-    passes = [_Pass(st[0][0], st[-1][1],
-                    [(r0, r1, edges[c], edges[c + 1]) for r0, r1 in st
-                     for c in range(edges.index(r0), len(edges) - 1)]) for st in passes]
-
-    blocks = list(plink.variant_blocks(n_var, variant_block))
-    found1, found2, found_k, n_undefined = [], [], [], 0
+    n_pad, edges, passes, vb = _int8_plan(n, n_var, block_size, variant_block,
+                                          max_memory_bytes)
+    blocks = list(plink.variant_blocks(n_var, vb))
     bar = progress(total=len(passes) * len(blocks), desc="KING-robust", unit="block")
-    for ps in passes:
-        width = n - ps.a0
-        ps.acc = {"row_side": torch.zeros((ps.a1 - ps.a0, width), dtype=torch.float64, device=dev),
-                  "col_side": torch.zeros((width, ps.a1 - ps.a0), dtype=torch.float64, device=dev),
-                  "sq_total": torch.zeros(width, dtype=torch.float64, device=dev),
-                  "het_total": torch.zeros(width, dtype=torch.float64, device=dev)}
-        for t in ps.tiles:
-            ps.acc[t] = torch.zeros((t[1] - t[0], t[3] - t[2]), dtype=gg_dtype, device=dev)
-        for v0, v1 in blocks:
-            geno = bf.read(variant_idx[v0:v1], sample_idx[ps.a0:] if ps.a0 else sample_idx)
-            _accumulate_block(geno, ps, scale, dev)
+    for s0, s1 in passes:
+        a0 = edges[s0]
+        width = n_pad - a0
+        pos = torch.as_tensor(np.asarray(sample_idx[a0:], np.int64), device=dev)
+        byte_idx, shift = pos >> 2, (2 * (pos & 3)).to(torch.uint8)
+        strips = [(edges[s], edges[s + 1]) for s in range(s0, s1)]
+        acc = {r0: torch.empty((4, r1 - r0, n_pad - r0), dtype=torch.int32, device=dev)
+               for r0, r1 in strips}
+        h_max = max(r1 - r0 for r0, r1 in strips)
+        scratch = torch.empty(2 * h_max * width, dtype=torch.int32, device=dev)
+        het_total = torch.zeros(width, dtype=torch.int64, device=dev)
+        codes = torch.ones((width, vb), dtype=torch.uint8, device=dev)   # 1: no call
+        ab = torch.empty((width, 2 * vb), dtype=torch.int8, device=dev)  # [A1/A1 | A2/A2]
+        het = torch.empty((width, vb), dtype=torch.int8, device=dev)
+        called = torch.empty((width, vb), dtype=torch.int8, device=dev)
+        for k, (v0, v1) in enumerate(blocks):
+            packed = torch.from_numpy(bf.packed_rows(variant_idx[v0:v1])).to(dev)
+            block = (packed.index_select(1, byte_idx) >> shift) & 3        # (v, n - a0)
+            codes[:n - a0, :v1 - v0] = block.T
+            if v1 - v0 < vb:
+                codes[:, v1 - v0:] = 1
+            ab[:, :vb] = codes == 0
+            ab[:, vb:] = codes == 3
+            het.copy_(codes == 2)
+            called.copy_(codes != 1)
+            het_total += het.sum(1, dtype=torch.int64)
+            for r0, r1 in strips:
+                lo, hi, h, w = r0 - a0, r1 - a0, r1 - r0, n_pad - r0
+                ba = torch.cat([ab[lo:hi, vb:], ab[lo:hi, :vb]], 1)      # [A2/A2 | A1/A1]
+                hc = torch.cat([het[lo:hi], called[lo:hi]], 0)           # (2h, vb)
+                products = ((ba, ab[lo:].T, acc[r0][0]),                  # IBS0
+                            (hc, het[lo:].T, acc[r0][1:3].view(2 * h, w)),  # HETHET; het_j
+                            (het[lo:hi], called[lo:].T, acc[r0][3]))      # het_i
+                for left, right, target in products:
+                    if k == 0:
+                        int8_matmul(left, right, out=target)
+                    else:
+                        target += int8_matmul(left, right,
+                                              out=scratch[:target.numel()].view(target.shape))
             bar.update(1)
-        for t in ps.tiles:
-            k1, k2, kin, undefined = _tile_kinship(ps, t, scale, min_kinship)
-            n_undefined += undefined
-            found1.append(k1)
-            found2.append(k2)
-            found_k.append(kin)
-        ps.acc = {}
+        bad = torch.zeros((), dtype=torch.bool, device=dev)
+        for r0, r1 in strips:             # a pair of a sample with itself: 0 and its hets
+            lo, h = r0 - a0, r1 - r0
+            diag = torch.diagonal(acc[r0][:, :, :h], dim1=1, dim2=2)        # (4, h)
+            bad |= (diag[0] != 0).any() | (diag[1:] != het_total[lo:lo + h]).any()
+        if bool(bad):
+            raise RuntimeError("KING-robust: the int8 products disagree with the samples' "
+                               "own het counts (internal error; please report)")
+        for r0, r1 in strips:
+            yield r0, r1, acc.pop(r0)
     bar.close()
-    if not found1:
-        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
-                n_undefined)
-    return (np.concatenate(found1), np.concatenate(found2), np.concatenate(found_k),
-            n_undefined)
 
 
-def _accumulate_block(geno: np.ndarray, ps: _Pass, scale: float, device) -> None:
-    """Add one variant block's products to a pass's accumulators.
+def _king_int8(bf, variant_idx, sample_idx, min_kinship, block_size, variant_block, dev,
+               max_memory_bytes):
+    """KING-robust from int8 indicator products (the GPU route; runs on the CPU too).
 
-    geno: int8 (n_block, n - a0) A1 counts, -1 missing, for the samples from position
-    a0 on (variant-major, as read from the .bed). Variants with no het call and not both
-    homozygotes among these samples add nothing to the KING numerator or het counts (their
-    g_i^2 + g_j^2 - 2 g_i g_j terms cancel), so they are skipped. With G the counts
-    (missing -> 0), M the missing calls and P = G^2 + scale * H (float64, exact:
-    scale > 4 n_var):
-      sq_total, het_total += per-sample sums of g^2 and hets over called variants
-      tile (a, b):  gg += G_a G_b^T     dense float32 product (sum of g_i g_j, joint)
-      row_side += M_A P_S^T            sparse M: g_j^2 and het_j where i is missing
-      col_side += M_S P_A^T            g_i^2 and het_i where j is missing
+    Per variant block, each sample's calls become 0/1 int8 indicators on ``dev``: A (A1/A1),
+    B (A2/A2), H (het), C (called). A pair's counts over the variants called in both are
+    IBS0 = A_i.B_j + B_i.A_j, HETHET = H_i.H_j, het_i = H_i.C_j and het_j = C_i.H_j, so
+    per row strip R against the samples S from its first row on, three products:
+
+        [B_R | A_R] [A_S | B_S]^T          IBS0            (h, 2 vb) x (2 vb, w)
+        [H_R ; C_R] H_S^T                  HETHET; het_j   (2 h, vb) x (vb, w)
+        H_R C_S^T                          het_i           (h, vb) x (vb, w)
+
+    5 h w vb multiply-adds, the fewest for these counts (KING's numerator is a rank-3
+    form of the two samples' states, het_i and het_j rank 1 each), in int32, exact.
+    Then num = 4 IBS0 + het_i + het_j - 2 HETHET and kinship = 0.5 - num / (4
+    min(het_i, het_j)), the bit-plane route's integers and float64 formula; only pairs
+    above min_kinship (and the NaN count) leave the device.
+    Returns (i, j, kinship, n_undefined) as :func:`_king_bitplanes`.
     """
-    import warnings
-
     import torch
 
-    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-    is_het = geno == 1
-    informative = is_het.any(1) | ((geno == 0).any(1) & (geno == 2).any(1))
-    if not informative.all():
-        geno, is_het = geno[informative], is_het[informative]
-    if geno.shape[0] == 0:
-        return
-    a0, na = ps.a0, ps.a1 - ps.a0
-    g = torch.from_numpy(geno).to(device)
-    gf = g.to(torch.float32).clamp_(min=0.0)                                  # (v, n - a0)
-    het = torch.from_numpy(is_het).to(device)
-    ps.acc["sq_total"] += (gf * gf).sum(0, dtype=torch.float64)
-    ps.acc["het_total"] += het.sum(0, dtype=torch.float64)
-    for t in ps.tiles:
-        r0, r1, c0, c1 = t
-        _add_product(ps.acc[t], gf[:, r0 - a0:r1 - a0].T, gf[:, c0 - a0:c1 - a0])
-    miss_v, miss_s = np.nonzero(geno < 0)
-    if len(miss_v) == 0:
-        return
-    packed_t = gf.to(torch.float64)
-    packed_t.mul_(packed_t).masked_fill_(het, 1.0 + scale)                   # (v, n - a0)
-    order = np.argsort(miss_s, kind="stable")                                 # CSR: by sample
-    miss_s, miss_v = miss_s[order], miss_v[order]
-    crow = np.zeros(geno.shape[1] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(miss_s, minlength=geno.shape[1]), out=crow[1:])
+    n = len(sample_idx)
+    found, pending = [], []            # pairs on the host; pairs still on the device
+    n_undefined = torch.zeros((), dtype=torch.int64, device=dev)
 
-    def csr(n_rows):
-        nnz = int(crow[n_rows])
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(crow[:n_rows + 1].copy()), torch.from_numpy(miss_v[:nnz].astype(np.int64)),
-            torch.ones(nnz, dtype=torch.float64), size=(n_rows, geno.shape[0]),
-            check_invariants=False).to(device)
+    def to_host():
+        if pending:
+            found.append([torch.cat(part).cpu().numpy() for part in zip(*pending)])
+            pending.clear()
 
-    ps.acc["row_side"].addmm_(csr(na), packed_t)
-    ps.acc["col_side"].addmm_(csr(geno.shape[1]), packed_t[:, :na].contiguous())
-
-
-def _add_product(acc, a, b) -> None:
-    """acc += a @ b, computing the product in float32 (exact small integers)."""
-    import torch
-
-    if acc.dtype == torch.float32:
-        acc.addmm_(a, b)
-    else:
-        acc += (a @ b).to(acc.dtype)
-
-
-def _tile_kinship(ps: _Pass, t, scale: float, min_kinship):
-    """Kinship of a tile's pairs (i < j) from its accumulators: (i, j, kinship) of those
-    above min, and how many pairs' kinship is NaN."""
-    import torch
-
-    r0, r1, c0, c1 = t
-    sq_total, het_total = ps.acc["sq_total"], ps.acc["het_total"]
-    gg = ps.acc[t].to(torch.float64)
-    row_missing = ps.acc["row_side"][r0 - ps.a0:r1 - ps.a0, c0 - ps.a0:c1 - ps.a0]
-    col_missing = ps.acc["col_side"][c0 - ps.a0:c1 - ps.a0, r0 - ps.a0:r1 - ps.a0].T
-    miss_het = torch.floor(row_missing / scale)     # j het, i missing
-    het_miss = torch.floor(col_missing / scale)     # i het, j missing
-    sq_lost = (row_missing - scale * miss_het) + (col_missing - scale * het_miss)
-    a0 = ps.a0
-    het_a = het_total[r0 - a0:r1 - a0, None] - het_miss
-    het_b = het_total[None, c0 - a0:c1 - a0] - miss_het
-    numerator = (sq_total[r0 - a0:r1 - a0, None] + sq_total[None, c0 - a0:c1 - a0]
-                 - sq_lost - 2.0 * gg)
-    kinship = 0.5 - numerator / (4.0 * torch.minimum(het_a, het_b))
-    rows = torch.arange(r0, r1, device=kinship.device)[:, None]
-    cols = torch.arange(c0, c1, device=kinship.device)[None, :]
-    mask = cols > rows
-    undefined = int((torch.isnan(kinship) & mask).sum())
-    if min_kinship is not None:
-        mask &= kinship > min_kinship
-    ii, jj = torch.nonzero(mask, as_tuple=True)
-    return ((ii + r0).cpu().numpy().astype(np.int64), (jj + c0).cpu().numpy().astype(np.int64),
-            kinship[ii, jj].cpu().numpy(), undefined)
+    for r0, r1, counts in _int8_strip_counts(bf, variant_idx, sample_idx, block_size,
+                                             variant_block, dev, max_memory_bytes):
+        w = counts.shape[2]
+        cols = torch.arange(r0, r0 + w, device=dev)[None, :]
+        rows_per_chunk = max(1, (1 << 24) // w)        # float64 temporaries of 128 MiB
+        for c0 in range(0, min(r1, n) - r0, rows_per_chunk):
+            c1 = min(c0 + rows_per_chunk, min(r1, n) - r0)
+            ibs0, hethet, het_j, het_i = counts[:, c0:c1]
+            num = 4 * ibs0 + het_i + het_j - 2 * hethet
+            smaller = torch.minimum(het_i, het_j)
+            kin = 0.5 - num.to(torch.float64) / (4.0 * smaller.to(torch.float64))
+            rows = torch.arange(r0 + c0, r0 + c1, device=dev)[:, None]
+            pair = (cols > rows) & (cols < n)
+            n_undefined += ((num == 0) & (smaller == 0) & pair).sum()
+            if min_kinship is not None:
+                pair &= kin > min_kinship
+            ii, jj = torch.nonzero(pair, as_tuple=True)
+            pending.append((ii + (r0 + c0), jj + r0, kin[ii, jj]))
+            if min_kinship is None:     # every pair: off the device chunk by chunk
+                to_host()
+        del counts
+    to_host()
+    if not found:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
+                int(n_undefined))
+    i, j, kin = (np.concatenate(part) for part in zip(*found))
+    return i.astype(np.int64), j.astype(np.int64), kin, int(n_undefined)
 
 
 def pair_counts(bf: plink.Bfile, variant_idx, sample_idx, pos1, pos2,
@@ -748,13 +802,14 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
 
 def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = DEFAULT_CUTOFF,
                              extract=None, keep=None, device: str = "auto",
-                             block_size: int = 1024) -> dict:
+                             block_size: int | None = None, route: str | None = None) -> dict:
     """Genotype route: KING-robust over autosomal (extracted) variants, prune every pair
     above the cutoff (pairs are computed down to it when it is below 0.0442), write the
     .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
     or pfile a prefix or a ``{chrom}`` pattern read across the chromosome set (shared
     fam); its chroms: only these chromosomes (a --chroms spec); ``keep``: a --keep list;
-    block_size: samples per tile edge of the GPU route's kinship products."""
+    block_size: samples per row strip of the GPU route's products (default 2,048);
+    route: as :func:`king_robust` (default: bit planes on the CPU, int8 products on a GPU)."""
     cutoff = check_cutoff(cutoff)
     chroms = genotypes.chroms
     bf = genotypes.open()
@@ -777,13 +832,15 @@ def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = D
         raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
                         f"{len(sample_idx)}")
     dev = "cpu" if device == "cpu" else resolve_device(device).type
+    how = route or ("bitplanes" if dev == "cpu" else "int8")
+    how = {"bitplanes": "bit planes", "int8": "int8 products"}.get(how, how)
     log(f"unrelated: KING-robust over {len(variant_idx)} variants "
         f"({n_sex_mt} on chrX, chrY or MT excluded, as plink2 does"
         + (f", {n_extract_unknown} --extract IDs not in the .bim" if n_extract_unknown else "")
-        + f") and {len(sample_idx)} samples on {dev}")
+        + f") and {len(sample_idx)} samples on {dev} ({how})")
     # pairs down to the cutoff when it lies below the report threshold: they all prune
     pairs = king_robust(bf, variant_idx, sample_idx, min_kinship=min(cutoff, REPORT_MIN_KINSHIP),
-                        block_size=block_size, device=device)
+                        block_size=block_size, device=device, route=route)
     kin0 = pairs[pairs["kinship"].to_numpy() > REPORT_MIN_KINSHIP].reset_index(drop=True)
     extra = {"variants_used": len(variant_idx), "variants_x_y_mt_excluded": n_sex_mt,
              "undefined_kinship_pairs": pairs.attrs["undefined_kinship_pairs"]}
