@@ -282,7 +282,7 @@ BOUND_Z = 1.6448536269514722
 def wilson_bounds(p, n, z: float = BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) Wilson score confidence bounds of a proportion p observed on n rows
     (arrays of one shape); z: the normal quantile (one-sided 95% each by default)."""
-    p, n = np.asarray(p, np.float64), np.asarray(n, np.float64)
+    p, n = np.clip(np.asarray(p, np.float64), 0.0, 1.0), np.asarray(n, np.float64)
     z2 = z * z
     centre = p + z2 / (2 * n)
     spread = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
@@ -302,9 +302,9 @@ def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
                        certainty: np.ndarray, floor: float, z: float = BOUND_Z) -> np.ndarray:
     """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
     probability that a pseudo-label of that certainty is right, rescaled so that
-    ``floor`` (what the supervised head's accuracy can be: an upper confidence bound of
-    it on the same held-out rows) maps to 0 and 1 to 1: a pseudo-label not shown to be
-    right more often than the head's prediction carries no weight.
+    ``floor`` (the supervised head's accuracy on the same held-out rows) maps to 0 and 1
+    to 1: a pseudo-label not shown to be right more often than the head's prediction
+    carries no weight.
 
     The probability is the isotonic regression of ``correct_held`` (m,) bool on
     ``certainty_held`` (m,) (held-out labeled rows); each of its pooled blocks of rows
@@ -339,7 +339,7 @@ class JudgedPseudoLabels:
     graph and propagation;
     heldout: candidate name -> accuracy of its pseudo-labels on the held-out rows;
     head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
-    one-sided 95% Wilson upper bound, the floor of the weights; used: the unlabeled
+    one-sided 95% Wilson upper bound (for the log; the floor of the weights is the accuracy); used: the unlabeled
     rows carry weight (the chosen graph's pseudo-labels were no worse than the head's
     predictions on the held-out rows, some were more likely right than them, and their
     weights add up to at least the labels the final model gave up to judge them, and at
@@ -488,12 +488,12 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     (:func:`heldout_head_accuracy` on each fold model's latent: fitted on the rows outside
     the fold, scored on the fold; pooled over the folds); then each unlabeled row's
     weight is a lower confidence bound of the probability that its pseudo-label is right
-    (widened for the choice among the candidates, :func:`selection_z`), above an upper
-    confidence bound of the head's accuracy (:func:`calibrated_weights`,
-    :func:`wilson_bounds`), both on the pooled held-out rows: a row weighs more than 0
-    only where pseudo-labels of its certainty were shown to be right more often than the
-    head can be. The pseudo-labels come from the chosen graph of the final model seeded
-    with every labeled row, and each fold model's own (``fold_pseudo``) from its graph
+    (widened for the choice among the candidates, :func:`selection_z`), above the head's
+    accuracy on the same rows (:func:`calibrated_weights`, :func:`wilson_bounds`), both on
+    the pooled held-out rows: a row weighs more than 0 only where pseudo-labels of its
+    certainty were shown to be right more often than the head was (``head_bound``, the
+    head's upper bound, is recorded for the log). The pseudo-labels come from the chosen
+    graph of the final model seeded with every labeled row, and each fold model's own (``fold_pseudo``) from its graph
     seeded with the rows it saw. ``used``: the unlabeled rows' weights add up to at least
     ``folds.withheld`` (the labels the final model gave up to judge them: weight is what a
     row counts for in the losses, a labeled row's being 1) and to at least 1; pseudo-labels
@@ -513,6 +513,11 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     head_acc = pooled_head_accuracy(labeled_y, folds)
     head_bound = float(wilson_bounds(head_acc, max(len(held_all), 1))[1])
     judged = len(held_all) > 0 and acc >= head_acc
+    # the floor of the weights: the head's accuracy on the same rows. The comparison is
+    # paired (the pseudo-labels and the head judged on one set of rows, the head at the C
+    # that did best on them), so the pseudo-labels' side carries the confidence bound;
+    # an upper bound of the head on top (the floor of before) left no weight to anything
+    # short of ~100 rows all right.
 
     def weighed(res):
         """Calibrated weights (N,) of a propagation's certainty; 0 on labeled rows."""
@@ -521,7 +526,7 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
             # the chosen graph is the best of len(heldout) on these rows: its bounds are
             # widened for that choice
             weight = calibrated_weights(cert, lab == labeled_y[held_all], res.weight,
-                                        head_bound, selection_z(len(heldout)))
+                                        head_acc, selection_z(len(heldout)))
         weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
         weight[pos] = 0.0
         return weight
