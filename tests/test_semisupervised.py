@@ -8,11 +8,10 @@ import torch
 
 from cmix.learn import harness
 from cmix.learn.config import resolve_config
-from cmix.learn.labelprop import (calibrated_weights, heldout_head_accuracy,
-                                  judge_rows, judged_label_propagation,
-                                  knn_neighbours)
+from cmix.learn.labelprop import (heldout_head_accuracy, judge_rows,
+                                  judged_label_propagation, knn_neighbours, sign_test_p)
 from cmix.learn.losses import mix_partners
-from statsmodels.stats.proportion import proportion_confint
+from scipy.stats import binomtest
 
 from store_helpers import simulate_labels, write_test_store
 
@@ -67,36 +66,31 @@ def test_a_space_given_by_its_neighbours_judges_as_its_features_do():
     np.testing.assert_array_equal(direct.certainty, given.certainty)
 
 
-def test_pseudo_labels_that_beat_the_head_are_used_with_calibrated_weight():
-    """The graph's space separates the classes, the head's features do not: pseudo-labels
-    are used, weighted where they are right more often than the head."""
+def test_pseudo_labels_that_beat_the_head_are_used_with_their_certainty():
+    """The graph's space separates the classes, the head's features do not: every judge
+    row's pseudo-label is right, the head misses b of them and the sign test's p is
+    0.5^b, far below 5% / the 4 graphs tried: the pseudo-labels are used, each weighing
+    its propagation's certainty (the paper's weights)."""
     rng = np.random.default_rng(2)
     z, y = clusters(n_per=100)
     z, y = order_labeled_first(z, y, 60)
     n_l = 60
     res = judged_label_propagation({"latent": rng.normal(size=z.shape), "pcs": z}, y[:n_l],
                                    judge_mask(y[:n_l]), 3, rng.normal(size=(n_l, 4)), ks=(3, 10))
-    assert res.used and res.space == "pcs"
+    assert res.used and res.space == "pcs" and len(res.heldout) == 4
     assert res.heldout_accuracy == 1.0 and res.head_accuracy < 0.7
-    # every judge row right: the weight is the Wilson lower bound of n of n right
-    # (statsmodels, one-sided 95% widened for the best of the 4 graphs tried) above the
-    # head's share right on the same rows; the head's Wilson upper bound is recorded
     n_judge = int(judge_mask(y[:n_l]).sum())
-    assert len(res.heldout) == 4
-    lower = proportion_confint(n_judge, n_judge, alpha=0.1 / 4, method="wilson")[0]
-    n_head = round(res.head_accuracy * n_judge)
-    upper = proportion_confint(n_head, n_judge, alpha=0.1, method="wilson")[1]
-    assert res.head_bound == pytest.approx(upper)
-    head = n_head / n_judge
-    np.testing.assert_allclose(res.weight[n_l:], (lower - head) / (1 - head))
+    b = round((1 - res.head_accuracy) * n_judge)          # head wrong, pseudo-label right
+    assert res.p_value == pytest.approx(0.5 ** b) and res.p_value <= 0.05 / 4
+    np.testing.assert_array_equal(res.weight[n_l:], res.certainty[n_l:])
+    assert np.all(res.weight[:n_l] == 1)
     assert np.mean(res.label[n_l:] == y[n_l:]) > 0.98
 
 
 def test_pseudo_labels_worth_less_than_the_judge_folds_labels_are_not_used():
-    """Pseudo-labels right more often than the head, each with the same weight (the
-    lower bound of 15 of 15 right, statsmodels' Wilson, above the head's share right),
-    are used when their weights add up to at least the 15 judge rows pre-training gave
-    up, and not used (every weight 0) on a graph with only 4 unlabeled rows."""
+    """Pseudo-labels the judge accepts are used when their weights (certainties, at most
+    1 each) add up to at least the 15 judge rows pre-training gave up, and not used
+    (every weight 0) on a graph with only 4 unlabeled rows."""
     rng = np.random.default_rng(2)
     z, y = clusters(n_per=100)
     z, y = order_labeled_first(z, y, 60)
@@ -105,14 +99,9 @@ def test_pseudo_labels_worth_less_than_the_judge_folds_labels_are_not_used():
     many = judged_label_propagation({"pcs": z}, y[:n_l], judge, 3, head_features, ks=(3,))
     few = judged_label_propagation({"pcs": z[:n_l + 4]}, y[:n_l], judge, 3, head_features,
                                    ks=(3,))
-    n_judge = int(judge.sum())
-    assert few.head_accuracy == many.head_accuracy and few.heldout_accuracy == 1.0
-    lower = proportion_confint(n_judge, n_judge, alpha=0.1, method="wilson")[0]
-    head = many.head_accuracy
-    per_row = (lower - head) / (1 - head)
-    assert 0 < 4 * per_row < n_judge <= (len(y) - n_l) * per_row
-    assert many.used
-    np.testing.assert_allclose(many.weight[n_l:], per_row)
+    assert int(judge.sum()) == 15 and few.p_value == many.p_value <= 0.05
+    assert many.used and many.weight[n_l:].sum() >= 15
+    np.testing.assert_array_equal(many.weight[n_l:], many.certainty[n_l:])
     assert not few.used and np.all(few.weight[n_l:] == 0) and np.all(few.weight[:n_l] == 1)
 
 
@@ -135,31 +124,55 @@ def test_a_memorised_latent_does_not_fool_the_judge():
     assert heldout_head_accuracy(z[fit], y[fit], z[held], y[held]) == 1.0
 
 
-def test_pseudo_labels_weigh_only_where_shown_more_often_right_than_the_head(monkeypatch):
-    """The gate is "no worse than the head" and the floor of the weights is the head's
-    share right on the same rows: with the head far below the pseudo-labels, rows whose
-    certainty was right more often carry weight, and only those; with the head level with
-    them, only certainties whose lower bound clears the head's share weigh, never more
-    than before; a hair above them, and the gate refuses."""
+def test_the_judge_compares_pseudo_labels_and_head_row_by_row(monkeypatch):
+    """The sign test sees the rows where exactly one of the two is right: a head wrong
+    everywhere loses; a head right exactly where the pseudo-labels are (the same accuracy)
+    and a head right everywhere are never beaten, and nothing weighs."""
     import cmix.learn.labelprop as lp
 
     z, y = clusters(n_per=100, spread=1.2)              # overlapping: some held-out errors
     z, y = order_labeled_first(z, y, 150)
     n_l = 150
-    args = ({"latent": z}, y[:n_l], judge_mask(y[:n_l], 0.4), 3, z[:n_l])
-    pl_acc = judged_label_propagation(*args, ks=(3,)).heldout_accuracy
-    assert 0.5 < pl_acc < 1.0
-    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: 0.4)
-    low = judged_label_propagation(*args, ks=(3,))
-    assert low.used and 0 < low.weight[n_l:].mean() < 1
-    assert low.weight[n_l:].min() == 0.0                 # only where shown more often right
-    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc)
-    level = judged_label_propagation(*args, ks=(3,))
-    assert np.all(level.weight[n_l:] <= low.weight[n_l:])
-    assert level.weight[n_l:].sum() < low.weight[n_l:].sum()
-    monkeypatch.setattr(lp, "heldout_head_accuracy", lambda *a: pl_acc + 1e-9)
-    above = judged_label_propagation(*args, ks=(3,))
-    assert not above.used and np.all(above.weight[n_l:] == 0)
+    judge = judge_mask(y[:n_l], 0.4)
+    args = ({"latent": z}, y[:n_l], judge, 3, z[:n_l])
+    free = judged_label_propagation(*args, ks=(3,))
+    assert 0.5 < free.heldout_accuracy < 1.0
+    # the pseudo-labels' own correctness on the judge rows, recomputed from the fold graph
+    from cmix.learn.labelprop import knn_graph, propagate
+    from cmix.learn.config import PseudoLabels
+    seeded = np.flatnonzero(~judge)
+    prop = propagate(knn_graph(z, 3), seeded, y[seeded], 3, PseudoLabels())
+    pl_right = prop.pseudo_label[:n_l][judge] == y[:n_l][judge]
+    assert pl_right.mean() == free.heldout_accuracy
+
+    def head(right):
+        monkeypatch.setattr(lp, "heldout_head_right", lambda *a: right.copy())
+        return judged_label_propagation(*args, ks=(3,))
+
+    wrong = head(np.zeros(judge.sum(), bool))
+    assert wrong.p_value == pytest.approx(0.5 ** pl_right.sum())
+    # passed: used if the certainties are worth the judge rows given up
+    reached = wrong.label[n_l:] >= 0
+    assert wrong.used == (wrong.certainty[n_l:][reached].sum() >= judge.sum())
+    if wrong.used:
+        np.testing.assert_array_equal(wrong.weight[n_l:][reached],
+                                      wrong.certainty[n_l:][reached])
+    level = head(pl_right)
+    assert level.head_accuracy == free.heldout_accuracy and level.p_value == 1.0
+    assert not level.used and np.all(level.weight[n_l:] == 0)
+    right = head(np.ones(judge.sum(), bool))
+    assert not right.used and right.p_value == 1.0
+
+
+def test_sign_test_is_the_exact_one_sided_binomial_test():
+    """sign_test_p equals scipy's exact binomial test of b successes in b + c at 1/2
+    (alternative: greater), for rows where both or neither are right too."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        pl, head = rng.random(40) < rng.random(), rng.random(40) < rng.random()
+        b, c = int(np.sum(pl & ~head)), int(np.sum(~pl & head))
+        want = binomtest(b, b + c, 0.5, alternative="greater").pvalue if b + c else 1.0
+        assert sign_test_p(pl, head) == pytest.approx(want, rel=1e-12)
 
 
 def test_the_judge_chooses_alpha_and_labels_with_the_chosen_propagation():
@@ -200,65 +213,20 @@ def test_without_judge_rows_nothing_weighs():
     assert not res.used and np.all(res.weight[9:] == 0)
 
 
-def test_calibrated_weight_is_zero_at_the_heads_accuracy_and_grows_with_correctness():
-    cert = np.linspace(0, 1, 200)
-    correct = np.random.default_rng(0).random(200) < 0.5 + 0.5 * cert   # right more often when certain
-    w = calibrated_weights(cert, correct, np.array([0.0, 0.5, 1.0]), floor=0.6)
-    assert w[0] == 0.0 and w[1] <= w[2] and w[2] > 0.5
-    assert np.all(calibrated_weights(cert, correct, cert, floor=1.0) == 0)
-
-
-@pytest.mark.parametrize("n_right, n", [(8, 10), (10, 10), (45, 50), (0, 7)])
-def test_weights_rest_on_a_lower_confidence_bound(n_right, n):
-    """Judge rows of one certainty: the weight is statsmodels' one-sided 95% Wilson bound
-    of their share right, above the head's accuracy, so ten rows all right weigh less
-    than fifty rows 90% right against a head at 0.7."""
-    cert = np.full(n, 0.5)
-    correct = np.arange(n) < n_right
-    bound = proportion_confint(n_right, n, alpha=0.1, method="wilson")[0]
-    w = calibrated_weights(cert, correct, np.array([0.5]), floor=0.7)
-    np.testing.assert_allclose(w, max(0.0, (bound - 0.7) / 0.3), atol=1e-12)
-
-
-def test_the_bound_of_the_best_of_several_graphs_still_covers_its_accuracy():
-    """Eight candidate graphs whose pseudo-labels are each right with probability 0.8,
-    judged on 20 rows, the best kept: the one-sided 95% bound of a lone candidate lies
-    above the truth for the best of eight in about a third of draws (the winner's curse);
-    the bound widened for eight (:func:`selection_z`) stays at or under it in at least 95%.
-    The weights rest on that widened bound: statsmodels' Wilson bound at level 0.1 / 8."""
-    from cmix.learn.labelprop import selection_z, wilson_bounds
-
-    rng = np.random.default_rng(0)
-    n_rows, n_graphs, truth = 20, 8, 0.8
-    best = rng.binomial(n_rows, truth, size=(4000, n_graphs)).max(axis=1) / n_rows
-    lone = wilson_bounds(best, n_rows)[0]
-    widened = wilson_bounds(best, n_rows, selection_z(n_graphs))[0]
-    assert np.mean(lone <= truth) < 0.8
-    assert np.mean(widened <= truth) >= 0.95
-    assert selection_z(1) == pytest.approx(1.6448536269514722)
-    cert, correct = np.full(n_rows, 0.5), np.arange(n_rows) < 19
-    bound = proportion_confint(19, n_rows, alpha=0.1 / n_graphs, method="wilson")[0]
-    w = calibrated_weights(cert, correct, np.array([0.5]), floor=0.5, z=selection_z(n_graphs))
-    np.testing.assert_allclose(w, (bound - 0.5) / 0.5, atol=1e-12)
-
-
-def test_the_judge_widens_its_bounds_for_the_graphs_it_chose_among(monkeypatch):
-    """judged_label_propagation passes calibrated_weights the quantile for the number of
-    candidate graphs it tried (spaces x ks x alphas)."""
+def test_the_judge_pays_for_every_graph_it_tried(monkeypatch):
+    """The level of the sign test is 5% divided by the candidates tried (spaces x ks x
+    alphas): a p of 0.01 passes with one candidate and fails with eight."""
     from cmix.learn import labelprop
 
-    seen = []
-    real = labelprop.calibrated_weights
-    monkeypatch.setattr(labelprop, "calibrated_weights",
-                        lambda *a, **kw: seen.append(a[4] if len(a) > 4 else kw["z"])
-                        or real(*a, **kw))
+    monkeypatch.setattr(labelprop, "sign_test_p", lambda *a: 0.01)
     z, y = clusters(n_per=60, n_classes=3, spread=0.15, seed=2)
     z, y = order_labeled_first(z, y, 45, seed=2)
     judge = judge_rows(y[:45], 0.4, np.random.default_rng(0))
-    res = judged_label_propagation({"latent": z, "pcs": z + 0.01}, y[:45], judge, 3, z[:45],
-                                   ks=(3, 10), alphas=(0.99, 0.9))
-    assert len(res.heldout) == 8
-    assert seen == [pytest.approx(labelprop.selection_z(8))]
+    eight = judged_label_propagation({"latent": z, "pcs": z + 0.01}, y[:45], judge, 3, z[:45],
+                                     ks=(3, 10), alphas=(0.99, 0.9))
+    one = judged_label_propagation({"latent": z}, y[:45], judge, 3, z[:45], ks=(3,))
+    assert len(eight.heldout) == 8 and not eight.used
+    assert len(one.heldout) == 1 and one.used
 
 
 def test_head_accuracy_is_held_out():
@@ -470,7 +438,7 @@ def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypat
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
            "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
-    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: 1.01)
+    monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: 1.0)
     paper = harness.train_run(store, 100, 3, tmp_path / "paper", method="cmix_paper",
                               config=cfg, device="cpu")
     judged = harness.train_run(store, 100, 3, tmp_path / "cmix", config=cfg, device="cpu")
@@ -483,29 +451,28 @@ def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypat
     assert np.all((w >= 0) & (w <= 1)) and len(np.unique(w)) > 10   # certainties, not 0/1
 
 
-@pytest.mark.parametrize("head_accuracy", [1.01, 0.0])
+@pytest.mark.parametrize("p_value", [1.0, 0.0])
 def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, monkeypatch,
-                                                                    head_accuracy):
+                                                                    p_value):
     """A head the pseudo-labels cannot match: the judged pre-training stops at the first
     look, cmix pre-trains again without them and its metrics equal cmix_selfsl's to the
     bit. A head they beat: they are used at every look and the run differs from
     cmix_selfsl's."""
     import cmix.learn.labelprop as lp_mod
 
-    dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
+    # a strong trait: certain pseudo-labels, whose certainties outweigh a labeled row
+    dosage, label = simulate_labels(400, 30, n_classes=2, n_causal=10, h2=0.9, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
-    monkeypatch.setattr(lp_mod, "heldout_head_accuracy", lambda *a: head_accuracy)
-    # the bound of a lone graph: this small store's 30 judge rows cannot carry weight at
-    # every look through the bound widened for the best of eight graphs
-    monkeypatch.setattr(lp_mod, "selection_z", lambda n, level=0.05: lp_mod.BOUND_Z)
+           "d_proj": 8, "batch_size": 64, "lp_pcs": 5, "lp_alpha": 0.9}
+    # the judge's verdict set: never better than the head (p 1), or always (p 0)
+    monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: p_value)
     runs = {m: harness.train_run(store, 150, 3, tmp_path / m, method=m, config=cfg, device="cpu")
             for m in ("cmix", "cmix_selfsl")}
     ck = torch.load(tmp_path / "cmix" / "checkpoint.pt", weights_only=False)
     judged_epochs = [h["epoch"] for h in ck["history"] if h["stage"] == "pretrain"]
     looks = runs["cmix"]["pseudo_labels"]["epochs"]
-    if head_accuracy > 1:
+    if p_value == 1.0:
         assert not runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" in ck["parts"]
         assert judged_epochs == [1] and looks == [1]
         assert runs["cmix"]["test"] == runs["cmix_selfsl"]["test"]

@@ -251,101 +251,76 @@ def judge_rows(y: np.ndarray, fraction: float, rng) -> np.ndarray:
     return mask
 
 
-def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarray,
-                          y_held: np.ndarray, cs=(0.01, 0.1, 1.0, 10.0)) -> float:
-    """The supervised head's accuracy on held-out rows: L2 logistic regression on x_fit
-    (n, d) (standardised on those rows), scored on x_held (m, d); the best accuracy over
-    the C grid ``cs``. Taking the best C favours the head, so a comparison against it is
-    conservative. With one class in y_fit the head predicts it. One BLAS thread."""
+def heldout_head_right(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarray,
+                       y_held: np.ndarray, cs=(0.01, 0.1, 1.0, 10.0)) -> np.ndarray:
+    """Which held-out rows (m,) bool the supervised head gets right: L2 logistic regression
+    on x_fit (n, d) (standardised on those rows), scored on x_held (m, d), at the C of the
+    grid ``cs`` with the most rows right. Taking the best C favours the head, so a
+    comparison against it is conservative. With one class in y_fit the head predicts it.
+    One BLAS thread."""
 
     from sklearn.linear_model import LogisticRegression
 
+    y_held = np.asarray(y_held)
     if len(y_held) == 0:
-        return 1.0
+        return np.zeros(0, bool)
     if len(np.unique(y_fit)) < 2:
-        return float(np.mean(y_held == y_fit[0])) if len(y_fit) else 0.0
+        return y_held == y_fit[0] if len(y_fit) else np.zeros(len(y_held), bool)
     x_fit, x_held = np.asarray(x_fit, np.float64), np.asarray(x_held, np.float64)
     mu, sd = x_fit.mean(0), x_fit.std(0) + 1e-9
-    best = 0.0
+    best = None
     with warnings.catch_warnings(), one_blas_thread():
         warnings.simplefilter("ignore")
         for c in cs:
             lr = LogisticRegression(C=c, max_iter=1000).fit((x_fit - mu) / sd, y_fit)
-            best = max(best, float(np.mean(lr.predict((x_held - mu) / sd) == y_held)))
+            right = lr.predict((x_held - mu) / sd) == y_held
+            if best is None or right.sum() > best.sum():
+                best = right
     return best
 
 
-#: one-sided 95% normal quantile of the confidence bounds that judge pseudo-labels
-BOUND_Z = 1.6448536269514722
+def heldout_head_accuracy(x_fit: np.ndarray, y_fit: np.ndarray, x_held: np.ndarray,
+                          y_held: np.ndarray, cs=(0.01, 0.1, 1.0, 10.0)) -> float:
+    """The supervised head's accuracy on held-out rows (:func:`heldout_head_right`); 1.0
+    without any held-out row."""
+    if len(y_held) == 0:
+        return 1.0
+    return float(np.mean(heldout_head_right(x_fit, y_fit, x_held, y_held, cs)))
 
 
-def wilson_bounds(p, n, z: float = BOUND_Z) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) Wilson score confidence bounds of a proportion p observed on n rows
-    (arrays of one shape); z: the normal quantile (one-sided 95% each by default)."""
-    p, n = np.clip(np.asarray(p, np.float64), 0.0, 1.0), np.asarray(n, np.float64)
-    z2 = z * z
-    centre = p + z2 / (2 * n)
-    spread = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return (centre - spread) / (1 + z2 / n), (centre + spread) / (1 + z2 / n)
+#: the judge's level: the chance of using pseudo-labels that are no more often right
+#: than the head, across every candidate graph tried at a look
+JUDGE_LEVEL = 0.05
 
 
-def selection_z(n_candidates: int, level: float = 0.05) -> float:
-    """The normal quantile of a one-sided confidence bound that still holds at ``level``
-    for the best of ``n_candidates`` chosen on the same rows (Bonferroni: each bound at
-    level / n_candidates); :data:`BOUND_Z` for one candidate."""
-    from scipy.stats import norm
+def sign_test_p(pl_right: np.ndarray, head_right: np.ndarray) -> float:
+    """One-sided exact sign test (McNemar's exact test) that pseudo-labels are right more
+    often than the head on the same rows: of the rows where exactly one of them is
+    right (b where the pseudo-labels are, c where the head is), the chance of b or more
+    of b + c under a fair coin; 1.0 when they never disagree."""
+    from scipy.stats import binom
 
-    return float(norm.isf(level / max(int(n_candidates), 1)))
-
-
-def calibrated_weights(certainty_held: np.ndarray, correct_held: np.ndarray,
-                       certainty: np.ndarray, floor: float, z: float = BOUND_Z) -> np.ndarray:
-    """Weights (n,) for pseudo-labels of certainty (n,): a lower confidence bound of the
-    probability that a pseudo-label of that certainty is right, rescaled so that
-    ``floor`` (the supervised head's accuracy on the same held-out rows) maps to 0 and 1
-    to 1: a pseudo-label not shown to be right more often than the head's prediction
-    carries no weight.
-
-    The probability is the isotonic regression of ``correct_held`` (m,) bool on
-    ``certainty_held`` (m,) (held-out labeled rows); each of its pooled blocks of rows
-    gets the Wilson lower bound of its share right (normal quantile ``z``: one-sided 95%
-    by default, wider for pseudo-labels chosen among several graphs on the same rows,
-    :func:`selection_z`) on the block's row count, made non-decreasing in certainty, and a
-    new certainty takes the bound interpolated between the held rows' certainties. A
-    handful of held-out rows thus weighs little, however often they were right."""
-    from sklearn.isotonic import IsotonicRegression
-
-    if floor >= 1.0 or len(certainty_held) < 2:
-        return np.zeros(len(certainty))
-    order = np.argsort(certainty_held, kind="stable")
-    cert = np.asarray(certainty_held, np.float64)[order]
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-    share = iso.fit_transform(cert, np.asarray(correct_held, np.float64)[order])
-    _, block, n_block = np.unique(share, return_inverse=True, return_counts=True)
-    bound = np.maximum.accumulate(wilson_bounds(share, n_block[block], z)[0])
-    cert, last = np.unique(cert[::-1], return_index=True)      # the highest bound at a tie
-    p_right = np.interp(certainty, cert, bound[::-1][last])
-    return np.clip((p_right - floor) / (1.0 - floor), 0.0, 1.0)
+    b = int(np.sum(pl_right & ~head_right))
+    c = int(np.sum(~pl_right & head_right))
+    return float(binom.sf(b - 1, b + c, 0.5)) if b + c else 1.0
 
 
 @dataclass
 class JudgedPseudoLabels:
-    """Pseudo-labels whose weights say how far held-out labeled rows trust them.
+    """Pseudo-labels, and whether held-out labeled rows showed them worth using.
 
     label: (N,) int64 over the nodes (labeled rows first, true labels), -1 where no
-    class reached a row; weight: (N,) 1 for labeled rows, the calibrated weight
-    (:func:`calibrated_weights`) for the others, all 0 when ``used`` is False;
-    certainty: (N,) the propagation's own 1 - H(p)/log C; space, k, alpha: the chosen
-    graph and propagation;
+    class reached a row; weight: (N,) 1 for labeled rows, the propagation's certainty for
+    the others, all 0 when ``used`` is False; certainty: (N,) the propagation's own
+    1 - H(p)/log C; space, k, alpha: the chosen graph and propagation;
     heldout: candidate name -> accuracy of its pseudo-labels on the held-out rows;
-    head_accuracy: the supervised head's accuracy on the same rows; head_bound: its
-    one-sided 95% Wilson upper bound (for the log; the floor of the weights is the accuracy); used: the unlabeled
-    rows carry weight (the chosen graph's pseudo-labels were no worse than the head's
-    predictions on the held-out rows, some were more likely right than them, and their
-    weights add up to at least the labels the final model gave up to judge them, and at
-    least one row's worth); n_held: the held-out rows; fold_pseudo: for each fold model
-    of a cross-fitted judge, its own pseudo-labels and weights (label (N,), weight (N,)),
-    seeded with the labeled rows it saw and weighted by the same calibration."""
+    head_accuracy: the supervised head's accuracy on the same rows; p_value: the one-sided
+    sign test of the chosen pseudo-labels against the head on those rows
+    (:func:`sign_test_p`); used: the unlabeled rows carry weight (that p is at most
+    :data:`JUDGE_LEVEL` divided by the candidates tried, some row weighs, and the weights
+    add up to at least the labels the final model gave up to judge them); n_held: the held-out rows; fold_pseudo: for each fold model of a cross-fitted
+    judge, its own pseudo-labels and weights (label (N,), weight (N,)), seeded with the
+    labeled rows it saw."""
 
     label: np.ndarray
     weight: np.ndarray
@@ -355,7 +330,7 @@ class JudgedPseudoLabels:
     alpha: float
     heldout: dict
     head_accuracy: float
-    head_bound: float
+    p_value: float
     used: bool
     missing_classes: list = field(default_factory=list)
     n_held: int = 0
@@ -448,21 +423,17 @@ def judge_candidates(graphs: Graphs, labeled_y: np.ndarray, n_classes: int, fold
     return heldout, best
 
 
-def pooled_head_accuracy(labeled_y: np.ndarray, folds: "Folds") -> float:
-    """The supervised head's accuracy on all the held-out rows: on each fold, fold model
-    f's head (:func:`heldout_head_accuracy` on its latent, fitted on the rows outside the
-    fold), weighted by the fold's rows (1 without held-out rows)."""
+def pooled_head_right(labeled_y: np.ndarray, folds: "Folds") -> np.ndarray:
+    """Which held-out rows (all rows of every fold, in row order) the supervised head gets
+    right: on fold f, fold model f's head (:func:`heldout_head_right` on its latent,
+    fitted on the rows outside the fold)."""
     pos = np.arange(len(labeled_y))
     fold = np.asarray(folds.assignment)
-    n_held = int(np.sum(fold >= 0))
-    if not n_held:
-        return 1.0
-    n_right = 0.0
+    right = np.zeros(len(pos), bool)
     for f, x in enumerate(folds.features):
         seeded, held = pos[fold != f], pos[fold == f]
-        n_right += len(held) * heldout_head_accuracy(x[seeded], labeled_y[seeded], x[held],
-                                                     labeled_y[held])
-    return n_right / n_held
+        right[held] = heldout_head_right(x[seeded], labeled_y[seeded], x[held], labeled_y[held])
+    return right[fold >= 0]
 
 
 def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classes: int,
@@ -483,21 +454,19 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     seeded with the labeled rows outside fold f only, so fold f's rows are labeled as an
     unlabeled row is; every held-out row is judged once, by a model that never saw its
     label. The candidate whose pseudo-labels are most often right on all the held-out
-    rows is chosen (ties: the first, in the order spaces, ks, alphas). Its pseudo-labels
-    are weighed only if that accuracy is at least the supervised head's on the same rows
-    (:func:`heldout_head_accuracy` on each fold model's latent: fitted on the rows outside
-    the fold, scored on the fold; pooled over the folds); then each unlabeled row's
-    weight is a lower confidence bound of the probability that its pseudo-label is right
-    (widened for the choice among the candidates, :func:`selection_z`), above the head's
-    accuracy on the same rows (:func:`calibrated_weights`, :func:`wilson_bounds`), both on
-    the pooled held-out rows: a row weighs more than 0 only where pseudo-labels of its
-    certainty were shown to be right more often than the head was (``head_bound``, the
-    head's upper bound, is recorded for the log). The pseudo-labels come from the chosen
-    graph of the final model seeded with every labeled row, and each fold model's own (``fold_pseudo``) from its graph
-    seeded with the rows it saw. ``used``: the unlabeled rows' weights add up to at least
-    ``folds.withheld`` (the labels the final model gave up to judge them: weight is what a
-    row counts for in the losses, a labeled row's being 1) and to at least 1; pseudo-labels
-    worth less are not used, and every weight is then 0. lp: the config's
+    rows is chosen (ties: the first, in the order spaces, ks, alphas), and compared with
+    the supervised head on the same rows (:func:`heldout_head_right` on each fold model's
+    latent: fitted on the rows outside the fold, scored on the fold): the pseudo-labels
+    are used only if a one-sided exact sign test on the rows where exactly one of them is
+    right (:func:`sign_test_p`) shows them right more often than the head at level
+    :data:`JUDGE_LEVEL` / (candidates tried), the bound paid for choosing the best of the
+    candidates on these rows. Used, every unlabeled row weighs its propagation's
+    certainty, as in the paper. The pseudo-labels come from the chosen graph of the final
+    model seeded with every labeled row, and each fold model's own (``fold_pseudo``) from
+    its graph seeded with the rows it saw. ``used`` also asks that the unlabeled rows'
+    weights add up to at least ``folds.withheld`` (the labels the final model gave up to
+    judge them: weight is what a row counts for in the losses, a labeled row's being 1);
+    pseudo-labels worth less are not used, and every weight is then 0. lp: the config's
     ``pseudo_labels`` section (:func:`propagate`'s settings; the kNN search in blocks of
     lp_block rows). Everything runs where the spaces' features are: the kNN searches and
     the conjugate gradients with torch on the device of a space given as a tensor (the
@@ -507,33 +476,25 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     held_all = pos[fold >= 0]
     device = next((z.device for z in spaces.values() if hasattr(z, "device")), "cpu")
     graphs = Graphs(lp, ks)
-    heldout, (acc, name, k, alpha, lab, cert) = judge_candidates(
+    heldout, (_, name, k, alpha, lab, _) = judge_candidates(
         graphs, labeled_y, n_classes, folds, lp, tuple(alphas or (lp.lp_alpha,)), device)
     lp = replace(lp, lp_alpha=alpha)
-    head_acc = pooled_head_accuracy(labeled_y, folds)
-    head_bound = float(wilson_bounds(head_acc, max(len(held_all), 1))[1])
-    judged = len(held_all) > 0 and acc >= head_acc
-    # the floor of the weights: the head's accuracy on the same rows. The comparison is
-    # paired (the pseudo-labels and the head judged on one set of rows, the head at the C
-    # that did best on them), so the pseudo-labels' side carries the confidence bound;
-    # an upper bound of the head on top (the floor of before) left no weight to anything
-    # short of ~100 rows all right.
+    head_right = pooled_head_right(labeled_y, folds)
+    head_acc = float(np.mean(head_right)) if len(held_all) else 1.0
+    p_value = sign_test_p(lab == labeled_y[held_all], head_right)
+    judged = len(held_all) > 0 and p_value <= JUDGE_LEVEL / max(len(heldout), 1)
 
     def weighed(res):
-        """Calibrated weights (N,) of a propagation's certainty; 0 on labeled rows."""
-        weight = np.zeros(len(res.weight))
-        if judged:
-            # the chosen graph is the best of len(heldout) on these rows: its bounds are
-            # widened for that choice
-            weight = calibrated_weights(cert, lab == labeled_y[held_all], res.weight,
-                                        head_acc, selection_z(len(heldout)))
-        weight[res.pseudo_label < 0] = 0.0      # a row the graph never reached has no label
+        """Weights (N,) of a propagation: its certainty where judged worth using, 0 on
+        labeled rows and rows no class reached."""
+        weight = np.asarray(res.weight, np.float64).copy() if judged else np.zeros(len(res.weight))
+        weight[res.pseudo_label < 0] = 0.0
         weight[pos] = 0.0
         return weight
 
     res = propagate(graphs.of(spaces, "final", name, k), pos, labeled_y, n_classes, lp, device)
     weight = weighed(res)
-    used = bool(weight.max() > 0.0) and weight.sum() >= max(folds.withheld, 1)
+    used = bool(weight.max() > 0.0) and weight.sum() >= folds.withheld
     fold_pseudo = []
     for f in range(len(folds.spaces) if folds.withheld == 0 else 0):
         seen = pos[fold != f]
@@ -546,6 +507,6 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     weight[pos] = 1.0
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), alpha=float(alpha), heldout=heldout,
-                              head_accuracy=head_acc, head_bound=head_bound, used=bool(used),
+                              head_accuracy=head_acc, p_value=p_value, used=bool(used),
                               missing_classes=res.missing_classes, n_held=len(held_all),
                               fold_pseudo=fold_pseudo)

@@ -445,7 +445,7 @@ def unjudged_look(group, model):
         res = JudgedPseudoLabels(
             label=prop.pseudo_label, weight=prop.weight, certainty=prop.weight,
             space="latent", k=lp.lp_k, alpha=lp.lp_alpha, heldout={}, head_accuracy=None,
-            head_bound=None, used=True, missing_classes=prop.missing_classes)
+            p_value=None, used=True, missing_classes=prop.missing_classes)
         info = record_look(ctx, res, n_l, done, t0)
         rec.update(pseudo_label_accuracy=info["accuracy"],
                    pseudo_label_coverage=info["coverage"])
@@ -459,7 +459,7 @@ def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
     classes, which nothing else reads); log it. res: the look's
     :class:`cmix.learn.labelprop.JudgedPseudoLabels` over the run's nodes (n_l labeled
     rows first)."""
-    from .labelprop import candidate_name
+    from .labelprop import JUDGE_LEVEL, candidate_name
 
     s, parts = ctx.splits, ctx.parts
     su_pos = pseudo_label_rows(ctx)
@@ -470,7 +470,7 @@ def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
                 graph=candidate_name(res.space, res.k, res.alpha),
                 heldout_accuracy=res.heldout_accuracy if judged else None,
                 head_accuracy=res.head_accuracy,
-                head_bound=round(res.head_bound, 4) if judged else None,
+                p_value=float(f"{res.p_value:.3g}") if judged else None,
                 used=res.used, n_judge=int(res.n_held),
                 heldout={k: round(v, 4) for k, v in res.heldout.items()},
                 mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
@@ -481,7 +481,8 @@ def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
     else:
         log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy "
             f"on the {info['n_judge']} held-out labeled rows {res.heldout_accuracy:.3f} vs the "
-            f"head's {res.head_accuracy:.3f} (upper bound {res.head_bound:.3f}): "
+            f"head's {res.head_accuracy:.3f} (sign test p = {res.p_value:.2g} against "
+            f"{JUDGE_LEVEL:g} / {len(res.heldout)} graphs): "
             + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
                "not used (weight 0)"))
     if res.missing_classes:

@@ -399,7 +399,7 @@ class ContrastiveMixupMethod(NetworkMethod):
         probes = choose_heads(group, encoder, summaries) if encoder is not None \
             else [None] * group.n_models
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "heldout_accuracy", "head_accuracy", "head_bound", "n_judge", "mean_weight")
+                "heldout_accuracy", "head_accuracy", "p_value", "n_judge", "mean_weight")
         out = []
         for i, ctx in enumerate(ctxs):
             lp = ctx.parts.get("lp_info") or []
