@@ -113,7 +113,9 @@ def child(times_path: str, argv: list[str]) -> int:
     clock.enter("other")
     import cmix.cli as cli
     import cmix.genotypes.store as store
-    import cmix.io as io
+    import cmix.atomic as atomic
+    import cmix.locks as locks
+    import cmix.runtime as runtime
     import cmix.learn.data as data
     import cmix.learn.harness as harness
     from cmix.learn.methods import CLASSES
@@ -123,8 +125,8 @@ def child(times_path: str, argv: list[str]) -> int:
             (data, "make_splits", "splits"), (harness, "run_key_of", "run key"),
             (store, "store_fingerprint", "run key"), (store, "column_moments", "moments"),
             (harness, "standardised_covariates", "covariates"),
-            (io, "resolve_device", "device"), (io, "folder_lock", "run folder"),
-            (io, "check_writable_dir", "run folder"),
+            (runtime, "resolve_device", "device"), (locks, "folder_lock", "run folder"),
+            (atomic, "check_writable_dir", "run folder"),
             (harness, "saved_state", "checkpoint read"),
             (harness.RunContext, "save", "checkpoint writes"),
             (store, "load_rows", "read rows"), (data, "load_rows", "read rows"),

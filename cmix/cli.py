@@ -1,10 +1,10 @@
 """The ``cmix`` command: one subcommand per pipeline step, each a thin shell over the package.
 
 Imports of heavy modules happen inside each subcommand, so ``cmix --help`` and the
-start-up of every step stay fast. A :class:`cmix.io.CmixError` (a user's mistake) is
+start-up of every step stay fast. A :class:`cmix.errors.CmixError` (a user's mistake) is
 printed as one line, ``cmix <step>: error: ...``, with exit status 1. Before a step runs,
 the outputs its command line names are checked against its inputs and locked
-(:func:`cmix.io.claim_outputs`): an output never deletes a folder cmix did not write, never
+(:func:`cmix.outputs.claim_outputs`): an output never deletes a folder cmix did not write, never
 overwrites an input, never lands in a store or names the current folder, and has one
 writer at a time.
 """
@@ -110,7 +110,7 @@ def _add_simulate(sub):
 
 
 def _run_simulate(args):
-    from .io import CmixError
+    from .errors import CmixError
     from .simulate import simulate_cohort, simulate_genotypes_fast
 
     # an option the chosen simulator does not use is refused, not ignored
@@ -214,7 +214,7 @@ def _run_train(args):
 def _seed_dirs(seeds: list[int], out: str) -> dict[int, str]:
     """Seed -> run folder: ``out`` with the literal ``{seed}`` replaced by the seed (a
     lone seed may go without it)."""
-    from .io import CmixError
+    from .errors import CmixError
 
     if len(seeds) > 1 and "{seed}" not in out:
         raise CmixError(f"--out {out}: several seeds need a folder per seed; put the "
@@ -289,7 +289,8 @@ def _add_report(sub):
 
 
 def _run_report(args):
-    from .io import CmixError, first_repeated
+    from .errors import CmixError
+    from .text import first_repeated
     from .report import write_report
 
     parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
@@ -339,7 +340,7 @@ def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True):
 def _genotype_kwargs(args) -> dict:
     """The genotype arguments of a step as keyword arguments, --chroms parsed."""
     from .genotypes.selection import parse_chroms
-    from .io import CmixError
+    from .errors import CmixError
 
     given = [k for k in ("bfile", "pfile", "bgen") if getattr(args, k, None) is not None]
     if len(given) != 1:
@@ -364,7 +365,7 @@ def _add_bgen_index(sub):
 
 def _run_bgen_index(args):
     from .genotypes.bgen import write_bgi
-    from .io import log
+    from .logs import log
 
     for path in args.bgen:
         log(f"wrote {write_bgi(path)}")
@@ -416,7 +417,7 @@ def _add_select(sub):
 
 
 def _run_select(args):
-    from .io import log
+    from .logs import log
     from .genotypes.sources import GenotypeFiles
     from .genotypes.sumstats import SelectionOptions, select_snps, write_selection
 
@@ -492,7 +493,8 @@ def _add_store(sub):
 def _load_trait_config(text: str, trait: str) -> dict:
     """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
     checked by :func:`cmix.genotypes.phenotypes.check_trait_config`."""
-    from .io import CmixError, input_file, parse_json
+    from .errors import CmixError
+    from .text import input_file, parse_json
     from .genotypes.phenotypes import check_trait_config
 
     source = "--trait-config"
@@ -511,7 +513,7 @@ def _load_trait_config(text: str, trait: str) -> dict:
 def _load_covariates(text: str | None) -> dict | None:
     """The --covariates JSON (text starting with ``{``, else a file name), checked."""
     from .genotypes.covariates import check_spec
-    from .io import input_file, parse_json
+    from .text import input_file, parse_json
 
     if text is None:
         return None
@@ -523,7 +525,8 @@ def _load_covariates(text: str | None) -> dict | None:
 
 
 def _run_store(args):
-    from .io import CmixError, log
+    from .errors import CmixError
+    from .logs import log
     from .genotypes.gwas import snp_source
     from .genotypes.sources import GenotypeFiles
     from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
@@ -591,7 +594,7 @@ def _add_gwas(sub):
 
 
 def _run_gwas(args):
-    from .io import log
+    from .logs import log
     from .genotypes.covariates import SampleTables
     from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
     from .genotypes.sources import GenotypeFiles
@@ -622,7 +625,7 @@ def _add_verify(sub):
 
 
 def _run_verify(args):
-    from .io import log
+    from .logs import log
     from .genotypes.store import verify_store
 
     for path in args.store:
@@ -752,7 +755,9 @@ def _run_install_profile(args):
     from importlib.resources import files
     from pathlib import Path
 
-    from .io import CmixError, atomic_path, log
+    from .atomic import atomic_path
+    from .errors import CmixError
+    from .logs import log
 
     src = files("cmix") / "profiles" / args.name / "config.yaml"    # package data
     if not src.is_file():
@@ -810,7 +815,7 @@ def _add_unrelated(sub):
 
 
 def _run_unrelated(args):
-    from .io import CmixError
+    from .errors import CmixError
     from .genotypes.relatedness import unrelated_from_genotypes, unrelated_from_table
 
     if (os.path.basename(sys.argv[0]) == "cmix" and args.device == "cpu"
@@ -917,11 +922,11 @@ _RUN_FILES = ("metrics.json", "checkpoint.pt", "train_log.jsonl", "predictions.n
 
 
 def _outputs(args) -> list:
-    """The outputs a step's command line names (:class:`cmix.io.Output`): checked and
-    locked by :func:`cmix.io.claim_outputs` before the step does any work."""
+    """The outputs a step's command line names (:class:`cmix.outputs.Output`): checked and
+    locked by :func:`cmix.outputs.claim_outputs` before the step does any work."""
     from pathlib import Path
 
-    from .io import Output
+    from .outputs import Output
 
     step, out = args.command, getattr(args, "out", None)
     if step in _PREFIX_OUTPUTS:
@@ -954,7 +959,7 @@ def _outputs(args) -> list:
 
 def _inputs(args, outputs) -> list[tuple]:
     """(option, text) of every argument of a step that may name an input file, prefix
-    or folder: all but its outputs (:func:`cmix.io.input_paths` finds what they name).
+    or folder: all but its outputs (:func:`cmix.outputs.input_paths` finds what they name).
     bgen-index's BGEN files are exact paths (their .bgi is its output)."""
     from pathlib import Path
 
@@ -997,7 +1002,7 @@ def main(argv: list[str] | None = None) -> int:
     import atexit
     import gc
 
-    from .io import CmixError
+    from .errors import CmixError
 
     # At exit, before the interpreter's last garbage collections, move every object to
     # gc's permanent generation, so those collections skip the millions of objects of
@@ -1008,7 +1013,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from .io import claim_outputs
+        from .outputs import claim_outputs
 
         outputs = _outputs(args)
         with claim_outputs(args.command, outputs, _inputs(args, outputs)):

@@ -43,7 +43,10 @@ import pandas as pd
 
 from . import simulate as sim
 from .genotypes import plink
-from .io import CmixError, atomic_path, log, staged_folder
+from .atomic import atomic_path
+from .errors import CmixError
+from .logs import log
+from .outputs import staged_folder
 
 PIECE_START_BP = 20_000_000      # every piece starts 20 Mb into its chromosome
 WHITE_BRITISH_IDS = {"CEU", "GBR", "EUR"}   # model populations flagged white British in the QC table

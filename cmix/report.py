@@ -3,7 +3,7 @@ tables, plots and one self-contained HTML page.
 
 ``write_report(runs_dir, out_dir)`` writes into ``out_dir`` (all files appear together or
 none do), a new or empty folder or one an earlier ``cmix report`` wrote: the names it
-wrote are listed in the folder's ``.cmix-manifest.json`` (:func:`cmix.io.recorded_outputs`),
+wrote are listed in the folder's ``.cmix-manifest.json`` (:func:`cmix.outputs.recorded_outputs`),
 and of the files there only those are ever replaced or removed (an earlier report's
 figure this one does not write again); a folder holding other files is refused:
 
@@ -50,8 +50,10 @@ import numpy as np
 import pandas as pd
 
 from .learn.methods import METHODS, method_rank
-from .io import (CmixError, atomic_outputs, check_writable_dir, log, previous_outputs,
-                 recorded_outputs)
+from .atomic import atomic_outputs, check_writable_dir
+from .errors import CmixError
+from .logs import log
+from .outputs import previous_outputs, recorded_outputs
 
 METRICS = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"),
            ("auroc", "AUROC (macro one-vs-rest if > 2 classes)")]
@@ -1106,7 +1108,7 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     outside it are left out, cells of it without a run are listed as missing); None
     infers it from the runs (:func:`infer_grid`). ``out_dir`` holding files that no
     ``cmix report`` wrote is a CmixError, raised before any work
-    (:func:`cmix.io.previous_outputs`)."""
+    (:func:`cmix.outputs.previous_outputs`)."""
     import matplotlib
     matplotlib.use("Agg")
 

@@ -53,8 +53,11 @@ import pandas as pd
 from scipy import special
 
 from .genotypes import plink
-from .io import (CmixError, atomic_path, log, progress, staged_folder,
-                 write_gzip)
+from .atomic import atomic_path
+from .errors import CmixError
+from .logs import log, progress
+from .outputs import staged_folder
+from .text import write_gzip
 
 # GRCh37 autosome lengths in Mb (rounded); 1 cM per Mb is assumed for crossovers.
 CHROM_MB = np.array([249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107,
@@ -721,7 +724,7 @@ def simulate_cohort(out_dir, n_samples: int = 2000, n_variants: int = 5000,
     population dicts (see :func:`check_populations`). Returns the truth dictionary also
     written to ``truth.json``. Memory is bounded by ``block_size`` variants x (cohort +
     discovery) haplotypes; the .bed is streamed. ``out_dir`` must be new, empty or an
-    earlier simulation's (:func:`cmix.io.staged_folder`: a folder holding other files is
+    earlier simulation's (:func:`cmix.outputs.staged_folder`: a folder holding other files is
     refused before any work, and only files a simulation wrote are replaced).
     """
     if n_samples < 1 or n_variants < 1:
@@ -1565,7 +1568,7 @@ def simulate_genotypes_fast(out_dir, n_samples: int, n_variants: int, seed: int 
     Frequencies follow the same spectrum as :func:`simulate_cohort`; calls are missing
     at ``missing_rate``. A compiled kernel writes packed bytes directly (about
     1e9 genotypes per second on 2 cores). Returns the prefix. The files are written as
-    :func:`simulate_cohort`'s are (:func:`cmix.io.staged_folder`).
+    :func:`simulate_cohort`'s are (:func:`cmix.outputs.staged_folder`).
     """
     if n_samples < 1 or n_variants < 1:
         raise CmixError("--n-samples and --n-variants must be positive")

@@ -347,7 +347,8 @@ def test_field_counts_match_a_line_by_line_count(tmp_path, sep, block):
     blank lines, CRLF endings, gzip and a last line without a newline."""
     import numpy as np
 
-    from cmix.io import CmixError, data_line_numbers
+    from cmix.errors import CmixError
+    from cmix.text import data_line_numbers
 
     rng = np.random.default_rng(len(str(sep)) + block)
     rows = ["a\tb\tc"]

@@ -420,7 +420,7 @@ def test_label_spreading_on_every_training_row_and_a_large_k(easy, tmp_path):
 
 
 def test_prs_refuses_store_without_betas(easy, tmp_path):
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     dosage, label, split, _ = simulate_trait(200, 10, 2, seed=1)
     store = store_from(tmp_path / "nob.zarr", dosage, label, split, np.zeros(10))

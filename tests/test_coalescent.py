@@ -17,7 +17,7 @@ pytest.importorskip("stdpopsim")
 
 from cmix.coalescent import (CoalescentDesign, parse_population_counts,  # noqa: E402
                              simulate_coalescent_cohort, simulate_trees)
-from cmix.io import CmixError  # noqa: E402
+from cmix.errors import CmixError  # noqa: E402
 from conftest import requires_plink2  # noqa: E402
 
 COUNTS = {"YRI": 300, "CEU": 300, "CHB": 300}

@@ -5,7 +5,7 @@ import pytest
 
 from cmix.learn.data import RowSource, chunk_aware_order, make_splits
 from cmix.genotypes.store import load_rows
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from cmix.genotypes.store import open_store
 from store_helpers import simulate_labels, write_test_store
 

@@ -212,7 +212,7 @@ def test_multiclass_names_the_case_of_a_two_class_trait(small, tmp_path, capsys)
 
 def test_glm_table_of_the_other_regression_or_more_people_is_refused(tmp_path):
     from cmix.genotypes.gwas import _merge_glm
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     head = "#CHROM\tPOS\tID\tREF\tALT\tA1\tA1_FREQ\tTEST\tOBS_CT\tBETA\tSE\tP\n"
     row = "1\t10\trs1\tA\tG\tG\t0.2\tADD\t{n}\t0.1\t0.05\t0.04\n"

@@ -56,7 +56,7 @@ def test_no_private_names_cross_modules():
 
 def _module_aliases(path: Path) -> set[str]:
     """Local names bound to cmix modules in a module (``from . import phenotypes as ph``,
-    ``from .. import simulate as sim``, ``import cmix.io as io``)."""
+    ``from .. import simulate as sim``, ``import cmix.text as text``)."""
     package = ["cmix", *path.relative_to(PKG).parent.parts]
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -326,3 +326,26 @@ def test_no_function_over_8_parameters():
                          f"{k} ({v})" for k, v in sorted(new.items()))))
     stale = sorted(MANY_PARAMETERS_ALLOWED - set(many))
     assert not stale, f"no longer over {MAX_PARAMETERS} parameters; remove from the allow-list: {stale}"
+
+
+#: The shared plumbing every layer uses, one concern a module: the user-error type,
+#: atomic writes, locks, the output checks, text inputs, log lines, device and threads.
+PLUMBING = ("errors", "atomic", "locks", "outputs", "text", "logs", "runtime")
+MAX_PLUMBING_LINES = 400
+
+
+def test_the_plumbing_modules_stay_small_and_below_every_layer():
+    """Each plumbing module has a docstring, stays under MAX_PLUMBING_LINES lines and
+    imports no cmix module but the plumbing (and the package itself): the genotype and
+    learning layers, the CLI and the report sit above it. There is no catch-all
+    ``cmix/io.py`` beside them."""
+    graph = import_graph()
+    allowed = {f"cmix.{m}" for m in PLUMBING} | {"cmix"}
+    for name in PLUMBING:
+        path = PKG / f"{name}.py"
+        text = path.read_text()
+        n_lines = len(text.splitlines())
+        assert n_lines < MAX_PLUMBING_LINES, f"cmix/{name}.py: {n_lines} lines"
+        assert ast.get_docstring(ast.parse(text)), f"cmix/{name}.py has no module docstring"
+        assert graph[f"cmix.{name}"] <= allowed, (name, graph[f"cmix.{name}"] - allowed)
+    assert not (PKG / "io.py").exists(), "cmix/io.py: its parts belong in the plumbing modules"

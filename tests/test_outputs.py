@@ -449,13 +449,13 @@ def test_leftover_gwas_temporaries_of_dead_processes_are_removed(cohort, env, tm
     """A SIGKILLed `cmix gwas` left a .cmix_gwas.* folder holding people's IDs and
     phenotypes beside its output for good. The next run removes those of processes that
     no longer run on this host, and only those."""
-    from cmix.io import _HOST
+    from cmix.atomic import HOST
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
     out = tmp_path / "discovery"
-    stale = out / f".cmix_gwas.{_HOST}.{dead}.k3j2h1"
-    live = out / f".cmix_gwas.{_HOST}.{os.getppid()}.a8b7c6"
+    stale = out / f".cmix_gwas.{HOST}.{dead}.k3j2h1"
+    live = out / f".cmix_gwas.{HOST}.{os.getppid()}.a8b7c6"
     other_host = out / f".cmix_gwas.otherhost.{dead}.z9y8x7"
     for d in (stale, live, other_host):
         d.mkdir(parents=True)

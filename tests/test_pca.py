@@ -12,7 +12,7 @@ from scipy.linalg import subspace_angles
 from cmix.genotypes import plink
 from cmix.genotypes import selection
 from cmix.cli import main
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from cmix.genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
                                 ld_prune, read_regions, run_pca)
 from cmix.genotypes.sources import GenotypeFiles

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cmix.genotypes import phenotypes as ph
-from cmix.io import CmixError
+from cmix.errors import CmixError
 
 HAIR = {"field": 1747, "kind": "categorical",
         "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}

@@ -9,7 +9,7 @@ from bed_reader import open_bed
 
 from cmix.genotypes import plink
 from cmix.genotypes import selection
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from conftest import requires_plink2
 
 

@@ -15,7 +15,7 @@ from cmix.genotypes import plink
 from cmix.genotypes import selection
 from cmix.genotypes import qc
 from cmix.cli import main
-from cmix.io import CmixError
+from cmix.errors import CmixError
 
 from conftest import requires_plink2
 

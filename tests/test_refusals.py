@@ -21,7 +21,9 @@ import pytest
 from cmix.genotypes import store as st
 from cmix.cli import main
 from cmix.genotypes.store import load_rows
-from cmix.io import CmixError, atomic_path, folder_lock
+from cmix.atomic import atomic_path
+from cmix.errors import CmixError
+from cmix.locks import folder_lock
 
 sys.path.insert(0, str(Path(__file__).parent))
 from store_helpers import simulate_labels, write_test_store  # noqa: E402
@@ -225,7 +227,7 @@ def test_second_run_into_a_busy_folder_fails_fast(two_stores, tmp_path, capsys):
 
 def test_lock_is_released_when_the_holder_is_killed(tmp_path):
     run = tmp_path / "run"
-    code = ("import sys, time; from cmix.io import folder_lock\n"
+    code = ("import sys, time; from cmix.locks import folder_lock\n"
             "with folder_lock(sys.argv[1], 'holder'):\n"
             "    print('held', flush=True); time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(run)], stdout=subprocess.PIPE,
@@ -269,7 +271,7 @@ def test_lock_file_linked_elsewhere_is_refused_and_left_alone(two_stores, tmp_pa
 
 _KILL_BETWEEN_RENAMES = """
 import os, sys
-from cmix import io
+from cmix import atomic
 names = [sys.argv[1] + s for s in (".a", ".b", ".c")]
 real, n = os.replace, [0]
 def replace(src, dst):
@@ -277,8 +279,8 @@ def replace(src, dst):
     if n[0] == 2:
         os.kill(os.getpid(), 9)
     real(src, dst)
-io.os.replace = replace
-with io.atomic_outputs(*names) as tmps:
+atomic.os.replace = replace
+with atomic.atomic_outputs(*names) as tmps:
     for t in tmps:
         open(t, "w").write("new")
 """
@@ -296,7 +298,7 @@ def test_multi_file_outputs_never_mix_old_and_new(tmp_path):
     texts = {s: Path(f"{out}{s}").read_text() for s in (".a", ".b", ".c")
              if Path(f"{out}{s}").exists()}
     assert len(set(texts.values())) <= 1 and len(texts) < 3, texts
-    from cmix.io import atomic_outputs
+    from cmix.atomic import atomic_outputs
 
     with atomic_outputs(*[f"{out}{s}" for s in (".a", ".b", ".c")]) as tmps:
         for t in tmps:
@@ -444,7 +446,7 @@ def test_no_space_in_several_outputs_names_the_set_not_the_last(tmp_path):
     output set, not the last file of the list, and leaves nothing."""
     import errno
 
-    from cmix.io import atomic_outputs
+    from cmix.atomic import atomic_outputs
 
     names = [tmp_path / f"pcs.{s}" for s in ("eigenvec", "eigenval", "prune.in", "prune.out")]
     with pytest.raises(CmixError) as err:
@@ -458,13 +460,13 @@ def test_no_space_in_several_outputs_names_the_set_not_the_last(tmp_path):
 
 # ------------------------------------------------------------------ leftovers of killed steps
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
-    from cmix.io import _HOST
+    from cmix.atomic import HOST
 
     out = tmp_path / "trait.zarr"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    stale = tmp_path / f".trait.zarr.{_HOST}.{dead}.tmp"
-    live = tmp_path / f".trait.zarr.{_HOST}.{os.getppid()}.tmp"
+    stale = tmp_path / f".trait.zarr.{HOST}.{dead}.tmp"
+    live = tmp_path / f".trait.zarr.{HOST}.{os.getppid()}.tmp"
     other_host = tmp_path / f".trait.zarr.otherhost.{dead}.tmp"
     for d in (stale, live, other_host):
         (d / "call_dosage").mkdir(parents=True)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cmix.cli import main
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from cmix.report import write_report
 
 SEEDS = [123, 127, 131]
@@ -601,7 +601,7 @@ def test_report_says_in_how_many_seeds_the_pseudo_labels_were_used(tmp_path):
 def test_non_finite_probabilities_get_no_metrics():
     """A diverged network's NaN probabilities scored AUROC 0.556 and accuracy 0.5
     (scikit-learn raises); now one message and no metrics."""
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
     from cmix.learn.harness import classification_metrics
 
     prob = np.full((6, 2), 0.5)

@@ -212,7 +212,7 @@ def test_filters_summary_is_checked_before_the_store_records_it(inputs):
     """cmix store --sample-filters reads cmix samples' OUT.filters.json: the relatedness
     route is added; a malformed summary or an unknown route is one message."""
     from cmix.genotypes.samples import read_filters_summary
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     d, ids, f, withdrawn = inputs
     assert main(["samples", "--fam", str(d / "c.fam"), "--withdrawn", str(d / "w.txt"),

@@ -13,7 +13,7 @@ import pytest
 
 from cmix.cli import main
 from cmix.genotypes import plink, selection
-from cmix.io import CmixError
+from cmix.errors import CmixError
 
 from conftest import requires_plink2
 

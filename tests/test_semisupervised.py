@@ -485,7 +485,7 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
 def test_a_judge_needs_two_folds():
     """One fold would leave no model to judge it: lp_judge_folds 1 is refused, naming the
     key; the single held-out fold of before is no key any more."""
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     with pytest.raises(CmixError, match=r"lp_judge_folds = 1, expected an integer >= 2"):
         resolve_config({"lp_judge_folds": 1})

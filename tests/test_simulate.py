@@ -181,7 +181,7 @@ def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     .bed beside the old phenotypes and truth (a cohort of two seeds) and a temporary
     file; now the folder keeps the first cohort, byte for byte."""
     import cmix.simulate as sim
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     out = tmp_path / "c"
     simulate_cohort(out, n_samples=200, n_variants=400, n_discovery=300, seed=1)

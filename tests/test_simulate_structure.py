@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from bed_reader import open_bed
 
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from cmix.simulate import (TRAITS, check_populations, default_populations, population_classes,
                            simulate_cohort)
 from conftest import requires_plink2

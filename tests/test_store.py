@@ -17,7 +17,7 @@ import pytest
 from cmix.genotypes import plink
 from cmix.genotypes import store as st
 from cmix.cli import main
-from cmix.io import CmixError
+from cmix.errors import CmixError
 
 HAIR = {"field": 1747, "kind": "categorical",
         "classes": {"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}}

@@ -18,7 +18,7 @@ from cmix.genotypes import plink
 from cmix.genotypes import selection
 from cmix.genotypes import sumstats as S
 from cmix.cli import main
-from cmix.io import CmixError
+from cmix.errors import CmixError
 
 needs_plink19 = pytest.mark.skipif(shutil.which("plink1.9") is None,
                                    reason="plink1.9 not installed")

@@ -18,7 +18,8 @@ import pytest
 from cmix.cli import main
 from conftest import requires_plink2
 from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples, selection
-from cmix.io import CmixError, read_id_list, read_id_set
+from cmix.errors import CmixError
+from cmix.text import read_id_list, read_id_set
 
 BOM = "\ufeff"
 
@@ -627,7 +628,7 @@ def test_the_ld_region_list_reads_gzip_bom_and_crlf(tmp_path):
 
 
 def test_data_line_skips_blank_lines_as_pandas_does(tmp_path):
-    from cmix.io import data_line
+    from cmix.text import data_line
 
     path = _write(tmp_path / "t.tsv", "a\tb\n1\t2\n\n3\t4\r\n  \n5\t6\n")
     rows = pd.read_csv(path, sep="\t")

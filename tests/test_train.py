@@ -18,7 +18,7 @@ import cmix.learn.train as train_mod
 from cmix.learn import harness
 from cmix.cli import main
 from cmix.learn.methods import METHODS
-from cmix.io import CmixError
+from cmix.errors import CmixError
 from store_helpers import log_without_seconds, simulate_labels, write_test_store
 
 TINY = {"hidden": 32, "d_proj": 16, "epochs": 4, "warmup_epochs": 2, "lp_every": 1,
@@ -259,7 +259,7 @@ def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
     from dataclasses import asdict
     from types import SimpleNamespace
 
-    from cmix.io import load_torch
+    from cmix.atomic import load_torch
 
     g = torch.Generator().manual_seed(0)
     state = harness.RunState(run_key="k", stage="predictor", epoch=3,

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, first_line, input_file, read_table, text_lines
+from ..errors import CmixError
+from ..text import first_line, input_file, read_table, text_lines
 from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, position_columns
 
 BGI_SQL = """
@@ -145,7 +146,7 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     Reads only the variant headers (the genotype blocks are skipped by their stated
     length). Written to a temporary name and renamed. Returns the .bgi path.
     """
-    from ..io import atomic_path
+    from ..atomic import atomic_path
 
     bgen = input_file(bgen, "BGEN file")
     out = Path(out) if out is not None else bgen.with_name(bgen.name + ".bgi")

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, data_line, data_line_numbers, first_line, input_file, read_table
+from ..errors import CmixError
+from ..text import data_line, data_line_numbers, first_line, input_file, read_table
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)

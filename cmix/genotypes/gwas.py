@@ -71,7 +71,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_outputs, log, scratch_folder, write_gzip
+from ..atomic import atomic_outputs, scratch_folder
+from ..errors import CmixError
+from ..logs import log
+from ..text import write_gzip
 from . import phenotypes as ph
 
 if TYPE_CHECKING:
@@ -365,7 +368,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     covariates; ``tables``: the phenotype table (``pheno``, required) and the sample QC
     table and .eigenvec the covariates may read; extract: QC-passed SNP list. Returns a
     summary (counts, the IDs' sha256; no IDs). The people's IDs and phenotypes go to
-    plink2 through a scratch folder beside ``out`` (:func:`cmix.io.scratch_folder`),
+    plink2 through a scratch folder beside ``out`` (:func:`cmix.atomic.scratch_folder`),
     removed at the end; those a killed run left are removed by the next one. The
     summary statistics and the ID list appear together or not at all.
     """

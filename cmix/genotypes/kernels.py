@@ -309,7 +309,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
     (bool (n_variants,), None = all) is True. Peak memory: two blocks of
     ``block_bytes`` plus the per-variant arrays.
     """
-    from ..io import progress
+    from ..logs import progress
 
     n, m = bf.n_samples, bf.n_variants
     keep = np.zeros(n, bool)

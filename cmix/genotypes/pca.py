@@ -40,7 +40,8 @@ import pandas as pd
 from numba import njit
 
 from . import plink
-from ..io import CmixError, log
+from ..errors import CmixError
+from ..logs import log
 from .kernels import K_SMALL_EPSILON, count_genotypes, founder_flags, popcount, set_numba_threads
 from .selection import (chrom_code, chrom_codes, chrom_mask, extract_mask, is_autosome,
                         sample_rows)
@@ -65,7 +66,7 @@ def read_regions(path) -> pd.DataFrame:
     if not path.exists():
         raise CmixError(f"{path}: file not found (long-range LD region list)")
     rows = []
-    from ..io import open_maybe_gzip    # gzip, a UTF-8 BOM and CRLF read as plain text
+    from ..text import open_maybe_gzip  # gzip, a UTF-8 BOM and CRLF read as plain text
 
     with open_maybe_gzip(path) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -825,7 +826,7 @@ def write_pca_outputs(out_prefix, *, fam: pd.DataFrame, sample_rows: np.ndarray,
     OUT.prune.in / OUT.prune.out. REF is .bim column 6 and ALT column 5, as plink2 reads
     a .bim. Numbers are written with 9 significant digits, in row chunks.
     """
-    from ..io import atomic_outputs
+    from ..atomic import atomic_outputs
 
     prefix = Path(out_prefix)
     names = ["eigenvec", "eigenval", "eigenvec.allele", "acount"]
@@ -914,7 +915,7 @@ def read_pca_model(prefix) -> dict:
     "w_alt" float64 (m, k), "p_alt" float64 (m,), "eigenvalues" float64 (k,), "pcs"
     the PC column names}. Raises CmixError when a file is missing, malformed (a column
     absent, a value not a number) or the three disagree."""
-    from ..io import input_file
+    from ..text import input_file
 
     prefix = Path(prefix)
     paths = {s: input_file(prefix.with_name(f"{prefix.name}.{s}"), f"cmix pca output ({s})")

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, check_unique_header, input_file, read_table, text_lines
+from ..errors import CmixError
+from ..text import check_unique_header, input_file, read_table, text_lines
 from .plink import (BIM_COLUMNS, FAM_COLUMNS, PlinkTrio, check_own_samples, encode,
                     first_duplicate_lines, position_columns)
 

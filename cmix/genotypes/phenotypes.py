@@ -58,8 +58,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..io import (CmixError, check_row_widths, data_line, first_line, input_file, read_table,
-                  sniff_sep, split_header)
+from ..errors import CmixError
+from ..text import (check_row_widths, data_line, first_line, input_file, read_table, sniff_sep, split_header)
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -72,7 +72,7 @@ def read_phenotypes(path: str | os.PathLike) -> pd.DataFrame:
     Raises :class:`CmixError` when the file is missing or empty, has no ID column, names
     a column twice, repeats an ID or has a row with more or fewer fields than the header
     (its values would land in other columns). The file may be gzipped, start with a
-    UTF-8 BOM and end its lines with CRLF (:func:`cmix.io.read_table`).
+    UTF-8 BOM and end its lines with CRLF (:func:`cmix.text.read_table`).
     ``df.attrs["path"]`` is the file, for messages.
     """
     path = input_file(path, "phenotype table")

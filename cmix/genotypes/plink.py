@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file, read_table
+from ..errors import CmixError
+from ..text import input_file, read_table
 
 BED_MAGIC = b"\x6c\x1b\x01"
 FAM_COLUMNS = ["fid", "iid", "father", "mother", "sex", "phenotype"]
@@ -570,7 +571,7 @@ def allele_flips(bim: pd.DataFrame, row: np.ndarray, ids, effect, other, where,
 def write_sample_ids(path, fam: pd.DataFrame, idx: np.ndarray) -> None:
     """Write samples ``fam.iloc[idx]`` as a plink2 ``#FID IID`` list (--keep, .king.cutoff
     .in.id, .mindrem.id layout; the header even when FIDs are 0). ``path`` is written
-    as given: callers write to a temporary name (:func:`cmix.io.atomic_path`)."""
+    as given: callers write to a temporary name (:func:`cmix.atomic.atomic_path`)."""
     sub = fam.iloc[np.asarray(idx, dtype=np.int64)]
     with open(path, "w") as fh:
         fh.write("#FID\tIID\n")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit, prange
 
-from ..io import CmixError
+from ..errors import CmixError
 from .kernels import K_SMALL_EPSILON, Counts, count_genotypes, founder_flags
 from .selection import chrom_mask, chrom_text, is_autosome
 
@@ -322,7 +322,7 @@ def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
     whole run; --mind counts all variants and is refused with ``chroms``.
     Returns a :class:`QcResult`.
     """
-    from ..io import log
+    from ..logs import log
 
     selected, variant_ok = _variants_considered(bf, filters, chroms)
     if sample_idx is None:
@@ -460,7 +460,7 @@ def _write_tsv(table, path, chunk: int = 20_000) -> None:
 def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
     all or none. Returns the paths written."""
-    from ..io import atomic_outputs
+    from ..atomic import atomic_outputs
     from .plink import write_sample_ids
 
     out_prefix = Path(out_prefix)
@@ -492,7 +492,7 @@ def run_qc_cli(genotypes: GenotypeFiles, out_prefix, filters: QcFilters, *, keep
     or pfile may be a ``{chrom}`` pattern (:func:`cmix.genotypes.sources.open_source`,
     shared ``fam``); with its ``chroms`` only those chromosomes' files are opened.
     """
-    from ..io import log
+    from ..logs import log
     from .selection import sample_rows
 
     bf = genotypes.open()

@@ -58,8 +58,11 @@ import pandas as pd
 
 from . import plink
 from .selection import chrom_codes, chrom_mask, chrom_text, extract_mask, sample_rows
-from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, log, progress,
-                 resolve_device)
+from ..atomic import atomic_outputs
+from ..errors import CmixError
+from ..logs import log, progress
+from ..runtime import resolve_device
+from ..text import data_line_numbers, input_file
 
 if TYPE_CHECKING:
     from .sources import GenotypeFiles
@@ -168,7 +171,7 @@ def read_kinship_table(path) -> pd.DataFrame:
     table has FIDs, else IID), kinship (float64) and hethet/ibs0/nsnp when present;
     ``df.attrs["has_fid"]`` says which key form was used.
     """
-    from ..io import first_line, read_table
+    from ..text import first_line, read_table
 
     path = input_file(path, "kinship table")
     header = first_line(path, "kinship table").split()
@@ -227,7 +230,7 @@ def _kinship_columns(path, header: list[str]) -> dict[str, int]:
     names case-insensitive, leading ``#`` ignored, the first column of a role wins).
     CmixError naming ``path``, line 1, when ID1/ID2/Kinship is missing or only one of
     FID1 and FID2 is there."""
-    from ..io import check_unique_header
+    from ..text import check_unique_header
 
     names = [h.lstrip("#").upper() for h in header]
     check_unique_header(names, path, "kinship table")

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import (CmixError, atomic_outputs, data_line_numbers, first_line, input_file,
-                  read_id_list, read_table)
+from ..atomic import atomic_outputs
+from ..errors import CmixError
+from ..text import data_line_numbers, first_line, input_file, read_id_list, read_table
 from .plink import first_duplicate_lines
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
@@ -228,7 +229,7 @@ def filters_summary(sqc: pd.DataFrame | None, withdrawn: set[str] | None,
 def read_filters_summary(path, relatedness: str) -> dict:
     """``O.filters.json`` of :func:`run_samples` with the relatedness route added: the
     store's ``provenance.sample_filters``. Checks the values."""
-    from ..io import input_file
+    from ..text import input_file
 
     path = input_file(path, "sample filters summary (cmix samples' OUT.filters.json)")
     try:
@@ -250,7 +251,7 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     """Read inputs, filter, write ``O.keep`` (#FID IID), ``O.filters.tsv`` and
     ``O.filters.json`` (:func:`filters_summary`) together. A filter whose input is None
     is skipped and logged."""
-    from ..io import log
+    from ..logs import log
     from .pgen import read_psam
     from .plink import write_sample_ids
 

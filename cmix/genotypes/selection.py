@@ -16,7 +16,9 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, input_file, log, read_id_list, text_lines
+from ..errors import CmixError
+from ..logs import log
+from ..text import input_file, read_id_list, text_lines
 
 # ------------------------------------------------------------------------- chromosomes
 #: the autosomes, as chromosome codes

@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError
+from ..errors import CmixError
 from .plink import Tables
 from .selection import AUTOSOMES, chrom_code, chrom_text, parse_chroms
 

@@ -64,7 +64,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..io import CmixError, atomic_path, file_sha256
+from ..atomic import atomic_path, file_sha256
+from ..errors import CmixError
 
 if TYPE_CHECKING:
     from .sources import GenotypeFiles
@@ -547,7 +548,7 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
     last MiB (see :func:`bed_fingerprint`). Returns a summary dict (counts, no IDs).
     """
     from . import phenotypes as ph
-    from ..io import log
+    from ..logs import log
 
     out = Path(out)
     _check_output(out, options.force)
@@ -689,7 +690,7 @@ def _kept_sample_rows(bf, samples: StoreSamples, trait: str) -> tuple[np.ndarray
     {"kept_not_in_fam", "kept_not_in_bgen", "discovery_left_out"}."""
     import pandas as pd
 
-    from ..io import log
+    from ..logs import log
     from .selection import listed_rows, read_sample_ids, sample_rows
 
     if samples.keep is not None:
@@ -730,7 +731,7 @@ def _sample_covariates(bf, sample_idx, samples: StoreSamples, pheno_table, input
     {"names", "matrix" (float64 (n_samples, n_covariates), None without a spec),
     "spec" (as checked by covariate_matrix), "pca_sha256" (the cmix pca fit eigenvec PCs
     came from, else None)}. Adds "left_out_missing_covariate" to ``counts``."""
-    from ..io import log
+    from ..logs import log
 
     covariates = samples.covariates
     names, matrix, n_missing_cov, pca_sha256 = [], None, 0, None

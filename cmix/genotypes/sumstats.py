@@ -63,8 +63,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import (CmixError, atomic_outputs, data_line_numbers, input_file, is_gzip, log,
-                 open_maybe_gzip)
+from ..atomic import atomic_outputs
+from ..errors import CmixError
+from ..logs import log
+from ..text import data_line_numbers, input_file, is_gzip, open_maybe_gzip
 from .selection import CHROM_ORDER, chrom_code
 
 if TYPE_CHECKING:
@@ -904,7 +906,7 @@ def clump(ranked: pd.DataFrame, bf, sample_idx=None, *, r2: float = 0.5, kb: flo
     is not already in a clump, and r2 > ``r2``. Stops after ``max_index`` index SNPs.
     Returns int64 positions into ``ranked`` of the index SNPs, best first.
     """
-    from ..io import progress
+    from ..logs import progress
 
     p2 = p1 if p2 is None else p2
     log_p1, log_p2 = np.log10(p1) if p1 > 0 else -np.inf, np.log10(p2) if p2 > 0 else -np.inf

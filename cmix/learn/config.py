@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..io import CmixError
+from ..errors import CmixError
 
 @dataclass(frozen=True)
 class Model:
@@ -250,7 +250,7 @@ def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file, or one that gives a key twice, raises
     CmixError. For the CLI only."""
-    from ..io import input_file, parse_json, parse_yaml
+    from ..text import input_file, parse_json, parse_yaml
 
     path = input_file(path, "trainer config")
     text = path.read_text()

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import CmixError, one_blas_thread
+from ..errors import CmixError
+from ..runtime import one_blas_thread
 from ..genotypes.store import load_rows
 from .streams import SPLITS
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import progress
+from ..logs import progress
 
 
 @dataclass

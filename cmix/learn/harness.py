@@ -39,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import (CmixError, atomic_path, check_writable_dir, load_torch, log,
-                  save_torch, set_log_prefix)
+from ..atomic import atomic_path, check_writable_dir, load_torch, save_torch
+from ..errors import CmixError
+from ..logs import log, set_log_prefix
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
@@ -270,7 +271,7 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     run (of another method: cmix's stages are cmix_selfsl_pl's and cmix_selfsl's, or of
     another config file) made the same one (:func:`shared_stage_key`); the metrics are
     the same either way."""
-    from ..io import resolve_device
+    from ..runtime import resolve_device
     from .config import resolve_config
     from .methods import get_method
 
@@ -315,7 +316,8 @@ def train_group(method, store: "CheckedStore", budget: int, seed_dirs: dict, cfg
     same stage and epoch form one group, whose models take every step together; the
     store's training rows are read once for all (:class:`cmix.learn.data.RowSource`:
     on the device where they fit). Returns the metrics in the dict's order."""
-    from ..io import folder_lock, resolve_device
+    from ..locks import folder_lock
+    from ..runtime import resolve_device
     from .data import RowSource, row_source_mode
     from .group import Group
 
@@ -534,7 +536,7 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,
                reuse: Reuse = Reuse()) -> dict:
     """One run of :func:`train_seeds`, in its locked folder: its metrics."""
-    from ..io import folder_lock
+    from ..locks import folder_lock
 
     holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
     with folder_lock(out_dir, holder):
@@ -618,7 +620,7 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished: a finished
     checkpoint of this run and a metrics.json that proves it (:func:`finished_metrics`)."""
-    from ..io import resolve_device
+    from ..runtime import resolve_device
     from .data import make_splits
 
     dev = resolve_device(device)

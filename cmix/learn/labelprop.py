@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from ..io import log, one_blas_thread
+from ..logs import log
+from ..runtime import one_blas_thread
 from .config import PseudoLabels
 
 

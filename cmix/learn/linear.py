@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from ..io import CmixError, one_blas_thread
+from ..errors import CmixError
+from ..runtime import one_blas_thread
 
 
 def cv_folds(n_labeled_per_class: np.ndarray, folds: int) -> int:

@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..io import CmixError, atomic_path, load_torch, log
+from ..atomic import atomic_path, load_torch
+from ..errors import CmixError
+from ..logs import log
 from ..genotypes.covariates import SampleTables
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 def load_run(run_dir) -> dict:
     """metrics.json and the checkpoint's parts of a finished run, checked to belong
-    together (the same run key) and to be intact (:func:`cmix.io.load_torch`)."""
+    together (the same run key) and to be intact (:func:`cmix.atomic.load_torch`)."""
     run_dir = Path(run_dir)
     metrics_path, ckpt = run_dir / "metrics.json", run_dir / "checkpoint.pt"
     if not metrics_path.is_file() or not ckpt.is_file():

@@ -30,7 +30,8 @@ import numpy as np
 
 from . import streams
 from .data import LAST
-from ..io import CmixError, log
+from ..errors import CmixError
+from ..logs import log
 
 
 def _amp(device):

@@ -57,7 +57,8 @@ def check_unique_keys():
     """Each config file read (--configfile, else the demo's): a key given twice in one
     mapping, which YAML would resolve silently to the last (a trait definition or a
     setting lost), stops the run naming the file and line."""
-    from cmix.io import CmixError, parse_yaml
+    from cmix.errors import CmixError
+    from cmix.text import parse_yaml
 
     for path in workflow.configfiles or ["config/config.yaml"]:
         try:
@@ -155,7 +156,7 @@ def check_grid_lists():
     the report), budgets of at least 2 and seeds from 0 to 2^32 - 1 however they are written,
     trait names that can name files and jobs, the covariates method only with
     covariates, and per-trait input keys that name a defined trait."""
-    from cmix.io import first_repeated
+    from cmix.text import first_repeated
 
     for key, values in (("traits", TRAITS), ("budgets", BUDGETS), ("seeds", SEEDS)):
         repeated = first_repeated(values)
@@ -192,7 +193,7 @@ def check_grid_lists():
 def check_config():
     """Problems a user must fix before any job runs: the schema catches types and keys;
     the values a job would refuse go through the cmix validators the jobs run."""
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
 
     check_grid_lists()
     try:
@@ -205,7 +206,7 @@ def check_values():
     from cmix.genotypes.covariates import check_spec
     from cmix.genotypes.pca import PruneSettings
     from cmix.genotypes.phenotypes import check_trait_config
-    from cmix.io import input_file
+    from cmix.text import input_file
 
     for trait in TRAITS:
         if trait not in TRAIT_DEFINITIONS:
@@ -317,7 +318,7 @@ def check_sizes():
     trait of the discovery route keeps at most the share 1 - discovery.fraction of them.
     """
     from cmix.genotypes.pca import check_n_pcs
-    from cmix.io import CmixError
+    from cmix.errors import CmixError
     from cmix.genotypes.phenotypes import (
         N_CONTINUOUS_STRATA,
         label_trait,

@@ -7,7 +7,8 @@ import hashlib
 import urllib.request
 from pathlib import Path
 
-from cmix.io import CmixError, atomic_path
+from cmix.atomic import atomic_path
+from cmix.errors import CmixError
 
 
 def read_manifest(path) -> dict[str, tuple[str, str, int]]:

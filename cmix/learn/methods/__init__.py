@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...io import CmixError
+from ...errors import CmixError
 from .base import FittedMethod
 from .linear import (CovariatesOnly, GradientBoostedTrees, LabelSpreadingOnPcs, Logreg,
                      PcaLogreg, PolygenicScore)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...io import one_blas_thread
+from ...runtime import one_blas_thread
 
 
 class FittedMethod:

@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from ...io import CmixError, one_blas_thread
+from ...errors import CmixError
+from ...runtime import one_blas_thread
 from .base import FittedMethod, full_proba
 
 

@@ -292,7 +292,7 @@ def choose_heads(group, model, summaries: list) -> list:
     fitted again on every labeled row (training and validation), as the MLP is refitted.
     Records the choice and both losses in each run's validation summary; returns the
     probes (None where the MLP stays)."""
-    from ...io import CmixError
+    from ...errors import CmixError
     from ..linear import require_two_per_class
 
     splits = [c.splits for c in group.ctxs]
@@ -432,7 +432,7 @@ def judged_pretraining(group, model) -> None:
     own stream), the fold models judging the run's pseudo-labels at every look
     (:func:`cmix.learn.train.judged_look`). A run whose pseudo-labels weigh nothing at the
     end is pre-trained again without them (stage "pretrain_all"), as cmix_selfsl is."""
-    from ... import io
+    from ...logs import log
     from .. import train as tr
     from ..nn import load_model_state, model_state
 
@@ -455,7 +455,7 @@ def judged_pretraining(group, model) -> None:
     for c in sub.ctxs:
         if c.state.stage == "pretrain":
             c.state.stage, c.state.epoch = "pretrain_all", 0
-    io.log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
+    log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
            f"{', '.join(str(c.seed) for c in sub.ctxs)}): pseudo-labels carry no weight "
            "after the judged pre-training: pre-training again with every labeled row and no "
            "pseudo-labels (those runs are then cmix_selfsl's)")
