@@ -535,7 +535,7 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from cmix.io import resolve_device
+    from cmix.runtime import resolve_device
 
     if args.threads:
         from cmix.genotypes.kernels import set_numba_threads
