@@ -164,6 +164,34 @@ def test_the_judge_compares_pseudo_labels_and_head_row_by_row(monkeypatch):
     assert not right.used and right.p_value == 1.0
 
 
+def test_pseudo_labels_once_used_stay_until_the_head_is_shown_better(monkeypatch):
+    """A later look (``accepted``) keeps the pseudo-labels unless the head is shown right
+    more often than they are: level with the head they stay (where a first look would
+    not take them); against a head right on every row they go, by the reverse sign test
+    (p = 0.5 ^ the rows only the head gets right)."""
+    import cmix.learn.labelprop as lp
+
+    z, y = clusters(n_per=100)                           # separated: certain pseudo-labels
+    z, y = order_labeled_first(z, y, 60)
+    judge = judge_mask(y[:60])
+    monkeypatch.setattr(lp, "heldout_head_right", lambda *a: np.ones(int(judge.sum()), bool))
+    args = ({"latent": z}, y[:60], judge, 3, z[:60])
+    first = judged_label_propagation(*args, ks=(3,))
+    later = judged_label_propagation(*args, ks=(3,), accepted=True)
+    assert first.heldout_accuracy == first.head_accuracy == 1.0
+    assert not first.used and later.used and later.p_value == 1.0
+
+    z, y = clusters(n_per=100, spread=1.2)               # overlapping: some errors
+    z, y = order_labeled_first(z, y, 150)
+    judge = judge_mask(y[:150], 0.4)
+    monkeypatch.setattr(lp, "heldout_head_right", lambda *a: np.ones(int(judge.sum()), bool))
+    worse = judged_label_propagation({"latent": z}, y[:150], judge, 3, z[:150], ks=(3,),
+                                     accepted=True)
+    n_wrong = round((1 - worse.heldout_accuracy) * judge.sum())
+    assert n_wrong >= 5 and worse.p_value == pytest.approx(0.5 ** n_wrong)
+    assert not worse.used and np.all(worse.weight[150:] == 0)
+
+
 def test_sign_test_is_the_exact_one_sided_binomial_test():
     """sign_test_p equals scipy's exact binomial test of b successes in b + c at 1/2
     (alternative: greater), for rows where both or neither are right too."""
@@ -438,7 +466,8 @@ def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypat
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
            "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
-    monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: 1.0)
+    monkeypatch.setattr(lp_mod, "heldout_head_right",     # a head right on every row
+                        lambda x_fit, y_fit, x_held, y_held, *a: np.ones(len(y_held), bool))
     paper = harness.train_run(store, 100, 3, tmp_path / "paper", method="cmix_paper",
                               config=cfg, device="cpu")
     judged = harness.train_run(store, 100, 3, tmp_path / "cmix", config=cfg, device="cpu")
@@ -451,9 +480,9 @@ def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypat
     assert np.all((w >= 0) & (w <= 1)) and len(np.unique(w)) > 10   # certainties, not 0/1
 
 
-@pytest.mark.parametrize("p_value", [1.0, 0.0])
+@pytest.mark.parametrize("head_right", [True, False])
 def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, monkeypatch,
-                                                                    p_value):
+                                                                    head_right):
     """A head the pseudo-labels cannot match: the judged pre-training stops at the first
     look, cmix pre-trains again without them and its metrics equal cmix_selfsl's to the
     bit. A head they beat: they are used at every look and the run differs from
@@ -465,14 +494,15 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
            "d_proj": 8, "batch_size": 64, "lp_pcs": 5, "lp_alpha": 0.9}
-    # the judge's verdict set: never better than the head (p 1), or always (p 0)
-    monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: p_value)
+    # a head right on every held-out row (never beaten) or on none (beaten at every look)
+    monkeypatch.setattr(lp_mod, "heldout_head_right",
+                        lambda x_fit, y_fit, x_held, y_held, *a: np.full(len(y_held), head_right))
     runs = {m: harness.train_run(store, 150, 3, tmp_path / m, method=m, config=cfg, device="cpu")
             for m in ("cmix", "cmix_selfsl")}
     ck = torch.load(tmp_path / "cmix" / "checkpoint.pt", weights_only=False)
     judged_epochs = [h["epoch"] for h in ck["history"] if h["stage"] == "pretrain"]
     looks = runs["cmix"]["pseudo_labels"]["epochs"]
-    if p_value == 1.0:
+    if head_right:
         assert not runs["cmix"]["pseudo_labels"]["used"] and "pretrain_all" in ck["parts"]
         assert judged_epochs == [1] and looks == [1]
         assert runs["cmix"]["test"] == runs["cmix_selfsl"]["test"]

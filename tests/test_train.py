@@ -34,13 +34,17 @@ def toy_store(tmp_path_factory):
     return path
 
 
-def pseudo_labels_beat_the_head(monkeypatch):
-    """A judge that finds the pseudo-labels right more often than the head at any level
-    (sign test p = 0): these tests need them used, which the toy store's dozen judge rows
-    cannot show at 5% / 8 graphs."""
+def head_right_on(monkeypatch, right: bool):
+    """A supervised head that gets every held-out row wrong (the pseudo-labels beat it at
+    every look: these tests need them used) or every row right (never beaten)."""
     import cmix.learn.labelprop as lp_mod
 
-    monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: 0.0)
+    monkeypatch.setattr(lp_mod, "heldout_head_right",
+                        lambda x_fit, y_fit, x_held, y_held, *a: np.full(len(y_held), right))
+
+
+def pseudo_labels_beat_the_head(monkeypatch):
+    head_right_on(monkeypatch, False)
 
 
 def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path, monkeypatch):
@@ -573,7 +577,7 @@ def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_pat
     if used:        # a head the pseudo-labels beat: they are used
         pseudo_labels_beat_the_head(monkeypatch)
     else:           # a head they never beat: refused
-        monkeypatch.setattr(lp_mod, "sign_test_p", lambda *a: 1.0)
+        head_right_on(monkeypatch, True)
     methods = ["cmix", "cmix_selfsl_pl", "cmix_selfsl", "cmix_random_mix"]
     enc = tmp_path / "encoders"
     alone, shared, n_files = {}, {}, []

@@ -66,8 +66,10 @@ class PseudoLabels:
 
     warmup_epochs: int = 5          # K
     lp_every: int = 5               # f
-    lp_k: int = 3                   # kNN neighbours (paper: 3); 10 is tried beside it
-    lp_pcs: int = 20                # input PCs: a second space for the graph (0 = latent only)
+    lp_k: int = 3                   # kNN neighbours (paper: 3)
+    lp_pcs: int = 0                 # input PCs as a second graph space cmix's judge tries
+                                    # beside the latent (0 = the latent only, the paper's graph;
+                                    # a second space halves the judge's level)
     lp_judge_folds: int = 3         # K fold models judge the pseudo-labels (cmix): fold model k
                                     # trains without fold k's labels and judges those rows
     lp_alpha: float = 0.99          # converged solve; 0.999 oversmooths (RESULTS.md)

@@ -315,11 +315,14 @@ class JudgedPseudoLabels:
     the others, all 0 when ``used`` is False; certainty: (N,) the propagation's own
     1 - H(p)/log C; space, k, alpha: the chosen graph and propagation;
     heldout: candidate name -> accuracy of its pseudo-labels on the held-out rows;
-    head_accuracy: the supervised head's accuracy on the same rows; p_value: the one-sided
-    sign test of the chosen pseudo-labels against the head on those rows
-    (:func:`sign_test_p`); used: the unlabeled rows carry weight (that p is at most
-    :data:`JUDGE_LEVEL` divided by the candidates tried, some row weighs, and the weights
-    add up to at least the labels the final model gave up to judge them); n_held: the held-out rows; fold_pseudo: for each fold model of a cross-fitted
+    head_accuracy: the supervised head's accuracy on the same rows; accepted: the
+    pseudo-labels had been used at an earlier look; p_value: the one-sided sign test
+    (:func:`sign_test_p`) on those rows that the pseudo-labels are right more often than
+    the head (not ``accepted``) or that the head is right more often than them
+    (``accepted``); used: the unlabeled rows carry weight (that p is at most
+    :data:`JUDGE_LEVEL` divided by the candidates tried, resp. above :data:`JUDGE_LEVEL`;
+    some row weighs; and the weights add up to at least the labels the final model gave
+    up to judge them); n_held: the held-out rows; fold_pseudo: for each fold model of a cross-fitted
     judge, its own pseudo-labels and weights (label (N,), weight (N,)), seeded with the
     labeled rows it saw."""
 
@@ -333,6 +336,7 @@ class JudgedPseudoLabels:
     head_accuracy: float
     p_value: float
     used: bool
+    accepted: bool = False
     missing_classes: list = field(default_factory=list)
     n_held: int = 0
     fold_pseudo: list = field(default_factory=list)
@@ -367,14 +371,15 @@ class Folds:
 def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndarray,
                              n_classes: int, head_features: np.ndarray,
                              lp: PseudoLabels = PseudoLabels(),
-                             ks=(3, 10), alphas=None) -> JudgedPseudoLabels:
+                             ks=(3, 10), alphas=None,
+                             accepted: bool = False) -> JudgedPseudoLabels:
     """Label propagation judged on one fold of the labeled rows, ``judge`` (n_L,) bool,
     whose labels the one model of ``spaces`` never saw (it both judges and makes the
     pseudo-labels): :func:`cross_fitted_label_propagation` with that one fold."""
     folds = Folds(assignment=np.where(judge, 0, -1), spaces=[spaces], features=[head_features],
                   withheld=int(np.sum(judge)))
     return cross_fitted_label_propagation(spaces, labeled_y, n_classes, head_features, folds,
-                                          lp, ks, alphas)
+                                          lp, ks, alphas, accepted)
 
 
 class Graphs:
@@ -440,7 +445,7 @@ def pooled_head_right(labeled_y: np.ndarray, folds: "Folds") -> np.ndarray:
 def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classes: int,
                                    features: np.ndarray, folds: Folds,
                                    lp: PseudoLabels = PseudoLabels(), ks=(3, 10),
-                                   alphas=None) -> JudgedPseudoLabels:
+                                   alphas=None, accepted: bool = False) -> JudgedPseudoLabels:
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
     labeled rows held out from the models that judge them; no row outside the nodes is
     looked at.
@@ -457,11 +462,14 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     label. The candidate whose pseudo-labels are most often right on all the held-out
     rows is chosen (ties: the first, in the order spaces, ks, alphas), and compared with
     the supervised head on the same rows (:func:`heldout_head_right` on each fold model's
-    latent: fitted on the rows outside the fold, scored on the fold): the pseudo-labels
-    are used only if a one-sided exact sign test on the rows where exactly one of them is
-    right (:func:`sign_test_p`) shows them right more often than the head at level
-    :data:`JUDGE_LEVEL` / (candidates tried), the bound paid for choosing the best of the
-    candidates on these rows. Used, every unlabeled row weighs its propagation's
+    latent: fitted on the rows outside the fold, scored on the fold) by a one-sided exact
+    sign test on the rows where exactly one of them is right (:func:`sign_test_p`). Not
+    ``accepted`` before (a run's first look), the pseudo-labels are used only if the test
+    shows them right more often than the head at level :data:`JUDGE_LEVEL` / (candidates
+    tried), the price of choosing the best of the candidates on these rows; ``accepted``
+    (a later look of a run whose pseudo-labels were used), they are kept unless the
+    reverse test shows the head right more often than them at level :data:`JUDGE_LEVEL`
+    (``p_value`` is that test's). Used, every unlabeled row weighs its propagation's
     certainty, as in the paper. The pseudo-labels come from the chosen graph of the final
     model seeded with every labeled row, and each fold model's own (``fold_pseudo``) from
     its graph seeded with the rows it saw. ``used`` also asks that the unlabeled rows'
@@ -482,8 +490,13 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     lp = replace(lp, lp_alpha=alpha)
     head_right = pooled_head_right(labeled_y, folds)
     head_acc = float(np.mean(head_right)) if len(held_all) else 1.0
-    p_value = sign_test_p(lab == labeled_y[held_all], head_right)
-    judged = len(held_all) > 0 and p_value <= JUDGE_LEVEL / max(len(heldout), 1)
+    pl_right = lab == labeled_y[held_all]
+    if accepted:
+        p_value = sign_test_p(head_right, pl_right)
+        judged = len(held_all) > 0 and p_value > JUDGE_LEVEL
+    else:
+        p_value = sign_test_p(pl_right, head_right)
+        judged = len(held_all) > 0 and p_value <= JUDGE_LEVEL / max(len(heldout), 1)
 
     def weighed(res):
         """Weights (N,) of a propagation: its certainty where judged worth using, 0 on
@@ -509,5 +522,6 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     return JudgedPseudoLabels(label=res.pseudo_label, weight=weight, certainty=res.weight,
                               space=name, k=int(k), alpha=float(alpha), heldout=heldout,
                               head_accuracy=head_acc, p_value=p_value, used=bool(used),
+                              accepted=accepted,
                               missing_classes=res.missing_classes, n_held=len(held_all),
                               fold_pseudo=fold_pseudo)

@@ -332,11 +332,6 @@ def pseudo_labels_weigh(ctx) -> bool:
     return pseudo is not None and bool(((pseudo["label"] >= 0) & (pseudo["weight"] > 0)).any())
 
 
-def graph_ks(lp) -> tuple:
-    """The kNN graph's k tried by the judge: lp_k and 10."""
-    return tuple(sorted({lp.lp_k, 10}))
-
-
 def pseudo_label_rows(ctx) -> np.ndarray:
     """S_U: positions (sorted) into the run's unlabeled rows that get pseudo-labels, at
     most lp_max_unlabeled of them, drawn with the run's seed."""
@@ -386,12 +381,14 @@ def judged_look(group, model, folds: dict, pcs_cache: dict):
     """The look of cmix's judge (:func:`pretrain_stage`): for each run still going, its
     pseudo-labels judged by its fold models (:func:`cmix.learn.labelprop.cross_fitted_label_propagation`:
     fold model f never saw fold f's labels, ``folds``: run id -> (n_L,) fold of each
-    labeled row), on the latent of each model and on the input PCs of the run's nodes
-    (searched once, kept in ``pcs_cache``), with k from :func:`graph_ks` and alpha from
-    {lp_alpha, 0.9}. Pseudo-labels carry weight only where they are shown to be right more
-    often than the supervised head on the latent can be; a run whose look does not use
-    them ends its judged stage (before its last epoch) and is pre-trained again as
-    cmix_selfsl. Only training labeled rows are used: validation rows are not nodes."""
+    labeled row), on the paper's graph (each model's latent, k = lp_k, alpha = lp_alpha:
+    the pseudo-labels cmix_paper uses) and, with ``lp_pcs`` > 0, on the input PCs of the
+    run's nodes too (searched once, kept in ``pcs_cache``). The first look uses them only
+    where they are shown right more often than the supervised head on the latent; each
+    later look keeps them unless the head is shown right more often than they are. A run
+    whose look does not use them ends its judged stage (before its last epoch) and is
+    pre-trained again as cmix_selfsl. Only training labeled rows are used: validation
+    rows are not nodes."""
     from .labelprop import Folds, cross_fitted_label_propagation
 
     cfg, lp = group.cfg, group.cfg.pseudo_labels
@@ -406,12 +403,13 @@ def judged_look(group, model, folds: dict, pcs_cache: dict):
         n_l = len(ctx.splits.train_labeled)
         spaces = [{"latent": z[j, :n], **({"pcs": pcs} if pcs is not None else {})}
                   for j in members]
+        accepted = any(look["used"] for look in ctx.parts.get("lp_info") or [])
         res = cross_fitted_label_propagation(
             spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
             z[i, :n_l].cpu().numpy(),
             Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
                   features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
-            lp, ks=graph_ks(lp), alphas=tuple(dict.fromkeys((lp.lp_alpha, 0.9))))
+            lp, ks=(lp.lp_k,), accepted=accepted)
         ctx.parts["pseudo_folds"] = {f: {"label": lab[n_l:], "weight": w[n_l:]}
                                      for f, (lab, w) in enumerate(res.fold_pseudo)}
         info = record_look(ctx, res, n_l, done, t0)
@@ -482,8 +480,11 @@ def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
     else:
         log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy "
             f"on the {info['n_judge']} held-out labeled rows {res.heldout_accuracy:.3f} vs the "
-            f"head's {res.head_accuracy:.3f} (sign test p = {res.p_value:.2g} against "
-            f"{JUDGE_LEVEL:g} / {len(res.heldout)} graphs): "
+            f"head's {res.head_accuracy:.3f} ("
+            + (f"head better: sign test p = {res.p_value:.2g}, refused at <= {JUDGE_LEVEL:g}"
+               if res.accepted else
+               f"better than the head: sign test p = {res.p_value:.2g}, needed <= "
+               f"{JUDGE_LEVEL:g} / {len(res.heldout)} graph(s)") + "): "
             + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
                "not used (weight 0)"))
     if res.missing_classes:
@@ -495,15 +496,15 @@ def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
 
 
 def input_pcs(ctx, x: np.ndarray):
-    """The (index, sim) of :func:`cmix.learn.labelprop.knn_neighbours` (max of
-    :func:`graph_ks` neighbours) in the principal components of the standardised dosages x
+    """The (index, sim) of :func:`cmix.learn.labelprop.knn_neighbours` (lp_k
+    neighbours) in the principal components of the standardised dosages x
     (n, M) of a run's label-propagation nodes (fitted on those rows; lp_pcs of them)."""
     from .data import standardised_pcs
     from .labelprop import knn_neighbours
 
     lp = ctx.cfg.pseudo_labels
     pcs = standardised_pcs(x, ctx.mean, ctx.sd, lp.lp_pcs, ctx.seed)[0]
-    return knn_neighbours(pcs, max(graph_ks(lp)), lp.lp_block)
+    return knn_neighbours(pcs, lp.lp_k, lp.lp_block)
 
 
 # ------------------------------------------------------------------ predictor
