@@ -95,6 +95,15 @@ def test_committed_reference_is_current(tmp_path):
             f"{committed} is out of date: run python docs/gen_reference.py"
 
 
+def test_docs_requirements_pin_the_docs_extra():
+    """CI installs requirements/docs.txt (hash-checked): it holds the docs extra's pins."""
+    tomllib = pytest.importorskip("tomllib")          # Python >= 3.11
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["docs"]
+    pinned = (ROOT / "requirements" / "docs.txt").read_text()
+    for requirement in extra:
+        assert re.search(rf"^{re.escape(requirement)} \\$", pinned, re.M), requirement
+
+
 # ---------------------------------------------------------------- cited documents
 
 TEXT = (".py", ".md", ".smk", ".yaml", ".yml", ".toml", ".txt", ".cfg")
