@@ -34,7 +34,7 @@ import numpy as np
 from cmix.learn.methods import METHODS
 
 # CPU-sized config (2-core machines); paper-sized networks (hidden = embedded width =
-# 3 x n_snps, pred/epochs as METHOD.md) are for GPU nodes.
+# 3 x n_snps; docs/method.md, "The encoder") are for GPU nodes.
 CPU_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 12, "warmup_epochs": 4, "lp_every": 4,
               "batch_size": 256, "labeled_batch_size": 128, "pred_epochs": 60,
               "pred_patience": 8, "lp_k": 10, "vime_k": 3}

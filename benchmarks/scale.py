@@ -173,7 +173,7 @@ def extrapolate(costs: pd.DataFrame, king: pd.DataFrame, variants: int) -> pd.Da
     better than linear) and, for rules that read every variant (variant QC, KING from
     genotypes, SNP selection's .bim and summary statistics), by 800,000 / variants.
     Training: the measured per-run time x 1,000 runs (a CPU figure, and a short config:
-    see the README for the GPU estimate). Memory: peak RSS scaled the same way, by
+    see docs/guide/slurm.md for the GPU estimate). Memory: peak RSS scaled the same way, by
     (500,000 / n) ** max(memory slope, 1).
     """
     target_n, target_m, runs = 500_000, 800_000, 1000

@@ -86,7 +86,7 @@ def _add_simulate(sub):
                         "Irish, other white, South Asian, African, East Asian, one admixed "
                         "group), 'none' (one panmictic population) or a JSON file with a list "
                         "of populations (name, code, share, fst or admixed_from, regions; see "
-                        "the README)")
+                        "docs/guide/simulator.md)")
     p.add_argument("--fast", action="store_true",
                    help="genotypes only, no LD, relatives or traits: for large benchmark cohorts")
     co = p.add_argument_group("coalescent haplotypes (needs msprime and stdpopsim: pip install 'cmix[sim]')")

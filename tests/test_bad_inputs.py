@@ -21,7 +21,8 @@ HAIR = {"field": 1747, "kind": "categorical",
 
 @pytest.fixture(scope="module")
 def steps(cohort, tmp_path_factory):
-    """The README's steps on the session cohort, up to the trait's SNP selection."""
+    """The documented steps (docs/reference/steps.md) on the session cohort, up to the
+    trait's SNP selection."""
     d = tmp_path_factory.mktemp("steps")
     c = cohort
     for args in (

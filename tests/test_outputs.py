@@ -35,8 +35,8 @@ SNAKEMAKE_REPORT = ('<!doctype html>\n\n<html lang="en">\n\n<head>\n    <meta ch
 
 @pytest.fixture(scope="module")
 def env(cohort, tmp_path_factory):
-    """The README's steps on the session cohort up to one finished run and its report:
-    the inputs every step of the sweep reads."""
+    """The documented steps (docs/reference/steps.md) on the session cohort up to one
+    finished run and its report: the inputs every step of the sweep reads."""
     d = tmp_path_factory.mktemp("outputs")
     c = cohort
     (d / "hair.json").write_text(json.dumps(HAIR))

@@ -31,22 +31,22 @@ class Model:
     encoding: str = "dosage"        # dosage (standardised) | categorical (4 levels -> width 3)
     hidden: int | None = 256        # encoder width; null = embedded width (paper)
     n_layers: int = 1               # T encoder layers (paper: 1)
-    batchnorm: bool = False
+    batchnorm: bool = False         # batch norm after each encoder and decoder layer
     d_proj: int = 128               # projection head output width
-    proj_layers: int = 2            # L_proj
+    proj_layers: int = 2            # layers of the projection head (L_proj)
 
 
 @dataclass(frozen=True)
 class Pretrain:
     """The pre-training stage (cmix, ae, vime)."""
 
-    epochs: int = 20
+    epochs: int = 20                # pre-training epochs
     batch_size: int = 256           # unlabeled rows per step
     labeled_batch_size: int = 128   # labeled rows per step (drawn from D_L each step)
     labeled_passes: float = 2.0     # at most this many views of each labeled row an
                                     # epoch (fewer labeled rows per step); 0 = no cap
-    lr: float = 1e-3
-    weight_decay: float = 0.0
+    lr: float = 1e-3                # Adam learning rate of pre-training
+    weight_decay: float = 0.0       # Adam weight decay of pre-training
 
 
 @dataclass(frozen=True)
@@ -64,18 +64,18 @@ class Contrastive:
 class PseudoLabels:
     """Label propagation on the kNN graph (:mod:`cmix.learn.labelprop`)."""
 
-    warmup_epochs: int = 5          # K
-    lp_every: int = 5               # f
+    warmup_epochs: int = 5          # pre-training epochs before the first look (K)
+    lp_every: int = 5               # epochs between looks, label propagations (f)
     lp_k: int = 3                   # kNN neighbours (paper: 3)
     lp_pcs: int = 0                 # input PCs as a second graph space cmix's judge tries
                                     # beside the latent (0 = the latent only, the paper's graph;
                                     # a second space halves the judge's level)
     lp_judge_folds: int = 3         # K fold models judge the pseudo-labels (cmix): fold model k
                                     # trains without fold k's labels and judges those rows
-    lp_alpha: float = 0.99          # converged solve; 0.999 oversmooths (RESULTS.md)
-    lp_rtol: float = 1e-6
+    lp_alpha: float = 0.99          # propagation's alpha; 0.999 oversmooths (benchmarks/RESULTS.md)
+    lp_rtol: float = 1e-6           # CG stops at this relative residual
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
-    lp_max_unlabeled: int = 20000   # |S_U|
+    lp_max_unlabeled: int = 20000   # unlabeled rows drawn as graph nodes (|S_U|)
     lp_class_prior: bool = True     # weight class scores by the labeled class shares
     lp_block: int = 256             # rows per block of the kNN search (cache-sized on a CPU)
 
@@ -84,8 +84,8 @@ class PseudoLabels:
 class Switches:
     """The ablation ladder; the registry sets them per method."""
 
-    pretrain: bool = True
-    pseudo_labels: bool = True
+    pretrain: bool = True           # pre-train the encoder (false: the predictor alone, mlp)
+    pseudo_labels: bool = True      # label propagation's pseudo-labels in pre-training
     judge: bool = True              # pseudo-labels judged on held-out labeled rows (cmix);
                                     # false: used as propagated (cmix_paper, Darabi et al.)
     predictor_mixup: bool = True    # latent mixup, lambda ~ U(0, 1)
@@ -95,13 +95,13 @@ class Switches:
 class Predictor:
     """The head every network method ends in, and its early-stopped training."""
 
-    pred_hidden: int = 100
-    pred_epochs: int = 100
-    pred_patience: int = 10
-    pred_lr: float = 1e-3
-    pred_weight_decay: float = 0.0
+    pred_hidden: int = 100          # hidden width of the predictor head
+    pred_epochs: int = 100          # most epochs of the head's training
+    pred_patience: int = 10         # epochs without a better validation loss before it stops
+    pred_lr: float = 1e-3           # Adam learning rate of the head
+    pred_weight_decay: float = 0.0  # Adam weight decay of the head
     pred_dropout: float = 0.0       # dropout after each hidden layer of every head
-    pred_batch_size: int = 128
+    pred_batch_size: int = 128      # rows per step of the head
     pred_refit: bool = True         # then retrain on all labeled rows for the best epoch count
 
 
@@ -111,8 +111,8 @@ class Data:
 
     val_fraction: float = 0.2       # validation carved from the labeled rows
     loader: str = "auto"            # auto | memory | stream
-    buffer_chunks: int = 8
-    memory_limit_mb: int = 2048
+    buffer_chunks: int = 8          # stream loader: store chunks shuffled together as one buffer
+    memory_limit_mb: int = 2048     # auto loader: training rows above this size are streamed
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class Logreg:
     """L2 logistic regression, C by cross-validation."""
 
     logreg_n_c: int = 10            # C grid: logspace(-4, 2, logreg_n_c)
-    logreg_folds: int = 5
+    logreg_folds: int = 5           # cross-validation folds for C
 
 
 @dataclass(frozen=True)
@@ -147,11 +147,11 @@ class SemiLinear:
 class Gbdt:
     """scikit-learn's histogram gradient-boosted trees."""
 
-    gbdt_lr: float = 0.1
+    gbdt_lr: float = 0.1            # learning rate (shrinkage) of each tree
     gbdt_max_iter: int = 300        # trees, early-stopped on 20% of the labeled rows
-    gbdt_max_leaf_nodes: int = 15
+    gbdt_max_leaf_nodes: int = 15   # leaves per tree
     gbdt_min_leaf: int = 20         # rows a leaf must hold (scikit-learn's min_samples_leaf)
-    gbdt_l2: float = 1.0
+    gbdt_l2: float = 1.0            # L2 regularisation of the leaf values
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ def resolve_config(user: dict | None = None, switches: dict | None = None,
         hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(
             k, list(DEFAULTS), n=1)) else "") for k in unknown]
         raise CmixError(f"{where}: unknown config key(s) {', '.join(hints)}; the keys are "
-                        f"listed in cmix/learn/config.py and the README")
+                        f"listed in cmix/learn/config.py and docs/reference/config.md")
     cfg = {**DEFAULTS, **PRESETS[preset], **user, **(switches or {})}
     check_config(cfg, where)
     return Config.from_flat(cfg)

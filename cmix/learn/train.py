@@ -1,5 +1,5 @@
 """Contrastive Mixup training of a group of runs: the stages of cmix, mlp and the
-ablations (the method as Darabi et al. 2021 describe it; departures in the README).
+ablations (the method as Darabi et al. 2021 describe it; departures in docs/method.md).
 
 Stages: splits -> pre-training (within-class mixup at a random encoder layer, SupCon +
 reconstruction, label propagation after ``warmup_epochs`` and every ``lp_every`` epochs)
