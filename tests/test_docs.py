@@ -112,7 +112,6 @@ URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 #: (file, citation) pairs left to their files' owners: benchmarks/RESULTS.md still cites
 #: the method document by its old name (now docs/method.md); the name is split here so
 #: that this file does not cite it too
-PENDING = {("benchmarks/RESULTS.md", "METHOD" ".md")}
 
 
 def _tracked() -> list:
@@ -137,8 +136,6 @@ def test_no_file_cites_a_missing_document():
             continue
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             for ref in MD_REF.findall(URL.sub("", line)):
-                if (f, ref) in PENDING:
-                    continue
                 target = ref.split("#", 1)[0]
                 if any((base / target).is_file() for base in (path.parent, ROOT, ROOT / "docs")):
                     continue
