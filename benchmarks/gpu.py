@@ -200,7 +200,7 @@ def synthetic_store(folder: Path, n_rows: int, n_snps: int, seed: int = 0) -> Pa
 def open_group(store: Path, n_models: int, budget: int, config: dict, device, folder: Path):
     """A Group of ``n_models`` cmix runs (seeds 1..n) on the store, its rows held on the
     device, opened as ``cmix train`` opens them."""
-    from cmix.learn import harness
+    from cmix.learn import context
     from cmix.learn.config import resolve_config
     from cmix.learn.data import RowSource
     from cmix.learn.group import Group
@@ -208,10 +208,10 @@ def open_group(store: Path, n_models: int, budget: int, config: dict, device, fo
 
     m = get_method("cmix")
     cfg = resolve_config(config, m.switches)
-    checked = harness.check_store(store, cfg)
+    checked = context.check_store(store, cfg)
     ctxs = []
     for s in range(1, n_models + 1):
-        ctx, state = harness.open_run(m, checked, budget, s, folder / f"g{n_models}_s{s}", cfg,
+        ctx, state = context.open_run(m, checked, budget, s, folder / f"g{n_models}_s{s}", cfg,
                                       str(device))
         ctx.state = state
         ctxs.append(ctx)

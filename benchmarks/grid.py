@@ -95,7 +95,8 @@ def _cell(args):
 
     torch.set_num_threads(1)
     os.environ.setdefault("CMIX_PROGRESS", "0")
-    from cmix.learn.harness import Reuse, train_seeds
+    from cmix.learn.context import Reuse
+    from cmix.learn.harness import train_seeds
 
     t = time.perf_counter()
     train_seeds(store, budget, seed_dirs, method=method, config=config, device="cpu",

@@ -117,22 +117,25 @@ def child(times_path: str, argv: list[str]) -> int:
     import cmix.locks as locks
     import cmix.runtime as runtime
     import cmix.learn.data as data
-    import cmix.learn.harness as harness
+    import cmix.learn.context as context
+    import cmix.learn.results as results
+    import cmix.learn.shared as shared
     from cmix.learn.methods import CLASSES
 
     for owner, attr, name in [
             (store, "verify_store", "verify"), (store, "open_store", "open store"),
-            (data, "make_splits", "splits"), (harness, "run_key_of", "run key"),
+            (data, "make_splits", "splits"), (context, "run_key_of", "run key"),
             (store, "store_fingerprint", "run key"), (store, "column_moments", "moments"),
-            (harness, "standardised_covariates", "covariates"),
+            (context, "standardised_covariates", "covariates"),
             (runtime, "resolve_device", "device"), (locks, "folder_lock", "run folder"),
             (atomic, "check_writable_dir", "run folder"),
-            (harness, "saved_state", "checkpoint read"),
-            (harness.RunContext, "save", "checkpoint writes"),
+            (context, "saved_state", "checkpoint read"),
+            (context.RunContext, "save", "checkpoint writes"),
             (store, "load_rows", "read rows"), (data, "load_rows", "read rows"),
-            (harness, "classification_metrics", "metrics"), (harness, "versions", "versions"),
-            (harness, "prediction_record", "prediction record"),
-            (harness, "write_predictions", "writes")]:
+            (results, "classification_metrics", "metrics"), (results, "versions", "versions"),
+            (shared, "versions", "versions"),
+            (results, "prediction_record", "prediction record"),
+            (results, "write_predictions", "writes")]:
         clock.wrap(owner, attr, name)
     for cls in {base for c in CLASSES.values() for base in c.__mro__}:
         for attr, name in (("fit", "fit"), ("predict_proba", "predict test"),

@@ -200,7 +200,8 @@ def _add_train(sub):
 
 def _run_train(args):
     from .learn.config import read_config_file, resolve_config
-    from .learn.harness import Reuse, train_seeds
+    from .learn.context import Reuse
+    from .learn.harness import train_seeds
     from .learn.methods import get_method
 
     seed_dirs = _seed_dirs(args.seed, args.out)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cmix.learn import baselines
-from cmix.learn import harness
+from cmix.learn import checkpoints, context, harness
 from cmix.learn.methods import METHODS
 from cmix.cli import main
 from cmix.genotypes.store import StoreContent, write_store
@@ -445,9 +445,9 @@ def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, me
     in the heads too: its masks came from torch's global generator, which a resumed run
     re-seeded at the head's build, so a resumed epoch drew epoch 0's masks."""
     cfg = {**TINY, "epochs": 3, "pred_epochs": 6, "pred_dropout": dropout}
-    monkeypatch.setattr(harness, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(context, "CHECKPOINT_SECONDS", 0.0)
     full = run_method(method, easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
-    real_save, calls = harness.RunContext.save, []
+    real_save, calls = context.RunContext.save, []
 
     def save_then_die(self, state, force=False):
         real_save(self, state, force)
@@ -455,10 +455,10 @@ def test_killed_run_resumes_to_identical_metrics(easy, tmp_path, monkeypatch, me
         if len(calls) == kill_after:
             raise _Killed
 
-    monkeypatch.setattr(harness.RunContext, "save", save_then_die)
+    monkeypatch.setattr(context.RunContext, "save", save_then_die)
     with pytest.raises(_Killed):
         run_method(method, easy[0], 100, 7, tmp_path / "killed", config=cfg, device="cpu")
-    monkeypatch.setattr(harness.RunContext, "save", real_save)
+    monkeypatch.setattr(context.RunContext, "save", real_save)
     assert not (tmp_path / "killed" / "metrics.json").exists()
     resumed = run_method(method, easy[0], 100, 7, tmp_path / "killed", config=cfg,
                          device="cpu")
@@ -474,15 +474,15 @@ def test_checkpoints_are_written_at_most_every_checkpoint_seconds(easy, tmp_path
     whose checkpoint was not written, it resumes from the first epoch's to the metrics and
     log of an uninterrupted run."""
     cfg = {**TINY, "epochs": 3, "pred_epochs": 6}
-    assert harness.CHECKPOINT_SECONDS >= 30
+    assert checkpoints.CHECKPOINT_SECONDS >= 30
     writes = []
-    real_write = harness.save_torch
+    real_write = context.save_torch
 
     def counted(obj, path):
         writes.append((obj["stage"], obj["epoch"]))
         real_write(obj, path)
 
-    monkeypatch.setattr(harness, "save_torch", counted)
+    monkeypatch.setattr(context, "save_torch", counted)
     full = run_method("cmix", easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
     assert writes == [("pretrain", 1), ("fitted", writes[1][1]), ("done", writes[2][1])]
     import cmix.learn.train as train_mod

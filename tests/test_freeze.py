@@ -48,8 +48,8 @@ EXACT = ("accuracy", "balanced_accuracy")
 
 def numerics() -> str:
     """The kind of CPU numerics a reference holds, e.g. "AuthenticAMD AVX2"
-    (:func:`cmix.learn.harness.numerics_kind` less its "cpu")."""
-    from cmix.learn.harness import numerics_kind
+    (:func:`cmix.learn.results.numerics_kind` less its "cpu")."""
+    from cmix.learn.results import numerics_kind
 
     return numerics_kind("cpu").removeprefix("cpu ")
 

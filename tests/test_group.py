@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cmix.learn import harness
+from cmix.learn import context, harness
 from store_helpers import simulate_labels, write_test_store
 
 TINY = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,
@@ -60,10 +60,10 @@ def make_group(store, seeds, tmp_path, method="cmix", config=TINY):
 
     m = get_method(method)
     cfg = resolve_config(config, m.switches)
-    checked = harness.check_store(store, cfg)
+    checked = context.check_store(store, cfg)
     ctxs = []
     for s in seeds:
-        ctx, state = harness.open_run(m, checked, 90, s, tmp_path / f"r{s}", cfg, "cpu")
+        ctx, state = context.open_run(m, checked, 90, s, tmp_path / f"r{s}", cfg, "cpu")
         ctx.state = state
         ctxs.append(ctx)
     return Group(ctxs, RowSource(checked.root, checked.train_split, "cpu"))

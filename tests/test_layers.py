@@ -349,3 +349,31 @@ def test_the_plumbing_modules_stay_small_and_below_every_layer():
         assert ast.get_docstring(ast.parse(text)), f"cmix/{name}.py has no module docstring"
         assert graph[f"cmix.{name}"] <= allowed, (name, graph[f"cmix.{name}"] - allowed)
     assert not (PKG / "io.py").exists(), "cmix/io.py: its parts belong in the plumbing modules"
+
+
+#: The run harness of cmix.learn, one concern a module, listed from the bottom up: the
+#: seed worker processes, the run folder and its checkpoint, a finished run's metrics
+#: and outputs, the shared-encoder cache, the run's context (checked store, opening a
+#: run), and the training entry points on top.
+HARNESS = ("seedpool", "checkpoints", "results", "shared", "context", "harness")
+MAX_HARNESS_LINES = 400
+
+
+def test_the_harness_modules_stay_small_and_import_downwards():
+    """Each harness module has a docstring, stays under MAX_HARNESS_LINES lines and
+    imports, of the harness, only the modules listed before it in HARNESS (at module
+    level or in a function). The rest of cmix.learn (methods, group loops, data, models)
+    sits below the harness and imports none of it."""
+    graph = import_graph()
+    names = [f"cmix.learn.{m}" for m in HARNESS]
+    for i, name in enumerate(HARNESS):
+        path = PKG / "learn" / f"{name}.py"
+        text = path.read_text()
+        n_lines = len(text.splitlines())
+        assert n_lines < MAX_HARNESS_LINES, f"cmix/learn/{name}.py: {n_lines} lines"
+        assert ast.get_docstring(ast.parse(text)), f"cmix/learn/{name}.py has no module docstring"
+        upward = graph[names[i]] & set(names[i:])
+        assert not upward, f"cmix/learn/{name}.py imports {sorted(upward)}, above it or itself"
+    below = {m: graph[m] & set(names) for m in graph
+             if m.startswith("cmix.learn") and m not in names}
+    assert not any(below.values()), {m: sorted(e) for m, e in below.items() if e}

@@ -217,7 +217,7 @@ def test_report_of_real_runs(tmp_path):
 
 
 def test_classification_metrics_against_direct_computation():
-    from cmix.learn.harness import classification_metrics
+    from cmix.learn.results import classification_metrics
 
     rng = np.random.default_rng(0)
     # binary: no tied scores, so AP is the mean over positives of the precision at their rank
@@ -293,10 +293,10 @@ def test_metrics_and_versions_import_no_scikit_learn():
     import torch
     import zarr
 
-    from cmix.learn.harness import versions
+    from cmix.learn.results import versions
 
     code = ("import sys, numpy as np\n"
-            "from cmix.learn.harness import classification_metrics, versions\n"
+            "from cmix.learn.results import classification_metrics, versions\n"
             "classification_metrics(np.array([0, 1, 2, 1]), np.eye(3)[[0, 1, 1, 2]], 3)\n"
             "versions()\n"
             "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
@@ -461,7 +461,7 @@ def write_runs_with_predictions(root, trait, shares, methods, budgets, seeds, n_
     """Fake runs whose metrics.json holds the metrics of their own predictions.npz (test
     classes with the given shares, probabilities that favour the true class more for
     later methods), and a latent for cmix."""
-    from cmix.learn.harness import classification_metrics, write_predictions
+    from cmix.learn.results import classification_metrics, write_predictions
 
     c = len(shares)
     y = np.repeat(np.arange(c), np.round(np.array(shares) * n_test).astype(int))[:n_test]
@@ -602,7 +602,7 @@ def test_non_finite_probabilities_get_no_metrics():
     """A diverged network's NaN probabilities scored AUROC 0.556 and accuracy 0.5
     (scikit-learn raises); now one message and no metrics."""
     from cmix.errors import CmixError
-    from cmix.learn.harness import classification_metrics
+    from cmix.learn.results import classification_metrics
 
     prob = np.full((6, 2), 0.5)
     prob[2] = np.nan

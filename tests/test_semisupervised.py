@@ -175,9 +175,15 @@ def test_pseudo_labels_once_used_stay_until_the_head_is_shown_better(monkeypatch
     z, y = order_labeled_first(z, y, 60)
     judge = judge_mask(y[:60])
     monkeypatch.setattr(lp, "heldout_head_right", lambda *a: np.ones(int(judge.sum()), bool))
-    args = ({"latent": z}, y[:60], judge, 3, z[:60])
-    first = judged_label_propagation(*args, ks=(3,))
-    later = judged_label_propagation(*args, ks=(3,), accepted=True)
+    from cmix.learn.labelprop import Folds, cross_fitted_label_propagation
+
+    def one_fold(z, y, judge, accepted):
+        folds = Folds(assignment=np.where(judge, 0, -1), spaces=[{"latent": z}],
+                      features=[z[:len(judge)]], withheld=int(judge.sum()))
+        return cross_fitted_label_propagation({"latent": z}, y[:len(judge)], 3, folds,
+                                              ks=(3,), accepted=accepted)
+
+    first, later = one_fold(z, y, judge, False), one_fold(z, y, judge, True)
     assert first.heldout_accuracy == first.head_accuracy == 1.0
     assert not first.used and later.used and later.p_value == 1.0
 
@@ -185,8 +191,7 @@ def test_pseudo_labels_once_used_stay_until_the_head_is_shown_better(monkeypatch
     z, y = order_labeled_first(z, y, 150)
     judge = judge_mask(y[:150], 0.4)
     monkeypatch.setattr(lp, "heldout_head_right", lambda *a: np.ones(int(judge.sum()), bool))
-    worse = judged_label_propagation({"latent": z}, y[:150], judge, 3, z[:150], ks=(3,),
-                                     accepted=True)
+    worse = one_fold(z, y, judge, True)
     n_wrong = round((1 - worse.heldout_accuracy) * judge.sum())
     assert n_wrong >= 5 and worse.p_value == pytest.approx(0.5 ** n_wrong)
     assert not worse.used and np.all(worse.weight[150:] == 0)
@@ -440,8 +445,7 @@ def test_every_labeled_row_is_judged_once_by_a_model_that_never_saw_it():
     shifted = [z + 0.01 * f for f in range(3)]          # each fold model its own latent
     folds = Folds(assignment=fold, spaces=[{"latent": s} for s in shifted],
                   features=[s[:n_l] for s in shifted], withheld=0)
-    res = cross_fitted_label_propagation({"latent": z}, y[:n_l], 3, z[:n_l], folds,
-                                         ks=(5,))
+    res = cross_fitted_label_propagation({"latent": z}, y[:n_l], 3, folds, ks=(5,))
     pos = np.arange(n_l)
     right = np.zeros(n_l, bool)
     counted = np.zeros(n_l, int)

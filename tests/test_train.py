@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import cmix.learn.train as train_mod
-from cmix.learn import harness
+from cmix.learn import checkpoints, context, harness, shared
 from cmix.cli import main
 from cmix.learn.methods import METHODS
 from cmix.errors import CmixError
@@ -266,17 +266,17 @@ def test_the_checkpoint_holds_every_field_of_the_state(tmp_path):
     from cmix.atomic import load_torch
 
     g = torch.Generator().manual_seed(0)
-    state = harness.RunState(run_key="k", stage="predictor", epoch=3,
-                             history=[{"stage": "pretrain", "epoch": 1, "loss": 0.5}],
-                             times={"pretrain": 1.25},
-                             parts={"pretrain": {"model": {"w": torch.randn(4, 3, generator=g)}},
-                                    "pseudo": {"label": np.arange(5), "weight": np.ones(5)},
-                                    "report": {"validation": None, "list": [1, (2, 3)]}})
+    state = checkpoints.RunState(run_key="k", stage="predictor", epoch=3,
+                                 history=[{"stage": "pretrain", "epoch": 1, "loss": 0.5}],
+                                 times={"pretrain": 1.25},
+                                 parts={"pretrain": {"model": {"w": torch.randn(4, 3, generator=g)}},
+                                        "pseudo": {"label": np.arange(5), "weight": np.ones(5)},
+                                        "report": {"validation": None, "list": [1, (2, 3)]}})
     ctx = SimpleNamespace(out_dir=tmp_path)
-    harness.RunContext.save(ctx, state, force=True)
-    saved = load_torch(tmp_path / harness.CHECKPOINT_FILE)
+    context.RunContext.save(ctx, state, force=True)
+    saved = load_torch(tmp_path / checkpoints.CHECKPOINT_FILE)
     assert _same(saved, asdict(state))
-    assert (tmp_path / harness.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"
+    assert (tmp_path / checkpoints.LOG_FILE).read_text() == json.dumps(state.history[0]) + "\n"
 
 
 def _python(code: str) -> str:
@@ -493,7 +493,7 @@ def test_a_group_of_seeds_matches_lone_runs(toy_store, tmp_path, method, threads
     seeds = [4, 9, 2]
     dirs = {s: tmp_path / f"many/seed{s}" for s in seeds}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(harness, "_seed_feeders", None)      # no worker process is started
+        mp.setattr(harness, "seed_feeders", None)       # no worker process is started
         many = harness.train_seeds(toy_store, 60, dirs, method=method,
                                    config={**TINY, "pred_dropout": 0.2}, device="cpu",
                                    threads=threads)
@@ -587,7 +587,7 @@ def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_pat
     for m in methods:
         shared[m] = harness.train_run(toy_store, 60, 9, tmp_path / "shared" / m, method=m,
                                       config=TINY, device="cpu",
-                                      reuse=harness.Reuse(encoders=enc))
+                                      reuse=context.Reuse(encoders=enc))
         n_files.append(len(list(enc.glob("*.pt"))))
     assert n_files == ([2, 2, 2, 4] if not used else [1, 1, 2, 3])
     for m in methods:
@@ -609,7 +609,7 @@ def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path)
 
     from cmix.learn.config import resolve_config
     from cmix.learn.data import make_splits
-    from cmix.learn.harness import check_store
+    from cmix.learn.context import check_store
 
     def key(method="cmix", pseudo="judged", seed=9, budget=60, **config):
         cfg = resolve_config({**TINY, **config}, METHODS[method].switches)
@@ -617,7 +617,7 @@ def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path)
         ctx = SimpleNamespace(cfg=cfg, trait=str(store.root.attrs["trait"]), budget=budget,
                               seed=seed, store_sha256=store.sha256, dev=torch.device("cpu"),
                               splits=make_splits(store.root, budget, seed, 0.2, "toy.zarr"))
-        return harness.shared_stage_key(ctx, pseudo)
+        return shared.shared_stage_key(ctx, pseudo)
 
     base = key()
     assert key("cmix_selfsl_pl") == base
@@ -640,25 +640,25 @@ def test_a_damaged_shared_encoder_stops_the_run(toy_store, tmp_path):
     """A shared encoder file cut short, or holding another key, is refused by name."""
     enc = tmp_path / "encoders"
     harness.train_run(toy_store, 60, 9, tmp_path / "a", method="cmix_selfsl", config=TINY,
-                      device="cpu", reuse=harness.Reuse(encoders=enc))
+                      device="cpu", reuse=context.Reuse(encoders=enc))
     (path,) = enc.glob("*.pt")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CmixError, match=path.name):
         harness.train_run(toy_store, 60, 9, tmp_path / "b", method="cmix_selfsl",
-                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
+                          config=TINY, device="cpu", reuse=context.Reuse(encoders=enc))
     other = tmp_path / "other"
     harness.train_run(toy_store, 60, 10, tmp_path / "c", method="cmix_selfsl", config=TINY,
-                      device="cpu", reuse=harness.Reuse(encoders=other))
+                      device="cpu", reuse=context.Reuse(encoders=other))
     (wrong,) = other.glob("*.pt")
     shutil.copyfile(wrong, path)
     with pytest.raises(CmixError, match="another run"):
         harness.train_run(toy_store, 60, 9, tmp_path / "d", method="cmix_selfsl",
-                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
+                          config=TINY, device="cpu", reuse=context.Reuse(encoders=enc))
     torch.save(torch.zeros(3), path)            # a torch file, not a shared stage
     with pytest.raises(CmixError, match="another run"):
         harness.train_run(toy_store, 60, 9, tmp_path / "e", method="cmix_selfsl",
-                          config=TINY, device="cpu", reuse=harness.Reuse(encoders=enc))
+                          config=TINY, device="cpu", reuse=context.Reuse(encoders=enc))
 
 
 def test_a_shared_encoder_folder_that_cannot_be_written_is_refused_first(toy_store, tmp_path,

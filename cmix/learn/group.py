@@ -2,7 +2,7 @@
 (the seeds of one ``cmix train`` call) share every step's tensor operations.
 
 Each run keeps its own folder, splits, labeled rows, random streams, early stopping,
-pseudo-labels, checkpoint and metrics (its :class:`cmix.learn.harness.RunContext`); the
+pseudo-labels, checkpoint and metrics (its :class:`cmix.learn.context.RunContext`); the
 group holds their models as one set of parameters with a leading model axis
 (:mod:`cmix.learn.nn`) and the store's training rows once (:class:`cmix.learn.data.RowSource`).
 A model that has finished a stage, or has no rows in a step, is masked (its optimiser
@@ -165,7 +165,7 @@ class Group:
     # ------------------------------------------------------------ checkpoints
     def save(self, write_parts, force: bool = False) -> None:
         """Every run's checkpoint, when one of them has not been written for
-        :data:`cmix.learn.harness.CHECKPOINT_SECONDS` (``save_due``; a run's first epoch
+        :data:`cmix.learn.checkpoints.CHECKPOINT_SECONDS` (``save_due``; a run's first epoch
         is written at once) or with ``force``; the group decides once for all its runs, so their
         checkpoints stay at one epoch. ``write_parts(i, state)`` first puts model i's
         modules in its state's parts (done only when writing: copying every model's

@@ -371,15 +371,13 @@ class Folds:
 def judged_label_propagation(spaces: dict, labeled_y: np.ndarray, judge: np.ndarray,
                              n_classes: int, head_features: np.ndarray,
                              lp: PseudoLabels = PseudoLabels(),
-                             ks=(3, 10), alphas=None,
-                             accepted: bool = False) -> JudgedPseudoLabels:
+                             ks=(3, 10), alphas=None) -> JudgedPseudoLabels:
     """Label propagation judged on one fold of the labeled rows, ``judge`` (n_L,) bool,
     whose labels the one model of ``spaces`` never saw (it both judges and makes the
     pseudo-labels): :func:`cross_fitted_label_propagation` with that one fold."""
     folds = Folds(assignment=np.where(judge, 0, -1), spaces=[spaces], features=[head_features],
                   withheld=int(np.sum(judge)))
-    return cross_fitted_label_propagation(spaces, labeled_y, n_classes, head_features, folds,
-                                          lp, ks, alphas, accepted)
+    return cross_fitted_label_propagation(spaces, labeled_y, n_classes, folds, lp, ks, alphas)
 
 
 class Graphs:
@@ -443,7 +441,7 @@ def pooled_head_right(labeled_y: np.ndarray, folds: "Folds") -> np.ndarray:
 
 
 def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classes: int,
-                                   features: np.ndarray, folds: Folds,
+                                   folds: Folds,
                                    lp: PseudoLabels = PseudoLabels(), ks=(3, 10),
                                    alphas=None, accepted: bool = False) -> JudgedPseudoLabels:
     """Label propagation whose graph is chosen, and whose pseudo-labels are weighted, by
@@ -454,7 +452,6 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     are returned), or the (index, sim) of their :func:`knn_neighbours` with at least
     max(ks) columns (a space whose features do not change between calls, searched once
     by the caller); rows 0..n_L-1 are the labeled rows, with classes labeled_y (n_L,).
-    features (n_L, h): the final model's labeled latent (unused by the judging itself).
     For each space, each k in ``ks`` and each alpha in ``alphas`` (default: lp.lp_alpha
     alone), and each fold f of ``folds``, the propagation on fold model f's kNN graph is
     seeded with the labeled rows outside fold f only, so fold f's rows are labeled as an
@@ -474,12 +471,9 @@ def cross_fitted_label_propagation(spaces: dict, labeled_y: np.ndarray, n_classe
     model seeded with every labeled row, and each fold model's own (``fold_pseudo``) from
     its graph seeded with the rows it saw. ``used`` also asks that the unlabeled rows'
     weights add up to at least ``folds.withheld`` (the labels the final model gave up to
-    judge them: weight is what a row counts for in the losses, a labeled row's being 1);
-    pseudo-labels worth less are not used, and every weight is then 0. lp: the config's
-    ``pseudo_labels`` section (:func:`propagate`'s settings; the kNN search in blocks of
-    lp_block rows). Everything runs where the spaces' features are: the kNN searches and
-    the conjugate gradients with torch on the device of a space given as a tensor (the
-    training device's latent), else on the CPU."""
+    judge them); pseudo-labels worth less are not used, and every weight is then 0. lp:
+    the config's ``pseudo_labels`` section. The kNN searches and conjugate gradients run
+    with torch where a space given as a tensor is (the training device), else on the CPU."""
     pos = np.arange(len(labeled_y))
     fold = np.asarray(folds.assignment)
     held_all = pos[fold >= 0]

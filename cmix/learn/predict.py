@@ -2,7 +2,7 @@
 .pgen or BGEN, or a per-chromosome set of them: :func:`cmix.genotypes.sources.open_source`).
 
 A run's checkpoint holds what prediction needs: ``parts["predict"]`` (written by
-:func:`cmix.learn.harness.finish`): the store's variants and their effect alleles and the
+:func:`cmix.learn.results.finish`): the store's variants and their effect alleles and the
 standardisation moments of the covariates; ``parts["model"]``: the fitted method's state
 dict (:mod:`cmix.learn.methods`). :func:`predict` rebuilds the method of each run from
 that dict alone, with no code per method, reads the same variants from

@@ -406,7 +406,6 @@ def judged_look(group, model, folds: dict, pcs_cache: dict):
         accepted = any(look["used"] for look in ctx.parts.get("lp_info") or [])
         res = cross_fitted_label_propagation(
             spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
-            z[i, :n_l].cpu().numpy(),
             Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
                   features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
             lp, ks=(lp.lp_k,), accepted=accepted)

@@ -1,6 +1,6 @@
 """What every method is: a class fitted on a run's data that predicts class probabilities.
 
-``fit(data)`` gets the run (:class:`cmix.learn.harness.RunContext`): ``cfg``, ``seed``,
+``fit(data)`` gets the run (:class:`cmix.learn.context.RunContext`): ``cfg``, ``seed``,
 ``splits`` (row indices), the training split's dosage moments ``mean``/``sd`` (M,), the
 standardised covariates ``cov`` (n_rows, K), ``rows(rows)`` (int8 dosages on the device)
 and the checkpoint's ``parts``, where a long fit keeps its progress. The network methods

@@ -467,9 +467,9 @@ def judged_pretraining(group, model) -> None:
 
 def shared_stage(group, stage: str, pseudo, run) -> None:
     """Run pre-training stage ``stage`` (``run()``) for the runs that cannot take it from
-    the shared-encoder folder (:func:`cmix.learn.harness.take_shared_stage`; ``pseudo``:
+    the shared-encoder folder (:func:`cmix.learn.shared.take_shared_stage`; ``pseudo``:
     "judged", "unjudged" or None), and leave it there for the others' later use
-    (:func:`cmix.learn.harness.share_stage`). A run that took it is inactive in the
+    (:func:`cmix.learn.shared.share_stage`). A run that took it is inactive in the
     group's loop (its state is past the stage)."""
     runs = group.runs()
     taken = [c.take_shared(stage, pseudo) for c in runs]
