@@ -494,13 +494,13 @@ def _load_trait_config(text: str, trait: str) -> dict:
     """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
     checked by :func:`cmix.genotypes.phenotypes.check_trait_config`."""
     from .errors import CmixError
-    from .text import input_file, parse_json
+    from .text import parse_json, read_config_text
     from .genotypes.phenotypes import check_trait_config
 
     source = "--trait-config"
     if not text.lstrip().startswith(("{", "[")):
-        path = input_file(text, "--trait-config expects JSON text or a JSON file")
-        source, text = str(path), path.read_text()
+        path, text = read_config_text(text, "--trait-config expects JSON text or a JSON file")
+        source = str(path)
     config = parse_json(text, source)
     if not isinstance(config, dict):
         raise CmixError(f"{source}: the trait config must be a JSON object of trait settings "
@@ -513,14 +513,14 @@ def _load_trait_config(text: str, trait: str) -> dict:
 def _load_covariates(text: str | None) -> dict | None:
     """The --covariates JSON (text starting with ``{``, else a file name), checked."""
     from .genotypes.covariates import check_spec
-    from .text import input_file, parse_json
+    from .text import parse_json, read_config_text
 
     if text is None:
         return None
     source = "--covariates"
     if not text.lstrip().startswith(("{", "[")):
-        path = input_file(text, "--covariates expects JSON text or a JSON file")
-        source, text = str(path), path.read_text()
+        path, text = read_config_text(text, "--covariates expects JSON text or a JSON file")
+        source = str(path)
     return check_spec(parse_json(text, source), source)
 
 

@@ -199,12 +199,12 @@ def default_populations() -> list[dict]:
 
 def load_populations(path) -> list[dict]:
     """Read and check a population list from a JSON file (a list, or {"populations": [...]})."""
-    path = Path(path)
+    from .text import read_config_text
+
+    path, text = read_config_text(path, "ancestry JSON")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CmixError(f"{path}: file not found (ancestry JSON)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
         raise CmixError(f"{path}: not a readable JSON file ({e})") from None
     if isinstance(data, dict) and "populations" in data:
         data = data["populations"]

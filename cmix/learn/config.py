@@ -250,10 +250,9 @@ def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file, or one that gives a key twice, raises
     CmixError. For the CLI only."""
-    from ..text import input_file, parse_json, parse_yaml
+    from ..text import parse_json, parse_yaml, read_config_text
 
-    path = input_file(path, "trainer config")
-    text = path.read_text()
+    path, text = read_config_text(path, "trainer config")
     if path.suffix == ".json":
         user = parse_json(text, str(path))
     else:
