@@ -385,3 +385,21 @@ def test_field_counts_match_a_line_by_line_count(tmp_path, sep, block):
         first_bad = next(i for i, c in expected(bad) if c != 3)
         with pytest.raises(CmixError, match=f"line {first_bad}: expected 3 columns"):
             data_line_numbers(path, 3, sep, "test", block=block)
+
+
+@pytest.mark.parametrize("case", ["text", "gzip"])
+def test_bgen_index_refuses_a_file_that_is_not_bgen(tmp_path, capsys, case):
+    """A text or gzipped file given to bgen-index is one message naming it; no .bgi is
+    written."""
+    text = b"#CHROM POS ID REF ALT this is a text table, not a BGEN file\n" * 3
+    data = {"text": text, "gzip": gzip.compress(text)}
+    d = tmp_path / "in"
+    d.mkdir()
+    path = d / "x.bgen"
+    path.write_bytes(data[case])
+    rc = main(["bgen-index", str(path)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[cmix]")]
+    assert rc == 1 and len(lines) == 1, err
+    assert lines[0].startswith(f"cmix bgen-index: error: {path}: not a BGEN file"), lines[0]
+    assert [p.name for p in d.iterdir()] == ["x.bgen"]
