@@ -501,3 +501,15 @@ def test_full_disk_in_qc_and_select(cohort, tiny_disk, capsys, step):
     line = first_error_line(capsys)
     assert "no space left on device" in line and str(tiny_disk) in line
     assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]     # nothing half-written
+
+
+@pytest.mark.parametrize("n", ["3", "49"])
+def test_a_discovery_cohort_too_small_for_its_p_values_is_refused(tmp_path, capsys, n):
+    """The simulated summary statistics' P-values are normal approximations of t
+    statistics: a discovery cohort of a handful of people would make noise significant."""
+    out = tmp_path / "sim"
+    assert main(["simulate", "--out", str(out), "--n-samples", "60", "--n-variants", "300",
+                 "--n-discovery", n]) == 1
+    line = first_error_line(capsys)
+    assert f"--n-discovery must be at least 50, got {n}" in line
+    assert not out.exists() or not list(out.iterdir())
