@@ -199,13 +199,17 @@ def _add_train(sub):
 
 
 def _run_train(args):
-    from .learn.config import read_config_file, resolve_config
+    from .learn.config import check_validation_rows, read_config_file, resolve_config
     from .learn.harness import Reuse, train_seeds
     from .learn.methods import get_method
 
     seed_dirs = _seed_dirs(args.seed, args.out)
     config = read_config_file(args.config) if args.config else {}
-    resolve_config(config, get_method(args.method).switches, where=args.config or "config")
+    method = get_method(args.method)
+    where = args.config or "config"
+    cfg = resolve_config(config, method.switches, where=where)
+    check_validation_rows(cfg.data.val_fraction, args.budget, method.name, method.network,
+                          where)
     train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
                 device=args.device, threads=args.threads,
                 reuse=Reuse(args.resume, args.shared_encoders))

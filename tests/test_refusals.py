@@ -513,3 +513,40 @@ def test_a_discovery_cohort_too_small_for_its_p_values_is_refused(tmp_path, caps
     line = first_error_line(capsys)
     assert f"--n-discovery must be at least 50, got {n}" in line
     assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("text,key,bound", [('{"epochs": 100000000000000000000000}', "epochs",
+                                             "10_000"),
+                                            ('{"pred_epochs": 10001}', "pred_epochs", "10_000"),
+                                            ('{"hidden": 1000001}', "hidden", "1_000_000"),
+                                            ('{"batch_size": 10000000}', "batch_size",
+                                             "1_000_000"),
+                                            ('{"lp_max_unlabeled": 10000000000}',
+                                             "lp_max_unlabeled", "1_000_000_000")])
+def test_config_integers_beyond_their_bound_are_refused(two_stores, tmp_path, capsys, text,
+                                                        key, bound):
+    """An integer key far beyond any sensible value (1e23 epochs would run forever) is
+    refused, naming the key and its bound."""
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(text)
+    assert main(train_args(a, tmp_path / "run", cfg)) == 1
+    line = first_error_line(capsys)
+    assert f"{cfg}: {key} = " in line and f"expected an integer <= {bound}" in line
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("val_fraction", [0, 0.001])
+@pytest.mark.parametrize("method", ["mlp", "cmix"])
+def test_no_validation_row_for_a_network_method_is_refused(two_stores, tmp_path, capsys,
+                                                           method, val_fraction):
+    """A network's predictor early-stops on the validation rows: with none it would keep
+    its untrained start (best epoch 0)."""
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**FAST, "val_fraction": val_fraction}))
+    assert main(train_args(a, tmp_path / "run", cfg, method=method)) == 1
+    line = first_error_line(capsys)
+    assert f"{cfg}: val_fraction = {val_fraction}" in line and f"method {method!r}" in line
+    assert "early-stops on the validation rows" in line
+    assert not (tmp_path / "run" / "metrics.json").exists()
