@@ -601,8 +601,13 @@ def _run_gwas(args):
     from .logs import log
     from .genotypes.covariates import SampleTables
     from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
+    from .errors import CmixError
     from .genotypes.sources import GenotypeFiles
 
+    if args.discovery_fraction is not None and args.ids_out is None:
+        raise CmixError("--discovery-fraction draws the people the GWAS tests; give "
+                        "--ids-out FILE to write them (cmix store --discovery needs them to "
+                        "keep the discovery people out of the trait's store)")
     model = GwasModel(trait=args.trait,
                       trait_config=_load_trait_config(args.trait_config, args.trait),
                       multiclass=args.multiclass, covariates=_load_covariates(args.covariates))

@@ -364,9 +364,20 @@ def test_external_source_is_recorded_with_its_overlap(small, tmp_path):
 ])
 def test_refusals_name_the_problem(small, tmp_path, capsys, extra, message):
     out = tmp_path / "ss.gz"
-    assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5", *extra) == 1
+    assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5",
+                "--ids-out", str(tmp_path / "d.id"), *extra) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_discovery_draw_without_ids_out_is_refused(small, tmp_path, capsys):
+    """--discovery-fraction without --ids-out would test people written nowhere: the
+    store could not keep them out."""
+    out = tmp_path / "ss.gz"
+    assert gwas(small, "mean_platelet_volume", MPV, out, "--discovery-fraction", "0.5") == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "give --ids-out FILE" in err[0], err
+    assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------ the workflow
