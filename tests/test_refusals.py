@@ -550,3 +550,24 @@ def test_no_validation_row_for_a_network_method_is_refused(two_stores, tmp_path,
     assert f"{cfg}: val_fraction = {val_fraction}" in line and f"method {method!r}" in line
     assert "early-stops on the validation rows" in line
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_an_error_on_a_temporary_name_names_the_real_output(tmp_path):
+    """An OSError raised on ``.NAME.HOST.PID.tmp`` (here: a folder where the temporary
+    file goes) is reported naming the output, and leaves nothing behind."""
+    from cmix.atomic import atomic_outputs
+
+    target = tmp_path / "target.tsv"
+    with pytest.raises(CmixError) as err:
+        with atomic_path(target) as tmp:
+            tmp.mkdir()
+            open(tmp, "w")
+    assert str(err.value).startswith(f"{target}: cannot write it (Is a directory)")
+    assert ".tmp" not in str(err.value)
+    with pytest.raises(CmixError) as err:
+        with atomic_outputs(tmp_path / "a.tsv", target) as tmps:
+            tmps[0].write_text("x")
+            tmps[1].mkdir()
+            open(tmps[1], "w")
+    assert str(err.value).startswith(f"{target}: cannot write it") and ".tmp" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
