@@ -255,6 +255,9 @@ def _add_predict(sub):
                    help="least share of the run's variants the file set must have (default 0.8)")
     p.add_argument("--allow-overlap", action="store_true",
                    help="allow people who were training rows of the run")
+    p.add_argument("--allow-discovery", action="store_true",
+                   help="allow people of the discovery GWAS that chose the run's SNPs (a "
+                        "warning gives their count)")
     p.add_argument("--out", required=True, help="output TSV")
     p.set_defaults(func=_run_predict)
 
@@ -266,7 +269,8 @@ def _run_predict(args):
 
     tables = SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec)
     predict(args.run, args.out, GenotypeFiles(**_genotype_kwargs(args)), tables, pca=args.pca,
-            min_shared=args.min_shared, allow_overlap=args.allow_overlap)
+            min_shared=args.min_shared, allow_overlap=args.allow_overlap,
+            allow_discovery=args.allow_discovery)
 
 
 # ---------------------------------------------------------------------------- report

@@ -440,3 +440,43 @@ def test_demo_runs_either_way_to_the_stores(tmp_path):
     assert mpv.attrs["provenance"]["snp_source"] == {
         "kind": "external", "file": "mean_platelet_volume.txt.gz", "overlap": "no"}
     assert disc & {str(i) for i in mpv["sample_id"][:]}     # only hair colour's route
+
+
+def test_predict_refuses_the_discovery_people_unless_allowed(small, tmp_path, capsys):
+    """The discovery GWAS's people chose the run's SNPs: predicting them is optimistic.
+    The store records their IDs; predict refuses them, or with --allow-discovery warns
+    with their count (never their IDs)."""
+    import subprocess
+
+    c = small / "c"
+    ids, ss = tmp_path / "disc.id", tmp_path / "ss.gz"
+    assert gwas(small, "mean_platelet_volume", MPV, ss, "--discovery-fraction", "0.5",
+                "--ids-out", str(ids)) == 0
+    assert main(["select", "--sumstats", str(ss), "--bfile", str(c / "genotypes"),
+                 "--top", "30", "--out", str(tmp_path / "snps.tsv")]) == 0
+    store = tmp_path / "mpv.zarr"
+    assert main(["store", "--bfile", str(c / "genotypes"), "--snps", str(tmp_path / "snps.tsv"),
+                 "--pheno", str(c / "phenotypes.tsv"), "--trait", "mean_platelet_volume",
+                 "--trait-config", json.dumps(MPV), "--discovery", str(ids),
+                 "--out", str(store)]) == 0
+    disc = sorted(pd.read_csv(ids, sep="\t", dtype=str)["IID"])
+    root = zarr.open_group(str(store), mode="r")
+    assert [str(v) for v in root["discovery_id"][:]] == disc
+    run = tmp_path / "run"
+    assert main(["train", "--store", str(store), "--budget", "40", "--seed", "1", "--method",
+                 "logreg", "--device", "cpu", "--out", str(run)]) == 0
+    subprocess.run(["plink2", "--bfile", str(c / "genotypes"), "--keep", str(ids),
+                    "--make-bed", "--out", str(tmp_path / "disc")], check=True,
+                   capture_output=True)
+    capsys.readouterr()
+    out = tmp_path / "p.tsv"
+    args = ["predict", "--run", str(run), "--bfile", str(tmp_path / "disc"), "--out", str(out)]
+    assert main(args) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"{len(disc)} people are in the discovery set" in err[0], err
+    assert "--allow-discovery" in err[0] and not out.exists()
+    assert main([*args, "--allow-discovery"]) == 0
+    log = capsys.readouterr().err
+    assert f"warning: {len(disc)} people are in the discovery set" in log
+    assert not any(i in log for i in disc)
+    assert len(pd.read_csv(out, sep="\t")) == len(disc)
