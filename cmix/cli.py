@@ -427,7 +427,8 @@ def _add_select(sub):
 def _run_select(args):
     from .logs import log
     from .genotypes.sources import GenotypeFiles
-    from .genotypes.sumstats import SelectionOptions, select_snps, write_selection
+    from .genotypes.sumstats import (SelectionOptions, select_snps, selection_source,
+                                     write_selection)
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -443,7 +444,8 @@ def _run_select(args):
         SelectionOptions(top=args.top, extract=args.extract, column_map=column_map,
                          keep_ambiguous=args.keep_ambiguous, clump_params=clump,
                          keep=args.keep, mfi=args.mfi, min_info=args.min_info))
-    out, steps_path = write_selection(args.out, selected, steps)
+    out, steps_path = write_selection(args.out, selected, steps,
+                                      selection_source(args.sumstats))
     for row in steps.itertuples(index=False):
         log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
     log(f"wrote {out} ({len(selected)} SNPs) and {steps_path}")
@@ -536,6 +538,7 @@ def _run_store(args):
     from .errors import CmixError
     from .logs import log
     from .genotypes.gwas import snp_source
+    from .genotypes.sumstats import read_selection_source
     from .genotypes.sources import GenotypeFiles
     from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
 
@@ -553,7 +556,8 @@ def _run_store(args):
         StoreInputs(snps=args.snps, pheno=args.pheno, trait=args.trait,
                     trait_config=trait_config,
                     snp_source=snp_source(discovery=args.discovery, sumstats=args.sumstats,
-                                          overlap=args.overlap)),
+                                          overlap=args.overlap,
+                                          selection_source=read_selection_source(args.snps))),
         StoreSamples(keep=args.keep, discovery=args.discovery,
                      covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
                      eigenvec=args.eigenvec, sample_filters=sample_filters),
@@ -945,10 +949,12 @@ def _outputs(args) -> list:
     if step in _PREFIX_OUTPUTS:
         return [Output("--out", out, "prefix", _PREFIX_OUTPUTS[step])]
     if step == "select":
-        return [Output("--out", out, suffixes=(".steps.tsv",))]
+        return [Output("--out", out, suffixes=(".steps.tsv", ".source.json"))]
     if step == "gwas":
-        ids = [Output("--ids-out", args.ids_out)] if args.ids_out is not None else []
-        return [Output("--out", out), *ids]
+        if args.ids_out is None:
+            return [Output("--out", out)]
+        return [Output("--out", out, suffixes=(".discovery.json",)),
+                Output("--ids-out", args.ids_out)]
     if step == "predict":
         return [Output("--out", out)]
     if step in ("simulate", "report"):       # folders they write into, with a manifest

@@ -400,7 +400,8 @@ def test_two_gwas_sharing_an_ids_out_never_mix_their_outputs(cohort, env, tmp_pa
         assert not second_out.exists() and not ids.exists()
     finally:
         _let_it_finish(first, fd, text)
-    assert sorted(p.name for p in ids.parent.iterdir()) == ["a.gz", "hair.discovery.id"]
+    assert sorted(p.name for p in ids.parent.iterdir()) == ["a.gz", "a.gz.discovery.json",
+                                                            "hair.discovery.id"]
 
 
 HOLD_LOCK = """
