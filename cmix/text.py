@@ -1,8 +1,9 @@
 """Reading users' text inputs: tables, ID lists, JSON and YAML.
 
 Every text input may be gzipped (told by its content, not its name), start with a UTF-8
-byte-order mark and end its lines with CRLF. A problem is one :class:`CmixError` naming
-the file, and the line (and column) where there is one.
+byte-order mark and end its lines with CRLF; config files (YAML/JSON, read by
+:func:`read_config_text`) must be plain UTF-8 text. A problem is one :class:`CmixError`
+naming the file, and the line (and column) where there is one.
 """
 
 from __future__ import annotations
