@@ -199,14 +199,18 @@ def _add_train(sub):
 
 
 def _run_train(args):
-    from .learn.config import read_config_file, resolve_config
+    from .learn.config import check_validation_rows, read_config_file, resolve_config
     from .learn.context import Reuse
     from .learn.harness import train_seeds
     from .learn.methods import get_method
 
     seed_dirs = _seed_dirs(args.seed, args.out)
     config = read_config_file(args.config) if args.config else {}
-    resolve_config(config, get_method(args.method).switches, where=args.config or "config")
+    method = get_method(args.method)
+    where = args.config or "config"
+    cfg = resolve_config(config, method.switches, where=where)
+    check_validation_rows(cfg.data.val_fraction, args.budget, method.name, method.network,
+                          where)
     train_seeds(args.store, args.budget, seed_dirs, method=args.method, config=config,
                 device=args.device, threads=args.threads,
                 reuse=Reuse(args.resume, args.shared_encoders))
@@ -252,6 +256,9 @@ def _add_predict(sub):
                    help="least share of the run's variants the file set must have (default 0.8)")
     p.add_argument("--allow-overlap", action="store_true",
                    help="allow people who were training rows of the run")
+    p.add_argument("--allow-discovery", action="store_true",
+                   help="allow people of the discovery GWAS that chose the run's SNPs (a "
+                        "warning gives their count)")
     p.add_argument("--out", required=True, help="output TSV")
     p.set_defaults(func=_run_predict)
 
@@ -263,7 +270,8 @@ def _run_predict(args):
 
     tables = SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec)
     predict(args.run, args.out, GenotypeFiles(**_genotype_kwargs(args)), tables, pca=args.pca,
-            min_shared=args.min_shared, allow_overlap=args.allow_overlap)
+            min_shared=args.min_shared, allow_overlap=args.allow_overlap,
+            allow_discovery=args.allow_discovery)
 
 
 # ---------------------------------------------------------------------------- report
@@ -420,7 +428,8 @@ def _add_select(sub):
 def _run_select(args):
     from .logs import log
     from .genotypes.sources import GenotypeFiles
-    from .genotypes.sumstats import SelectionOptions, select_snps, write_selection
+    from .genotypes.sumstats import (SelectionOptions, select_snps, selection_source,
+                                     write_selection)
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -436,7 +445,8 @@ def _run_select(args):
         SelectionOptions(top=args.top, extract=args.extract, column_map=column_map,
                          keep_ambiguous=args.keep_ambiguous, clump_params=clump,
                          keep=args.keep, mfi=args.mfi, min_info=args.min_info))
-    out, steps_path = write_selection(args.out, selected, steps)
+    out, steps_path = write_selection(args.out, selected, steps,
+                                      selection_source(args.sumstats))
     for row in steps.itertuples(index=False):
         log(f"  {row.step}: -{row.n_removed} -> {row.n_remaining}")
     log(f"wrote {out} ({len(selected)} SNPs) and {steps_path}")
@@ -495,13 +505,13 @@ def _load_trait_config(text: str, trait: str) -> dict:
     """The --trait-config JSON (text starting with ``{`` or ``[``, else a file name),
     checked by :func:`cmix.genotypes.phenotypes.check_trait_config`."""
     from .errors import CmixError
-    from .text import input_file, parse_json
+    from .text import parse_json, read_config_text
     from .genotypes.phenotypes import check_trait_config
 
     source = "--trait-config"
     if not text.lstrip().startswith(("{", "[")):
-        path = input_file(text, "--trait-config expects JSON text or a JSON file")
-        source, text = str(path), path.read_text()
+        path, text = read_config_text(text, "--trait-config expects JSON text or a JSON file")
+        source = str(path)
     config = parse_json(text, source)
     if not isinstance(config, dict):
         raise CmixError(f"{source}: the trait config must be a JSON object of trait settings "
@@ -514,14 +524,14 @@ def _load_trait_config(text: str, trait: str) -> dict:
 def _load_covariates(text: str | None) -> dict | None:
     """The --covariates JSON (text starting with ``{``, else a file name), checked."""
     from .genotypes.covariates import check_spec
-    from .text import input_file, parse_json
+    from .text import parse_json, read_config_text
 
     if text is None:
         return None
     source = "--covariates"
     if not text.lstrip().startswith(("{", "[")):
-        path = input_file(text, "--covariates expects JSON text or a JSON file")
-        source, text = str(path), path.read_text()
+        path, text = read_config_text(text, "--covariates expects JSON text or a JSON file")
+        source = str(path)
     return check_spec(parse_json(text, source), source)
 
 
@@ -529,6 +539,7 @@ def _run_store(args):
     from .errors import CmixError
     from .logs import log
     from .genotypes.gwas import snp_source
+    from .genotypes.sumstats import read_selection_source
     from .genotypes.sources import GenotypeFiles
     from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
 
@@ -546,7 +557,8 @@ def _run_store(args):
         StoreInputs(snps=args.snps, pheno=args.pheno, trait=args.trait,
                     trait_config=trait_config,
                     snp_source=snp_source(discovery=args.discovery, sumstats=args.sumstats,
-                                          overlap=args.overlap)),
+                                          overlap=args.overlap,
+                                          selection_source=read_selection_source(args.snps))),
         StoreSamples(keep=args.keep, discovery=args.discovery,
                      covariates=_load_covariates(args.covariates), sample_qc=args.sample_qc,
                      eigenvec=args.eigenvec, sample_filters=sample_filters),
@@ -598,8 +610,13 @@ def _run_gwas(args):
     from .logs import log
     from .genotypes.covariates import SampleTables
     from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
+    from .errors import CmixError
     from .genotypes.sources import GenotypeFiles
 
+    if args.discovery_fraction is not None and args.ids_out is None:
+        raise CmixError("--discovery-fraction draws the people the GWAS tests; give "
+                        "--ids-out FILE to write them (cmix store --discovery needs them to "
+                        "keep the discovery people out of the trait's store)")
     model = GwasModel(trait=args.trait,
                       trait_config=_load_trait_config(args.trait_config, args.trait),
                       multiclass=args.multiclass, covariates=_load_covariates(args.covariates))
@@ -933,10 +950,12 @@ def _outputs(args) -> list:
     if step in _PREFIX_OUTPUTS:
         return [Output("--out", out, "prefix", _PREFIX_OUTPUTS[step])]
     if step == "select":
-        return [Output("--out", out, suffixes=(".steps.tsv",))]
+        return [Output("--out", out, suffixes=(".steps.tsv", ".source.json"))]
     if step == "gwas":
-        ids = [Output("--ids-out", args.ids_out)] if args.ids_out is not None else []
-        return [Output("--out", out), *ids]
+        if args.ids_out is None:
+            return [Output("--out", out)]
+        return [Output("--out", out, suffixes=(".discovery.json",)),
+                Output("--ids-out", args.ids_out)]
     if step == "predict":
         return [Output("--out", out)]
     if step in ("simulate", "report"):       # folders they write into, with a manifest

@@ -86,45 +86,94 @@ def model_populations(model) -> list[str]:
             if getattr(p, "allow_samples", True) and getattr(p, "default_sampling_time", 0) in (0, None)]
 
 
-def parse_population_counts(spec, n_samples: int, names: list[str]) -> dict[str, int]:
-    """Cohort size per model population, in the order given.
+#: The smallest cohort: the withdrawal list names two of its people.
+MIN_COHORT = 2
 
-    spec: None (``n_samples`` shared equally over ``names``), a dict, or text
-    ``"YRI:500,CEU:2000"`` (counts; their sum is the cohort size) or ``"YRI:0.2,CEU:0.8"``
-    (shares of ``n_samples``, normalised, rounded by largest remainder). Every name must
-    be one of ``names``; CmixError otherwise.
+
+def parse_population_spec(spec) -> tuple[list[tuple[str, float]], bool]:
+    """The (name, value) pairs of a ``--populations`` spec and whether they are shares.
+
+    spec: text ``"YRI:500,CEU:2000"`` (counts: whole numbers written without a point) or
+    ``"YRI:0.2,CEU:0.8"`` (shares: numbers written with a point or an exponent, each in
+    (0, 1], summing to 1 within 1e-6), or a dict of ints (counts) or floats (shares).
+    Counts and shares mixed, shares that do not sum to 1, a name given twice, or counts
+    adding up to fewer than :data:`MIN_COHORT` people are a CmixError naming the entry.
     """
-    if spec is None:
-        items = [(n, 1.0) for n in names]
-        shares = True
+    if isinstance(spec, str):
+        items, kinds = [], []
+        for part in spec.split(","):
+            name, sep, value = part.strip().partition(":")
+            value = value.strip()
+            share = any(c in value for c in ".eE")
+            try:
+                v = (float(value) if share else int(value)) if sep and name.strip() else None
+            except ValueError:
+                v = None
+            if v is None or not math.isfinite(v) or v <= 0:
+                raise CmixError(f"--populations: {part.strip()!r}: expected NAME:COUNT (a "
+                                "whole number, e.g. YRI:500) or NAME:SHARE (a number with a "
+                                "point, e.g. YRI:0.2)")
+            items.append((name.strip(), float(v)))
+            kinds.append(share)
     else:
-        if isinstance(spec, str):
-            items = []
-            for part in spec.split(","):
-                name, sep, value = part.strip().partition(":")
-                try:
-                    v = float(value) if sep else float("nan")
-                except ValueError:
-                    v = float("nan")
-                if not math.isfinite(v) or v <= 0:
-                    raise CmixError(f"--populations: {part.strip()!r}: expected NAME:COUNT or "
-                                    f"NAME:SHARE with a positive number")
-                items.append((name.strip(), v))
-        else:
-            items = [(str(k), float(v)) for k, v in dict(spec).items()]
-        shares = not all(v == int(v) and v >= 1 for _, v in items)
+        items, kinds = [], []
+        for k, v in dict(spec).items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise CmixError(f"--populations: {k}: expected a count or a share, got {v!r}")
+            items.append((str(k), float(v)))
+            kinds.append(isinstance(v, float))
     seen = set()
     for name, v in items:
-        if name not in names:
-            raise CmixError(f"--populations: {name!r} is not a population of the model "
-                            f"(one of {', '.join(names)})")
         if name in seen:
             raise CmixError(f"--populations: {name!r} is given twice")
         if not (math.isfinite(v) and v > 0):
             raise CmixError(f"--populations: {name}: expected a positive count or share, got {v}")
         seen.add(name)
+    if any(kinds) and not all(kinds):
+        counts = [n for (n, _), k in zip(items, kinds) if not k]
+        shares = [n for (n, _), k in zip(items, kinds) if k]
+        raise CmixError(f"--populations: {', '.join(shares)} given as shares and "
+                        f"{', '.join(counts)} as counts; give every population a count "
+                        "(whole numbers: they are the cohort) or every one a share of "
+                        "--n-samples (numbers with a point, summing to 1)")
+    shares = all(kinds)
+    if shares:
+        over = [f"{n}:{v:g}" for n, v in items if v > 1]
+        total = math.fsum(v for _, v in items)
+        if over or abs(total - 1.0) > 1e-6:
+            raise CmixError(f"--populations: the shares sum to {total:.6g}"
+                            + (f" ({', '.join(over)} is above 1)" if over else "")
+                            + "; shares of --n-samples must sum to 1 (within 1e-6); give "
+                              "whole numbers for counts")
+    elif sum(v for _, v in items) < MIN_COHORT:
+        raise CmixError(f"--populations: the counts add up to {int(sum(v for _, v in items))} "
+                        f"{'person' if len(items) == 1 and items[0][1] == 1 else 'people'}; "
+                        f"a cohort needs at least {MIN_COHORT} (the withdrawal list names "
+                        "two of them); write NAME:1.0 for a share of the whole --n-samples")
+    return items, shares
+
+
+def parse_population_counts(spec, n_samples: int, names: list[str]) -> dict[str, int]:
+    """Cohort size per model population, in the order given.
+
+    spec: None (``n_samples`` shared equally over ``names``), or a spec of
+    :func:`parse_population_spec`: counts (their sum is the cohort size) or shares of
+    ``n_samples`` (rounded by largest remainder). Every name must be one of ``names``;
+    CmixError otherwise.
+    """
+    if spec is None:
+        items, shares = [(n, 1.0) for n in names], True
+    else:
+        items, shares = parse_population_spec(spec)
+    for name, _ in items:
+        if name not in names:
+            raise CmixError(f"--populations: {name!r} is not a population of the model "
+                            f"(one of {', '.join(names)})")
     if not shares:
         return {n: int(v) for n, v in items}
+    if n_samples < MIN_COHORT:
+        raise CmixError(f"--n-samples {n_samples}: a cohort needs at least {MIN_COHORT} "
+                        "people (the withdrawal list names two of them)")
     w = np.array([v for _, v in items], dtype=float)
     exact = n_samples * w / w.sum()
     counts = np.floor(exact).astype(int)
@@ -339,6 +388,8 @@ def simulate_coalescent_cohort(out_dir, design: CoalescentDesign = CoalescentDes
     are held in memory.
     """
     _check_options(design)
+    if design.populations is not None:       # a wrong spec is told before msprime is needed
+        parse_population_spec(design.populations)
     mdl = get_model(design.model)
     names = model_populations(mdl)
     counts = parse_population_counts(design.populations, design.n_samples, names)

@@ -273,15 +273,21 @@ def recorded_outputs(folder, command: str, names, previous, flag: str = "--out")
     folder = Path(folder)
     names = list(dict.fromkeys(str(n) for n in names))
     ours = set(previous)
+    foreign = []
     for name in names:
         path = folder / name
         if path.is_dir() and not path.is_symlink():
             raise CmixError(f"{_named(flag, folder)}: {name} there is a folder; cmix writes a file "
                             "of that name: move it away or give another folder")
         if (path.exists() or path.is_symlink()) and name not in ours:
-            raise CmixError(f"{_named(flag, folder)}: {name} there was not written by `cmix "
-                            f"{command}` (not in its {MANIFEST_FILE}); move it away or give "
-                            "another folder")
+            foreign.append(name)
+    if foreign:
+        listed = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more"
+                                            if len(foreign) > 10 else "")
+        raise CmixError(f"{_named(flag, folder)}: {listed} there "
+                        f"{'was' if len(foreign) == 1 else 'were'} not written by `cmix "
+                        f"{command}` (not in its {MANIFEST_FILE}) and would be overwritten; "
+                        "move them away or give another folder")
     stale = [n for n in previous if n not in names]
     folder.mkdir(parents=True, exist_ok=True)
     had_manifest = (folder / MANIFEST_FILE).exists()

@@ -199,12 +199,12 @@ def default_populations() -> list[dict]:
 
 def load_populations(path) -> list[dict]:
     """Read and check a population list from a JSON file (a list, or {"populations": [...]})."""
-    path = Path(path)
+    from .text import read_config_text
+
+    path, text = read_config_text(path, "ancestry JSON")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CmixError(f"{path}: file not found (ancestry JSON)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
         raise CmixError(f"{path}: not a readable JSON file ({e})") from None
     if isinstance(data, dict) and "populations" in data:
         data = data["populations"]
@@ -610,12 +610,20 @@ def _place_loci(rng, variants: pd.DataFrame, n_chrom: int) -> dict:
     return placed
 
 
+#: The smallest discovery cohort: the summary statistics' P-values are the normal
+#: approximation of each SNP's regression t statistic (n - 2 degrees of freedom), which
+#: with a handful of people makes chance effects look genome-wide significant.
+MIN_DISCOVERY = 50
+
+
 def check_discovery_size(n_discovery: int) -> None:
-    """CmixError unless the discovery cohort can give each SNP a regression with a
-    standard error (at least 3 people; the summary statistics would be NaN)."""
-    if n_discovery < 3:
-        raise CmixError(f"--n-discovery must be at least 3 (a per-SNP regression with a "
-                        f"standard error needs 3 people), got {n_discovery}")
+    """CmixError unless the discovery cohort has at least :data:`MIN_DISCOVERY` people,
+    enough for the normal-approximation P-values of its per-SNP regressions."""
+    if n_discovery < MIN_DISCOVERY:
+        raise CmixError(f"--n-discovery must be at least {MIN_DISCOVERY}, got {n_discovery}: "
+                        "the summary statistics' P-values are the normal approximation of "
+                        "each SNP's regression t statistic, which with fewer people makes "
+                        "chance effects look significant")
 
 
 def _resolve_populations(populations):

@@ -1,8 +1,9 @@
 """Reading users' text inputs: tables, ID lists, JSON and YAML.
 
 Every text input may be gzipped (told by its content, not its name), start with a UTF-8
-byte-order mark and end its lines with CRLF. A problem is one :class:`CmixError` naming
-the file, and the line (and column) where there is one.
+byte-order mark and end its lines with CRLF; config files (YAML/JSON, read by
+:func:`read_config_text`) must be plain UTF-8 text. A problem is one :class:`CmixError`
+naming the file, and the line (and column) where there is one.
 """
 
 from __future__ import annotations
@@ -159,6 +160,28 @@ def check_row_widths(path: str | os.PathLike, n_fields: int, sep: str, what: str
             raise CmixError(f"{path}, line {rows.line_num}: expected {n_fields} columns as in "
                             f"the header, found {len(row)} ({what}); a value too many or too "
                             "few shifts the columns")
+
+
+def read_config_text(path: str | os.PathLike, what: str) -> tuple[Path, str]:
+    """``path`` (checked by :func:`input_file`) and its text, for a YAML or JSON config.
+    A config is read as UTF-8 (a leading byte-order mark dropped); a gzipped file, or
+    bytes that are not UTF-8 (e.g. latin-1), are a CmixError naming the file and saying
+    that UTF-8 YAML/JSON text was expected."""
+    path = input_file(path, what)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CmixError(f"{path}: cannot read it ({err.strerror or err}; {what})") from None
+    if data[:2] == b"\x1f\x8b":
+        raise CmixError(f"{path}: is gzip-compressed; expected UTF-8 YAML/JSON text ({what}): "
+                        "decompress it first")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CmixError(f"{path}, line {line}: byte 0x{data[err.start]:02x} is not UTF-8; "
+                        f"expected UTF-8 YAML/JSON text ({what}): save it as UTF-8") from None
+    return path, text
 
 
 def parse_json(text: str, source: str):

@@ -386,3 +386,48 @@ def test_field_counts_match_a_line_by_line_count(tmp_path, sep, block):
         first_bad = next(i for i, c in expected(bad) if c != 3)
         with pytest.raises(CmixError, match=f"line {first_bad}: expected 3 columns"):
             data_line_numbers(path, 3, sep, "test", block=block)
+
+
+@pytest.mark.parametrize("case", ["text", "gzip"])
+def test_bgen_index_refuses_a_file_that_is_not_bgen(tmp_path, capsys, case):
+    """A text or gzipped file given to bgen-index is one message naming it; no .bgi is
+    written."""
+    text = b"#CHROM POS ID REF ALT this is a text table, not a BGEN file\n" * 3
+    data = {"text": text, "gzip": gzip.compress(text)}
+    d = tmp_path / "in"
+    d.mkdir()
+    path = d / "x.bgen"
+    path.write_bytes(data[case])
+    rc = main(["bgen-index", str(path)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[cmix]")]
+    assert rc == 1 and len(lines) == 1, err
+    assert lines[0].startswith(f"cmix bgen-index: error: {path}: not a BGEN file"), lines[0]
+    assert [p.name for p in d.iterdir()] == ["x.bgen"]
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("YRI:1", "the counts add up to 1 person; a cohort needs at least 2"),
+    ("YRI:0.5,CEU:100", "YRI given as shares and CEU as counts"),
+    ("YRI:0.1,CEU:0.1", "the shares sum to 0.2; shares of --n-samples must sum to 1"),
+    ("YRI:0.6,CEU:0.5", "the shares sum to 1.1; shares of --n-samples must sum to 1"),
+])
+def test_simulate_refuses_a_populations_spec_it_would_misread(tmp_path, capsys, spec,
+                                                              problem):
+    """Counts and shares are told apart by how they are written (a point makes a share);
+    mixed ones, shares not summing to 1 and a cohort of one person are refused before
+    anything is simulated (msprime not needed to be told)."""
+    fails(capsys, ["simulate", "--haplotypes", "coalescent", "--populations", spec,
+                   "--n-variants", "100", "--out", tmp_path / "o"],
+          "--populations", problem, tmp_path / "o")
+
+
+def test_a_share_of_one_is_the_whole_cohort():
+    from cmix.coalescent import parse_population_counts
+
+    assert parse_population_counts("ADMIX:1.0", 300, ["AFR", "ADMIX"]) == {"ADMIX": 300}
+    assert parse_population_counts({"ADMIX": 1.0}, 300, ["ADMIX"]) == {"ADMIX": 300}
+    assert parse_population_counts("AFR:0.25,ADMIX:0.75", 8, ["AFR", "ADMIX"]) == {
+        "AFR": 2, "ADMIX": 6}
+    assert parse_population_counts("AFR:3,ADMIX:5", 300, ["AFR", "ADMIX"]) == {
+        "AFR": 3, "ADMIX": 5}

@@ -138,7 +138,7 @@ def test_cli_same_seed_same_files(ooa, tmp_path):
     (["--populations", "YRI:10,XYZ:10"], "'XYZ' is not a population of the model"),
     (["--ancestry", "none"], "--ancestry is for --haplotypes balding-nichols"),
     (["--model", "AncientEurope_4A21"], "no population of this model is sampled at the"),
-    (["--n-discovery", "2"], "--n-discovery must be at least 3"),
+    (["--n-discovery", "49"], "--n-discovery must be at least 50"),
     # fails after the .bed is written: nothing of it may stay
     (["--n-variants", "8"], "too"),
 ])

@@ -282,3 +282,32 @@ def test_batch_source_refusals(cohort, selected, tmp_path, capsys, case, message
     assert message in err
     assert not out.exists()
 
+
+
+@pytest.mark.parametrize("fields, message", [
+    ([21022, 31, 21022], "covariates: fields lists 21022 twice"),
+    ([{"column": "f.31.0.0"}, {"column": "f.31.0.0"}],
+     "covariates: fields lists {'column': 'f.31.0.0'} twice"),
+    ([31, {"column": "f.31.0.0"}], "reads column 'f.31.0.0'"),
+])
+def test_a_covariate_field_given_twice_is_refused(cohort, selected, tmp_path, capsys, fields,
+                                                  message):
+    """A covariate column stored twice makes the discovery GWAS's covariates collinear
+    (plink2 stops); it is refused when the spec is read, naming the field."""
+    d, snps = selected
+    out = tmp_path / "dup.zarr"
+    assert main(store_args(cohort, snps, out, spec={**SPEC, "fields": fields})) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_gwas_refuses_a_covariate_field_given_twice(cohort, tmp_path, capsys):
+    out = tmp_path / "g" / "mpv.gwas.gz"
+    assert main(["gwas", "--bfile", str(cohort / "genotypes"), "--pheno",
+                 str(cohort / "phenotypes.tsv"), "--trait", "mpv", "--trait-config",
+                 json.dumps(MPV), "--covariates", json.dumps({"fields": [21022, 21022]}),
+                 "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "covariates: fields lists 21022 twice" in err[0], err
+    assert not out.parent.exists() or not list(out.parent.iterdir())

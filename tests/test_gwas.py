@@ -4,6 +4,7 @@ kept out of the store, and the store's provenance."""
 import gzip
 import hashlib
 import json
+import shutil
 import subprocess
 
 import numpy as np
@@ -14,6 +15,7 @@ import zarr
 from conftest import requires_plink2
 from test_workflow import ukb_standin  # noqa: F401  (a fixture)
 
+from cmix.atomic import file_sha256
 from cmix.cli import main
 from cmix.simulate import simulate_cohort
 
@@ -274,7 +276,8 @@ def test_discovery_people_never_enter_the_store(small, tmp_path):
     assert (abs(n_disc / n_all[n_disc.index] - 0.4) < 0.1).all()
     source = root.attrs["provenance"]["snp_source"]
     assert source == {"kind": "discovery", "n_discovery": len(disc), "engine": "plink2 --glm",
-                      "ids_sha256": hashlib.sha256("\n".join(sorted(disc)).encode()).hexdigest()}
+                      "ids_sha256": hashlib.sha256("\n".join(sorted(disc)).encode()).hexdigest(),
+                      "sumstats_sha256": file_sha256(ss), "discovery_gwas": True}
 
 
 @pytest.mark.parametrize("case, message", [
@@ -298,7 +301,13 @@ def test_a_discovery_list_the_store_cannot_match_is_refused(small, tmp_path, cap
         disc = disc.iloc[:0]
     ids = tmp_path / "disc.id"
     disc.to_csv(ids, sep="\t", header=["#FID", "IID"], index=False)
-    assert main(["select", "--sumstats", str(c / "sumstats/mean_platelet_volume.txt.gz"),
+    # summary statistics recorded as the GWAS of these very IIDs (as cmix gwas records them)
+    from cmix.genotypes.gwas import discovery_record_path, write_discovery_record
+
+    ss = tmp_path / "gwas.gz"
+    shutil.copy(c / "sumstats/mean_platelet_volume.txt.gz", ss)
+    write_discovery_record(discovery_record_path(ss), ss, disc[1].tolist())
+    assert main(["select", "--sumstats", str(ss),
                  "--bfile", str(c / "genotypes"), "--top", "20",
                  "--out", str(tmp_path / "snps.tsv")]) == 0
     store = tmp_path / "s.zarr"
@@ -354,7 +363,8 @@ def test_external_source_is_recorded_with_its_overlap(small, tmp_path):
                      "--sumstats", str(ss), *extra, "--out", str(store)]) == 0
         assert zarr.open_group(str(store), mode="r").attrs["provenance"] == {
             "snp_source": {"kind": "external", "file": "smoking_status.txt.gz",
-                           "overlap": overlap}}
+                           "overlap": overlap, "sumstats_sha256": file_sha256(ss),
+                           "discovery_gwas": False}}
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -364,9 +374,20 @@ def test_external_source_is_recorded_with_its_overlap(small, tmp_path):
 ])
 def test_refusals_name_the_problem(small, tmp_path, capsys, extra, message):
     out = tmp_path / "ss.gz"
-    assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5", *extra) == 1
+    assert gwas(small, "hair_colour", HAIR, out, "--discovery-fraction", "0.5",
+                "--ids-out", str(tmp_path / "d.id"), *extra) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_discovery_draw_without_ids_out_is_refused(small, tmp_path, capsys):
+    """--discovery-fraction without --ids-out would test people written nowhere: the
+    store could not keep them out."""
+    out = tmp_path / "ss.gz"
+    assert gwas(small, "mean_platelet_volume", MPV, out, "--discovery-fraction", "0.5") == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "give --ids-out FILE" in err[0], err
+    assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------ the workflow
@@ -426,6 +447,90 @@ def test_demo_runs_either_way_to_the_stores(tmp_path):
     assert hair.attrs["provenance"]["snp_source"]["n_discovery"] == len(disc) > 50
     assert not disc & {str(i) for i in hair["sample_id"][:]}
     mpv = zarr.open_group(str(out / "traits/mean_platelet_volume.zarr"), mode="r")
-    assert mpv.attrs["provenance"]["snp_source"] == {
-        "kind": "external", "file": "mean_platelet_volume.txt.gz", "overlap": "no"}
+    mpv_source = dict(mpv.attrs["provenance"]["snp_source"])
+    assert len(mpv_source.pop("sumstats_sha256")) == 64
+    assert mpv_source == {"kind": "external", "file": "mean_platelet_volume.txt.gz",
+                          "overlap": "no", "discovery_gwas": False}
+    assert hair.attrs["provenance"]["snp_source"]["discovery_gwas"] is True
     assert disc & {str(i) for i in mpv["sample_id"][:]}     # only hair colour's route
+
+
+def test_predict_refuses_the_discovery_people_unless_allowed(small, tmp_path, capsys):
+    """The discovery GWAS's people chose the run's SNPs: predicting them is optimistic.
+    The store records their IDs; predict refuses them, or with --allow-discovery warns
+    with their count (never their IDs)."""
+    import subprocess
+
+    c = small / "c"
+    ids, ss = tmp_path / "disc.id", tmp_path / "ss.gz"
+    assert gwas(small, "mean_platelet_volume", MPV, ss, "--discovery-fraction", "0.5",
+                "--ids-out", str(ids)) == 0
+    assert main(["select", "--sumstats", str(ss), "--bfile", str(c / "genotypes"),
+                 "--top", "30", "--out", str(tmp_path / "snps.tsv")]) == 0
+    store = tmp_path / "mpv.zarr"
+    assert main(["store", "--bfile", str(c / "genotypes"), "--snps", str(tmp_path / "snps.tsv"),
+                 "--pheno", str(c / "phenotypes.tsv"), "--trait", "mean_platelet_volume",
+                 "--trait-config", json.dumps(MPV), "--discovery", str(ids),
+                 "--out", str(store)]) == 0
+    disc = sorted(pd.read_csv(ids, sep="\t", dtype=str)["IID"])
+    root = zarr.open_group(str(store), mode="r")
+    assert [str(v) for v in root["discovery_id"][:]] == disc
+    run = tmp_path / "run"
+    assert main(["train", "--store", str(store), "--budget", "40", "--seed", "1", "--method",
+                 "logreg", "--device", "cpu", "--out", str(run)]) == 0
+    subprocess.run(["plink2", "--bfile", str(c / "genotypes"), "--keep", str(ids),
+                    "--make-bed", "--out", str(tmp_path / "disc")], check=True,
+                   capture_output=True)
+    capsys.readouterr()
+    out = tmp_path / "p.tsv"
+    args = ["predict", "--run", str(run), "--bfile", str(tmp_path / "disc"), "--out", str(out)]
+    assert main(args) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"{len(disc)} people are in the discovery set" in err[0], err
+    assert "--allow-discovery" in err[0] and not out.exists()
+    assert main([*args, "--allow-discovery"]) == 0
+    log = capsys.readouterr().err
+    assert f"warning: {len(disc)} people are in the discovery set" in log
+    assert not any(i in log for i in disc)
+    assert len(pd.read_csv(out, sep="\t")) == len(disc)
+
+
+def test_store_records_which_summary_statistics_chose_its_snps(small, tmp_path, capsys):
+    """--discovery with SNPs selected from external summary statistics recorded
+    "discovery": now the selection records the file it read (sha256) and whether a
+    discovery GWAS wrote it, and the store refuses a route that contradicts it."""
+    c = small / "c"
+    ids, ss = tmp_path / "disc.id", tmp_path / "ss.gz"
+    assert gwas(small, "smoking_status", SMOKING, ss, "--discovery-fraction", "0.5",
+                "--ids-out", str(ids)) == 0
+    external = c / "sumstats/smoking_status.txt.gz"
+    for name, sumstats in (("ext", external), ("disc", ss)):
+        assert main(["select", "--sumstats", str(sumstats), "--bfile", str(c / "genotypes"),
+                     "--top", "20", "--out", str(tmp_path / f"{name}.snps.tsv")]) == 0
+    record = json.loads((tmp_path / "ext.snps.tsv.source.json").read_text())
+    assert record == {"sumstats": "smoking_status.txt.gz", "sha256": file_sha256(external),
+                      "discovery_gwas": None}
+    record = json.loads((tmp_path / "disc.snps.tsv.source.json").read_text())
+    assert record["sha256"] == file_sha256(ss) and record["discovery_gwas"]["n_discovery"] > 50
+    capsys.readouterr()
+
+    def store(snps, *route):
+        out = tmp_path / "s.zarr"
+        rc = main(["store", "--bfile", str(c / "genotypes"), "--snps", str(snps), "--pheno",
+                   str(c / "phenotypes.tsv"), "--trait", "smoking_status", "--trait-config",
+                   json.dumps(SMOKING), *route, "--force", "--out", str(out)])
+        return rc, out
+
+    rc, out = store(tmp_path / "ext.snps.tsv", "--discovery", str(ids))
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert rc == 1 and len(err) == 1 and not out.exists(), err
+    assert "the SNPs were selected from smoking_status.txt.gz" in err[0]
+    assert "give --sumstats smoking_status.txt.gz instead" in err[0]
+    rc, out = store(tmp_path / "disc.snps.tsv", "--sumstats", str(external))
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert rc == 1 and "not from this file" in err[0] and not out.exists(), err
+    rc, out = store(tmp_path / "disc.snps.tsv", "--discovery", str(ids))
+    assert rc == 0
+    source = zarr.open_group(str(out), mode="r").attrs["provenance"]["snp_source"]
+    assert source["kind"] == "discovery" and source["discovery_gwas"] is True
+    assert source["sumstats_sha256"] == file_sha256(ss)

@@ -400,7 +400,8 @@ def test_two_gwas_sharing_an_ids_out_never_mix_their_outputs(cohort, env, tmp_pa
         assert not second_out.exists() and not ids.exists()
     finally:
         _let_it_finish(first, fd, text)
-    assert sorted(p.name for p in ids.parent.iterdir()) == ["a.gz", "hair.discovery.id"]
+    assert sorted(p.name for p in ids.parent.iterdir()) == ["a.gz", "a.gz.discovery.json",
+                                                            "hair.discovery.id"]
 
 
 HOLD_LOCK = """
@@ -551,3 +552,33 @@ def test_another_runs_metrics_json_beside_a_finished_checkpoint_is_refused(env, 
     assert len(lines) == 1 and lines[0].startswith("cmix train: error: "), err
     assert str(run / "metrics.json") in lines[0] and "another run" in lines[0], lines[0]
     assert tree_bytes(*kept) == before
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--n-samples", "60", "--n-variants", "300", "--n-discovery", "60"],
+    ["report", "--runs", "runs"],
+    ["train", "--store", "s.zarr", "--budget", "10", "--seed", "1"],
+])
+def test_an_empty_out_is_refused_not_read_as_the_current_folder(tmp_path, capsys,
+                                                                 monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    line = refused(capsys, [*args, "--out", ""])
+    assert "--out is empty" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_names_every_file_it_would_overwrite(tmp_path, capsys):
+    """A folder an earlier --fast simulation wrote, where the user then put files of the
+    names a full simulation writes: refused, naming each, and none of them touched."""
+    sim = tmp_path / "sim"
+    small = ["--n-samples", "60", "--n-variants", "300"]
+    assert main(["simulate", "--out", str(sim), *small, "--fast"]) == 0
+    capsys.readouterr()
+    (sim / "phenotypes.tsv").write_text("eid\tf.1747.0.0\n1\t2\n")
+    (sim / "truth.json").write_text("{}\n")
+    before = tree_bytes(sim)
+    rc = main(["simulate", "--out", str(sim), *small, "--n-discovery", "60"])
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert rc == 1 and len(err) == 1, err
+    assert "phenotypes.tsv, truth.json there were not written by `cmix simulate`" in err[0]
+    assert tree_bytes(sim) == before

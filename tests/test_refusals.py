@@ -501,3 +501,73 @@ def test_full_disk_in_qc_and_select(cohort, tiny_disk, capsys, step):
     line = first_error_line(capsys)
     assert "no space left on device" in line and str(tiny_disk) in line
     assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]     # nothing half-written
+
+
+@pytest.mark.parametrize("n", ["3", "49"])
+def test_a_discovery_cohort_too_small_for_its_p_values_is_refused(tmp_path, capsys, n):
+    """The simulated summary statistics' P-values are normal approximations of t
+    statistics: a discovery cohort of a handful of people would make noise significant."""
+    out = tmp_path / "sim"
+    assert main(["simulate", "--out", str(out), "--n-samples", "60", "--n-variants", "300",
+                 "--n-discovery", n]) == 1
+    line = first_error_line(capsys)
+    assert f"--n-discovery must be at least 50, got {n}" in line
+    assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("text,key,bound", [('{"epochs": 100000000000000000000000}', "epochs",
+                                             "10_000"),
+                                            ('{"pred_epochs": 10001}', "pred_epochs", "10_000"),
+                                            ('{"hidden": 1000001}', "hidden", "1_000_000"),
+                                            ('{"batch_size": 10000000}', "batch_size",
+                                             "1_000_000"),
+                                            ('{"lp_max_unlabeled": 10000000000}',
+                                             "lp_max_unlabeled", "1_000_000_000")])
+def test_config_integers_beyond_their_bound_are_refused(two_stores, tmp_path, capsys, text,
+                                                        key, bound):
+    """An integer key far beyond any sensible value (1e23 epochs would run forever) is
+    refused, naming the key and its bound."""
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(text)
+    assert main(train_args(a, tmp_path / "run", cfg)) == 1
+    line = first_error_line(capsys)
+    assert f"{cfg}: {key} = " in line and f"expected an integer <= {bound}" in line
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("val_fraction", [0, 0.001])
+@pytest.mark.parametrize("method", ["mlp", "cmix"])
+def test_no_validation_row_for_a_network_method_is_refused(two_stores, tmp_path, capsys,
+                                                           method, val_fraction):
+    """A network's predictor early-stops on the validation rows: with none it would keep
+    its untrained start (best epoch 0)."""
+    a, _ = two_stores
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**FAST, "val_fraction": val_fraction}))
+    assert main(train_args(a, tmp_path / "run", cfg, method=method)) == 1
+    line = first_error_line(capsys)
+    assert f"{cfg}: val_fraction = {val_fraction}" in line and f"method {method!r}" in line
+    assert "early-stops on the validation rows" in line
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_an_error_on_a_temporary_name_names_the_real_output(tmp_path):
+    """An OSError raised on ``.NAME.HOST.PID.tmp`` (here: a folder where the temporary
+    file goes) is reported naming the output, and leaves nothing behind."""
+    from cmix.atomic import atomic_outputs
+
+    target = tmp_path / "target.tsv"
+    with pytest.raises(CmixError) as err:
+        with atomic_path(target) as tmp:
+            tmp.mkdir()
+            open(tmp, "w")
+    assert str(err.value).startswith(f"{target}: cannot write it (Is a directory)")
+    assert ".tmp" not in str(err.value)
+    with pytest.raises(CmixError) as err:
+        with atomic_outputs(tmp_path / "a.tsv", target) as tmps:
+            tmps[0].write_text("x")
+            tmps[1].mkdir()
+            open(tmps[1], "w")
+    assert str(err.value).startswith(f"{target}: cannot write it") and ".tmp" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []

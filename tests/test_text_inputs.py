@@ -634,3 +634,35 @@ def test_data_line_skips_blank_lines_as_pandas_does(tmp_path):
     rows = pd.read_csv(path, sep="\t")
     assert list(rows["a"]) == [1, 3, 5]
     assert [data_line(path, i, "t") for i in range(3)] == [2, 4, 6]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "latin-1"])
+@pytest.mark.parametrize("option", ["--trait-config", "--covariates"])
+def test_a_gzipped_or_latin1_json_option_file_is_refused(cohort, snps, tmp_path, capsys,
+                                                         option, encoding):
+    """A config file must be UTF-8 text: a gzipped or latin-1 one is one message naming
+    the file, not a traceback."""
+    text = (json.dumps(MPV) if option == "--trait-config"
+            else '{"fields": [21022], "note": "\u00e9t\u00e9"}')
+    data = (gzip.compress(text.encode()) if encoding == "gzip"
+            else text.encode("latin-1"))
+    path = tmp_path / "c.json"
+    path.write_bytes(data if option == "--covariates" or encoding == "gzip"
+                     else data + '  # caf\u00e9'.encode("latin-1"))
+    args = _store(cohort, snps, tmp_path / "out" / "t.zarr", spec={"pcs": 2})
+    args[args.index(option) + 1] = path
+    fails(capsys, args, path, "expected UTF-8 YAML/JSON text", tmp_path / "out")
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "latin-1"])
+def test_a_gzipped_or_latin1_trainer_config_is_refused(tmp_path, capsys, encoding):
+    from cmix.learn.config import read_config_file
+
+    text = "epochs: 2\n# r\u00e9sum\u00e9\n"
+    data = gzip.compress(text.encode()) if encoding == "gzip" else text.encode("latin-1")
+    (tmp_path / "c.yaml").write_bytes(data)
+    with pytest.raises(CmixError, match=r"c.yaml.*expected UTF-8 YAML/JSON text"):
+        read_config_file(tmp_path / "c.yaml")
+    fails(capsys, ["train", "--store", tmp_path / "none.zarr", "--budget", "10", "--seed", "1",
+                   "--config", tmp_path / "c.yaml", "--out", tmp_path / "run"],
+          tmp_path / "c.yaml", "expected UTF-8 YAML/JSON text", tmp_path / "run")

@@ -385,7 +385,7 @@ def test_discovery_gwas_on_dosages_writes_their_imputation_quality(ukb, tmp_path
     np.testing.assert_allclose(ours["INFO"], r2, rtol=1e-5)
     hard = tmp_path / "hard.gz"
     assert main(["gwas", "--bfile", str(ukb / "c" / "genotypes"), "--chroms", "1", *common,
-                 "--out", str(hard)]) == 0
+                 "--ids-out", str(tmp_path / "hard.id"), "--out", str(hard)]) == 0
     assert (pd.read_csv(hard, sep="\t")["INFO"] == 1).all()
 
 @pytest.mark.parametrize("info_from", ["mfi", "sumstats"])

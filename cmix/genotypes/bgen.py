@@ -54,13 +54,19 @@ def _header(path: Path) -> dict:
         if len(head) < 24:
             raise CmixError(f"{path}: not a BGEN file (shorter than its header)")
         offset, hlen, m, n, magic = struct.unpack("<IIII4s", head[:20])
+        if magic not in (b"bgen", b"\x00\x00\x00\x00"):
+            raise CmixError(f"{path}: not a BGEN file (bytes 16-19 are {magic!r}, expected "
+                            "the BGEN magic b'bgen')")
+        size = os.fstat(fh.fileno()).st_size
+        if hlen < 20 or offset < hlen or 4 + offset > size:
+            raise CmixError(f"{path}: not a BGEN file, or a truncated one (its header gives "
+                            f"a header length of {hlen} and the first variant at byte "
+                            f"{4 + offset}; the file has {size} bytes)")
         fh.seek(4 + hlen - 4)
         flags = struct.unpack("<I", fh.read(4))[0]
         sample_ids = None
         if flags >> 31:             # a sample identifier block follows the header
             sample_ids = _sample_block(fh.read(max(0, offset - hlen)), n, path)
-    if magic not in (b"bgen", b"\x00\x00\x00\x00"):
-        raise CmixError(f"{path}: not a BGEN file (magic {magic!r}, expected b'bgen')")
     layout = (flags >> 2) & 0xF
     if layout != 2:
         raise CmixError(f"{path}: BGEN layout {layout}; cmix reads BGEN v1.2 (layout 2), "

@@ -87,6 +87,13 @@ def check_spec(spec: dict, where="covariates") -> dict:
                 isinstance(f, dict) and set(f) == {"column"}):
             raise CmixError(f"{where}: fields entry {f!r}: expected a UKB field number or "
                             "{\"column\": name}")
+    seen = []
+    for f in out["fields"]:
+        if f in seen:
+            raise CmixError(f"{where}: fields lists {f!r} twice; each covariate field must "
+                            "be given once (a column stored twice makes the GWAS's "
+                            "covariates collinear)")
+        seen.append(f)
     return out
 
 
@@ -116,6 +123,10 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     for f in spec["fields"]:
         cfg = f if isinstance(f, dict) else {"field": f}
         col = trait_column(pheno.columns, cfg, path=pheno_path, who="covariates.fields")
+        if col in names:
+            raise CmixError(f"covariates: fields entry {f!r} reads column {col!r} of "
+                            f"{pheno_path}, as an earlier entry does; each covariate column "
+                            "must be given once")
         values = _numbers(pheno[col], pheno_path, col,
                           lambda i: data_line(pheno_path, i, "phenotype table"))
         out = np.full(len(iids), np.nan)

@@ -409,11 +409,13 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
         args += ["--extract", extract] if extract is not None else []
         args += [*glm, "--threads", threads]
         merged = _merge_glm(_run_glm(exe, runs, args, tmp), binary, len(chosen))
-        outs = [Path(out)] + ([Path(ids_out)] if ids_out is not None else [])
+        outs = [Path(out)] + ([Path(ids_out), discovery_record_path(out)]
+                              if ids_out is not None else [])
         with atomic_outputs(*outs) as tmps:
             write_gzip(tmps[0], merged[BOLT_COLUMNS].to_csv(sep="\t", index=False).encode())
             if ids_out is not None:
                 write_sample_ids(tmps[1], bf.fam, np.sort(fam_rows))
+                write_discovery_record(tmps[2], tmps[0], iid)
     n_na = int((merged["P_BOLT_LMM"].isin(["NA", "nan", ""])).sum())
     log(f"gwas {trait}: wrote {out} ({len(merged)} variants, {n_na} without a test; "
         f"at most {merged.attrs['max_obs']} of the {len(chosen)} people at a variant, "
@@ -461,18 +463,84 @@ def _tested_people(fam, sample_idx: np.ndarray, iids: np.ndarray, model: GwasMod
     return chosen, y, binary, what, cov_names, cov
 
 
-def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown") -> dict | None:
+def discovery_record_path(sumstats) -> Path:
+    """Where a discovery GWAS records whose summary statistics ``sumstats`` are:
+    ``SUMSTATS.discovery.json`` beside them."""
+    return Path(f"{sumstats}.discovery.json")
+
+
+def write_discovery_record(path, sumstats_written, iids) -> None:
+    """Write the discovery record (:func:`discovery_record_path`): the sha256 of the
+    summary statistics file ``sumstats_written`` and the size and sha256 of the people
+    ``iids`` it tested (no IDs)."""
+    import json
+
+    from ..atomic import file_sha256
+
+    Path(path).write_text(json.dumps({
+        "sumstats_sha256": file_sha256(sumstats_written), "n_discovery": int(len(iids)),
+        "ids_sha256": ids_sha256(iids), "engine": ENGINE}, indent=1) + "\n")
+
+
+def read_discovery_record(sumstats, sha256: str) -> dict | None:
+    """The discovery record beside the summary statistics ``sumstats`` when there is one
+    and it names these very bytes (``sha256``); None otherwise (external summary
+    statistics, or a record of an earlier file of that name)."""
+    import json
+
+    path = discovery_record_path(sumstats)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("sumstats_sha256") != sha256:
+        return None
+    return {k: record.get(k) for k in ("n_discovery", "ids_sha256")}
+
+
+def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown",
+               selection_source: dict | None = None) -> dict | None:
     """The store's ``provenance["snp_source"]``: discovery (the ``discovery`` ID list's size
     and sha256 of the sorted IIDs) or external (the ``sumstats`` file's name and whether
-    its GWAS may include this cohort); None when neither is given."""
+    its GWAS may include this cohort); None when neither is given. Both record the
+    sha256 of the summary statistics the SNPs were selected from (``sumstats_sha256``)
+    and whether they are a discovery GWAS of this cohort (``discovery_gwas``), from
+    ``selection_source`` (what ``cmix select`` recorded,
+    :func:`cmix.genotypes.sumstats.read_selection_source`). CmixError when the route
+    contradicts the selection: ``discovery`` people whose GWAS did not give the
+    selection's summary statistics, or a ``sumstats`` file other than the one selected
+    from."""
+    from ..atomic import file_sha256
     from .selection import read_sample_ids
 
+    src = selection_source
     if discovery is not None:
         iids = read_sample_ids(discovery)["iid"]
-        return {"kind": "discovery", "n_discovery": int(len(iids)),
-                "ids_sha256": ids_sha256(iids), "engine": ENGINE}
+        disc_sha = ids_sha256(iids)
+        if src is None:
+            raise CmixError(f"--discovery {discovery}: the SNP table does not record which "
+                            "summary statistics it was selected from (no .source.json "
+                            "beside it): rerun `cmix select` on the discovery GWAS")
+        if (src.get("discovery_gwas") or {}).get("ids_sha256") != disc_sha:
+            raise CmixError(f"--discovery {discovery}: the SNPs were selected from "
+                            f"{src['sumstats']} (sha256 {src['sha256'][:12]}...), which is not "
+                            "the GWAS of these discovery people (cmix gwas --ids-out wrote no "
+                            "record of them for that file); for external summary statistics "
+                            f"give --sumstats {src['sumstats']} instead")
+        return {"kind": "discovery", "n_discovery": int(len(iids)), "ids_sha256": disc_sha,
+                "engine": ENGINE, "sumstats_sha256": src["sha256"], "discovery_gwas": True}
     if sumstats is not None:
         if overlap not in ("yes", "no", "unknown"):
             raise CmixError(f"overlap must be yes, no or unknown, got {overlap!r}")
-        return {"kind": "external", "file": os.path.basename(str(sumstats)), "overlap": overlap}
+        sha = file_sha256(sumstats)
+        if src is not None and src["sha256"] != sha:
+            raise CmixError(f"--sumstats {sumstats}: the SNPs were selected from "
+                            f"{src['sumstats']} (sha256 {src['sha256'][:12]}...), not from this "
+                            f"file (sha256 {sha[:12]}...); give the file they were selected "
+                            "from")
+        return {"kind": "external", "file": os.path.basename(str(sumstats)), "overlap": overlap,
+                "sumstats_sha256": sha,
+                "discovery_gwas": bool(src is not None and src.get("discovery_gwas"))}
     return None

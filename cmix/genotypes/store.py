@@ -19,6 +19,9 @@ sample_phenotype     (samples,)            f8     raw phenotype value (code or m
 sample_split         (samples,)            int8   0 = training split, 1 = test split
 sample_covariate     (samples, covariates) f8     covariates (cmix.genotypes.covariates), no missing
 covariate_name       (covariates,)         str    their names (age column, PC1, ...)
+discovery_id         (discovery,)          str    IIDs of the discovery GWAS's people (left out
+                                                  of the store; only with ``--discovery``),
+                                                  sorted: cmix predict refuses them
 variant_id           (variants,)           str    .bim/.pvar ID (BGEN: rsid)
 contig_id            (contigs,)            str    chromosome names
 variant_contig       (variants,)           int16  index into contig_id
@@ -151,6 +154,7 @@ class StoreContent:
     sample_phenotype: object = None
     sample_covariate: object = None
     covariate_name: object = ()
+    discovery_id: object = None
 
 
 def write_store(path: str | os.PathLike, content: StoreContent, *,
@@ -231,6 +235,9 @@ def _write_sample_arrays(root, content: StoreContent, compressor) -> None:
         else content.sample_covariate, ["samples", "covariates"], "float64")
     put("covariate_name", np.asarray(list(content.covariate_name), dtype=str),
         ["covariates"], str)
+    if content.discovery_id is not None:
+        put("discovery_id", np.asarray(sorted(map(str, content.discovery_id)), dtype=str),
+            ["discovery"], str)
 
 
 def _write_variant_arrays(root, content: StoreContent, compressor) -> None:
@@ -548,6 +555,7 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
     last MiB (see :func:`bed_fingerprint`). Returns a summary dict (counts, no IDs).
     """
     from . import phenotypes as ph
+    from .selection import read_sample_ids
     from ..logs import log
 
     out = Path(out)
@@ -585,6 +593,8 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
         sample_phenotype=labels["phenotype"],
         sample_covariate=covariates["matrix"],
         covariate_name=covariates["names"], attrs=attrs,
+        discovery_id=(None if samples.discovery is None
+                      else read_sample_ids(samples.discovery)["iid"].astype(str).to_numpy()),
         **_variant_arrays(snp_table, bf, bim_pos, genotypes.bgen is not None)),
         sample_chunk=chunk, encoding=encoding)
     return {"n_samples": int(len(rows)), "n_variants": int(n_variants), **attrs["counts"]}

@@ -953,19 +953,66 @@ def select_top(table: pd.DataFrame, top: int) -> pd.DataFrame:
     return _with_p_text(rank(table).head(top).reset_index(drop=True))
 
 
-def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame) -> tuple[Path, Path]:
-    """Write the selection (tab-separated :data:`OUTPUT_COLUMNS`) and its steps table.
+def selection_source(sumstats) -> dict:
+    """Where a selection's SNPs come from: the summary statistics file's name and sha256,
+    and, when ``cmix gwas --ids-out`` wrote them (its record beside them names these
+    bytes), the discovery people's count and IDs' sha256 (``discovery_gwas``; else None)."""
+    from ..atomic import file_sha256
+    from .gwas import read_discovery_record
 
-    The steps table goes to ``<path>.steps.tsv``. Both appear together or not at all.
+    sha = file_sha256(sumstats)
+    return {"sumstats": os.path.basename(str(sumstats)), "sha256": sha,
+            "discovery_gwas": read_discovery_record(sumstats, sha)}
+
+
+def selection_source_path(path) -> Path:
+    """The record of where a selection's SNPs come from: ``<path>.source.json``."""
+    return Path(f"{path}.source.json")
+
+
+def read_selection_source(path) -> dict | None:
+    """The :func:`selection_source` record beside the selection ``path``; None when there
+    is none (a selection written before cmix recorded it, or by hand). CmixError for an
+    unreadable one."""
+    import json
+
+    src = selection_source_path(path)
+    if not src.exists():
+        return None
+    try:
+        record = json.loads(src.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CmixError(f"{src}: unreadable record of the selection's summary statistics "
+                        f"({err}); rerun `cmix select`") from None
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        raise CmixError(f"{src}: not a record of `cmix select` (expected a JSON object with "
+                        "the summary statistics' sha256); rerun `cmix select`")
+    return record
+
+
+def write_selection(path, selected: pd.DataFrame, steps: pd.DataFrame,
+                    source: dict | None = None) -> tuple[Path, Path]:
+    """Write the selection (tab-separated :data:`OUTPUT_COLUMNS`) and its steps table,
+    and with ``source`` (:func:`selection_source`) its record of where the SNPs come from.
+
+    The steps table goes to ``<path>.steps.tsv``, the record to ``<path>.source.json``.
+    All appear together or not at all.
     """
+    import json
+
     path = Path(path)
     steps_path = path.with_name(path.name + ".steps.tsv")
     out = _with_p_text(selected[OUTPUT_COLUMNS]).copy()
     out["beta"] = out["beta"].map(lambda x: f"{x:.10g}")
     out["log10_p"] = out["log10_p"].map(lambda x: f"{x:.10g}")
-    with atomic_outputs(path, steps_path) as (tmp, tmp_steps):
-        out.to_csv(tmp, sep="\t", index=False)
-        steps.to_csv(tmp_steps, sep="\t", index=False)
+    paths = [path, steps_path] + ([selection_source_path(path)] if source is not None else [])
+    stale = [] if source is not None else [selection_source_path(path)]
+    stale = [p for p in stale if p.is_file()]
+    with atomic_outputs(*paths, remove=stale) as tmps:
+        out.to_csv(tmps[0], sep="\t", index=False)
+        steps.to_csv(tmps[1], sep="\t", index=False)
+        if source is not None:
+            tmps[2].write_text(json.dumps(source, indent=1) + "\n")
     return path, steps_path
 
 

@@ -246,16 +246,24 @@ CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", 
 MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "logreg_folds": 2, "lp_pcs": 0,
                  "lp_judge_folds": 2,
                  "gbdt_max_leaf_nodes": 2}
+#: the largest value of an integer key: epochs beyond these would run for days, widths
+#: and batch sizes beyond them would not fit any memory; keys not listed take MAX_ANY_INT
+MAX_INT: dict = {**dict.fromkeys(("epochs", "warmup_epochs", "lp_every", "pred_epochs",
+                                  "pred_patience"), 10_000),
+                 **dict.fromkeys(("hidden", "d_proj", "pred_hidden", "batch_size",
+                                  "labeled_batch_size", "pred_batch_size"), 1_000_000),
+                 **dict.fromkeys(("n_layers", "proj_layers"), 100),
+                 "gbdt_max_iter": 100_000, "lp_maxiter": 100_000}
+MAX_ANY_INT = 1_000_000_000
 
 
 def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file, or one that gives a key twice, raises
     CmixError. For the CLI only."""
-    from ..text import input_file, parse_json, parse_yaml
+    from ..text import parse_json, parse_yaml, read_config_text
 
-    path = input_file(path, "trainer config")
-    text = path.read_text()
+    path, text = read_config_text(path, "trainer config")
     if path.suffix == ".json":
         user = parse_json(text, str(path))
     else:
@@ -306,9 +314,11 @@ def check_config(cfg: dict, where="config") -> None:
             if not isinstance(v, bool):
                 bad(key, "true or false")
         elif isinstance(default, int):
-            low = MIN_INT.get(key, 1)
+            low, high = MIN_INT.get(key, 1), MAX_INT.get(key, MAX_ANY_INT)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 bad(key, f"an integer >= {low}" + (" or null" if key in NULLABLE else ""))
+            if v > high:
+                bad(key, f"an integer <= {high:_}")
         elif isinstance(default, float):
             if isinstance(v, str):
                 try:
@@ -332,3 +342,16 @@ def sections_config(cfg: Config, sections) -> dict:
     """The keys of ``cfg`` in ``sections`` as a flat dict (what one method reads: its run
     key and the config its metrics.json records)."""
     return {k: v for k, v in cfg.flat().items() if SECTION_OF[k] in sections}
+
+
+def check_validation_rows(val_fraction: float, budget: int, method: str, network: bool,
+                          where="config") -> None:
+    """CmixError when a network ``method`` would get no validation row: its predictor is
+    early-stopped on the validation rows (``val_fraction`` of the ``budget`` labeled
+    rows), and with none it would keep its epoch-0 random start."""
+    n_val = int(round(val_fraction * budget))
+    if network and n_val < 1:
+        raise CmixError(f"{where}: val_fraction = {val_fraction!r} leaves no validation row "
+                        f"of the {budget} labeled (budget); method {method!r} early-stops on "
+                        "the validation rows and would keep its untrained start: give "
+                        f"val_fraction >= {0.5 / budget:.3g}")

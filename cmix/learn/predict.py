@@ -17,7 +17,9 @@ key is not its metrics.json's; runs of different stores or methods; ``--pca`` of
 ``cmix pca`` fit than the run's PCs came from; a file set that
 shares fewer than ``min_shared`` of the variants; a variant whose alleles differ from the
 store's (another allele coding or strand); people who were among the run's training rows,
-unless ``allow_overlap``; a run trained with covariates when none are supplied;
+unless ``allow_overlap``; people of the discovery GWAS that chose the run's SNPs (the
+store's ``discovery_id``), unless ``allow_discovery`` (then a warning gives their count,
+never their IDs); a run trained with covariates when none are supplied;
 fractional dosages for a run that encodes SNPs as categorical levels.
 """
 
@@ -126,7 +128,8 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
 
 
 def predict(run_dirs, out, genotypes: GenotypeFiles, tables: SampleTables = SampleTables(),
-            *, pca=None, min_shared: float = 0.8, allow_overlap: bool = False) -> dict:
+            *, pca=None, min_shared: float = 0.8, allow_overlap: bool = False,
+            allow_discovery: bool = False) -> dict:
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
     runs) for every person of the genotypes; returns counts (no IDs).
 
@@ -152,6 +155,16 @@ def predict(run_dirs, out, genotypes: GenotypeFiles, tables: SampleTables = Samp
             raise CmixError(f"{bf.prefix}: {overlap} people were training rows of the run "
                             "(their probabilities would be optimistic); leave them out, or "
                             "pass --allow-overlap")
+    n_discovery = _discovery_overlap(first, iids, allow_discovery)
+    if n_discovery and not allow_discovery:
+        raise CmixError(f"{bf.prefix}: {n_discovery} people are in the discovery set of the "
+                        f"run's store ({first['store_path']}): the GWAS that chose its SNPs and "
+                        "betas tested them, so their probabilities would be optimistic; leave "
+                        "them out, or pass --allow-discovery")
+    if n_discovery:
+        log(f"predict: warning: {n_discovery} people are in the discovery set of the run's "
+            "store (the GWAS that chose its SNPs tested them): their probabilities are "
+            "optimistic (--allow-discovery)")
     cov = _new_covariates(bf, runs, tables, pca, min_shared)
     keep = ~np.isnan(cov).any(axis=1) if cov.shape[1] else np.ones(len(iids), bool)
     present = bf.samples_present()          # a BGEN's .sample may lack some of --fam
@@ -283,6 +296,30 @@ def _training_overlap(info: dict, iids: np.ndarray) -> int:
     ids = np.array([str(v) for v in root["sample_id"][:]])
     train = ids[np.asarray(root["sample_split"][:]) == 0]
     return int(np.isin(iids, train).sum())
+
+
+def _discovery_overlap(info: dict, iids: np.ndarray, allow_discovery: bool) -> int:
+    """How many of ``iids`` are in the discovery set the run's store recorded (its
+    ``discovery_id``; 0 for a store without one). A store that is gone or changed is a
+    CmixError unless ``allow_discovery`` (then 0: nothing can be checked)."""
+    from ..genotypes.store import open_store, store_fingerprint
+
+    path = Path(info["store_path"])
+    if not path.exists():
+        if allow_discovery:
+            return 0
+        raise CmixError(f"{path}: the run's store is not there to check that the new people "
+                        "were not in its discovery set; restore it, or pass --allow-discovery")
+    root = open_store(path)
+    if store_fingerprint(root) != info["store_sha256"]:
+        if allow_discovery:
+            return 0
+        raise CmixError(f"{path}: the store has changed since the run; cannot tell its "
+                        "discovery set (pass --allow-discovery to skip the check)")
+    if "discovery_id" not in root:
+        return 0
+    disc = np.array([str(v) for v in root["discovery_id"][:]])
+    return int(np.isin(iids, disc).sum())
 
 
 def _projected_pcs(bf, pca_prefix, min_shared: float, want: str | None,
