@@ -378,7 +378,7 @@ def missing_p_reason(d: np.ndarray) -> str:
             if not np.isfinite(paired_test(d)[0]) else "")
 
 
-def answers(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
+def answers(results: pd.DataFrame, key: str = "accuracy", traits=None) -> pd.DataFrame:
     """Per trait x budget, the best method by mean ``key`` over seeds (any method) and the
     runner-up: their means, the paired difference best - runner-up (mean, sd, n seeds
     both ran), its p (:func:`paired_test`), ``p_holm`` (Holm over these comparisons),
@@ -386,11 +386,12 @@ def answers(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
     few for any difference to be shown (the smallest attainable p, Holm-adjusted, is not
     below ALPHA: :func:`min_attainable_p`), ``shown`` (difference > 0 with Holm p <
     ALPHA and enough seeds) and ``answer``: the best method, or "level with RUNNER-UP"
-    when the difference is not shown."""
+    when the difference is not shown. traits: their order (default: as the runs list
+    them)."""
     from statsmodels.stats.multitest import multipletests
 
     rows = []
-    for trait in dict.fromkeys(results["trait"]):
+    for trait in traits or dict.fromkeys(results["trait"]):
         gt = results[results["trait"] == trait]
         for budget in sorted(gt["budget"].unique()):
             g = gt[gt["budget"] == budget]
@@ -835,6 +836,7 @@ def _answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
                 cells.append(f'<td rowspan="{len(gt)}" class="l">{html.escape(trait)}</td>')
                 first = False
             best = getattr(r, f"best_{key}_mean")
+            diff = 0.0 if abs(r.diff_mean) < 5e-5 else r.diff_mean    # no "-0.0000"
             runner = getattr(r, f"runner_up_{key}_mean")
             why = "" if r.shown else (r.reason or (
                 "difference not significant" if np.isfinite(r.p_holm) else ""))
@@ -844,7 +846,7 @@ def _answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
                       f"<td>{_pm(best, getattr(r, f'best_{key}_sd'))} ({r.n_best})</td>",
                       (f'<td>{_pm(runner, np.nan)} {html.escape(r.runner_up)}</td>'
                        if r.runner_up else "<td></td>"),
-                      f"<td>{_pm(r.diff_mean, r.diff_sd, sign=True)}</td>",
+                      f"<td>{_pm(diff, r.diff_sd, sign=True)}</td>",
                       f"<td>{_p(r.p_holm)}</td>",
                       f'<td class="wrap">{html.escape(why)}</td>']
             rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -871,8 +873,8 @@ def seeds_note(ans: pd.DataFrame) -> str:
     return (f"Too few seeds to show any difference: with {n} seeds, a paired test that "
             f"assumes nothing about how the differences are distributed cannot give a p "
             f"below 2/2^{n} = {floor:.3g} (every seed's difference of one sign), and Holm "
-            f"over the {m} comparisons multiplies the smallest p by {m}: {min(1.0, m * floor):.3g}, "
-            f"not below {ALPHA}. Read the best method as a ranking, not a shown "
+            f"over the {m} comparisons multiplies the smallest p by {m}: {m} × {floor:.3g} = "
+            f"{m * floor:.3g}, not below {ALPHA}. Read the best method as a ranking, not a shown "
             f"difference (t-test p values below assume normal differences, which {n} "
             f"seeds cannot check). Run at least {need} seeds to be able to show one.")
 
@@ -1299,7 +1301,7 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     results, parsed = collect_results(runs_dir, grid)
     summary, missing = summarise(results, grid)
     head = headline(results)
-    ans = answers(results)
+    ans = answers(results, traits=list(dict.fromkeys(summary["trait"])))
     out_dir = check_writable_dir(out_dir)
     traits = list(dict.fromkeys(results["trait"]))
     figs = _figures(runs_dir, results, summary, parsed, traits)
