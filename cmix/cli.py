@@ -755,6 +755,29 @@ def _run_qc(args):
                remove=args.remove, threads=args.threads)
 
 
+# ------------------------------------------------------------------ check-config
+def _add_check_config(sub):
+    p = sub.add_parser(
+        "check-config",
+        help="check a workflow config file before a run: prints its first problem, or a "
+             "one-line summary",
+        description="Run the workflow's pre-flight checks (cmix.preflight: the file is UTF-8 "
+                    "YAML with no key twice, the schema, the grid, names, trait definitions, "
+                    "inputs present and readable, budgets and PCs against the phenotype and "
+                    "sample-QC tables) on CONFIG, as `snakemake --configfile CONFIG` does "
+                    "while it reads the workflow. Paths are read relative to the working "
+                    "directory. A problem is printed as one line, exit status 1; a config "
+                    "that passes prints one summary line, exit status 0.")
+    p.add_argument("config", help="workflow config file (YAML), e.g. config/ukb.yaml")
+    p.set_defaults(func=_run_check_config)
+
+
+def _run_check_config(args):
+    from .preflight import check_config_file, summary_line
+
+    print(summary_line(check_config_file(args.config)))
+
+
 # ------------------------------------------------------------------ install-profile
 def _add_install_profile(sub):
     p = sub.add_parser(
@@ -998,7 +1021,7 @@ def _inputs(args, outputs) -> list[tuple]:
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
+_SUBCOMMANDS = [_add_simulate, _add_check_config, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
                _add_pca, _add_gwas, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
                _add_predict, _add_report]
 

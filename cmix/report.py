@@ -17,6 +17,9 @@ figure this one does not write again); a folder holding other files is refused:
   over ``covariates`` and (cmix and its ablations) over the best non-cmix method, each
   with a paired test's p and its Holm adjustment over every comparison in the table
   (:func:`headline`), and the verdict (better / level / worse).
+- ``answers.tsv``: per trait x budget, the best method by mean test accuracy, the
+  runner-up, their paired difference with its p and Holm adjustment, and why a
+  difference is not shown (:func:`answers`).
 - ``missing.tsv``: the grid cells (trait x method x budget x seed) with no run. The grid
   is the one asked for (``cmix report --traits/--methods/--budgets/--seeds``; the
   workflow passes its config), or else every trait, method, budget and seed seen in
@@ -27,7 +30,9 @@ figure this one does not write again); a folder holding other files is refused:
   the largest budget), ``<trait>.tsne.png`` (t-SNE of one cmix run's test-row latent),
   ``accuracy_by_trait.png`` (one panel per trait: the paper's figure),
   ``pseudo_label_accuracy.png``.
-- ``report.html``: the headline table (with a caution for traits whose SNPs come from a
+- ``report.html``: first the answers (best method per trait and budget, a note when
+  the seeds are too few to show any difference, accuracy against the budget per
+  trait), then the headline table (with a caution for traits whose SNPs come from a
   GWAS that may include the cohort), the figures (PNG, base64), the data per trait
   (stores, SNP source, sample filters, split sizes), the full summary, versions and
   configs.
@@ -339,6 +344,105 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
             verdict.append("inconclusive")
     out["verdict"] = verdict
     return out
+
+
+def min_attainable_p(n: int) -> float:
+    """The smallest two-sided p any paired test free of assumptions about the differences'
+    distribution (the exact sign-flip test, the exact Wilcoxon signed-rank test) can give
+    with ``n`` paired seeds: 2 / 2**n, the chance that all n differences share one sign
+    when the two methods are alike (1 for fewer than 2 seeds)."""
+    return 1.0 if n < 2 else min(1.0, 2.0 ** (1 - n))
+
+
+def seeds_needed(n_tests: int, alpha: float = ALPHA) -> int:
+    """The fewest paired seeds with which the smallest attainable p
+    (:func:`min_attainable_p`), Holm-adjusted over ``n_tests`` comparisons (the smallest
+    p is multiplied by their number), falls below ``alpha``."""
+    n = 2
+    while max(1, n_tests) * min_attainable_p(n) >= alpha:
+        n += 1
+    return n
+
+
+def missing_p_reason(d: np.ndarray) -> str:
+    """Why :func:`paired_test` gives no p for the per-seed differences ``d``: "no seed
+    in common", "one seed", "identical differences across seeds: no variance, no test";
+    "" when it gives one."""
+    d = np.asarray(d, dtype=float)
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        return "no seed in common"
+    if len(d) == 1:
+        return "one seed"
+    return ("identical differences across seeds: no variance, no test"
+            if not np.isfinite(paired_test(d)[0]) else "")
+
+
+def answers(results: pd.DataFrame, key: str = "accuracy", traits=None) -> pd.DataFrame:
+    """Per trait x budget, the best method by mean ``key`` over seeds (any method) and the
+    runner-up: their means, the paired difference best - runner-up (mean, sd, n seeds
+    both ran), its p (:func:`paired_test`), ``p_holm`` (Holm over these comparisons),
+    ``reason`` where there is no p (:func:`missing_p_reason`) or where the seeds are too
+    few for any difference to be shown (the smallest attainable p, Holm-adjusted, is not
+    below ALPHA: :func:`min_attainable_p`), ``shown`` (difference > 0 with Holm p <
+    ALPHA and enough seeds) and ``answer``: the best method, or "level with RUNNER-UP"
+    when the difference is not shown. traits: their order (default: as the runs list
+    them)."""
+    from statsmodels.stats.multitest import multipletests
+
+    rows = []
+    for trait in traits or dict.fromkeys(results["trait"]):
+        gt = results[results["trait"] == trait]
+        for budget in sorted(gt["budget"].unique()):
+            g = gt[gt["budget"] == budget]
+            rows.extend(_answer_row(g, trait, int(budget), key))
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    ps = out["p"].to_numpy(float)
+    ok = np.isfinite(ps)
+    adj = np.full(len(ps), np.nan)
+    if ok.any():
+        adj[ok] = multipletests(ps[ok], method="holm")[1]
+    out["p_holm"] = adj
+    m = int(ok.sum())
+    out["n_tests_holm"] = m
+    floor = np.array([min(1.0, max(1, m) * min_attainable_p(n)) for n in out["n_pairs"]])
+    too_few = ok & (floor >= ALPHA)
+    say = too_few & (out["reason"] == "").to_numpy()
+    out.loc[say, "reason"] = [f"{n} seeds: too few to show a difference (smallest "
+                              f"attainable Holm p {f:.2g})"
+                              for n, f in zip(out.loc[say, "n_pairs"], floor[say])]
+    out["shown"] = ok & ~too_few & (adj < ALPHA) & (out["diff_mean"].to_numpy(float) > 0)
+    out["answer"] = [r.best if r.shown or not r.runner_up
+                     else f"{r.best}, level with {r.runner_up}" for r in out.itertuples()]
+    return out
+
+
+def _answer_row(g: pd.DataFrame, trait: str, budget: int, key: str) -> list[dict]:
+    """:func:`answers`' row of one trait and budget (the runs ``g``), before Holm; [] when
+    no method has a finite mean."""
+    by_method = {m: gm.set_index("seed")[key].astype(float)
+                 for m, gm in g.groupby("method", sort=False)}
+    means = {m: float(v.mean()) for m, v in by_method.items() if np.isfinite(v.mean())}
+    order = sorted(means, key=lambda m: (-means[m], method_rank(m)))
+    if not order:
+        return []
+    best = order[0]
+    runner = order[1] if len(order) > 1 else ""
+    d = ((by_method[best] - by_method[runner]).dropna().to_numpy(float) if runner
+         else np.array([]))
+    p, test = paired_test(d) if runner else (np.nan, "")
+    n_best = int(by_method[best].notna().sum())
+    return [{"trait": trait, "budget": budget, "best": best,
+             f"best_{key}_mean": means[best],
+             f"best_{key}_sd": float(by_method[best].std(ddof=1)) if n_best > 1 else np.nan,
+             "n_best": n_best, "runner_up": runner,
+             f"runner_up_{key}_mean": means.get(runner, np.nan),
+             "diff_mean": float(d.mean()) if len(d) else np.nan,
+             "diff_sd": float(d.std(ddof=1)) if len(d) > 1 else np.nan,
+             "n_pairs": len(d), "test": test, "p": p,
+             "reason": missing_p_reason(d) if runner else "no other method"}]
 
 
 # ------------------------------------------------------------------ plots
@@ -716,6 +820,65 @@ def _glance_html(head: pd.DataFrame, key: str = "accuracy") -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def _answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
+    """The first table: per trait x budget the answer (best method, or level with the
+    runner-up), both means, the paired difference, its Holm p and, where it has none or
+    it cannot show a difference, why."""
+    cols = ["trait", "budget", "answer", f"best: {key} mean ± sd (seeds)",
+            f"runner-up: {key} mean", "best minus runner-up (paired)", "p (Holm)",
+            "no difference shown because"]
+    rows = []
+    for trait, gt in ans.groupby("trait", sort=False):
+        first = True
+        for r in gt.itertuples():
+            cells = []
+            if first:
+                cells.append(f'<td rowspan="{len(gt)}" class="l">{html.escape(trait)}</td>')
+                first = False
+            best = getattr(r, f"best_{key}_mean")
+            diff = 0.0 if abs(r.diff_mean) < 5e-5 else r.diff_mean    # no "-0.0000"
+            runner = getattr(r, f"runner_up_{key}_mean")
+            why = "" if r.shown else (r.reason or (
+                "difference not significant" if np.isfinite(r.p_holm) else ""))
+            cells += [f"<td>{r.budget:,}</td>",
+                      f'<td class="l {"better" if r.shown else "level"}">'
+                      f"{html.escape(r.answer)}</td>",
+                      f"<td>{_pm(best, getattr(r, f'best_{key}_sd'))} ({r.n_best})</td>",
+                      (f'<td>{_pm(runner, np.nan)} {html.escape(r.runner_up)}</td>'
+                       if r.runner_up else "<td></td>"),
+                      f"<td>{_pm(diff, r.diff_sd, sign=True)}</td>",
+                      f"<td>{_p(r.p_holm)}</td>",
+                      f'<td class="wrap">{html.escape(why)}</td>']
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    return (f'<div class="tw"><table id="answers"><thead><tr>{header}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def seeds_note(ans: pd.DataFrame) -> str:
+    """A plain sentence when the seeds are too few for any difference in ``ans``
+    (:func:`answers`) to be shown: the smallest attainable p for that many seeds
+    (:func:`min_attainable_p`), Holm-adjusted, and the seeds needed; "" otherwise."""
+    if ans.empty:
+        return ""
+    n = int(ans["n_pairs"].max())
+    m = max(1, int(ans["n_tests_holm"].iloc[0]))
+    need = seeds_needed(m)
+    if n < 2:
+        return (f"Only one seed per method: no paired test is possible, so no difference "
+                f"between methods can be shown. Run at least {need} seeds.")
+    floor = min_attainable_p(n)
+    if m * floor < ALPHA:
+        return ""
+    return (f"Too few seeds to show any difference: with {n} seeds, a paired test that "
+            f"assumes nothing about how the differences are distributed cannot give a p "
+            f"below 2/2^{n} = {floor:.3g} (every seed's difference of one sign), and Holm "
+            f"over the {m} comparisons multiplies the smallest p by {m}: {m} × {floor:.3g} = "
+            f"{m * floor:.3g}, not below {ALPHA}. Read the best method as a ranking, not a shown "
+            f"difference (t-test p values below assume normal differences, which {n} "
+            f"seeds cannot check). Run at least {need} seeds to be able to show one.")
+
+
 def trait_provenance(parsed: list[dict], trait: str) -> list:
     """The distinct ``provenance`` records of a trait's runs (None for runs without one)."""
     seen = {}
@@ -1063,15 +1226,25 @@ code{overflow-wrap:anywhere}</style>"""
 
 
 def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.DataFrame,
-               missing: pd.DataFrame, head: pd.DataFrame, figs: dict, traits: list[str]) -> str:
-    """report.html: status, cautions, the headline table, how to read it, the figures,
-    the data per trait, the full summary, missing runs, wall time, versions, configs."""
+               missing: pd.DataFrame, head: pd.DataFrame, figs: dict, traits: list[str],
+               ans: pd.DataFrame) -> str:
+    """report.html: first the answers (status, cautions, the best method per trait and
+    budget, the note on too few seeds, accuracy against the budget per trait), then the
+    detail: cmix against the others, the headline table, how to read it, the other
+    figures, the data per trait, the full summary, missing runs, wall time, versions,
+    configs."""
     devices = ", ".join(sorted(set(map(str, results["device"].dropna()))))
     status = _grid_status(summary, missing)
     caution = _caution_html(parsed, traits)
+    first_fig = "accuracy_by_trait.png"
     fig_html = "".join(
         f'<figure><figcaption>{html.escape(cap)}</figcaption>{_img(png, name)}</figure>'
-        for name, (png, cap) in figs.items())
+        for name, (png, cap) in figs.items() if name != first_fig)
+    top_fig = ("" if first_fig not in figs else
+               f'<figure id="accuracy-figure"><figcaption>{html.escape(figs[first_fig][1])}'
+               f"</figcaption>{_img(figs[first_fig][0], first_fig)}</figure>")
+    note = seeds_note(ans)
+    note_html = f'<p class="warn" id="seeds-note">{html.escape(note)}</p>' if note else ""
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>cmix evaluation report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -1081,7 +1254,13 @@ def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.
 trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=method_rank)))}.
 Grid status: <span class="{'warn' if len(missing) else ''}">{html.escape(status)}</span>.</p>
 {caution}
-<h2>Headline: test accuracy by trait, budget and method</h2>
+<h2>Which method is best, per trait and labeled budget</h2>
+<p>The method with the highest mean test accuracy over seeds (any method), against the
+runner-up, paired by seed; "level with" where the difference is not shown.</p>
+{note_html}
+{_answers_html(ans)}
+{top_fig}
+<h2>Detail: test accuracy by trait, budget and method</h2>
 {_glance_html(head)}
 <p>Every method, each row against covariates and (cmix and its ablations) against the best
 non-cmix method, paired by seed:</p>
@@ -1122,11 +1301,13 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     results, parsed = collect_results(runs_dir, grid)
     summary, missing = summarise(results, grid)
     head = headline(results)
+    ans = answers(results, traits=list(dict.fromkeys(summary["trait"])))
     out_dir = check_writable_dir(out_dir)
     traits = list(dict.fromkeys(results["trait"]))
     figs = _figures(runs_dir, results, summary, parsed, traits)
-    page = _html_page(runs_dir, results, parsed, summary, missing, head, figs, traits)
-    names = ["results.tsv", "summary.tsv", "headline.tsv", "missing.tsv", "report.html", *figs]
+    page = _html_page(runs_dir, results, parsed, summary, missing, head, figs, traits, ans)
+    names = ["results.tsv", "summary.tsv", "headline.tsv", "answers.tsv", "missing.tsv",
+             "report.html", *figs]
     with recorded_outputs(out_dir, "report", names, previous) as stale, \
             atomic_outputs(*[out_dir / n for n in names]) as tmps:
         tmp = dict(zip(names, tmps))
@@ -1135,6 +1316,8 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
                        float_format="%.6g")
         head.to_csv(tmp["headline.tsv"], sep="\t", index=False, na_rep="NA",
                     float_format="%.6g")
+        ans.to_csv(tmp["answers.tsv"], sep="\t", index=False, na_rep="NA",
+                   float_format="%.6g")
         missing.to_csv(tmp["missing.tsv"], sep="\t", index=False)
         tmp["report.html"].write_text(page)
         for name, (png, _) in figs.items():

@@ -485,9 +485,9 @@ def write_runs_with_predictions(root, trait, shares, methods, budgets, seeds, n_
 def render_in_chromium(page, tmp_path, width=1280) -> dict:
     """Open ``page`` in headless Chromium at ``width`` px and return what a script in
     the page measured after load: the document's scroll width, each image's natural
-    width, and the headline table's and first image's positions."""
+    width, and the answers table's and first image's positions."""
     probe = """<script>window.addEventListener('load', function () {
-      var imgs = Array.from(document.images), head = document.getElementById('headline');
+      var imgs = Array.from(document.images), head = document.getElementById('answers');
       var r = head ? head.getBoundingClientRect() : null;
       var out = {scrollWidth: document.documentElement.scrollWidth,
                  bodyScrollWidth: document.body.scrollWidth, innerWidth: window.innerWidth,
@@ -519,7 +519,8 @@ def render_in_chromium(page, tmp_path, width=1280) -> dict:
 @pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="needs /usr/bin/chromium")
 def test_report_renders_in_chromium(tmp_path):
     """The page in a real browser at 1280 px: no horizontal scroll, every figure loads,
-    the headline table comes before the first figure and fits the window."""
+    the answers table comes before the first figure, which starts on the first screen
+    (900 px), and fits the window."""
     methods = ["covariates", "prs", "logreg", "manifold_mixup", "cmix_random_mix", "cmix"]
     write_runs_with_predictions(tmp_path / "runs", "hair_colour_with_a_rather_long_name",
                                 [0.55, 0.3, 0.1, 0.05], methods, [100, 10000], [1, 2, 3])
@@ -535,7 +536,7 @@ def test_report_renders_in_chromium(tmp_path):
     assert m["scrollWidth"] <= 1280 and m["bodyScrollWidth"] <= 1280, m
     assert len(m["natural"]) == len(names) and all(w > 0 for w in m["natural"]), m["natural"]
     assert all(r <= 1280 for r in m["shown"]), m["shown"]
-    assert m["headBeforeImg"] and m["headTop"] < m["firstImgTop"]
+    assert m["headBeforeImg"] and m["headTop"] < m["firstImgTop"] < 900, m
     assert m["headRight"] <= 1280
 
 
@@ -608,3 +609,94 @@ def test_non_finite_probabilities_get_no_metrics():
     prob[2] = np.nan
     with pytest.raises(CmixError, match="not finite for 1 of 6 rows"):
         classification_metrics(np.array([0, 1, 0, 1, 0, 1]), prob, 2)
+
+
+def runs_frame(acc: dict, seeds, trait="t", budget=100) -> pd.DataFrame:
+    """results rows {trait, method, budget, seed, accuracy} from {method: [acc per seed]}."""
+    return pd.DataFrame([{"trait": trait, "method": m, "budget": budget, "seed": s,
+                          "accuracy": a} for m, v in acc.items() for s, a in zip(seeds, v)])
+
+
+def test_first_screen_answers_before_the_detail(tmp_path):
+    write_grid(tmp_path / "runs", full_cells())
+    write_report(tmp_path / "runs", tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    # the answers table, the seeds note and the accuracy figure come before any other table
+    at = {k: page.index(k) for k in ('id="answers"', 'id="seeds-note"', 'id="accuracy-figure"',
+                                     'id="glance"', 'id="headline"')}
+    assert at['id="seeds-note"'] < at['id="answers"'] < at['id="accuracy-figure"'] \
+        < at['id="glance"'] < at['id="headline"']
+    assert page.index("<table") == page.index('<table id="answers"')
+    ans = pd.read_csv(tmp_path / "rep" / "answers.tsv", sep="\t")
+    assert len(ans) == 2 * 3                                  # trait x budget
+    res = pd.read_csv(tmp_path / "rep" / "results.tsv", sep="\t")
+    for r in ans.itertuples():
+        means = res[(res.trait == r.trait) & (res.budget == r.budget)].groupby(
+            "method")["accuracy"].mean().sort_values(ascending=False)
+        assert (r.best, r.runner_up) == tuple(means.index[:2])
+    # 3 seeds, 6 comparisons: 6 x 2/2^3 >= 0.05, so no difference is shown and every
+    # answer is "level with" its runner-up, saying why
+    assert not ans["shown"].any()
+    assert all(a == f"{b}, level with {r}" for a, b, r in zip(ans.answer, ans.best, ans.runner_up))
+    assert ans["reason"].str.contains("3 seeds: too few to show a difference").all()
+    answers_table = page[at['id="answers"']:at['id="accuracy-figure"']]
+    assert "level with" in answers_table
+    note = html.unescape(re.search(r'id="seeds-note">(.*?)</p>', page).group(1))
+    assert "with 3 seeds" in note and "2/2^3 = 0.25" in note and "the 6 comparisons" in note
+    assert "Run at least 8 seeds" in note
+
+
+def test_smallest_attainable_p_and_seeds_needed():
+    from cmix.report import min_attainable_p, seeds_needed
+    assert min_attainable_p(1) == 1.0 and min_attainable_p(2) == 0.5
+    assert min_attainable_p(6) == pytest.approx(1 / 32)
+    # exact sign-flip test: the p of differences all of one sign is its smallest p
+    from itertools import product
+    d = np.array([0.01, 0.02, 0.03, 0.04, 0.05])
+    stat = [abs(np.dot(s, d)) for s in product([-1, 1], repeat=len(d))]
+    assert np.mean(np.array(stat) >= abs(d.sum()) - 1e-12) == min_attainable_p(len(d))
+    assert seeds_needed(1) == 6 and seeds_needed(6) == 8
+
+
+def test_best_method_is_any_method_and_shown_with_enough_seeds():
+    from cmix.report import answers, seeds_note
+    seeds = list(range(12))
+    rng = np.random.default_rng(0)
+    base = 0.7 + rng.normal(0, 0.01, 12)
+    res = runs_frame({"cmix": base, "mlp": base + 0.05 + rng.normal(0, 0.002, 12),
+                      "logreg": base - 0.02}, seeds)
+    ans = answers(res)
+    r = ans.iloc[0]
+    assert (r.best, r.runner_up, r.answer) == ("mlp", "cmix", "mlp")
+    assert r.shown and r.p_holm < 0.05 and r.reason == ""
+    assert seeds_note(ans) == ""
+    # a runner-up within the seeds' noise: level with it
+    res = runs_frame({"cmix": base, "mlp": base + rng.normal(0, 0.01, 12)}, seeds)
+    r = answers(res).iloc[0]
+    assert not r.shown and r.answer == f"{r.best}, level with {r.runner_up}"
+
+
+@pytest.mark.parametrize("acc,seeds,reason", [
+    ({"cmix": [0.8, 0.7, 0.6], "mlp": [0.75, 0.65, 0.55]}, [1, 2, 3],
+     "identical differences across seeds: no variance, no test"),
+    ({"cmix": [0.8], "mlp": [0.7]}, [1], "one seed"),
+])
+def test_a_missing_p_says_why(tmp_path, acc, seeds, reason):
+    from cmix.report import answers
+    ans = answers(runs_frame(acc, seeds))
+    assert np.isnan(ans.iloc[0].p) and ans.iloc[0].reason == reason
+    assert ans.iloc[0].answer == "cmix, level with mlp"
+    cells = [("t", m, 100, s, 2) for m in acc for s in seeds]
+    root = tmp_path / "runs"
+    for t, m, b, s, _ in cells:
+        d = root / t / m / f"budget{b}" / f"seed{s}"
+        d.mkdir(parents=True)
+        met = fake_metrics(t, m, b, s)
+        met["test"]["accuracy"] = acc[m][seeds.index(s)]
+        (d / "metrics.json").write_text(json.dumps(met))
+    write_report(root, tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    table = page[page.index('id="answers"'):page.index("</table>", page.index('id="answers"'))]
+    assert html.escape(reason) in table
+    if len(seeds) == 1:
+        assert "Only one seed per method" in page

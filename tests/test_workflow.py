@@ -169,6 +169,20 @@ def test_trait_definition_errors_fail_before_any_job(ukb_standin, tmp_path, trai
     assert not (tmp_path / "results").exists()
 
 
+def test_the_demo_is_short_and_the_full_grid_one_config_away():
+    """config/config.yaml (the README's first command) is the short demo: cmix, its
+    self-supervised ablation, an MLP and a linear baseline, two budgets, three seeds;
+    config/demo_full.yaml keeps the full demo grid (every trait, nine methods)."""
+    demo = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    full = yaml.safe_load((REPO / "config/demo_full.yaml").read_text())
+    assert {"cmix", "cmix_selfsl", "mlp", "logreg"} <= set(demo["methods"])
+    assert len(demo["budgets"]) >= 2 and len(demo["seeds"]) >= 3
+    assert len(demo["traits"]) * len(demo["methods"]) * len(demo["budgets"]) <= 20
+    assert full["traits"] == list(full["trait_definitions"]) and len(full["methods"]) == 9
+    assert full["run_name"] != demo["run_name"]
+    assert full["trait_definitions"] == demo["trait_definitions"]
+
+
 def test_schema_knows_the_trait_keys_cmix_knows():
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     definition = schema["properties"]["trait_definitions"]["additionalProperties"]
@@ -220,6 +234,9 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     res = snakemake(*args)
     assert res.returncode == 0, res.stderr[-3000:]
     out = tmp_path / "results/ci"
+    # it ends by naming the report
+    assert f"cmix: done. The report (which method is best at which budget): " \
+           f"{out / 'report/report.html'}" in res.stdout + res.stderr
     metrics = sorted(out.glob("runs/*/*/*/*/metrics.json"))
     assert len(metrics) == 2 * 2
     for m in metrics:

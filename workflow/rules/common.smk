@@ -1,11 +1,10 @@
-# Paths, wildcard constraints and the checks that must fail before any job runs.
+# Paths, wildcard constraints and arguments; the checks that must fail before any job
+# runs are cmix.preflight's, called once below.
 import json
 import os
 import re
 import shlex
 import sys
-
-from snakemake.utils import validate
 
 
 def fail(msg):
@@ -13,65 +12,29 @@ def fail(msg):
     sys.exit(f"config error: {msg}")
 
 
-def check_schema():
-    """The config against workflow/schemas/config.schema.yaml: the first problem as one
-    line naming the key (no schema dump), then the schema's defaults filled in."""
-    import jsonschema
-    import yaml
-
-    schema_path = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
-    with open(schema_path) as fh:
-        schema = yaml.safe_load(fh)
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(config)
-    )
-    if error is not None:
-        where = ".".join(str(k) for k in error.absolute_path)
-        fail(f"{where or 'top level'}: {error.message}{schema_hint(error)}")
-    validate(config, schema_path)
+REPO_DIR = os.path.dirname(workflow.basedir)
 
 
-def schema_hint(error) -> str:
-    """A hint for two schema errors a user can fix at once: a number YAML read as text
-    (YAML 1.1 reads 1e-7 as a string; 1.0e-7 is a number), and an unknown key close to
-    a known one (its likely spelling)."""
-    import difflib
-
-    if error.validator == "type" and isinstance(error.instance, str):
-        try:
-            float(error.instance)
-            return f" (YAML reads {error.instance} as text: write it with a decimal point, e.g. 1.0e-7)"
-        except ValueError:
-            return ""
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = list(error.schema.get("properties", {}))
-        for key in error.instance:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                if close:
-                    return f" (did you mean {close[0]!r}?)"
-    return ""
-
-
-def check_unique_keys():
-    """Each config file read (--configfile, else the demo's): a key given twice in one
-    mapping, which YAML would resolve silently to the last (a trait definition or a
-    setting lost), stops the run naming the file and line."""
+def check_config():
+    """Every pre-flight check of the config (cmix.preflight, also `cmix check-config`),
+    once, while the workflow is read: the first problem stops the run as one line. The
+    jobs re-read the Snakefile; they skip reading the phenotype and sample-QC tables,
+    which the main process checked."""
     from cmix.errors import CmixError
-    from cmix.text import parse_yaml
+    from cmix.preflight import check_workflow_config
 
-    for path in workflow.configfiles or ["config/config.yaml"]:
-        try:
-            with open(path) as fh:
-                parse_yaml(fh.read(), str(path))
-        except OSError:
-            continue  # Snakemake itself names a config file it cannot read
-        except CmixError as err:
-            fail(str(err))
+    try:
+        check_workflow_config(
+            config,
+            REPO_DIR,
+            workflow.configfiles or ["config/config.yaml"],
+            read_tables=workflow.is_main_process,
+        )
+    except CmixError as err:
+        fail(str(err))
 
 
-check_unique_keys()
-check_schema()
+check_config()
 
 OUT = f"results/{config['run_name']}"
 SIMULATED = "simulate" in config
@@ -123,8 +86,6 @@ QC_JOBS = QC_CHROMS if config["variant_qc"].get("split_by_chrom", False) else ["
 INPUTS = {} if SIMULATED else (config.get("inputs") or {})
 CHROM = "{chrom}"  # the chromosome field of per-chromosome file patterns
 
-REPO_DIR = os.path.dirname(workflow.basedir)
-
 
 def pca_regions():
     """The long-range LD region list for `cmix pca`: a path as given (relative to the
@@ -148,247 +109,6 @@ wildcard_constraints:
     method="|".join(METHODS) if METHODS else "NONE",
     chrom="|".join(QC_JOBS),
     file="|".join(re.escape(f) for f in FETCHABLE) if FETCHABLE else "NONE",
-
-
-def check_grid_lists():
-    """The grid as the jobs will read it: no trait, budget or seed listed twice (after
-    reading "100" as 100; a repeat would be one more identical cell, counted twice in
-    the report), budgets of at least 2 and seeds from 0 to 2^32 - 1 however they are written,
-    trait names that can name files and jobs, the covariates method only with
-    covariates, and per-trait input keys that name a defined trait."""
-    from cmix.text import first_repeated
-
-    for key, values in (("traits", TRAITS), ("budgets", BUDGETS), ("seeds", SEEDS)):
-        repeated = first_repeated(values)
-        if repeated is not None:
-            fail(f"{key}: {repeated!r} is listed twice; list each once")
-    if min(BUDGETS) < 2:
-        fail(f"budgets: {min(BUDGETS)} labeled samples; a budget needs at least 2")
-    if min(SEEDS) < 0 or max(SEEDS) > 2**32 - 1:
-        bad = min(SEEDS) if min(SEEDS) < 0 else max(SEEDS)
-        fail(f"seeds: {bad}; seeds are integers from 0 to 2^32 - 1")
-    for trait in TRAITS:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", trait):
-            fail(
-                f"traits: {trait!r}: a trait name holds letters, digits, '_', '.' and "
-                "'-' only (it names files, jobs and command arguments)"
-            )
-    train_cov = config.get("train", {}).get("config", {}).get("covariates", True)
-    if "covariates" in METHODS and not (COVARIATES and train_cov):
-        fail(
-            "methods: covariates needs covariates to fit: give the covariates section "
-            "(and leave train.config.covariates true), or drop the method"
-        )
-    for key in ("sumstats_overlap", "sumstats_columns"):
-        per_trait = INPUTS.get(key)
-        if isinstance(per_trait, dict):
-            unknown = [t for t in per_trait if t not in TRAIT_DEFINITIONS]
-            if unknown:
-                fail(
-                    f"inputs.{key}: unknown trait {unknown[0]!r}; defined in "
-                    f"trait_definitions: {', '.join(TRAIT_DEFINITIONS)}"
-                )
-
-
-def check_config():
-    """Problems a user must fix before any job runs: the schema catches types and keys;
-    the values a job would refuse go through the cmix validators the jobs run."""
-    from cmix.errors import CmixError
-
-    check_grid_lists()
-    try:
-        check_values()
-    except CmixError as err:
-        fail(str(err))
-
-
-def check_values():
-    from cmix.genotypes.covariates import check_spec
-    from cmix.genotypes.pca import PruneSettings
-    from cmix.genotypes.phenotypes import check_trait_config
-    from cmix.text import input_file
-
-    for trait in TRAITS:
-        if trait not in TRAIT_DEFINITIONS:
-            fail(
-                f"traits: unknown trait {trait!r}; defined in trait_definitions: "
-                f"{', '.join(TRAIT_DEFINITIONS)}"
-            )
-        check_trait_config(TRAIT_DEFINITIONS[trait], trait, "trait_definitions")
-    if config["pca"]["indep_pairwise"]:
-        PruneSettings.parse(str(config["pca"]["indep_pairwise"]).split())
-    if COVARIATES:
-        spec = check_spec(COVARIATES, "covariates")
-        if spec["pcs_from"] == "eigenvec" and spec["pcs"] > config["pca"]["n_pcs"]:
-            fail(
-                f"covariates.pcs: {spec['pcs']} PCs from the pca rule, which computes "
-                f"pca.n_pcs = {config['pca']['n_pcs']}"
-            )
-        from_sqc = (
-            spec["array"]
-            or spec["batch"]
-            or (spec["pcs"] and spec["pcs_from"] == "sample_qc")
-        )
-        if from_sqc and not SIMULATED and not INPUTS.get("sample_qc"):
-            fail(
-                "covariates: the PCs (pcs_from: sample_qc), array or batch come from "
-                "inputs.sample_qc, which is not given; use pcs_from: eigenvec for PCs "
-                "from `cmix pca`"
-            )
-    if not SIMULATED:
-        inputs = config.get("inputs") or fail(
-            "'inputs' is required when 'simulate' is absent"
-        )
-        if "phenotypes" not in inputs:
-            fail("inputs.phenotypes is required")
-        if ("bfile" in inputs) == ("pfile" in inputs):
-            fail("inputs: give the genotype calls as exactly one of bfile or pfile")
-        key, src = genotype_source()
-        if CHROM in src and not inputs.get("fam"):
-            fail(f"inputs.fam: required with a per-chromosome inputs.{key} pattern")
-        for path in genotype_files("all") + bgen_files():
-            if not os.path.exists(path):
-                how = (
-                    f"; index the .bgen with `cmix bgen-index`"
-                    if path.endswith(".bgi")
-                    else ""
-                )
-                fail(f"inputs: {path} not found{how}")
-        if "bgen" in inputs and "bgen_sample" not in inputs:
-            fail("inputs.bgen_sample: the .sample file of inputs.bgen is required")
-        for key in ("sample_qc", "withdrawn", "phenotypes", "kinship"):
-            if inputs.get(key) and not os.path.exists(inputs[key]):
-                fail(f"inputs.{key}: {inputs[key]} not found")
-            if inputs.get(key):
-                input_file(inputs[key], f"inputs.{key}")
-        for trait in (t for t in TRAITS if t not in DISCOVERY_TRAITS):
-            path = (inputs.get("sumstats") or {}).get(trait)
-            if not path:
-                fail(
-                    f"inputs.sumstats.{trait}: no summary statistics for trait {trait!r}"
-                )
-            if not os.path.exists(path) and not fetchable(path):
-                fail(
-                    f"inputs.sumstats.{trait}: {path} not found (nor listed in "
-                    f"{FETCH_MANIFEST} to be fetched as resources/sumstats/FILE)"
-                )
-            if os.path.exists(path):
-                input_file(path, f"inputs.sumstats.{trait}")
-    from cmix.learn.config import resolve_config
-
-    try:
-        resolve_config(config.get("train", {}).get("config", {}), where="train.config")
-    except Exception as err:
-        fail(str(err))
-    if workflow.is_main_process:  # jobs re-read the Snakefile; the plan was checked
-        check_sizes()
-
-
-def filtered_samples():
-    """IIDs (str array) of the .fam samples that pass the withdrawals and the sample
-    QC, filtered by the functions `cmix samples` runs. The unrelated set and the stores
-    can only be smaller."""
-    from cmix.genotypes.pgen import read_psam
-    from cmix.genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
-
-    fam = read_psam(fam_file())
-    extra = shlex.split(config["sample_qc"].get("extra", ""))
-    headerless = (
-        True
-        if INPUTS.get("sample_qc_headerless") or "--sqc-headerless" in extra
-        else (False if "--sqc-tidy" in extra else None)
-    )
-    sqc = (
-        read_sample_qc(INPUTS["sample_qc"], fam, headerless)
-        if INPUTS.get("sample_qc")
-        else None
-    )
-    withdrawn = read_withdrawn(INPUTS["withdrawn"]) if INPUTS.get("withdrawn") else None
-    idx, _ = sample_filters(fam, sqc, withdrawn, "--no-ancestry-filter" not in extra)
-    return fam["iid"].to_numpy()[idx]
-
-
-def check_sizes():
-    """Budgets and PCs against what the cohort can give. A trait's training split is at
-    most phenotypes.max_training_split(n, test_fraction, strata) of its n candidates:
-    the samples past the withdrawals and the sample QC with a label (categorical) or a
-    value (continuous), as `cmix store` labels them; relatedness and missing covariates
-    only remove more. The simulated demo's bound uses its cohort size for n. pca.n_pcs
-    is checked against the samples past the filters (the unrelated set is a subset). A
-    trait of the discovery route keeps at most the share 1 - discovery.fraction of them.
-    """
-    from cmix.genotypes.pca import check_n_pcs
-    from cmix.errors import CmixError
-    from cmix.genotypes.phenotypes import (
-        N_CONTINUOUS_STRATA,
-        label_trait,
-        max_training_split,
-        read_phenotypes,
-        trait_column,
-    )
-
-    test_fraction = config["split"]["test_fraction"]
-    if SIMULATED:
-        iids, pheno = None, None
-        n_cohort = int(config["simulate"]["n_samples"])
-        what = "the simulated cohort's samples"
-    else:
-        iids = filtered_samples()
-        pheno = read_phenotypes(INPUTS["phenotypes"])
-        n_cohort = len(iids)
-        what = "samples past the withdrawals and sample QC"
-        for field in COVARIATES.get("fields", []):
-            try:
-                trait_column(
-                    pheno.columns,
-                    field if isinstance(field, dict) else {"field": field},
-                    path=INPUTS["phenotypes"],
-                    who="covariates.fields",
-                )
-            except CmixError as err:
-                fail(str(err))
-    if pca_reads_the_calls() or COVARIATES.get("pcs_from") == "eigenvec":
-        try:
-            check_n_pcs(config["pca"]["n_pcs"], n_cohort, what)
-        except Exception as err:
-            fail(f"pca.n_pcs: {err}")
-    largest = max(BUDGETS)
-    for trait in TRAITS:
-        definition = TRAIT_DEFINITIONS[trait]
-        categorical = definition["kind"] == "categorical"
-        n_strata = len(definition["classes"]) if categorical else N_CONTINUOUS_STRATA
-        n = n_cohort
-        if pheno is not None:
-            labels = label_trait(
-                pheno,
-                trait,
-                definition,
-                iids,
-                test_fraction,
-                config["split"]["seed"],
-                path=INPUTS["phenotypes"],
-            )
-            n = len(labels["keep"]) if categorical else labels["counts"]["with_a_value"]
-        discovery, n_labeled = "", n
-        if trait in DISCOVERY_TRAITS:
-            # its discovery set never enters the store: round(n_s * fraction) of each
-            # stratum's n_s, so at most (1 - fraction) * n + half a sample per stratum stay
-            fraction = float(DISCOVERY.get("fraction", 0.5))
-            n_store = int((1 - fraction) * n + n_strata / 2)
-            discovery = f", {n - n_store} or more of them in its discovery GWAS"
-            n = n_store
-        bound = max_training_split(n, test_fraction, n_strata)
-        if largest > bound:
-            fail(
-                f"budgets: {largest} labeled samples asked for, but trait {trait!r} has at "
-                f"most {bound} in its training split ({n_labeled} {what} with a phenotype"
-                f"{discovery}; test_fraction {test_fraction})"
-            )
-        if categorical and min(BUDGETS) < n_strata:
-            fail(
-                f"budgets: {min(BUDGETS)} labeled samples for trait {trait!r}, fewer than "
-                f"its {n_strata} classes; every class needs a labeled sample"
-            )
 
 
 def genotype_source():
@@ -582,6 +302,3 @@ if not workflow.is_main_process and "gpu" not in workflow.global_resources:
 ONE_AT_A_TIME = (
     '${SLURM_JOB_ID:+flock "${TMPDIR:-/tmp}/cmix-train.$SLURM_JOB_ID.lock"} '
 )
-
-
-check_config()
