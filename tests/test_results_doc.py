@@ -4,7 +4,7 @@ A table of learning results is marked by a line ``<!-- results: NAME -->`` right
 it (header ``| method | budget B | ...``, cells ``mean ± sd (n=N)``). A summary line that
 quotes such a number carries ``<!-- check: NAME METHOD BUDGET VALUE; ... -->``: every
 VALUE must be the table's mean for that method and budget, and must appear in the
-visible text of the same line, so neither the summary nor the table can drift alone."""
+visible text of the same list item, so neither the summary nor the table can drift alone."""
 
 import re
 from pathlib import Path
@@ -36,12 +36,18 @@ def tables(text: str) -> dict:
 
 
 def checks(text: str) -> list:
-    """(line number, visible text, [(name, method, budget, value)]) of every check."""
+    """(line number, visible text, [(name, method, budget, value)]) of every check; the
+    visible text is the list item (or paragraph) the check ends, comments removed."""
+    lines = text.splitlines()
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         for comment in re.findall(r"<!-- check: (.*?) -->", line):
             items = [tuple(item.split()) for item in comment.split(";") if item.strip()]
-            out.append((n, re.sub(r"<!--.*?-->", "", line), items))
+            start = n - 1
+            while start > 0 and lines[start - 1].strip() and not lines[start].startswith("- "):
+                start -= 1
+            visible = " ".join(re.sub(r"<!--.*?-->", "", x) for x in lines[start:n])
+            out.append((n, visible, items))
     return out
 
 
