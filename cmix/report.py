@@ -155,6 +155,11 @@ def collect_results(runs_dir, grid: dict | None = None) -> tuple[pd.DataFrame, l
     if not runs_dir.is_dir():
         raise CmixError(f"{runs_dir}: runs folder not found")
     files = sorted(runs_dir.rglob("metrics.json"))
+    linked = sorted(p for p in runs_dir.rglob("*") if p.is_symlink() and p.is_dir())
+    if linked:
+        log(f"{len(linked)} folder(s) under {runs_dir} are symbolic links and are not "
+            f"searched for runs (e.g. {linked[0].relative_to(runs_dir)}): give the folder "
+            "they point to, or copy the runs in")
     if not files:
         raise CmixError(f"{runs_dir}: no metrics.json found under this folder (run "
                         "`cmix train ... --out DIR` first)")
@@ -1095,12 +1100,21 @@ def _largest_budget_predictions(runs_dir, trait_results: pd.DataFrame) -> dict:
     """{method: [(budget, seed, predictions dict), ...]} of the runs at the largest budget
     of one trait that has any run with predictions (:func:`load_predictions`)."""
     preds: dict = {}
+    lacking = []
     for row in trait_results.sort_values("budget", ascending=False).itertuples():
         if preds and row.budget != next(iter(preds.values()))[0][0]:
             break
         pr = load_predictions(runs_dir, row)
         if pr is not None:
             preds.setdefault(row.method, []).append((row.budget, row.seed, pr))
+        else:
+            lacking.append((row.budget, f"{row.method} seed {row.seed}"))
+    budget = next(iter(preds.values()))[0][0] if preds else None
+    lacking = [name for b, name in lacking if b == budget]
+    if lacking:
+        log(f"{len(lacking)} run(s) at budget {budget} have no {PREDICTIONS_FILE} and are left "
+            f"out of the pooled curves ({', '.join(lacking[:5])}"
+            + (", ..." if len(lacking) > 5 else "") + ")")
     return preds
 
 

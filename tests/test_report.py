@@ -700,3 +700,26 @@ def test_a_missing_p_says_why(tmp_path, acc, seeds, reason):
     assert html.escape(reason) in table
     if len(seeds) == 1:
         assert "Only one seed per method" in page
+
+
+def test_report_says_why_runs_are_left_out(tmp_path, capsys):
+    """A symbolic link to a run folder is named (not searched), and a run without
+    predictions.npz at the curves' budget is named as left out of the pooled curves."""
+    import shutil
+
+    from cmix.report import collect_results, _largest_budget_predictions
+
+    runs = tmp_path / "runs"
+    write_runs_with_predictions(runs, "asthma", [0.6, 0.4], ["mlp", "cmix"], [50, 100], [1, 2])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (runs / "linked").symlink_to(elsewhere, target_is_directory=True)
+    results, _ = collect_results(runs)
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and "linked" in err
+    top = results[results.budget == results.budget.max()]
+    row = next(top.itertuples())
+    (runs / row.run_dir / "predictions.npz").unlink()
+    _largest_budget_predictions(runs, results[results.trait == row.trait])
+    err = capsys.readouterr().err
+    assert f"{row.method} seed {row.seed}" in err and "left out of the pooled curves" in err
