@@ -348,9 +348,10 @@ def check_validation_rows(val_fraction: float, budget: int, method: str, network
                           where="config") -> None:
     """CmixError when a network ``method`` would get no validation row: its predictor is
     early-stopped on the validation rows (``val_fraction`` of the ``budget`` labeled
-    rows), and with none it would keep its epoch-0 random start."""
+    rows), and with none it would keep its epoch-0 random start. A budget under 2 is left
+    to the split's own refusal (fewer labels than classes)."""
     n_val = int(round(val_fraction * budget))
-    if network and n_val < 1:
+    if network and n_val < 1 and budget >= 2:
         raise CmixError(f"{where}: val_fraction = {val_fraction!r} leaves no validation row "
                         f"of the {budget} labeled (budget); method {method!r} early-stops on "
                         "the validation rows and would keep its untrained start: give "
