@@ -386,7 +386,7 @@ def filtered_samples(config: dict):
 def check_sample_qc_pcs(config: dict) -> None:
     """``covariates.pcs`` PCs from the sample QC (pcs_from: sample_qc) against the PCs
     its table holds: more is a CmixError naming the key and the table."""
-    from .genotypes.covariates import _sample_qc_table, check_spec
+    from .genotypes.covariates import sample_qc_table, check_spec
     from .genotypes.pgen import read_psam
 
     covariates = config.get("covariates") or {}
@@ -397,7 +397,7 @@ def check_sample_qc_pcs(config: dict) -> None:
     if not spec["pcs"] or spec["pcs_from"] != "sample_qc":
         return
     try:
-        _sample_qc_table(path, read_psam(fam_file(config)), spec["pcs"], array=False)
+        sample_qc_table(path, read_psam(fam_file(config)), spec["pcs"], array=False)
     except CmixError as err:
         raise CmixError(f"covariates.pcs: {spec['pcs']} PCs from the sample QC: {err}") from None
 

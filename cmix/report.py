@@ -1240,13 +1240,14 @@ code{overflow-wrap:anywhere}</style>"""
 
 
 def _html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.DataFrame,
-               missing: pd.DataFrame, head: pd.DataFrame, figs: dict, traits: list[str],
+               missing: pd.DataFrame, head: pd.DataFrame, figs: dict,
                ans: pd.DataFrame) -> str:
     """report.html: first the answers (status, cautions, the best method per trait and
     budget, the note on too few seeds, accuracy against the budget per trait), then the
     detail: cmix against the others, the headline table, how to read it, the other
     figures, the data per trait, the full summary, missing runs, wall time, versions,
     configs."""
+    traits = list(dict.fromkeys(results["trait"]))
     devices = ", ".join(sorted(set(map(str, results["device"].dropna()))))
     status = _grid_status(summary, missing)
     caution = _caution_html(parsed, traits)
@@ -1319,7 +1320,7 @@ def write_report(runs_dir, out_dir, grid: dict | None = None) -> dict:
     out_dir = check_writable_dir(out_dir)
     traits = list(dict.fromkeys(results["trait"]))
     figs = _figures(runs_dir, results, summary, parsed, traits)
-    page = _html_page(runs_dir, results, parsed, summary, missing, head, figs, traits, ans)
+    page = _html_page(runs_dir, results, parsed, summary, missing, head, figs, ans)
     names = ["results.tsv", "summary.tsv", "headline.tsv", "answers.tsv", "missing.tsv",
              "report.html", *figs]
     with recorded_outputs(out_dir, "report", names, previous) as stale, \

@@ -136,7 +136,7 @@ def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
     return names, cols
 
 
-def _sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bool = False):
+def sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: bool = False):
     """(names, columns aligned to the .fam) of PCs / array from a sample QC table, and
     the batch of each .fam sample (str, "" = missing; None unless ``batch``)."""
     path = input_file(path, "sample QC table")
@@ -301,7 +301,7 @@ def covariate_matrix(spec: dict, fam: pd.DataFrame, sample_idx: np.ndarray, *, p
             if sample_qc is None:
                 raise CmixError("covariates: PCs, the array or the batch from the sample QC "
                                 "need --sample-qc")
-            n, c, batches = _sample_qc_table(
+            n, c, batches = sample_qc_table(
                 sample_qc, fam, spec["pcs"] if spec["pcs_from"] == "sample_qc" else 0,
                 spec["array"], spec["batch"])
             names += n
