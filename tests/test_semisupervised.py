@@ -550,3 +550,37 @@ def test_rows_the_graph_never_reaches_weigh_nothing_in_the_judge():
     assert reached.sum() == 40 and res.heldout_accuracy == 1.0
     assert np.all(res.weight[unlabeled][~reached] == 0)
     assert res.weight[unlabeled][reached].sum() < judge.sum() and not res.used
+
+
+@pytest.mark.parametrize("method", ["cmix_selfsl", "ae"])
+def test_the_head_choice_never_reads_a_test_row(tmp_path, monkeypatch, method):
+    """The MLP-or-probe choice of a frozen-encoder method reads the latent of training
+    labeled, validation and labeled rows only: every row handed to the head inputs while
+    heads are chosen is outside the test split, the probe is scored on the validation
+    rows, and the choice is recorded with both losses."""
+    from cmix.learn.methods import networks
+
+    dosage, label = simulate_labels(300, 30, n_classes=2, seed=6)
+    store = write_test_store(tmp_path / "s.zarr", dosage, label)
+    seen, tests = [], []
+    real_inputs, real_choose = networks.run_inputs, networks.choose_heads
+
+    def choose(group, model, summaries):
+        tests.extend(int(r) for c in group.ctxs for r in c.splits.test)
+        monkeypatch.setattr(networks, "run_inputs",
+                            lambda g, m, rows: seen.extend(int(r) for x in rows for r in x)
+                            or real_inputs(g, m, rows))
+        try:
+            return real_choose(group, model, summaries)
+        finally:
+            monkeypatch.setattr(networks, "run_inputs", real_inputs)
+
+    monkeypatch.setattr(networks, "choose_heads", choose)
+    m = harness.train_run(store, 100, 3, tmp_path / "run", method=method,
+                          config={"epochs": 2, "warmup_epochs": 1, "pred_epochs": 3,
+                                  "hidden": 16, "d_proj": 8, "batch_size": 64},
+                          device="cpu")
+    assert seen and tests and not set(seen) & set(tests)
+    losses = m["validation"]["head_val_log_loss"]
+    assert m["validation"]["head"] in ("mlp", "linear") and losses["mlp"] is not None
+    assert losses["linear"] is not None
