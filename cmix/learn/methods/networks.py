@@ -284,6 +284,31 @@ def run_inputs(group, model, rows: list) -> list:
     return [x[i, :len(r)] for i, r in enumerate(rows)]
 
 
+def masked_epoch(src, sched, ok, active: list, opt, step_loss) -> list:
+    """One self-supervised epoch of a group of G models over the batches of ``sched``
+    (rows read by ``src``; ``ok`` (G, steps, B) which rows are real, ``active`` (G,) bool
+    which models are still training): step_loss(s, x, m) gives the (G,) losses of step s's
+    batch x with row mask m (G, B); every model with rows in the step takes an optimiser
+    step. Returns each active model's {"loss": mean over its steps}, None for the others;
+    the losses are read from the device once, at the end."""
+    import torch
+
+    act = torch.tensor(active, device=ok.device)
+    tot = torch.zeros(len(active), dtype=torch.float64, device=ok.device)
+    n = torch.zeros(len(active), dtype=torch.float64, device=ok.device)
+    for s, x in enumerate(src.steps(sched)):
+        m = ok[:, s] & act[:, None]
+        loss = step_loss(s, x, m)
+        opt.zero_grad()
+        loss.sum().backward()
+        step = m.any(1)
+        opt.step(step)
+        tot += loss.detach().double() * step
+        n += step
+    losses = (tot / n.clamp_min(1)).cpu().numpy()
+    return [{"loss": float(v)} if a else None for v, a in zip(losses, active)]
+
+
 def choose_heads(group, model, summaries: list) -> list:
     """For each run, the head its labels favour: the MLP predictor already fitted, or a
     linear probe on the frozen latent of ``model`` (:func:`fit_probe`), whichever has the
@@ -488,37 +513,22 @@ class Autoencoder(NetworkMethod):
 
     @classmethod
     def fit_group(cls, group) -> list:
-        import torch
-
         from ..group import group_epochs
         from ..losses import reconstruction_loss
         from ..nn import GroupAdam
         from ..streams import AE_BATCHES, Draws
 
-        cfg, dev, src = group.cfg.pretrain, group.dev, group.source
+        cfg, src = group.cfg.pretrain, group.source
         model = cmix_model(group)
         opt = GroupAdam(model.parameters(), group.n_models, cfg.lr, cfg.weight_decay)
         train = group.row_set([c.train_rows for c in group.ctxs])
         keys = group.keys(AE_BATCHES, src.index_device)
 
         def epoch_fn(epoch, active):
-            act = torch.tensor(active, device=dev)
             sched, ok = batch_schedule(group, train, Draws(keys, epoch), cfg.batch_size)
             model.train()
-            tot = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
-            n = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
-            for s, x in enumerate(src.steps(sched)):
-                m = ok[:, s] & act[:, None]
-                loss = reconstruction_loss(model.decoder(model.encode(x, m), m), x,
-                                           model.embed, m)
-                opt.zero_grad()
-                loss.sum().backward()
-                step = m.any(1)
-                opt.step(step)
-                tot += loss.detach().double() * step
-                n += step
-            losses = (tot / n.clamp_min(1)).cpu().numpy()
-            return [{"loss": float(v)} if a else None for v, a in zip(losses, active)]
+            return masked_epoch(src, sched, ok, active, opt, lambda s, x, m: reconstruction_loss(
+                model.decoder(model.encode(x, m), m), x, model.embed, m))
 
         group_epochs(group, "pretrain", cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
                      "ae pre-training")
@@ -575,8 +585,6 @@ def vime_pretrain(group):
     (mask probability vime_p_m, masked values drawn from the column's marginal in the
     batch), then estimate the mask and reconstruct the row from the encoding. Returns the
     grouped model."""
-    import torch
-
     from ..baselines import vime_corrupt, vime_self_loss
     from ..group import group_epochs
     from ..nn import GroupAdam, Layers, init_generators, mlp_layers
@@ -595,26 +603,17 @@ def vime_pretrain(group):
     keys_c = group.keys(VIME_CORRUPTION)
 
     def epoch_fn(epoch, active):
-        act = torch.tensor(active, device=dev)
         sched, ok = batch_schedule(group, train, Draws(keys_b, epoch), cfg.batch_size)
         model.train()
         mask_est.train()
-        tot = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
-        n = torch.zeros(group.n_models, dtype=torch.float64, device=dev)
-        for s, x in enumerate(src.steps(sched)):
-            m = ok[:, s] & act[:, None]
+
+        def step_loss(s, x, m):
             x_tilde, mask = vime_corrupt(x, vime.vime_p_m, Draws(keys_c, epoch, s + 1), m.sum(1))
             z = model.encode(x_tilde, m)
-            loss = vime_self_loss(mask_est(z, m), mask, model.decoder(z, m), x, model.embed,
+            return vime_self_loss(mask_est(z, m), mask, model.decoder(z, m), x, model.embed,
                                   vime.vime_alpha, m)[0]
-            opt.zero_grad()
-            loss.sum().backward()
-            step = m.any(1)
-            opt.step(step)
-            tot += loss.detach().double() * step
-            n += step
-        losses = (tot / n.clamp_min(1)).cpu().numpy()
-        return [{"loss": float(v)} if a else None for v, a in zip(losses, active)]
+
+        return masked_epoch(src, sched, ok, active, opt, step_loss)
 
     group_epochs(group, "pretrain", cfg.epochs,
                  {"model": model, "mask_estimator": mask_est, "opt": opt}, epoch_fn,
