@@ -37,7 +37,7 @@ REFERENCE = Path(__file__).resolve().parent / "data" / "freeze_metrics.json"
 N_SAMPLES, N_SNPS, N_CLASSES, BUDGET, SEED = 400, 60, 3, 45, 3
 CONFIG = {"hidden": 32, "d_proj": 16, "epochs": 2, "warmup_epochs": 1, "lp_every": 1,
           "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 5, "pred_patience": 3,
-          "pred_hidden": 16, "pred_lr": 0.01, "vime_k": 2, "semi_pcs": 5, "lp_pcs": 5, "gbdt_max_iter": 20,
+          "pred_hidden": 16, "pred_lr": 0.01, "vime_k": 2, "semi_pcs": 5, "gbdt_max_iter": 20,
           "logreg_n_c": 4, "logreg_folds": 3}
 DIFFERENTIATION = 0.15
 # networks whose early stopping kept the covariates-only start above: run again without

@@ -14,7 +14,7 @@ from store_helpers import simulate_labels, write_test_store
 
 TINY = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_every": 1,
         "batch_size": 64, "labeled_batch_size": 32, "pred_epochs": 4, "pred_patience": 3,
-        "lp_k": 5, "lp_pcs": 5}
+        "lp_k": 5}
 
 #: operations that wait for the device and read a value back on the host (``.item()``,
 #: ``bool(tensor)``, shapes that depend on values), or copy host data into a new tensor

@@ -358,7 +358,7 @@ def test_validation_labels_never_reach_pre_training(tmp_path, monkeypatch):
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     real = data_mod.make_splits
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 2, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
+           "d_proj": 8, "batch_size": 64}
 
     def run(tag, shuffle):
         def splits(*a, **k):
@@ -396,7 +396,7 @@ def test_a_folds_labels_never_reach_its_fold_model(tmp_path, monkeypatch):
     real = data_mod.make_splits
     seen = {}
     cfg = {"epochs": 2, "warmup_epochs": 2, "pred_epochs": 1, "hidden": 16, "d_proj": 8,
-           "batch_size": 64, "lp_pcs": 5, "lp_judge_folds": 3}
+           "batch_size": 64, "lp_judge_folds": 3}
 
     def first_model(model, *a, **k):
         """Every model of the judged group as the first look embeds the nodes with it."""
@@ -469,7 +469,7 @@ def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypat
     dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_pcs": 5}
+           "d_proj": 8, "batch_size": 64}
     monkeypatch.setattr(lp_mod, "heldout_head_right",     # a head right on every row
                         lambda x_fit, y_fit, x_held, y_held, *a: np.ones(len(y_held), bool))
     paper = harness.train_run(store, 100, 3, tmp_path / "paper", method="cmix_paper",
@@ -497,7 +497,7 @@ def test_cmix_is_cmix_selfsl_when_its_pseudo_labels_carry_no_weight(tmp_path, mo
     dosage, label = simulate_labels(400, 30, n_classes=2, n_causal=10, h2=0.9, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_pcs": 5, "lp_alpha": 0.9}
+           "d_proj": 8, "batch_size": 64, "lp_alpha": 0.9}
     # a head right on every held-out row (never beaten) or on none (beaten at every look)
     monkeypatch.setattr(lp_mod, "heldout_head_right",
                         lambda x_fit, y_fit, x_held, y_held, *a: np.full(len(y_held), head_right))

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import CmixError
-from ..text import first_line, input_file, read_table, text_lines
+from ..text import input_file, read_table, text_lines
 from .plink import BIM_COLUMNS, FAM_COLUMNS, Tables, position_columns
 
 BGI_SQL = """

@@ -67,11 +67,9 @@ class PseudoLabels:
     warmup_epochs: int = 5          # pre-training epochs before the first look (K)
     lp_every: int = 5               # epochs between looks, label propagations (f)
     lp_k: int = 3                   # kNN neighbours (paper: 3)
-    lp_pcs: int = 0                 # input PCs as a second graph space cmix's judge tries
-                                    # beside the latent (0 = the latent only, the paper's graph;
-                                    # a second space halves the judge's level)
-    lp_judge_folds: int = 3         # K fold models judge the pseudo-labels (cmix): fold model k
-                                    # trains without fold k's labels and judges those rows
+    lp_judge_folds: int = 2         # K folds of cmix's judge: fold model k of each arm (with and
+                                    # without pseudo-labels) trains without fold k's labels and
+                                    # judges those rows; a run trains 2 (K + 1) encoders
     lp_alpha: float = 0.99          # propagation's alpha; 0.999 oversmooths (benchmarks/RESULTS.md)
     lp_rtol: float = 1e-6           # CG stops at this relative residual
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)
@@ -243,8 +241,7 @@ CHOICES: dict = {"encoding": ("categorical", "dosage"), "mix": ("within_class", 
                  "loader": ("auto", "memory", "stream")}
 # keys not listed here need >= 1 (a predictor trained for 0 epochs, or stopped before
 # its first, would be its random start: pred_epochs and pred_patience are >= 1)
-MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "logreg_folds": 2, "lp_pcs": 0,
-                 "lp_judge_folds": 2,
+MIN_INT: dict = {"epochs": 0, "warmup_epochs": 0, "logreg_folds": 2, "lp_judge_folds": 2,
                  "gbdt_max_leaf_nodes": 2}
 #: the largest value of an integer key: epochs beyond these would run for days, widths
 #: and batch sizes beyond them would not fit any memory; keys not listed take MAX_ANY_INT

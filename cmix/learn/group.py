@@ -204,10 +204,9 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
     modules: name -> grouped module or GroupAdam, each model's slice saved in its run's
     parts (:meth:`Group.part_name`). epoch_fn(epoch, active) -> list of G epoch records
     (None for an inactive model; a run's history takes its own model's); active: host list
-    of G bools, False for the models of a run that has ended the stage (a record with
-    ``end_stage: True`` ends it after that epoch: the state is then the stage's result and
-    the run's models take no further step). A run's fold models go as its own model
-    does. A state past this stage loads the modules and returns."""
+    of G bools, False for the models of a run already past the stage (one that took it
+    from the shared-encoder folder). A run's fold models go as its own model does. A
+    state past this stage loads the modules and returns."""
     states = [c.state for c in group.ctxs]
     names = [group.part_name(stage, i) for i in range(group.n_models)]
     for i, st in enumerate(states):
@@ -218,12 +217,9 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
     for st in states:
         if st.stage == "start":
             st.stage, st.epoch = stage, 0
-    frozen: dict = {}
 
     def write_parts(i, st):
-        if i in frozen:
-            st.parts[names[i]] = frozen[i]
-        elif st.stage == stage:
+        if st.stage == stage:
             st.parts[names[i]] = module_parts(modules, i)
 
     epoch = min(st.epoch for st in states)
@@ -232,22 +228,17 @@ def group_epochs(group: Group, stage: str, n_epochs: int, modules: dict, epoch_f
     while epoch < n_epochs:
         t0 = time.perf_counter()
         active = [st.epoch < n_epochs for st in states]
-        if not any(active):                  # every model has ended the stage
+        if not any(active):                  # every run is past the stage
             break
         recs = epoch_fn(epoch, active)
         seconds = time.perf_counter() - t0
         for i, (st, rec) in enumerate(zip(states, recs)):
             if not active[i] or rec is None or group.roles[i] != 0:
                 continue
-            ended = rec.pop("end_stage", False)
-            st.epoch = n_epochs if ended else epoch + 1
+            st.epoch = epoch + 1
             st.times[stage] = st.times.get(stage, 0.0) + seconds
             st.history.append({"stage": stage, "epoch": epoch + 1, **rec,
                                "seconds": round(seconds, 3)})
-            if ended:                        # the run's models as they are now
-                for j in range(group.n_models):
-                    if group.ctxs[j] is group.ctxs[i]:
-                        frozen[j] = module_parts(modules, j)
         epoch += 1
         group.save(write_parts)
         bar.update(1)

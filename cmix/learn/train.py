@@ -269,9 +269,8 @@ def pretrain_stage(group, model, rows: PretrainRows, look=None, stage="pretrain"
     terms. look: None (no pseudo-labels) or ``look(epoch, active, records)``, run after
     ``warmup_epochs`` epochs, then every ``lp_every`` epochs and after the last: it
     leaves each run's pseudo-labels in its checkpoint parts ("pseudo", and
-    "pseudo_folds" for its fold models), which the following epochs use, and may end a
-    run's stage (``end_stage`` in its record; :func:`judged_look`, :func:`unjudged_look`).
-    """
+    "pseudo_folds" for its fold models), which the following epochs use
+    (:func:`paper_look`)."""
     import torch
 
     from .group import group_epochs
@@ -326,12 +325,6 @@ def pseudo_tensors(group):
     return torch.from_numpy(label).to(group.dev), torch.from_numpy(weight).to(group.dev)
 
 
-def pseudo_labels_weigh(ctx) -> bool:
-    """Whether some pseudo-label in the run's checkpoint parts carries weight."""
-    pseudo = ctx.parts.get("pseudo")
-    return pseudo is not None and bool(((pseudo["label"] >= 0) & (pseudo["weight"] > 0)).any())
-
-
 def pseudo_label_rows(ctx) -> np.ndarray:
     """S_U: positions (sorted) into the run's unlabeled rows that get pseudo-labels, at
     most lp_max_unlabeled of them, drawn with the run's seed."""
@@ -377,58 +370,16 @@ def look_of(group, model, per_run):
     return look
 
 
-def judged_look(group, model, folds: dict, pcs_cache: dict):
-    """The look of cmix's judge (:func:`pretrain_stage`): for each run still going, its
-    pseudo-labels judged by its fold models (:func:`cmix.learn.labelprop.cross_fitted_label_propagation`:
-    fold model f never saw fold f's labels, ``folds``: run id -> (n_L,) fold of each
-    labeled row), on the paper's graph (each model's latent, k = lp_k, alpha = lp_alpha:
-    the pseudo-labels cmix_paper uses) and, with ``lp_pcs`` > 0, on the input PCs of the
-    run's nodes too (searched once, kept in ``pcs_cache``). The first look uses them only
-    where they are shown right more often than the supervised head on the latent; each
-    later look keeps them unless the head is shown right more often than they are. A run
-    whose look does not use them ends its judged stage (before its last epoch) and is
-    pre-trained again as cmix_selfsl. Only training labeled rows are used: validation
-    rows are not nodes."""
-    from .labelprop import Folds, cross_fitted_label_propagation
-
-    cfg, lp = group.cfg, group.cfg.pseudo_labels
-
-    def per_run(i, z, x_nodes, n, done, rec):
-        ctx = group.ctxs[i]
-        members = [j for j in range(group.n_models) if group.ctxs[j] is ctx]
-        t0 = time.perf_counter()
-        if id(ctx) not in pcs_cache and lp.lp_pcs:
-            pcs_cache[id(ctx)] = input_pcs(ctx, x_nodes[i, :n].cpu().numpy())
-        pcs = pcs_cache.get(id(ctx))
-        n_l = len(ctx.splits.train_labeled)
-        spaces = [{"latent": z[j, :n], **({"pcs": pcs} if pcs is not None else {})}
-                  for j in members]
-        accepted = any(look["used"] for look in ctx.parts.get("lp_info") or [])
-        res = cross_fitted_label_propagation(
-            spaces[0], ctx.splits.label[ctx.splits.train_labeled], ctx.splits.n_classes,
-            Folds(assignment=folds[id(ctx)], spaces=spaces[1:],
-                  features=[z[j, :n_l].cpu().numpy() for j in members[1:]], withheld=0),
-            lp, ks=(lp.lp_k,), accepted=accepted)
-        ctx.parts["pseudo_folds"] = {f: {"label": lab[n_l:], "weight": w[n_l:]}
-                                     for f, (lab, w) in enumerate(res.fold_pseudo)}
-        info = record_look(ctx, res, n_l, done, t0)
-        rec.update(pseudo_label_accuracy=info["accuracy"],
-                   pseudo_label_coverage=info["coverage"])
-        if not res.used and done < cfg.pretrain.epochs:
-            # refused: no later look is taken, the run is cmix_selfsl's
-            log(f"seed {ctx.seed}: pseudo-labels refused at epoch {done}: the judged "
-                "pre-training stops here")
-            rec["end_stage"] = True
-
-    return look_of(group, model, per_run)
-
-
-def unjudged_look(group, model):
-    """The look of cmix_paper (:func:`pretrain_stage`), as Darabi et al. describe it: for
-    each run, label propagation on its model's latent (k = lp_k, alpha = lp_alpha) seeded
-    with every training labeled row; every pseudo-label is used with its certainty
-    1 - H(p)/log C as its weight."""
-    from .labelprop import JudgedPseudoLabels, knn_neighbours, graph_from_neighbours, propagate
+def paper_look(group, model, folds: dict | None = None):
+    """The look of the paper's pseudo-labels (:func:`pretrain_stage`), as Darabi et al.
+    describe them: for each model, label propagation on its latent (k = lp_k, alpha =
+    lp_alpha) seeded with the training labeled rows it trains on (a fold model f: those
+    outside fold f of ``folds``, run id -> (n_L,) fold of each labeled row), every
+    pseudo-label weighted by its certainty 1 - H(p)/log C. A run's own model's S_U
+    pseudo-labels go to its checkpoint parts ("pseudo", summary in "lp_info"), fold
+    model f's to parts["pseudo_folds"][f]. cmix_paper's looks, and those of cmix's paper
+    arm (:func:`cmix.learn.methods.networks.judged_pretraining`)."""
+    from .labelprop import graph_from_neighbours, knn_neighbours, propagate
 
     lp = group.cfg.pseudo_labels
 
@@ -437,73 +388,50 @@ def unjudged_look(group, model):
         t0 = time.perf_counter()
         n_l = len(ctx.splits.train_labeled)
         y_l = ctx.splits.label[ctx.splits.train_labeled]
-        index, sim = knn_neighbours(z[i, :n], lp.lp_k, lp.lp_block)
-        prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), np.arange(n_l), y_l,
-                         ctx.splits.n_classes, lp, ctx.dev)
-        res = JudgedPseudoLabels(
-            label=prop.pseudo_label, weight=prop.weight, certainty=prop.weight,
-            space="latent", k=lp.lp_k, alpha=lp.lp_alpha, heldout={}, head_accuracy=None,
-            p_value=None, used=True, missing_classes=prop.missing_classes)
-        info = record_look(ctx, res, n_l, done, t0)
+        own = None
+        for j in (j for j in range(group.n_models) if group.ctxs[j] is ctx):
+            role = group.roles[j]
+            seen = np.arange(n_l) if role == 0 else np.flatnonzero(folds[id(ctx)] != role - 1)
+            index, sim = knn_neighbours(z[j, :n], lp.lp_k, lp.lp_block)
+            prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), seen, y_l[seen],
+                             ctx.splits.n_classes, lp, ctx.dev)
+            if role == 0:
+                own = prop
+            else:
+                ctx.parts.setdefault("pseudo_folds", {})[role - 1] = {
+                    "label": prop.pseudo_label[n_l:],
+                    "weight": np.asarray(prop.weight[n_l:], np.float32)}
+        info = record_look(ctx, own, n_l, done, t0)
         rec.update(pseudo_label_accuracy=info["accuracy"],
                    pseudo_label_coverage=info["coverage"])
 
     return look_of(group, model, per_run)
 
 
-def record_look(ctx, res, n_l: int, epoch: int, t0: float) -> dict:
+def record_look(ctx, prop, n_l: int, epoch: int, t0: float) -> dict:
     """Keep a look's pseudo-labels of the run's S_U rows in its checkpoint parts
     ("pseudo") and its summary in parts["lp_info"] (accuracy against the S_U rows' true
-    classes, which nothing else reads); log it. res: the look's
-    :class:`cmix.learn.labelprop.JudgedPseudoLabels` over the run's nodes (n_l labeled
+    classes, which nothing else reads); log it. prop: the look's
+    :class:`cmix.learn.labelprop.PropagationResult` over the run's nodes (n_l labeled
     rows first)."""
-    from .labelprop import JUDGE_LEVEL, candidate_name
-
     s, parts = ctx.splits, ctx.parts
     su_pos = pseudo_label_rows(ctx)
-    parts["pseudo"] = {"label": res.label[n_l:], "weight": res.weight[n_l:].astype(np.float32)}
+    lp = ctx.cfg.pseudo_labels
+    parts["pseudo"] = {"label": prop.pseudo_label[n_l:],
+                       "weight": np.asarray(prop.weight[n_l:], np.float32)}
     info = _pseudo_stats(parts["pseudo"], s.label[s.unlabeled[su_pos]])
-    judged = res.head_accuracy is not None
-    info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in res.missing_classes],
-                graph=candidate_name(res.space, res.k, res.alpha),
-                heldout_accuracy=res.heldout_accuracy if judged else None,
-                head_accuracy=res.head_accuracy,
-                p_value=float(f"{res.p_value:.3g}") if judged else None,
-                used=res.used, n_judge=int(res.n_held),
-                heldout={k: round(v, 4) for k, v in res.heldout.items()},
-                mean_weight=float(res.weight[n_l:].mean()) if len(su_pos) else 0.0,
+    info.update(epoch=epoch, missing_classes=[s.class_names[c] for c in prop.missing_classes],
+                graph=f"latent k{lp.lp_k} alpha{lp.lp_alpha:g}", used=True,
+                mean_weight=float(parts["pseudo"]["weight"].mean()) if len(su_pos) else 0.0,
                 seconds=round(time.perf_counter() - t0, 3))
-    if not judged:
-        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}), as propagated (no judge): graph "
-            f"{info['graph']}, mean weight {info['mean_weight']:.3f}")
-    else:
-        log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}): graph {info['graph']}, accuracy "
-            f"on the {info['n_judge']} held-out labeled rows {res.heldout_accuracy:.3f} vs the "
-            f"head's {res.head_accuracy:.3f} ("
-            + (f"head better: sign test p = {res.p_value:.2g}, refused at <= {JUDGE_LEVEL:g}"
-               if res.accepted else
-               f"better than the head: sign test p = {res.p_value:.2g}, needed <= "
-               f"{JUDGE_LEVEL:g} / {len(res.heldout)} graph(s)") + "): "
-            + (f"used, mean weight {info['mean_weight']:.3f}" if res.used else
-               "not used (weight 0)"))
-    if res.missing_classes:
+    log(f"seed {ctx.seed}: pseudo-labels (epoch {epoch}), as propagated: graph "
+        f"{info['graph']}, mean weight {info['mean_weight']:.3f}")
+    if prop.missing_classes:
         log(f"label propagation: no labeled row of class(es) {info['missing_classes']}; "
             "they get no pseudo-labels")
     parts.setdefault("lp_info", []).append(info)
     ctx.add_time("label_propagation", t0)
     return info
-
-
-def input_pcs(ctx, x: np.ndarray):
-    """The (index, sim) of :func:`cmix.learn.labelprop.knn_neighbours` (lp_k
-    neighbours) in the principal components of the standardised dosages x
-    (n, M) of a run's label-propagation nodes (fitted on those rows; lp_pcs of them)."""
-    from .data import standardised_pcs
-    from .labelprop import knn_neighbours
-
-    lp = ctx.cfg.pseudo_labels
-    pcs = standardised_pcs(x, ctx.mean, ctx.sd, lp.lp_pcs, ctx.seed)[0]
-    return knn_neighbours(pcs, lp.lp_k, lp.lp_block)
 
 
 # ------------------------------------------------------------------ predictor

@@ -409,7 +409,7 @@ class ContrastiveMixupMethod(NetworkMethod):
             judged_pretraining(group, model)
         elif sw.pretrain and sw.pseudo_labels:
             shared_stage(group, "pretrain", "unjudged", lambda: tr.pretrain_stage(
-                group, model, pretrain_rows(group), tr.unjudged_look(group, model)))
+                group, model, pretrain_rows(group), tr.paper_look(group, model)))
         elif sw.pretrain:
             shared_stage(group, "pretrain", None,
                          lambda: tr.pretrain_stage(group, model, pretrain_rows(group)))
@@ -424,7 +424,8 @@ class ContrastiveMixupMethod(NetworkMethod):
         probes = choose_heads(group, encoder, summaries) if encoder is not None \
             else [None] * group.n_models
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "heldout_accuracy", "head_accuracy", "p_value", "n_judge", "mean_weight")
+                "mean_weight", "n_judge", "paper_log_loss", "selfsl_log_loss",
+                "paper_accuracy", "selfsl_accuracy", "p_value")
         out = []
         for i, ctx in enumerate(ctxs):
             lp = ctx.parts.get("lp_info") or []
@@ -451,43 +452,104 @@ def pretrain_rows(group, folds: dict | None = None):
 
 
 def judged_pretraining(group, model) -> None:
-    """cmix's pre-training with judged pseudo-labels, into ``model`` (the group's runs'
-    models): each run's model and its lp_judge_folds fold models train as one group (a
-    fold model's labeled rows lack one fold's; its initial weights and draws come from its
-    own stream), the fold models judging the run's pseudo-labels at every look
-    (:func:`cmix.learn.train.judged_look`). A run whose pseudo-labels weigh nothing at the
-    end is pre-trained again without them (stage "pretrain_all"), as cmix_selfsl is."""
+    """cmix's pre-training, into ``model`` (the group's runs' models): the paper's
+    (pseudo-labels as propagated) or cmix_selfsl's (none), whichever the run's
+    cross-fitted judge (:func:`judge_arms`) finds better. Each run trains 2 (K + 1)
+    models, K = lp_judge_folds: the paper arm, its own model and K fold models (stage
+    "pretrain", :func:`cmix.learn.train.paper_look` at every look), then the selfsl arm,
+    the same K + 1 without pseudo-labels (stage "pretrain_all"). Fold model f of either
+    arm never sees fold f's labels (not in its label-aware terms, not as a propagation
+    seed) and has the initial weights and draws of the other arm's fold model f, so the
+    two differ only by the pseudo-labels. The chosen arm's own model becomes the run's:
+    its pre-training is exactly cmix_paper's or exactly cmix_selfsl's; refused, the
+    run's pseudo-labels weigh nothing, so its predictor is cmix_selfsl's too."""
     from ...logs import log
     from .. import train as tr
     from ..nn import load_model_state, model_state
 
     k = group.cfg.pseudo_labels.lp_judge_folds
     folds = {id(c): tr.judge_folds(c) for c in group.ctxs}
-    judged = group.with_folds(k)
-    big = cmix_model(judged)
-    pcs_cache: dict = {}
+    arms = group.with_folds(k)
+    rows = pretrain_rows(arms, folds)
+    paper, selfsl = cmix_model(arms), cmix_model(arms)
     for r in range(group.n_models):            # a run's own model: as the group's
-        load_model_state(big, r * (k + 1), model_state(model, r))
-    shared_stage(judged, "pretrain", "judged", lambda: tr.pretrain_stage(
-        judged, big, pretrain_rows(judged, folds), tr.judged_look(judged, big, folds, pcs_cache)))
-    for r in range(group.n_models):
-        load_model_state(model, r, model_state(big, r * (k + 1)))
-    refused = [i for i, c in enumerate(group.ctxs) if not tr.pseudo_labels_weigh(c)]
-    if not refused:
-        return
-    sub = group.subgroup(refused)
-    again = cmix_model(sub)
-    for c in sub.ctxs:
+        for m in (paper, selfsl):
+            load_model_state(m, r * (k + 1), model_state(model, r))
+    tr.pretrain_stage(arms, paper, rows, tr.paper_look(arms, paper, folds))
+    for c in group.ctxs:
         if c.state.stage == "pretrain":
             c.state.stage, c.state.epoch = "pretrain_all", 0
-    log(f"{len(refused)} of {group.n_models} run(s) (seed(s) "
-           f"{', '.join(str(c.seed) for c in sub.ctxs)}): pseudo-labels carry no weight "
-           "after the judged pre-training: pre-training again with every labeled row and no "
-           "pseudo-labels (those runs are then cmix_selfsl's)")
-    shared_stage(sub, "pretrain_all", None, lambda: tr.pretrain_stage(
-        sub, again, pretrain_rows(sub), stage="pretrain_all"))
-    for j, i in enumerate(refused):
-        load_model_state(model, i, model_state(again, j))
+    rows.pseudo = None
+    tr.pretrain_stage(arms, selfsl, rows, stage="pretrain_all")
+    for r, (ctx, verdict) in enumerate(zip(group.ctxs, judge_arms(arms, paper, selfsl, folds))):
+        load_model_state(model, r, model_state(paper if verdict["used"] else selfsl,
+                                               r * (k + 1)))
+        ctx.parts["lp_info"][-1].update(verdict)
+        if not verdict["used"]:
+            pseudo = ctx.parts["pseudo"]
+            ctx.parts["pseudo"] = {"label": pseudo["label"],
+                                   "weight": np.zeros_like(pseudo["weight"])}
+        log(f"seed {ctx.seed}: judge on {verdict['n_judge']} held-out labeled rows: held-out "
+            f"log-loss {verdict['paper_log_loss']:.4f} with the paper's pseudo-labels vs "
+            f"{verdict['selfsl_log_loss']:.4f} without (accuracy "
+            f"{verdict['paper_accuracy']:.3f} vs {verdict['selfsl_accuracy']:.3f}, one-sided "
+            f"paired t-test p = {verdict['p_value']:.3g}): "
+            + ("pseudo-labels used (the run is cmix_paper's)" if verdict["used"] else
+               "pseudo-labels not used (the run is cmix_selfsl's)"))
+
+
+def judge_arms(group, paper, selfsl, folds: dict) -> list:
+    """The cross-fitted judge of each run of ``group`` (runs with their fold models,
+    :meth:`cmix.learn.group.Group.with_folds`; ``paper``, ``selfsl``: both arms' grouped
+    models; ``folds``: run id -> (n_L,) fold of each training labeled row). Every
+    training labeled row, of fold f, is scored by the linear probe (:func:`fit_probe`)
+    on fold model f's latent, fitted on the rows outside fold f, in either arm: n_L
+    held-out log-losses per arm from encoders and probes that never saw the row's label.
+    The paper arm is used when its mean held-out log-loss is the lower (a tie: not used),
+    the choice between the two trainings that cross-validation makes; the one-sided
+    paired t-test of the per-row differences is recorded beside it (``p_value``: the
+    evidence, not a threshold). A run whose rows cannot all be judged (a fold's
+    complement too small for the probe's cross-validation) does not use them. Returns
+    per run (in order) {"used", "n_judge", "paper_log_loss", "selfsl_log_loss",
+    "paper_accuracy", "selfsl_accuracy", "p_value"}."""
+    from scipy.stats import ttest_1samp
+
+    from ...errors import CmixError
+
+    rows = [c.splits.train_labeled for c in group.ctxs]
+    inputs = {"paper": run_inputs(group, paper, rows), "selfsl": run_inputs(group, selfsl, rows)}
+    out = []
+    for ctx in group.runs():
+        s = ctx.splits
+        y, fold = s.label[s.train_labeled], folds[id(ctx)]
+        loss = {a: np.full(len(y), np.nan) for a in inputs}
+        right = {a: np.zeros(len(y), bool) for a in inputs}
+        for j in (j for j in range(group.n_models)
+                  if group.ctxs[j] is ctx and group.roles[j] > 0):
+            held = fold == group.roles[j] - 1
+            if not held.any():
+                continue
+            for a, x in inputs.items():
+                try:
+                    probe = fit_probe(ctx, x[j][~held], y[~held])
+                except CmixError:       # too few rows of a class outside the fold
+                    continue
+                p = probe_proba(probe, x[j][held], s.n_classes)
+                loss[a][held] = -np.log(np.clip(p[np.arange(held.sum()), y[held]], 1e-12, None))
+                right[a][held] = p.argmax(1) == y[held]
+        d = loss["selfsl"] - loss["paper"]
+        judged = len(d) > 0 and not np.isnan(d).any()
+        if judged and np.std(d) > 0:
+            p_value = float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
+        else:
+            p_value = 0.0 if judged and d.mean() > 0 else 1.0
+        out.append({"used": bool(judged and d.mean() > 0), "n_judge": int(len(d)) if judged else 0,
+                    **{f"{a}_log_loss": float(np.mean(loss[a])) if judged else None
+                       for a in inputs},
+                    **{f"{a}_accuracy": float(np.mean(right[a])) if judged else None
+                       for a in inputs},
+                    "p_value": float(f"{p_value:.3g}")})
+    return out
 
 
 def shared_stage(group, stage: str, pseudo, run) -> None:
