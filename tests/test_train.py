@@ -34,17 +34,18 @@ def toy_store(tmp_path_factory):
     return path
 
 
-def head_right_on(monkeypatch, right: bool):
-    """A supervised head that gets every held-out row wrong (the pseudo-labels beat it at
-    every look: these tests need them used) or every row right (never beaten)."""
-    import cmix.learn.labelprop as lp_mod
+def judge_says(monkeypatch, used: bool):
+    """cmix's judge made to say yes (the run then trains as cmix_paper does: these tests
+    need the pseudo-labels used) or no, its evidence computed as usual."""
+    import cmix.learn.methods.networks as nets
 
-    monkeypatch.setattr(lp_mod, "heldout_head_right",
-                        lambda x_fit, y_fit, x_held, y_held, *a: np.full(len(y_held), right))
+    real = nets.judge_arms
+    monkeypatch.setattr(nets, "judge_arms",
+                        lambda *a: [{**v, "used": used} for v in real(*a)])
 
 
 def pseudo_labels_beat_the_head(monkeypatch):
-    head_right_on(monkeypatch, False)
+    judge_says(monkeypatch, True)
 
 
 def test_cmix_run_writes_metrics_and_log(toy_store, tmp_path, monkeypatch):
@@ -564,21 +565,12 @@ def test_cli_takes_several_seeds_with_a_seed_field_in_out(toy_store, tmp_path, c
 
 
 # ------------------------------------------------------------------ shared pre-training
-@pytest.mark.parametrize("used", [False, True])
-def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_path,
-                                                              monkeypatch, used):
+def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_path):
     """The cmix methods run with a shared-encoder folder give the metrics, validation,
-    pseudo-label summary and log they give alone; cmix makes its judged stage and its
-    pre-training without pseudo-labels, cmix_selfsl_pl takes both and cmix_selfsl the
-    second (no new file), cmix_random_mix (another mix) makes its own. With the
-    pseudo-labels refused and with them used."""
-    import cmix.learn.labelprop as lp_mod
-
-    if used:        # a head the pseudo-labels beat: they are used
-        pseudo_labels_beat_the_head(monkeypatch)
-    else:           # a head they never beat: refused
-        head_right_on(monkeypatch, True)
-    methods = ["cmix", "cmix_selfsl_pl", "cmix_selfsl", "cmix_random_mix"]
+    pseudo-label summary and log they give alone: cmix_paper makes its pre-training and
+    cmix_paper_pl takes it (no new file), cmix_selfsl makes its own; cmix, whose judge
+    needs its fold models, neither takes nor leaves one."""
+    methods = ["cmix_paper", "cmix_paper_pl", "cmix_selfsl", "cmix"]
     enc = tmp_path / "encoders"
     alone, shared, n_files = {}, {}, []
     for m in methods:
@@ -589,17 +581,14 @@ def test_shared_encoders_leave_every_metric_and_log_as_it_was(toy_store, tmp_pat
                                       config=TINY, device="cpu",
                                       reuse=context.Reuse(encoders=enc))
         n_files.append(len(list(enc.glob("*.pt"))))
-    assert n_files == ([2, 2, 2, 4] if not used else [1, 1, 2, 3])
+    assert n_files == [1, 1, 2, 2]
     for m in methods:
         for key in ("test", "validation", "pseudo_labels"):
             assert shared[m][key] == alone[m][key], (m, key)
         assert (log_without_seconds(tmp_path / "shared" / m)
                 == log_without_seconds(tmp_path / "alone" / m)), m
-    assert (alone["cmix"]["pseudo_labels"]["used"] is used
-            and alone["cmix_selfsl_pl"]["pseudo_labels"]["used"] is used)
-    taker = "cmix_selfsl_pl" if used else "cmix_selfsl"     # took its "pretrain" stage
-    assert (shared[taker]["wall_seconds"]["pretrain"]
-            < 0.5 * alone[taker]["wall_seconds"]["pretrain"])
+    assert (shared["cmix_paper_pl"]["wall_seconds"]["pretrain"]
+            < 0.5 * alone["cmix_paper_pl"]["wall_seconds"]["pretrain"])
 
 
 def test_shared_encoder_keys_follow_what_pre_training_reads(toy_store, tmp_path):

@@ -132,20 +132,28 @@ def contrastive_targets(labels: torch.Tensor, weights: torch.Tensor, partner: to
 
 
 def mixup_cross_entropy(logits: torch.Tensor, t_i: torch.Tensor, t_j: torch.Tensor,
-                        w_i: torch.Tensor, w_j: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+                        w_i: torch.Tensor, w_j: torch.Tensor, lam: torch.Tensor,
+                        width: int = 0) -> torch.Tensor:
     """Predictor loss of latent-mixup rows lam * f_i + (1 - lam) * f_j, per model: (G,).
 
     logits: (G, N, C) of the mixed rows; t_i, t_j: (G, N, C) the parents' (soft) targets;
     w_i, w_j, lam: (G, N). Returns sum_n [lam w_i CE(t_i) + (1 - lam) w_j CE(t_j)] /
     sum_n [lam w_i + (1 - lam) w_j]: each parent's target counts with its own certainty,
-    so a parent with w = 0 adds nothing, whatever its label.
+    so a parent with w = 0 adds nothing, whatever its label. Both sums run over ``width``
+    values (the rows zero-padded to it when N is shorter): a model's step then sums the
+    same values in the same order whatever the group's widest step, so its loss and
+    gradients are those of its lone run to the bit (a float sum's rounding depends on
+    the length it runs over, trailing zeros included).
     """
     logp = F.log_softmax(logits.float(), dim=-1)
     ce_i = -(t_i.float() * logp).sum(-1)
     ce_j = -(t_j.float() * logp).sum(-1)
     a = lam.float() * w_i.float()
     b = (1 - lam.float()) * w_j.float()
-    return (a * ce_i + b * ce_j).sum(-1) / (a + b).sum(-1).clamp_min(1e-12)
+    num, den = a * ce_i + b * ce_j, a + b
+    if num.shape[-1] < width:
+        num, den = (F.pad(v, (0, width - num.shape[-1])) for v in (num, den))
+    return num.sum(-1) / den.sum(-1).clamp_min(1e-12)
 
 
 def fixed_order_sum(x: torch.Tensor, width: int = 1024) -> torch.Tensor:

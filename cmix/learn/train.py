@@ -510,7 +510,8 @@ def predictor_epoch(head, opt, train, epoch: int, active, keys, batch_size: int,
         f = lf * f + (1 - lf) * rows_at(f, perm)
         with _amp(dev):
             logits = head.predictor(f, ok).float()
-        loss = mixup_cross_entropy(logits, t, rows_at(t, perm), w, rows_at(w, perm), lam)
+        loss = mixup_cross_entropy(logits, t, rows_at(t, perm), w, rows_at(w, perm), lam,
+                                   batch_size)
         opt.zero_grad()
         (loss * st.active).sum().backward()
         opt.step(st.active)

@@ -486,6 +486,7 @@ def judged_pretraining(group, model) -> None:
                                                r * (k + 1)))
         ctx.parts["lp_info"][-1].update(verdict)
         if not verdict["used"]:
+            ctx.parts["lp_info"][-1]["mean_weight"] = 0.0
             pseudo = ctx.parts["pseudo"]
             ctx.parts["pseudo"] = {"label": pseudo["label"],
                                    "weight": np.zeros_like(pseudo["weight"])}
