@@ -28,12 +28,12 @@ def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
     trait, budget, seed, test split, store content, kind of device (:func:`numerics_kind`)
     and CPU thread count (MKL's products can differ in their last bits between thread
     counts), package versions and the cmix methods' config sections, with the switches as
-    the stage reads them (``pseudo``: "judged" (pseudo-labels judged by held-out labeled
-    rows), "unjudged" (used as propagated), or None (none); predictor_mixup is read by the
-    predictor only). So cmix and cmix_selfsl_pl share their judged stage, cmix_paper and
-    cmix_paper_pl their unjudged one, and cmix's pre-training without pseudo-labels is
-    cmix_selfsl's; cmix_random_mix (another ``mix``) and any other config get keys of
-    their own."""
+    the stage reads them (``pseudo``: "unjudged" (the paper's pseudo-labels, used as
+    propagated) or None (none); predictor_mixup is read by the predictor only). So
+    cmix_paper and cmix_paper_pl share their pre-training, and cmix_selfsl's is any
+    other run's without pseudo-labels; cmix_random_mix (another ``mix``) and any other
+    config get keys of their own. cmix's pre-training (both arms and their fold
+    models, :func:`cmix.learn.methods.networks.judged_pretraining`) is not shared."""
     import torch
 
     from .config import sections_config
@@ -41,7 +41,7 @@ def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
 
     cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,
            "pseudo_labels": pseudo is not None,
-           "judge": None if pseudo is None else pseudo == "judged", "predictor_mixup": None}
+           "judge": None, "predictor_mixup": None}
     return hashlib.sha256(json.dumps(
         {"what": "contrastive mixup pre-training", "trait": ctx.trait,
          "budget": int(ctx.budget), "seed": int(ctx.seed), "test": ctx.splits.test_hash,

@@ -87,8 +87,9 @@ _ALL = [
            "(certainty-weighted, refreshed every lp_every epochs, no judge)",
            {"judge": False}),
     Method("cmix", ContrastiveMixupMethod, CMIX_SECTIONS,
-           "Contrastive Mixup: the full method, its pseudo-labels used only where held-out "
-           "labeled rows show them better than the supervised head"),
+           "Contrastive Mixup: the full method, trained with the paper's pseudo-labels and "
+           "without, cross-fitted; the training that predicts held-out labeled rows better "
+           "is the run's"),
 ]
 
 #: every method, in the report's display order

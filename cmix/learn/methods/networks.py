@@ -389,11 +389,10 @@ def supervised_heads(group, model, cache: dict):
 # ------------------------------------------------------------------ cmix, mlp, ablations
 class ContrastiveMixupMethod(NetworkMethod):
     """cmix, mlp and the ablations (the registry's switches select the stages of
-    :mod:`cmix.learn.train`): pre-training with pseudo-labels judged by fold models (each
-    trained without one fold of the labeled rows' labels, in the same group as the run's
-    own model; a run whose pseudo-labels carry no weight at the end is pre-trained again
-    as cmix_selfsl), or used as propagated (cmix_paper), or without pseudo-labels; then the
-    predictor on the frozen encoder (or, without pre-training, on the embedded dosages)."""
+    :mod:`cmix.learn.train`): pre-training with the paper's pseudo-labels and without,
+    the run's the arm its cross-fitted judge prefers (cmix, :func:`judged_pretraining`),
+    or with them as propagated (cmix_paper), or without (cmix_selfsl); then the predictor
+    on the frozen encoder (or, without pre-training, on the embedded dosages)."""
 
     family = "trainer"
     encode_autocast = True
@@ -556,7 +555,7 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
 def shared_stage(group, stage: str, pseudo, run) -> None:
     """Run pre-training stage ``stage`` (``run()``) for the runs that cannot take it from
     the shared-encoder folder (:func:`cmix.learn.shared.take_shared_stage`; ``pseudo``:
-    "judged", "unjudged" or None), and leave it there for the others' later use
+    "unjudged" or None), and leave it there for the others' later use
     (:func:`cmix.learn.shared.share_stage`). A run that took it is inactive in the
     group's loop (its state is past the stage)."""
     runs = group.runs()
