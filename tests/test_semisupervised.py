@@ -164,7 +164,8 @@ class _Run:
     training rows of classes y, no covariates."""
 
     def __init__(self, y, seed=0):
-        self.splits = SimpleNamespace(label=y, train_labeled=np.arange(len(y)), n_classes=2)
+        self.splits = SimpleNamespace(label=y, train_labeled=np.arange(len(y)),
+                                      n_classes=int(y.max()) + 1)
         self.cfg, self.n_cov, self.seed = resolve_config({}), 0, seed
 
 
@@ -216,8 +217,8 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
 
     from cmix.learn.methods import networks
 
-    def fit(ctx, x, y):
-        return np.stack([x[y == c].mean(0) for c in (0, 1)])
+    def fit(ctx, x, y, n_classes=2):
+        return np.stack([x[y == c].mean(0) for c in range(n_classes)])
 
     def proba(centres, x, n_classes):
         logit = -((x[:, None, :] - centres[None]) ** 2).sum(-1)
@@ -340,3 +341,31 @@ def test_the_head_choice_never_reads_a_test_row(tmp_path, monkeypatch, method):
     losses = m["validation"]["head_val_log_loss"]
     assert m["validation"]["head"] in ("mlp", "linear") and losses["mlp"] is not None
     assert losses["linear"] is not None
+
+
+def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monkeypatch):
+    """Three rows of class 2, two of them in fold 0: fold 0's probe has one class-2 row
+    to fit on, too few for its cross-validation, so it fits classes 0 and 1; every row is
+    still judged, and a class-2 row of fold 0 costs both arms the same (its class has
+    probability 0 in both)."""
+    from cmix.learn.methods import networks
+
+    rng = np.random.default_rng(2)
+    y = np.r_[np.repeat([0, 1], 28), [2, 2, 2]]
+    n, fold = len(y), np.arange(len(y)) % 2
+    centres = rng.normal(scale=3, size=(3, 4))
+    arms = [[centres[y] + rng.normal(size=(n, 4)) for _ in range(3)] for _ in range(2)]
+    losses = {}
+    real = networks.probe_proba
+
+    def proba(probe, x, n_classes):
+        p = real(probe, x, n_classes)
+        losses.setdefault(n_classes, 0)
+        losses[n_classes] += 1
+        return p
+
+    monkeypatch.setattr(networks, "probe_proba", proba)
+    v = _judge(monkeypatch, y, fold, *arms)
+    assert v["n_judge"] == n and v["paper_log_loss"] is not None
+    assert losses == {2: 2, 3: 2}          # fold 0: classes 0 and 1; fold 1: all three
+    assert v["paper_log_loss"] > -np.log(1e-12) * 2 / n       # the two rows at the clip

@@ -252,12 +252,13 @@ def probe_proba(probe: dict, inputs: np.ndarray, n_classes: int) -> np.ndarray:
     return full_proba(probe["model"], probe_features(probe, inputs), n_classes)
 
 
-def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray) -> dict:
+def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> dict:
     """The linear probe of a run on head inputs (n, H + K) (frozen latent, covariates) of
-    labeled rows of classes y: L2 logistic regression on the latent standardised with these
-    rows' moments, C by cross-validation of the log-loss (:func:`cmix.learn.linear.fit_logreg_cv`),
-    the covariates beside it out of its penalty (:func:`cmix.learn.linear.fit_with_covariates`),
-    as the logreg baseline fits them. Returns the probe (a dict: model, moments, n_cov, C)."""
+    labeled rows of classes y (0..n_classes - 1, default the run's classes): L2 logistic
+    regression on the latent standardised with these rows' moments, C by cross-validation
+    of the log-loss (:func:`cmix.learn.linear.fit_logreg_cv`), the covariates beside it out
+    of its penalty (:func:`cmix.learn.linear.fit_with_covariates`), as the logreg baseline
+    fits them. Returns the probe (a dict: model, moments, n_cov, C)."""
     from ..linear import fit_logreg_cv, fit_with_covariates
 
     cfg = ctx.cfg.logreg
@@ -265,7 +266,8 @@ def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray) -> dict:
     z = inputs[:, :inputs.shape[1] - n_cov].astype(np.float64)
     probe = {"mu": z.mean(0), "sd": z.std(0) + 1e-9, "n_cov": n_cov}
     x = probe_features(probe, inputs)
-    args = (y, ctx.splits.n_classes, cfg.logreg_folds, cfg.logreg_n_c, ctx.seed)
+    args = (y, ctx.splits.n_classes if n_classes is None else n_classes, cfg.logreg_folds,
+            cfg.logreg_n_c, ctx.seed)
     if n_cov:
         model, c = fit_with_covariates(x[:, :-n_cov], x[:, -n_cov:], *args)[:2]
     else:
@@ -489,6 +491,11 @@ def judged_pretraining(group, model) -> None:
             pseudo = ctx.parts["pseudo"]
             ctx.parts["pseudo"] = {"label": pseudo["label"],
                                    "weight": np.zeros_like(pseudo["weight"])}
+        if not verdict["n_judge"]:
+            log(f"seed {ctx.seed}: the judge could not score every labeled row (a fold "
+                "leaves fewer than 2 classes of 2 rows outside it): pseudo-labels not used "
+                "(the run is cmix_selfsl's)")
+            continue
         log(f"seed {ctx.seed}: judge on {verdict['n_judge']} held-out labeled rows: held-out "
             f"log-loss {verdict['paper_log_loss']:.4f} with the paper's pseudo-labels vs "
             f"{verdict['selfsl_log_loss']:.4f} without (accuracy "
@@ -505,6 +512,9 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
     training labeled row, of fold f, is scored by the linear probe (:func:`fit_probe`)
     on fold model f's latent, fitted on the rows outside fold f, in either arm: n_L
     held-out log-losses per arm from encoders and probes that never saw the row's label.
+    A probe is fitted on the classes with 2 or more rows outside the fold (its
+    cross-validation needs 2); a held-out row of another class gets probability 0 for
+    its class in both arms (log-loss at the clip, the same in both: no difference).
     The paper arm is used when its mean held-out log-loss is the lower (a tie: not used),
     the choice between the two trainings that cross-validation makes; the one-sided
     paired t-test of the per-row differences is recorded beside it (``p_value``: the
@@ -529,12 +539,18 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
             held = fold == group.roles[j] - 1
             if not held.any():
                 continue
+            classes = np.flatnonzero(np.bincount(y[~held], minlength=s.n_classes) >= 2)
+            if len(classes) < 2:
+                continue
+            fit = ~held & np.isin(y, classes)
             for a, x in inputs.items():
                 try:
-                    probe = fit_probe(ctx, x[j][~held], y[~held])
-                except CmixError:       # too few rows of a class outside the fold
+                    probe = fit_probe(ctx, x[j][fit], np.searchsorted(classes, y[fit]),
+                                      len(classes))
+                except CmixError:
                     continue
-                p = probe_proba(probe, x[j][held], s.n_classes)
+                p = np.zeros((int(held.sum()), s.n_classes))
+                p[:, classes] = probe_proba(probe, x[j][held], len(classes))
                 loss[a][held] = -np.log(np.clip(p[np.arange(held.sum()), y[held]], 1e-12, None))
                 right[a][held] = p.argmax(1) == y[held]
         d = loss["selfsl"] - loss["paper"]
