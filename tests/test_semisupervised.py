@@ -212,7 +212,7 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     """With a nearest-centroid probe put in for the linear one, the judge's held-out
     log-losses, accuracies, p and choice equal a direct computation: each row of fold f
     scored on fold model f's inputs by centroids of the rows outside fold f, the paired
-    one-sided t-test of the per-row differences by scipy."""
+    one-sided t-test of the per-row differences by scipy, used at p <= 5%."""
     from scipy.stats import ttest_rel
 
     from cmix.learn.methods import networks
@@ -231,23 +231,28 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     n, k = 60, 2
     y = rng.integers(0, 2, n)
     fold = rng.integers(0, k, n)
-    arms = {a: [(2 * y - 1)[:, None] * s + rng.normal(size=(n, 3)) for _ in range(k + 1)]
-            for a, s in (("paper", 1.0), ("selfsl", 0.8))}
-    v = _judge(monkeypatch, y, fold, arms["paper"], arms["selfsl"])
-    want = {}
-    for a, z in arms.items():
-        loss, right = np.zeros(n), np.zeros(n, bool)
-        for f in range(k):
-            held = fold == f
-            p = proba(fit(None, z[f + 1][~held], y[~held]), z[f + 1][held], 2)
-            loss[held] = -np.log(p[np.arange(held.sum()), y[held]])
-            right[held] = p.argmax(1) == y[held]
-        want[a] = loss
-        assert v[f"{a}_log_loss"] == pytest.approx(loss.mean(), rel=1e-12)
-        assert v[f"{a}_accuracy"] == right.mean()
-    p = ttest_rel(want["selfsl"], want["paper"], alternative="greater").pvalue
-    assert v["p_value"] == pytest.approx(p, rel=1e-2)
-    assert v["used"] == (want["selfsl"].mean() > want["paper"].mean())
+    used = []
+    for paper_signal, selfsl_signal in ((1.0, 0.8), (2.0, 0.3), (0.3, 2.0)):
+        arms = {a: [(2 * y - 1)[:, None] * sig + rng.normal(size=(n, 3))
+                    for _ in range(k + 1)]
+                for a, sig in (("paper", paper_signal), ("selfsl", selfsl_signal))}
+        v = _judge(monkeypatch, y, fold, arms["paper"], arms["selfsl"])
+        want = {}
+        for a, z in arms.items():
+            loss, right = np.zeros(n), np.zeros(n, bool)
+            for f in range(k):
+                held = fold == f
+                p = proba(fit(None, z[f + 1][~held], y[~held]), z[f + 1][held], 2)
+                loss[held] = -np.log(p[np.arange(held.sum()), y[held]])
+                right[held] = p.argmax(1) == y[held]
+            want[a] = loss
+            assert v[f"{a}_log_loss"] == pytest.approx(loss.mean(), rel=1e-12)
+            assert v[f"{a}_accuracy"] == right.mean()
+        p = ttest_rel(want["selfsl"], want["paper"], alternative="greater").pvalue
+        assert v["p_value"] == pytest.approx(p, rel=1e-2)
+        assert v["used"] == (p <= networks.JUDGE_LEVEL)
+        used.append(v["used"])
+    assert used[1:] == [True, False]        # a clear gain is taken, a clear loss refused
 
 
 def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypatch):

@@ -505,6 +505,11 @@ def judged_pretraining(group, model) -> None:
                "pseudo-labels not used (the run is cmix_selfsl's)"))
 
 
+#: the judge's level: the chance of taking the paper's pseudo-labels in a run where
+#: they predict held-out labeled rows no better than cmix_selfsl's training does
+JUDGE_LEVEL = 0.05
+
+
 def judge_arms(group, paper, selfsl, folds: dict) -> list:
     """The cross-fitted judge of each run of ``group`` (runs with their fold models,
     :meth:`cmix.learn.group.Group.with_folds`; ``paper``, ``selfsl``: both arms' grouped
@@ -515,11 +520,10 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
     A probe is fitted on the classes with 2 or more rows outside the fold (its
     cross-validation needs 2); a held-out row of another class gets probability 0 for
     its class in both arms (log-loss at the clip, the same in both: no difference).
-    The paper arm is used when its mean held-out log-loss is the lower (a tie: not used),
-    the choice between the two trainings that cross-validation makes; the one-sided
-    paired t-test of the per-row differences is recorded beside it (``p_value``: the
-    evidence, not a threshold). A run whose rows cannot all be judged (a fold's
-    complement too small for the probe's cross-validation) does not use them. Returns
+    The paper arm is used when it is shown better: the one-sided paired t-test of the
+    per-row differences (selfsl's log-loss minus the paper's) has p <= :data:`JUDGE_LEVEL`.
+    A run whose rows cannot all be judged (a fold leaving fewer than 2 classes of 2 rows
+    for the probe) does not use them. Returns
     per run (in order) {"used", "n_judge", "paper_log_loss", "selfsl_log_loss",
     "paper_accuracy", "selfsl_accuracy", "p_value"}."""
     from scipy.stats import ttest_1samp
@@ -559,7 +563,8 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
             p_value = float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
         else:
             p_value = 0.0 if judged and d.mean() > 0 else 1.0
-        out.append({"used": bool(judged and d.mean() > 0), "n_judge": int(len(d)) if judged else 0,
+        out.append({"used": bool(judged and p_value <= JUDGE_LEVEL),
+                    "n_judge": int(len(d)) if judged else 0,
                     **{f"{a}_log_loss": float(np.mean(loss[a])) if judged else None
                        for a in inputs},
                     **{f"{a}_accuracy": float(np.mean(right[a])) if judged else None
