@@ -203,14 +203,14 @@ def test_a_memorised_latent_does_not_fool_the_judge(monkeypatch):
     v = _judge(monkeypatch, y, fold, paper, selfsl)
     assert v["n_judge"] == n and not v["used"]
     assert v["paper_accuracy"] < 0.7 < 0.8 < v["selfsl_accuracy"]
-    assert v["selfsl_log_loss"] < v["paper_log_loss"]
+    assert v["selfsl_brier"] < v["paper_brier"]
     swapped = _judge(monkeypatch, y, fold, selfsl, paper)      # the same, arms swapped
     assert swapped["used"] and swapped["p_value"] < 0.01
 
 
 def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     """With a nearest-centroid probe put in for the linear one, the judge's held-out
-    log-losses, accuracies, p and choice equal a direct computation: each row of fold f
+    Brier scores, accuracies, p and choice equal a direct computation: each row of fold f
     scored on fold model f's inputs by centroids of the rows outside fold f, the paired
     one-sided t-test of the per-row differences by scipy, used at p <= 5%."""
     from scipy.stats import ttest_rel
@@ -243,10 +243,10 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
             for f in range(k):
                 held = fold == f
                 p = proba(fit(None, z[f + 1][~held], y[~held]), z[f + 1][held], 2)
-                loss[held] = -np.log(p[np.arange(held.sum()), y[held]])
+                loss[held] = ((p - np.eye(2)[y[held]]) ** 2).sum(1)
                 right[held] = p.argmax(1) == y[held]
             want[a] = loss
-            assert v[f"{a}_log_loss"] == pytest.approx(loss.mean(), rel=1e-12)
+            assert v[f"{a}_brier"] == pytest.approx(loss.mean(), rel=1e-12)
             assert v[f"{a}_accuracy"] == right.mean()
         p = ttest_rel(want["selfsl"], want["paper"], alternative="greater").pvalue
         assert v["p_value"] == pytest.approx(p, rel=1e-2)
@@ -371,6 +371,6 @@ def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monke
 
     monkeypatch.setattr(networks, "probe_proba", proba)
     v = _judge(monkeypatch, y, fold, *arms)
-    assert v["n_judge"] == n and v["paper_log_loss"] is not None
+    assert v["n_judge"] == n and v["paper_brier"] is not None
     assert losses == {2: 2, 3: 2}          # fold 0: classes 0 and 1; fold 1: all three
-    assert v["paper_log_loss"] > -np.log(1e-12) * 2 / n       # the two rows at the clip
+    assert v["paper_brier"] >= 2 / n        # two rows whose class had probability 0

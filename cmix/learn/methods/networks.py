@@ -425,7 +425,7 @@ class ContrastiveMixupMethod(NetworkMethod):
         probes = choose_heads(group, encoder, summaries) if encoder is not None \
             else [None] * group.n_models
         keys = ("accuracy", "coverage", "n_rows", "missing_classes", "used", "graph",
-                "mean_weight", "n_judge", "paper_log_loss", "selfsl_log_loss",
+                "mean_weight", "n_judge", "paper_brier", "selfsl_brier",
                 "paper_accuracy", "selfsl_accuracy", "p_value")
         out = []
         for i, ctx in enumerate(ctxs):
@@ -497,8 +497,8 @@ def judged_pretraining(group, model) -> None:
                 "(the run is cmix_selfsl's)")
             continue
         log(f"seed {ctx.seed}: judge on {verdict['n_judge']} held-out labeled rows: held-out "
-            f"log-loss {verdict['paper_log_loss']:.4f} with the paper's pseudo-labels vs "
-            f"{verdict['selfsl_log_loss']:.4f} without (accuracy "
+            f"Brier score {verdict['paper_brier']:.4f} with the paper's pseudo-labels vs "
+            f"{verdict['selfsl_brier']:.4f} without (accuracy "
             f"{verdict['paper_accuracy']:.3f} vs {verdict['selfsl_accuracy']:.3f}, one-sided "
             f"paired t-test p = {verdict['p_value']:.3g}): "
             + ("pseudo-labels used (the run is cmix_paper's)" if verdict["used"] else
@@ -516,15 +516,17 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
     models; ``folds``: run id -> (n_L,) fold of each training labeled row). Every
     training labeled row, of fold f, is scored by the linear probe (:func:`fit_probe`)
     on fold model f's latent, fitted on the rows outside fold f, in either arm: n_L
-    held-out log-losses per arm from encoders and probes that never saw the row's label.
+    held-out Brier scores (sum over classes of (p - 1[class])^2, 0 to 2) per arm, from
+    encoders and probes that never saw the row's label. The Brier score is bounded, so a
+    few confidently wrong rows cannot decide the test as they can a log-loss.
     A probe is fitted on the classes with 2 or more rows outside the fold (its
     cross-validation needs 2); a held-out row of another class gets probability 0 for
-    its class in both arms (log-loss at the clip, the same in both: no difference).
+    its class in both arms.
     The paper arm is used when it is shown better: the one-sided paired t-test of the
-    per-row differences (selfsl's log-loss minus the paper's) has p <= :data:`JUDGE_LEVEL`.
+    per-row differences (selfsl's Brier score minus the paper's) has p <= :data:`JUDGE_LEVEL`.
     A run whose rows cannot all be judged (a fold leaving fewer than 2 classes of 2 rows
     for the probe) does not use them. Returns
-    per run (in order) {"used", "n_judge", "paper_log_loss", "selfsl_log_loss",
+    per run (in order) {"used", "n_judge", "paper_brier", "selfsl_brier",
     "paper_accuracy", "selfsl_accuracy", "p_value"}."""
     from scipy.stats import ttest_1samp
 
@@ -555,7 +557,7 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
                     continue
                 p = np.zeros((int(held.sum()), s.n_classes))
                 p[:, classes] = probe_proba(probe, x[j][held], len(classes))
-                loss[a][held] = -np.log(np.clip(p[np.arange(held.sum()), y[held]], 1e-12, None))
+                loss[a][held] = ((p - np.eye(s.n_classes)[y[held]]) ** 2).sum(1)
                 right[a][held] = p.argmax(1) == y[held]
         d = loss["selfsl"] - loss["paper"]
         judged = len(d) > 0 and not np.isnan(d).any()
@@ -565,7 +567,7 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
             p_value = 0.0 if judged and d.mean() > 0 else 1.0
         out.append({"used": bool(judged and p_value <= JUDGE_LEVEL),
                     "n_judge": int(len(d)) if judged else 0,
-                    **{f"{a}_log_loss": float(np.mean(loss[a])) if judged else None
+                    **{f"{a}_brier": float(np.mean(loss[a])) if judged else None
                        for a in inputs},
                     **{f"{a}_accuracy": float(np.mean(right[a])) if judged else None
                        for a in inputs},
