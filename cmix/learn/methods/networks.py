@@ -480,8 +480,7 @@ def judged_pretraining(group, model) -> None:
     for c in group.ctxs:
         if c.state.stage == "pretrain":
             c.state.stage, c.state.epoch = "pretrain_all", 0
-    rows.pseudo = None
-    tr.pretrain_stage(arms, selfsl, rows, stage="pretrain_all")
+    tr.pretrain_stage(arms, selfsl, rows, stage="pretrain_all")      # no look: no pseudo-labels
     for r, (ctx, verdict) in enumerate(zip(group.ctxs, judge_arms(arms, paper, selfsl, folds))):
         load_model_state(model, r, model_state(paper if verdict["used"] else selfsl,
                                                r * (k + 1)))
