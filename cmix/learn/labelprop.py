@@ -164,16 +164,6 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     entropy is normalised by the log of the number of classes that have a labeled row
     (only those can receive mass), so a class without labeled rows does not make every
     row look more certain than it is. The numpy steps run on one BLAS thread."""
-    return propagate_alphas(w, labeled_pos, labeled_y, n_classes, lp, (lp.lp_alpha,),
-                            device)[0]
-
-
-@one_blas_thread()
-def propagate_alphas(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
-                     n_classes: int, lp: PseudoLabels, alphas, device="cpu") -> list:
-    """:func:`propagate` at each alpha of ``alphas`` (lp_alpha is not read), the classes
-    of every alpha solved as the columns of one conjugate-gradients run: one
-    PropagationResult per alpha."""
     labeled_pos = np.asarray(labeled_pos, dtype=np.int64)
     labeled_y = np.asarray(labeled_y, dtype=np.int64)
     a = normalised_adjacency(w)
@@ -184,20 +174,16 @@ def propagate_alphas(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndar
     for j, c in enumerate(present):
         members = labeled_pos[labeled_y == c]
         y[members, j] = 1.0 / len(members)
-    cols = np.tile(y, (1, len(alphas)))
-    col_alpha = np.repeat(np.asarray(alphas, np.float64), len(present))
-    f, unconverged = solve_columns(a, cols, col_alpha, lp.lp_rtol, lp.lp_maxiter, device)
+    f, unconverged = solve_columns(a, y, np.full(len(present), float(lp.lp_alpha)),
+                                   lp.lp_rtol, lp.lp_maxiter, device)
     for j in np.flatnonzero(unconverged):
-        log(f"label propagation: conjugate gradients for class {present[j % len(present)]} "
-            f"(alpha {col_alpha[j]:g}) stopped at maxiter {lp.lp_maxiter} before rtol "
+        log(f"label propagation: conjugate gradients for class {present[j]} (alpha "
+            f"{lp.lp_alpha:g}) stopped at maxiter {lp.lp_maxiter} before rtol "
             f"{lp.lp_rtol:g}; raise lp_maxiter")
-    out = []
-    for k in range(len(alphas)):
-        scores = np.zeros((n, n_classes))
-        scores[:, present] = f[:, k * len(present):(k + 1) * len(present)]
-        out.append(_pseudo_labels(scores, labeled_pos, labeled_y, n_classes, missing,
-                                  lp.lp_class_prior))
-    return out
+    scores = np.zeros((n, n_classes))
+    scores[:, present] = f
+    return _pseudo_labels(scores, labeled_pos, labeled_y, n_classes, missing,
+                          lp.lp_class_prior)
 
 
 def _pseudo_labels(scores: np.ndarray, labeled_pos, labeled_y, n_classes: int, missing: list,
