@@ -209,29 +209,33 @@ def test_a_memorised_latent_does_not_fool_the_judge(monkeypatch):
 
 
 def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
-    """With a nearest-centroid probe put in for the linear one, the judge's held-out
-    Brier scores, accuracies, p and choice equal a direct computation: each row of fold f
-    scored on fold model f's inputs by centroids of the rows outside fold f, the paired
-    one-sided t-test of the per-row differences by scipy, used at p <= 5%."""
+    """With a nearest-centroid probe put in for the linear one (C its sharpness), the
+    judge's held-out Brier scores, accuracies, p and choice equal a direct computation:
+    each row of fold f scored on fold model f's inputs by centroids of the rows outside
+    fold f, at the C of the grid with the lowest mean Brier score on the other half of
+    fold f (alternate rows), the paired one-sided t-test of the per-row differences by
+    scipy, used at p <= 5%."""
     from scipy.stats import ttest_rel
 
     from cmix.learn.methods import networks
 
-    def fit(ctx, x, y, n_classes=2):
-        return np.stack([x[y == c].mean(0) for c in range(n_classes)])
+    def fit(ctx, x, y, c, n_classes=2, cov_c=None):
+        return np.stack([x[y == k].mean(0) for k in range(n_classes)]), c
 
-    def proba(centres, x, n_classes):
-        logit = -((x[:, None, :] - centres[None]) ** 2).sum(-1)
+    def proba(probe, x, n_classes):
+        centres, c = probe
+        logit = -c * ((x[:, None, :] - centres[None]) ** 2).sum(-1)
         e = np.exp(logit - logit.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
 
     monkeypatch.setattr(networks, "fit_probe", fit)
     monkeypatch.setattr(networks, "probe_proba", proba)
+    cs = np.logspace(-4, 2, resolve_config({}).logreg.logreg_n_c)
     rng = np.random.default_rng(1)
     n, k = 60, 2
     y = rng.integers(0, 2, n)
     fold = rng.integers(0, k, n)
-    used = []
+    used, chosen = [], set()
     for paper_signal, selfsl_signal in ((1.0, 0.8), (2.0, 0.3), (0.3, 2.0)):
         arms = {a: [(2 * y - 1)[:, None] * sig + rng.normal(size=(n, 3))
                     for _ in range(k + 1)]
@@ -241,10 +245,20 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
         for a, z in arms.items():
             loss, right = np.zeros(n), np.zeros(n, bool)
             for f in range(k):
-                held = fold == f
-                p = proba(fit(None, z[f + 1][~held], y[~held]), z[f + 1][held], 2)
-                loss[held] = ((p - np.eye(2)[y[held]]) ** 2).sum(1)
-                right[held] = p.argmax(1) == y[held]
+                idx = np.flatnonzero(fold == f)
+                out = fold != f
+                briers, probs = [], []
+                for c in cs:
+                    p = proba(fit(None, z[f + 1][out], y[out], c), z[f + 1][idx], 2)
+                    probs.append(p)
+                    briers.append(((p - np.eye(2)[y[idx]]) ** 2).sum(1))
+                briers = np.array(briers)
+                for h in (0, 1):
+                    mine = np.arange(len(idx)) % 2 == h
+                    best = int(np.argmin(briers[:, ~mine].mean(1)))
+                    chosen.add(best)
+                    loss[idx[mine]] = briers[best, mine]
+                    right[idx[mine]] = probs[best][mine].argmax(1) == y[idx[mine]]
             want[a] = loss
             assert v[f"{a}_brier"] == pytest.approx(loss.mean(), rel=1e-12)
             assert v[f"{a}_accuracy"] == right.mean()
@@ -253,6 +267,51 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
         assert v["used"] == (p <= networks.JUDGE_LEVEL)
         used.append(v["used"])
     assert used[1:] == [True, False]        # a clear gain is taken, a clear loss refused
+    assert len(chosen) > 1                  # the choice of C moves with the data
+
+
+def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
+    """The training labeled rows' latent holds their classes (as an encoder pre-trained
+    with their labels does), the validation rows' only a weak signal: the probe's C, its
+    validation log-loss and its choice equal scikit-learn's logistic regression fitted
+    on the training rows at each C of the grid and scored on the validation rows. A
+    cross-validation over the training rows would take the largest C; this takes a C at
+    which the probe is no worse than a constant on the validation rows, and the
+    validation rows, not the training rows, decide it."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss
+
+    from cmix.learn.methods import networks
+
+    rng = np.random.default_rng(3)
+    n_tr, n_val, d = 80, 40, 6
+    y_tr, y_val = np.tile([0, 1], n_tr // 2), np.tile([0, 1], n_val // 2)
+    x_tr = (2 * y_tr - 1)[:, None] * 3.0 + rng.normal(size=(n_tr, d))      # memorised
+    x_val = (2 * y_val - 1)[:, None] * 0.1 + rng.normal(size=(n_val, d))   # weak signal
+    run = _Run(np.r_[y_tr, y_val])
+    run.splits.train_labeled = np.arange(n_tr)
+    run.splits.validation = np.arange(n_tr, n_tr + n_val)
+    run.splits.labeled = np.arange(n_tr + n_val)
+    x_all = np.vstack([x_tr, x_val])
+    group = SimpleNamespace(ctxs=[run], n_models=1)
+    monkeypatch.setattr(networks, "run_inputs", lambda g, m, rows: [x_all[rows[0]]])
+    for mlp_loss, want_head in ((0.6, "mlp"), (5.0, "linear")):
+        summaries = [{"best_loss": mlp_loss}]
+        probes = networks.choose_heads(group, None, summaries)
+        mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-9
+        cs = networks.probe_cs(run)
+        direct = [log_loss(y_val, LogisticRegression(C=c, max_iter=5000)
+                           .fit((x_tr - mu) / sd, y_tr).predict_proba((x_val - mu) / sd))
+                  for c in cs]
+        best = int(np.argmin(direct))
+        got = summaries[0]
+        assert got["probe_C"] == cs[best] and best < len(cs) - 1
+        assert got["head_val_log_loss"]["linear"] == pytest.approx(direct[best], rel=1e-6)
+        assert got["head_val_log_loss"]["linear"] <= np.log(2) + 0.01
+        assert got["head"] == want_head
+        assert (probes[0] is not None) == (want_head == "linear")
+    assert probes[0]["C"] == cs[best]        # refitted on every labeled row at that C
+    np.testing.assert_allclose(probes[0]["mu"], x_all.mean(0))
 
 
 def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypatch):
@@ -350,7 +409,7 @@ def test_the_head_choice_never_reads_a_test_row(tmp_path, monkeypatch, method):
 
 def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monkeypatch):
     """Three rows of class 2, two of them in fold 0: fold 0's probe has one class-2 row
-    to fit on, too few for its cross-validation, so it fits classes 0 and 1; every row is
+    to fit on, fewer than the 2 a class needs, so it fits classes 0 and 1; every row is
     still judged, and a class-2 row of fold 0 costs both arms the same (its class has
     probability 0 in both)."""
     from cmix.learn.methods import networks
@@ -372,5 +431,6 @@ def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monke
     monkeypatch.setattr(networks, "probe_proba", proba)
     v = _judge(monkeypatch, y, fold, *arms)
     assert v["n_judge"] == n and v["paper_brier"] is not None
-    assert losses == {2: 2, 3: 2}          # fold 0: classes 0 and 1; fold 1: all three
+    n_c = len(networks.probe_cs(_Run(y)))
+    assert losses == {2: 2 * n_c, 3: 2 * n_c}  # fold 0: classes 0, 1; fold 1: all three
     assert v["paper_brier"] >= 2 / n        # two rows whose class had probability 0

@@ -150,6 +150,31 @@ def fit_with_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
             losses[i] += -np.mean(np.log(np.clip(p[np.arange(len(held)), y[held]], 1e-12, None)))
     losses /= k
     best = int(np.argmin(losses))
-    model = JointLogisticRegression(_fit_penalised(z, y, n_classes, inv_c(cs[best])), n_classes)
-    model.covariates_c = float(cov_c)
+    model = fit_joint(x, cov, y, n_classes, float(cs[best]), cov_c)
     return model, float(cs[best]), k, float(losses[best])
+
+
+def logreg_at(x: np.ndarray, cov: np.ndarray | None, y: np.ndarray, n_classes: int,
+              c: float, cov_c: float | None = None):
+    """L2 logistic regression at a given C on features x (n, d): scikit-learn's
+    (intercept unpenalised) when ``cov`` is None, else the joint fit beside the
+    covariates cov (n, K) (:func:`fit_joint`, the covariates at ``cov_c``). Its
+    ``predict_proba`` takes the features (with the covariates after them); on one BLAS
+    thread."""
+    from sklearn.linear_model import LogisticRegression
+
+    if cov is not None:
+        return fit_joint(x, cov, y, n_classes, c, cov_c)
+    with one_blas_thread():
+        return LogisticRegression(C=c, max_iter=5000).fit(x, y)
+
+
+def fit_joint(x: np.ndarray, cov: np.ndarray, y: np.ndarray, n_classes: int, c: float,
+              cov_c: float) -> JointLogisticRegression:
+    """The joint fit of features x (n, d) at C = ``c`` and covariates cov (n, K) at
+    ``cov_c`` (:func:`_fit_penalised`); ``model.covariates_c`` records the latter."""
+    inv_c = np.concatenate([np.full(x.shape[1], 1 / c), np.full(cov.shape[1], 1 / cov_c)])
+    model = JointLogisticRegression(_fit_penalised(np.hstack([x, cov]), y, n_classes, inv_c),
+                                    n_classes)
+    model.covariates_c = float(cov_c)
+    return model

@@ -252,28 +252,61 @@ def probe_proba(probe: dict, inputs: np.ndarray, n_classes: int) -> np.ndarray:
     return full_proba(probe["model"], probe_features(probe, inputs), n_classes)
 
 
-def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> dict:
-    """The linear probe of a run on head inputs (n, H + K) (frozen latent, covariates) of
-    labeled rows of classes y (0..n_classes - 1, default the run's classes): L2 logistic
-    regression on the latent standardised with these rows' moments, C by cross-validation
-    of the log-loss (:func:`cmix.learn.linear.fit_logreg_cv`), the covariates beside it out
-    of its penalty (:func:`cmix.learn.linear.fit_with_covariates`), as the logreg baseline
-    fits them. Returns the probe (a dict: model, moments, n_cov, C)."""
-    from ..linear import fit_logreg_cv, fit_with_covariates
+def probe_cs(ctx) -> np.ndarray:
+    """The linear probe's C grid: ``logreg_n_c`` values in 1e-4..1e2, the logreg
+    baseline's."""
+    return np.logspace(-4, 2, ctx.cfg.logreg.logreg_n_c)
 
-    cfg = ctx.cfg.logreg
+
+def fit_probe(ctx, inputs: np.ndarray, y: np.ndarray, c: float,
+              n_classes: int | None = None, cov_c: float | None = None) -> dict:
+    """The linear probe of a run at C = ``c`` on head inputs (n, H + K) (frozen latent,
+    covariates) of labeled rows of classes y (0..n_classes - 1, default the run's
+    classes): L2 logistic regression on the latent standardised with these rows'
+    moments (:func:`cmix.learn.linear.logreg_at`), the covariates beside it out of its
+    penalty at the C their own model chooses (:func:`covariates_c`), as the logreg
+    baseline fits them. C is chosen by the caller on rows the encoder never saw labeled
+    (:func:`probe_path`): a cross-validation over the rows the encoder was pre-trained
+    with would read their memorised classes. ``cov_c``: the covariates' C when the
+    caller has it. Returns the probe (a dict: model, moments, n_cov, C)."""
+    from ..linear import logreg_at
+
     n_cov = ctx.n_cov
     z = inputs[:, :inputs.shape[1] - n_cov].astype(np.float64)
     probe = {"mu": z.mean(0), "sd": z.std(0) + 1e-9, "n_cov": n_cov}
     x = probe_features(probe, inputs)
-    args = (y, ctx.splits.n_classes if n_classes is None else n_classes, cfg.logreg_folds,
-            cfg.logreg_n_c, ctx.seed)
+    n_classes = ctx.splits.n_classes if n_classes is None else n_classes
+    cov = None
     if n_cov:
-        model, c = fit_with_covariates(x[:, :-n_cov], x[:, -n_cov:], *args)[:2]
-    else:
-        model, c = fit_logreg_cv(x, *args)[:2]
-    probe.update(model=model, C=float(c))
+        x, cov = x[:, :-n_cov], x[:, -n_cov:]
+        if cov_c is None:
+            cov_c = covariates_c(ctx, cov, y, n_classes)
+    probe.update(model=logreg_at(x, cov, y, n_classes, float(c), cov_c), C=float(c))
     return probe
+
+
+def probe_path(ctx, x_fit: np.ndarray, y_fit: np.ndarray, x_eval: np.ndarray,
+               n_classes: int | None = None) -> np.ndarray:
+    """(n_c, n_eval, n_classes) probabilities of head inputs ``x_eval`` under the linear
+    probe (:func:`fit_probe`) fitted on ``x_fit``, ``y_fit`` at each C of
+    :func:`probe_cs`, smallest first."""
+    n_classes = ctx.splits.n_classes if n_classes is None else n_classes
+    n_cov = ctx.n_cov
+    cov_c = (covariates_c(ctx, x_fit[:, x_fit.shape[1] - n_cov:].astype(np.float64), y_fit,
+                          n_classes) if n_cov else None)
+    return np.stack([probe_proba(fit_probe(ctx, x_fit, y_fit, c, n_classes, cov_c), x_eval,
+                                 n_classes) for c in probe_cs(ctx)])
+
+
+def covariates_c(ctx, cov: np.ndarray, y: np.ndarray, n_classes: int) -> float:
+    """The C the covariates (n, K) of labeled rows y choose for their own model by
+    cross-validation (:func:`cmix.learn.linear.fit_logreg_cv`): their penalty beside a
+    probe. The covariates are inputs, not the encoder's output: a cross-validation over
+    them reads no memorised class."""
+    from ..linear import fit_logreg_cv
+
+    cfg = ctx.cfg.logreg
+    return fit_logreg_cv(cov, y, n_classes, cfg.logreg_folds, cfg.logreg_n_c, ctx.seed)[1]
 
 
 def run_inputs(group, model, rows: list) -> list:
@@ -313,42 +346,49 @@ def masked_epoch(src, sched, ok, active: list, opt, step_loss) -> list:
 
 def choose_heads(group, model, summaries: list) -> list:
     """For each run, the head its labels favour: the MLP predictor already fitted, or a
-    linear probe on the frozen latent of ``model`` (:func:`fit_probe`), whichever has the
-    lower log-loss on the run's validation rows (the MLP's: its early-stopped head's; the
-    probe's: fitted on the training labeled rows). No test row is read. A chosen probe is
-    fitted again on every labeled row (training and validation), as the MLP is refitted.
-    Records the choice and both losses in each run's validation summary; returns the
-    probes (None where the MLP stays)."""
+    linear probe on the frozen latent of ``model``, whichever has the lower log-loss on
+    the run's validation rows. The MLP's: its early-stopped head's; the probe's: fitted
+    on the training labeled rows at each C of :func:`probe_cs`, C the one with the
+    lowest validation log-loss (the validation rows are the labeled rows whose labels
+    pre-training never used: on the training labeled rows the latent holds the classes
+    it was trained with, and a cross-validation there reads them). No test row is read.
+    A chosen probe is fitted again at its C on every labeled row (training and
+    validation), as the MLP is refitted. Records the choice, the probe's C and both
+    losses in each run's validation summary; returns the probes (None where the MLP
+    stays)."""
     from ...errors import CmixError
     from ..linear import require_two_per_class
 
     splits = [c.splits for c in group.ctxs]
     x_tr = run_inputs(group, model, [s.train_labeled for s in splits])
     x_val = run_inputs(group, model, [s.validation for s in splits])
-    probes, chosen = [None] * group.n_models, []
+    probes, chosen = [None] * group.n_models, {}
     for i, (ctx, s) in enumerate(zip(group.ctxs, splits)):
         mlp_loss = summaries[i].get("best_loss")
-        choice = {"head": "mlp", "head_val_log_loss": {"mlp": mlp_loss, "linear": None}}
+        choice = {"head": "mlp", "head_val_log_loss": {"mlp": mlp_loss, "linear": None},
+                  "probe_C": None}
         y_tr, y_val = s.label[s.train_labeled], s.label[s.validation]
         try:
-            require_two_per_class(y_tr, s.n_classes, "the linear probe's cross-validation")
+            require_two_per_class(y_tr, s.n_classes, "the linear probe's fit")
         except CmixError:              # too few labeled rows of a class: the MLP stays
             summaries[i].update(choice)
             continue
         if len(y_val) and mlp_loss is not None:
-            p = probe_proba(fit_probe(ctx, x_tr[i], y_tr), x_val[i], s.n_classes)
-            loss = float(-np.mean(np.log(np.clip(p[np.arange(len(y_val)), y_val], 1e-12,
-                                                 None))))
-            choice["head_val_log_loss"]["linear"] = loss
-            if loss < mlp_loss:
+            path = probe_path(ctx, x_tr[i], y_tr, x_val[i])
+            losses = -np.mean(np.log(np.clip(path[:, np.arange(len(y_val)), y_val], 1e-12,
+                                             None)), axis=1)
+            best = int(np.argmin(losses))
+            choice["head_val_log_loss"]["linear"] = float(losses[best])
+            choice["probe_C"] = float(probe_cs(ctx)[best])
+            if losses[best] < mlp_loss:
                 choice["head"] = "linear"
-                chosen.append(i)
+                chosen[i] = choice["probe_C"]
         summaries[i].update(choice)
     if chosen:
         x_lab = run_inputs(group, model, [s.labeled for s in splits])
-        for i in chosen:
+        for i, c in chosen.items():
             s = splits[i]
-            probes[i] = fit_probe(group.ctxs[i], x_lab[i], s.label[s.labeled])
+            probes[i] = fit_probe(group.ctxs[i], x_lab[i], s.label[s.labeled], c)
     return probes
 
 
@@ -518,9 +558,13 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
     held-out Brier scores (sum over classes of (p - 1[class])^2, 0 to 2) per arm, from
     encoders and probes that never saw the row's label. The Brier score is bounded, so a
     few confidently wrong rows cannot decide the test as they can a log-loss.
-    A probe is fitted on the classes with 2 or more rows outside the fold (its
-    cross-validation needs 2); a held-out row of another class gets probability 0 for
-    its class in both arms.
+    The probe's C is chosen on rows fold model f never saw labeled: fold f's rows are
+    split in two halves (alternate rows), and each half is scored at the C of
+    :func:`probe_cs` with the lowest mean Brier score on the other half (the rows
+    outside the fold are no guide: the fold model holds their memorised classes, and a
+    cross-validation on them takes the largest C).
+    A probe is fitted on the classes with 2 or more rows outside the fold; a held-out
+    row of another class gets probability 0 for its class in both arms.
     The paper arm is used when it is shown better: the one-sided paired t-test of the
     per-row differences (selfsl's Brier score minus the paper's) has p <= :data:`JUDGE_LEVEL`.
     A run whose rows cannot all be judged (a fold leaving fewer than 2 classes of 2 rows
@@ -546,14 +590,19 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
             if len(classes) < 2:
                 continue
             fit = ~held & np.isin(y, classes)
-            truth = np.eye(s.n_classes)[y[held]]
+            idx = np.flatnonzero(held)
+            truth = np.eye(s.n_classes)[y[idx]]
+            half = np.arange(len(idx)) % 2
             for a, x in inputs.items():
-                probe = fit_probe(ctx, x[j][fit], np.searchsorted(classes, y[fit]),
-                                  len(classes))
-                p = np.zeros((int(held.sum()), s.n_classes))
-                p[:, classes] = probe_proba(probe, x[j][held], len(classes))
-                loss[a][held] = ((p - truth) ** 2).sum(1)
-                right[a][held] = p.argmax(1) == y[held]
+                p = np.zeros((len(probe_cs(ctx)), len(idx), s.n_classes))
+                p[:, :, classes] = probe_path(ctx, x[j][fit], np.searchsorted(classes, y[fit]),
+                                              x[j][idx], len(classes))
+                brier = ((p - truth) ** 2).sum(2)                     # (n_c, n_held)
+                for h in (0, 1):
+                    rows, other = half == h, half != h
+                    c = int(np.argmin(brier[:, other if other.any() else rows].mean(1)))
+                    loss[a][idx[rows]] = brier[c, rows]
+                    right[a][idx[rows]] = p[c, rows].argmax(1) == y[idx[rows]]
         d = loss["selfsl"] - loss["paper"]
         judged = len(d) > 0 and not np.isnan(d).any()
         if judged and np.std(d) > 0:
