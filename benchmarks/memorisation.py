@@ -73,8 +73,14 @@ def probe_scores(x: np.ndarray, s, seed: int) -> dict:
     out = {"cv": float(np.mean(cv_pred == s.label[tl])), "test": test_accuracy(on_train)}
     val_counts = np.bincount(s.label[s.validation], minlength=s.n_classes)
     out["test_val"] = (test_accuracy(fit(s.validation)) if val_counts.min() >= 2
-                       else float("nan"))
+                       else float("nan"))      # printed as "-"
     return out
+
+
+def mean_or_dash(values: list[float]) -> str:
+    """The mean to 3 decimals, "-" when a value is missing (a class with fewer than 2
+    validation rows leaves no cross-validation to fit the validation-rows probe)."""
+    return "-" if np.isnan(values).any() else f"{np.mean(values):.3f}"
 
 
 def run_dirs(folder: str, methods: list[str]) -> list[tuple[str, int, int, str]]:
@@ -134,11 +140,11 @@ def main(argv=None):
         for method in args.methods:
             for budget in sorted({b for (mm, b, _) in table if mm == method}):
                 rows = [v for (mm, b, _), v in table.items() if mm == method and b == budget]
-                mean = {k: np.nanmean([r[k] for r in rows]) for k in rows[0]}
-                print(f"| {method} | {budget} | {len(rows)} | {mean['run']:.3f} | "
-                      f"{mean['latent_cv']:.3f} | {mean['latent_test']:.3f} | "
-                      f"{mean['latent_test_val']:.3f} | {mean['pcs_cv']:.3f} | "
-                      f"{mean['pcs_test']:.3f} | {mean['pcs_test_val']:.3f} |", flush=True)
+                mean = {k: mean_or_dash([r[k] for r in rows]) for k in rows[0]}
+                print(f"| {method} | {budget} | {len(rows)} | " + " | ".join(
+                    mean[k] for k in ("run", "latent_cv", "latent_test", "latent_test_val",
+                                      "pcs_cv", "pcs_test", "pcs_test_val")) + " |",
+                      flush=True)
 
 
 if __name__ == "__main__":
