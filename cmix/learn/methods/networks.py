@@ -562,7 +562,8 @@ def judge_arms(group, paper, selfsl, folds: dict) -> list:
     split in two halves (alternate rows), and each half is scored at the C of
     :func:`probe_cs` with the lowest mean Brier score on the other half (the rows
     outside the fold are no guide: the fold model holds their memorised classes, and a
-    cross-validation on them takes the largest C).
+    cross-validation on them takes the largest C); a fold of one row is scored at the C
+    best on itself.
     A probe is fitted on the classes with 2 or more rows outside the fold; a held-out
     row of another class gets probability 0 for its class in both arms.
     The paper arm is used when it is shown better: the one-sided paired t-test of the
