@@ -91,15 +91,15 @@ def normalised_adjacency(w: sp.spmatrix) -> sp.csr_matrix:
     return (dm @ w @ dm).tocsr()
 
 
-def solve_columns(a: sp.spmatrix, y: np.ndarray, alphas: np.ndarray, rtol: float,
+def solve_columns(a: sp.spmatrix, y: np.ndarray, alpha: float, rtol: float,
                   maxiter: int, device="cpu"):
-    """Solve (I - alpha_c A) f_c = y_c for every column c by conjugate gradients, all
+    """Solve (I - alpha A) f_c = y_c for every column c by conjugate gradients, all
     columns at once, in float64 on ``device`` (torch: the sparse products and the dot
     products run there).
 
-    a: (N, N) symmetric sparse A; y: (N, C) right-hand sides; alphas: (C,) each column's
-    alpha. Each column stops, as scipy's cg does, once its residual is at most rtol
-    times the norm of its y_c (or after ``maxiter`` iterations); the others go on. The dot
+    a: (N, N) symmetric sparse A; y: (N, C) right-hand sides. Each column stops, as
+    scipy's cg does, once its residual is at most rtol times the norm of its y_c (or
+    after ``maxiter`` iterations); the others go on. The dot
     products are summed in an order that depends neither on the thread count nor on
     the other columns (:func:`cmix.learn.losses.fixed_order_sum`). Returns (f (N, C)
     numpy, bool (C,) columns that reached maxiter first)."""
@@ -116,7 +116,7 @@ def solve_columns(a: sp.spmatrix, y: np.ndarray, alphas: np.ndarray, rtol: float
                                       torch.from_numpy(a.data.astype(np.float64)),
                                       size=a.shape, check_invariants=False).to(dev)
     b = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float64)).to(dev)
-    alpha = torch.as_tensor(np.asarray(alphas, np.float64), device=dev)
+    alpha = float(alpha)
 
     def dots(u, v):                                   # (C,) column dot products
         return fixed_order_sum((u * v).T.contiguous())
@@ -174,8 +174,7 @@ def propagate(w: sp.spmatrix, labeled_pos: np.ndarray, labeled_y: np.ndarray,
     for j, c in enumerate(present):
         members = labeled_pos[labeled_y == c]
         y[members, j] = 1.0 / len(members)
-    f, unconverged = solve_columns(a, y, np.full(len(present), float(lp.lp_alpha)),
-                                   lp.lp_rtol, lp.lp_maxiter, device)
+    f, unconverged = solve_columns(a, y, lp.lp_alpha, lp.lp_rtol, lp.lp_maxiter, device)
     for j in np.flatnonzero(unconverged):
         log(f"label propagation: conjugate gradients for class {present[j]} (alpha "
             f"{lp.lp_alpha:g}) stopped at maxiter {lp.lp_maxiter} before rtol "

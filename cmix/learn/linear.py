@@ -48,7 +48,7 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
     then refit on all rows, on one BLAS thread (:func:`one_blas_thread`). Returns
     (model, C, k, best mean CV log-loss)."""
-    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
 
     require_two_per_class(y, n_classes, "choosing logistic regression's C by stratified CV")
@@ -61,8 +61,7 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
         cv.fit(x, y)
     best_c = float(np.atleast_1d(cv.C_)[0])
     scores = np.mean(next(iter(cv.scores_.values())), axis=0)      # (n_c,) mean over folds
-    model = LogisticRegression(C=best_c, max_iter=5000).fit(x, y)
-    return model, best_c, folds, float(-scores.max())
+    return logreg_at(x, None, y, n_classes, best_c), best_c, folds, float(-scores.max())
 
 
 def _fit_penalised(x: np.ndarray, y: np.ndarray, n_classes: int, inv_c: np.ndarray,
@@ -138,14 +137,12 @@ def fit_with_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
     k = cv_folds(np.bincount(y, minlength=n_classes), folds)
     cs = np.logspace(-4, 2, n_c)
 
-    def inv_c(c):
-        return np.concatenate([np.full(x.shape[1], 1 / c), np.full(cov.shape[1], 1 / cov_c)])
-
     losses = np.zeros(n_c)
     for train, held in StratifiedKFold(k, shuffle=True, random_state=seed).split(x, y):
         coef = None
         for i, c in enumerate(cs):                 # small C first: warm starts grow
-            coef = _fit_penalised(z[train], y[train], n_classes, inv_c(c), coef)
+            coef = _fit_penalised(z[train], y[train], n_classes,
+                                  penalties(x.shape[1], cov.shape[1], c, cov_c), coef)
             p = JointLogisticRegression(coef, n_classes).predict_proba(z[held])
             losses[i] += -np.mean(np.log(np.clip(p[np.arange(len(held)), y[held]], 1e-12, None)))
     losses /= k
@@ -173,8 +170,14 @@ def fit_joint(x: np.ndarray, cov: np.ndarray, y: np.ndarray, n_classes: int, c: 
               cov_c: float) -> JointLogisticRegression:
     """The joint fit of features x (n, d) at C = ``c`` and covariates cov (n, K) at
     ``cov_c`` (:func:`_fit_penalised`); ``model.covariates_c`` records the latter."""
-    inv_c = np.concatenate([np.full(x.shape[1], 1 / c), np.full(cov.shape[1], 1 / cov_c)])
+    inv_c = penalties(x.shape[1], cov.shape[1], c, cov_c)
     model = JointLogisticRegression(_fit_penalised(np.hstack([x, cov]), y, n_classes, inv_c),
                                     n_classes)
     model.covariates_c = float(cov_c)
     return model
+
+
+def penalties(d: int, k: int, c: float, cov_c: float) -> np.ndarray:
+    """The joint fit's per-column penalties (d + k,) (:func:`_fit_penalised`'s
+    ``inv_c``): 1 / c for the d features, 1 / cov_c for the k covariates."""
+    return np.concatenate([np.full(d, 1 / c), np.full(k, 1 / cov_c)])
