@@ -295,15 +295,15 @@ def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
     x_all = np.vstack([x_tr, x_val])
     group = SimpleNamespace(ctxs=[run], n_models=1)
     monkeypatch.setattr(networks, "run_inputs", lambda g, m, rows: [x_all[rows[0]]])
+    mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-9
+    cs = networks.probe_cs(run)
+    direct = [log_loss(y_val, LogisticRegression(C=c, max_iter=5000)
+                       .fit((x_tr - mu) / sd, y_tr).predict_proba((x_val - mu) / sd))
+              for c in cs]
+    best = int(np.argmin(direct))
     for mlp_loss, want_head in ((0.6, "mlp"), (5.0, "linear")):
         summaries = [{"best_loss": mlp_loss}]
         probes = networks.choose_heads(group, None, summaries)
-        mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-9
-        cs = networks.probe_cs(run)
-        direct = [log_loss(y_val, LogisticRegression(C=c, max_iter=5000)
-                           .fit((x_tr - mu) / sd, y_tr).predict_proba((x_val - mu) / sd))
-                  for c in cs]
-        best = int(np.argmin(direct))
         got = summaries[0]
         assert got["probe_C"] == cs[best] and best < len(cs) - 1
         assert got["head_val_log_loss"]["linear"] == pytest.approx(direct[best], rel=1e-6)
