@@ -120,13 +120,11 @@ def test_validation_labels_never_reach_pre_training(tmp_path, monkeypatch):
 
 
 def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
-    """cmix's judge: a fold model of either arm never sees the labels of the rows it
-    holds out (not in its label-aware terms, not as a propagation seed). Two repeats of
-    three folds (rows i % 3 in repeat 0, (i + 1) % 3 in repeat 1): flipping the labels
-    of rows 0, 3, 6, ... leaves both arms' fold model 0 (repeat 0, which holds them out)
-    and its pseudo-labels as they were, to the bit, while the run's own models and fold
-    model 3 (repeat 1, which sees them) change; flipping a few of rows 1, 4, ... changes
-    fold model 0 (the check can fail)."""
+    """cmix's judge: fold model f of either arm never sees fold f's labels (not in its
+    label-aware terms, not as a propagation seed). Flipping fold 0's labels leaves both
+    arms' fold model 0 and its pseudo-labels as they were, to the bit, while the run's
+    own models, which see them, change; flipping a few of fold 1's labels changes fold
+    model 0 (the check can fail)."""
     import cmix.learn.data as data_mod
     import cmix.learn.train as train_mod
 
@@ -134,13 +132,10 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     real = data_mod.make_splits
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 1, "hidden": 16,
-           "d_proj": 8, "batch_size": 64, "lp_judge_folds": 3, "lp_judge_repeats": 2}
-
-    def fixed_folds(ctx):
-        i = np.arange(len(ctx.splits.train_labeled))
-        return _held(i % 3, (i + 1) % 3)
-
-    monkeypatch.setattr(train_mod, "judge_folds", fixed_folds)
+           "d_proj": 8, "batch_size": 64, "lp_judge_folds": 3}
+    # fixed folds: rows 0, 3, 6, ... in fold 0, rows 1, 4, ... in fold 1, ...
+    monkeypatch.setattr(train_mod, "judge_folds",
+                        lambda ctx: np.arange(len(ctx.splits.train_labeled)) % 3)
 
     def run(tag, which):
         def splits(*a, **k):
@@ -157,10 +152,9 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
     a, b, c = run("a", None), run("b", "fold0"), run("c", "fold1")
     same = lambda x, y: all(torch.equal(v, y["model"][k]) for k, v in x["model"].items())  # noqa: E731,E501
     for arm in ("pretrain", "pretrain_all"):
-        assert same(a[f"{arm}:fold0"], b[f"{arm}:fold0"]), arm    # held out: unseen
-        assert not same(a[arm], b[arm]), arm                      # the own model saw them
-        assert not same(a[f"{arm}:fold3"], b[f"{arm}:fold3"]), arm  # repeat 1 saw them
-        assert not same(a[f"{arm}:fold0"], c[f"{arm}:fold0"]), arm  # fold model 0 saw rows 1::6
+        assert same(a[f"{arm}:fold0"], b[f"{arm}:fold0"]), arm    # fold 0 unseen
+        assert not same(a[arm], b[arm]), arm                      # the own model saw it
+        assert not same(a[f"{arm}:fold0"], c[f"{arm}:fold0"]), arm  # fold model 0 saw fold 1
     for key in ("label", "weight"):
         np.testing.assert_array_equal(a["pseudo_folds"][0][key], b["pseudo_folds"][0][key])
 
@@ -175,23 +169,17 @@ class _Run:
         self.cfg, self.n_cov, self.seed = resolve_config({}), 0, seed
 
 
-def _held(*folds):
-    """(sum of K, n) bool: the rows each fold model holds out, from one (n,) fold array
-    per repeat (fold model r K + f holds out fold f of repeat r), as judge_folds gives."""
-    return np.concatenate([f[None] == np.arange(f.max() + 1)[:, None] for f in folds])
-
-
-def _judge(monkeypatch, y, held, paper, selfsl):
-    """judge_arms on one run with len(held) fold models, each arm's head inputs given per
-    model (len(held) + 1 arrays (n, d): the run's own model first)."""
+def _judge(monkeypatch, y, fold, paper, selfsl):
+    """judge_arms on one run with K = fold.max() + 1 fold models, each arm's head inputs
+    given per model (K + 1 arrays (n, d): the run's own model first)."""
     from cmix.learn.methods import networks
 
-    m = len(held) + 1
+    k = int(fold.max()) + 1
     run = _Run(y)
-    group = SimpleNamespace(ctxs=[run] * m, roles=list(range(m)), n_models=m,
+    group = SimpleNamespace(ctxs=[run] * (k + 1), roles=list(range(k + 1)), n_models=k + 1,
                             runs=lambda: [run])
     monkeypatch.setattr(networks, "run_inputs", lambda g, arm, rows: arm)
-    return networks.judge_arms(group, paper, selfsl, {id(run): held})[0]
+    return networks.judge_arms(group, paper, selfsl, {id(run): fold})[0]
 
 
 def test_a_memorised_latent_does_not_fool_the_judge(monkeypatch):
@@ -212,22 +200,21 @@ def test_a_memorised_latent_does_not_fool_the_judge(monkeypatch):
         z[fold == f] = rng.normal(size=((fold == f).sum(), 4))
         paper.append(z)
     selfsl = [signal + rng.normal(scale=1.0, size=(n, 4)) for _ in range(k + 1)]
-    v = _judge(monkeypatch, y, _held(fold), paper, selfsl)
+    v = _judge(monkeypatch, y, fold, paper, selfsl)
     assert v["n_judge"] == n and not v["used"]
     assert v["paper_accuracy"] < 0.7 < 0.8 < v["selfsl_accuracy"]
     assert v["selfsl_brier"] < v["paper_brier"]
-    swapped = _judge(monkeypatch, y, _held(fold), selfsl, paper)      # the same, arms swapped
+    swapped = _judge(monkeypatch, y, fold, selfsl, paper)      # the same, arms swapped
     assert swapped["used"] and swapped["p_value"] < 0.01
 
 
 def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     """With a nearest-centroid probe put in for the linear one (C its sharpness), the
-    judge's held-out Brier scores, accuracies, p and choice equal a direct computation
-    over two repeats of the folds: in each repeat, each row of fold f scored on that
-    fold model's inputs by centroids of the rows outside fold f, at the C of the grid
-    with the lowest mean Brier score on the other half of fold f (alternate rows); a
-    row's score the mean over the repeats; the paired one-sided t-test of the per-row
-    differences by scipy, used at p <= 5%."""
+    judge's held-out Brier scores, accuracies, p and choice equal a direct computation:
+    each row of fold f scored on fold model f's inputs by centroids of the rows outside
+    fold f, at the C of the grid with the lowest mean Brier score on the other half of
+    fold f (alternate rows), the paired one-sided t-test of the per-row differences by
+    scipy, used at p <= 5%."""
     from scipy.stats import ttest_rel
 
     from cmix.learn.methods import networks
@@ -245,69 +232,42 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     monkeypatch.setattr(networks, "probe_proba", proba)
     cs = np.logspace(-4, 2, resolve_config({}).logreg.logreg_n_c)
     rng = np.random.default_rng(1)
-    n, k, n_rep = 60, 2, 2
+    n, k = 60, 2
     y = rng.integers(0, 2, n)
-    folds = [rng.integers(0, k, n) for _ in range(n_rep)]
+    fold = rng.integers(0, k, n)
     used, chosen = [], set()
     for paper_signal, selfsl_signal in ((1.0, 0.8), (2.0, 0.3), (0.3, 2.0)):
         arms = {a: [(2 * y - 1)[:, None] * sig + rng.normal(size=(n, 3))
-                    for _ in range(n_rep * k + 1)]
+                    for _ in range(k + 1)]
                 for a, sig in (("paper", paper_signal), ("selfsl", selfsl_signal))}
-        v = _judge(monkeypatch, y, _held(*folds), arms["paper"], arms["selfsl"])
+        v = _judge(monkeypatch, y, fold, arms["paper"], arms["selfsl"])
         want = {}
         for a, z in arms.items():
-            loss, right = np.zeros((n_rep, n)), np.zeros((n_rep, n))
-            for r, fold in enumerate(folds):
-                for f in range(k):
-                    idx = np.flatnonzero(fold == f)
-                    out = fold != f
-                    x = z[r * k + f + 1]
-                    briers, probs = [], []
-                    for c in cs:
-                        p = proba(fit(None, x[out], y[out], c), x[idx], 2)
-                        probs.append(p)
-                        briers.append(((p - np.eye(2)[y[idx]]) ** 2).sum(1))
-                    briers = np.array(briers)
-                    for h in (0, 1):
-                        mine = np.arange(len(idx)) % 2 == h
-                        best = int(np.argmin(briers[:, ~mine].mean(1)))
-                        chosen.add(best)
-                        loss[r, idx[mine]] = briers[best, mine]
-                        right[r, idx[mine]] = probs[best][mine].argmax(1) == y[idx[mine]]
-            want[a] = loss.mean(0)
+            loss, right = np.zeros(n), np.zeros(n, bool)
+            for f in range(k):
+                idx = np.flatnonzero(fold == f)
+                out = fold != f
+                briers, probs = [], []
+                for c in cs:
+                    p = proba(fit(None, z[f + 1][out], y[out], c), z[f + 1][idx], 2)
+                    probs.append(p)
+                    briers.append(((p - np.eye(2)[y[idx]]) ** 2).sum(1))
+                briers = np.array(briers)
+                for h in (0, 1):
+                    mine = np.arange(len(idx)) % 2 == h
+                    best = int(np.argmin(briers[:, ~mine].mean(1)))
+                    chosen.add(best)
+                    loss[idx[mine]] = briers[best, mine]
+                    right[idx[mine]] = probs[best][mine].argmax(1) == y[idx[mine]]
+            want[a] = loss
             assert v[f"{a}_brier"] == pytest.approx(loss.mean(), rel=1e-12)
-            assert v[f"{a}_accuracy"] == pytest.approx(right.mean(), rel=1e-12)
+            assert v[f"{a}_accuracy"] == right.mean()
         p = ttest_rel(want["selfsl"], want["paper"], alternative="greater").pvalue
         assert v["p_value"] == pytest.approx(p, rel=1e-2)
         assert v["used"] == (p <= networks.JUDGE_LEVEL)
-        assert v["n_judge"] == n
         used.append(v["used"])
     assert used[1:] == [True, False]        # a clear gain is taken, a clear loss refused
     assert len(chosen) > 1                  # the choice of C moves with the data
-
-
-def test_judge_folds_hold_every_row_out_once_per_repeat():
-    """judge_folds: in each of R = 3 repeats every training labeled row is held out by
-    exactly one of the K = 2 fold models, every fold holds half of each class (to one
-    row), the repeats split the rows differently, and repeat 0 is the split a
-    one-repeat judge draws."""
-    from cmix.learn.train import judge_folds
-
-    y = np.repeat([0, 1, 2], [13, 20, 7])
-    splits = SimpleNamespace(label=y, train_labeled=np.arange(len(y)))
-
-    def held(repeats):
-        cfg = resolve_config({"lp_judge_folds": 2, "lp_judge_repeats": repeats})
-        return judge_folds(SimpleNamespace(splits=splits, cfg=cfg, seed=11))
-
-    h = held(3)
-    assert h.shape == (6, len(y)) and h.dtype == bool
-    for r in range(3):
-        np.testing.assert_array_equal(h[2 * r:2 * r + 2].sum(0), 1)
-        for c, n_c in zip(range(3), (13, 20, 7)):
-            assert sorted(h[2 * r:2 * r + 2, y == c].sum(1)) == [n_c // 2, n_c - n_c // 2]
-    assert not np.array_equal(h[0:2], h[2:4]) and not np.array_equal(h[2:4], h[4:6])
-    np.testing.assert_array_equal(h[:2], held(1))
 
 
 def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
@@ -404,14 +364,12 @@ def test_cmix_is_exactly_cmix_paper_or_cmix_selfsl(tmp_path, monkeypatch, used):
 
 def test_a_judge_needs_two_folds():
     """One fold would leave no model to judge it: lp_judge_folds 1 is refused, naming the
-    key, as is lp_judge_repeats 0; the single held-out fold of before is no key any more."""
+    key; the single held-out fold of before is no key any more."""
     from cmix.errors import CmixError
 
     with pytest.raises(CmixError, match=r"lp_judge_folds = 1, expected an integer >= 2"):
         resolve_config({"lp_judge_folds": 1})
-    with pytest.raises(CmixError, match=r"lp_judge_repeats = 0, expected an integer >= 1"):
-        resolve_config({"lp_judge_repeats": 0})
-    with pytest.raises(CmixError, match="unknown config key.*'lp_judge_fraction'"):
+    with pytest.raises(CmixError, match="did you mean 'lp_judge_folds'"):
         resolve_config({"lp_judge_fraction": 0.25})
 
 
@@ -471,7 +429,7 @@ def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monke
         return p
 
     monkeypatch.setattr(networks, "probe_proba", proba)
-    v = _judge(monkeypatch, y, _held(fold), *arms)
+    v = _judge(monkeypatch, y, fold, *arms)
     assert v["n_judge"] == n and v["paper_brier"] is not None
     n_c = len(networks.probe_cs(_Run(y)))
     assert losses == {2: 2 * n_c, 3: 2 * n_c}  # fold 0: classes 0, 1; fold 1: all three

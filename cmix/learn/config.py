@@ -69,11 +69,7 @@ class PseudoLabels:
     lp_k: int = 3                   # kNN neighbours (paper: 3)
     lp_judge_folds: int = 2         # K folds of cmix's judge: fold model k of each arm (with and
                                     # without pseudo-labels) trains without fold k's labels and
-                                    # judges those rows
-    lp_judge_repeats: int = 1       # R splits into K folds, each with its own fold models; a
-                                    # row's score is its mean over the R; a run trains
-                                    # 2 (R K + 1) encoders; 2 took pseudo-labels that cost
-                                    # 3-12 points on a tuning cohort (benchmarks/RESULTS.md)
+                                    # judges those rows; a run trains 2 (K + 1) encoders
     lp_alpha: float = 0.99          # propagation's alpha; 0.999 oversmooths (benchmarks/RESULTS.md)
     lp_rtol: float = 1e-6           # CG stops at this relative residual
     lp_maxiter: int = 500           # CG iterations (stops earlier at lp_rtol)

@@ -334,28 +334,21 @@ def pseudo_label_rows(ctx) -> np.ndarray:
 
 
 def judge_folds(ctx) -> np.ndarray:
-    """(R K, n_L) bool, R = ``lp_judge_repeats``, K = ``lp_judge_folds``: [m, i] when the
-    run's training labeled row i is held out from fold model m. Each repeat r splits the
-    rows into K folds stratified by class (each class's rows, shuffled with the run's
-    seed and r, dealt to the folds in turn from a fold drawn for the class, so every fold
-    holds about 1/K of every class); fold model r K + f holds out fold f of repeat r.
-    Every row is held out from exactly one fold model of each repeat. Repeat 0 draws as
-    a one-repeat judge does."""
+    """(n_L,) int: the fold (0..K-1, K = ``lp_judge_folds``) of each of the run's training
+    labeled rows, stratified by class: each class's rows, shuffled with the run's seed,
+    dealt to the folds in turn from a fold drawn for the class, so every fold holds about
+    1/K of every class."""
+    _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE)
     s = ctx.splits
     y = s.label[s.train_labeled]
-    lp = ctx.cfg.pseudo_labels
-    k = lp.lp_judge_folds
-    held = np.zeros((lp.lp_judge_repeats * k, len(y)), dtype=bool)
-    for r in range(lp.lp_judge_repeats):
-        _, rng = streams.gen(ctx.seed, streams.PSEUDO_LABEL_JUDGE, *([r] if r else []))
-        fold = np.zeros(len(y), dtype=np.int64)
-        start = 0
-        for c in np.unique(y):
-            rows = rng.permutation(np.flatnonzero(y == c))
-            fold[rows] = (start + np.arange(len(rows))) % k
-            start = (start + len(rows)) % k
-        held[r * k + fold, np.arange(len(y))] = True
-    return held
+    k = ctx.cfg.pseudo_labels.lp_judge_folds
+    fold = np.zeros(len(y), dtype=np.int64)
+    start = 0
+    for c in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        fold[rows] = (start + np.arange(len(rows))) % k
+        start = (start + len(rows)) % k
+    return fold
 
 
 def look_of(group, model, per_run):
@@ -377,14 +370,14 @@ def look_of(group, model, per_run):
     return look
 
 
-def paper_look(group, model, held: dict | None = None):
+def paper_look(group, model, folds: dict | None = None):
     """The look of the paper's pseudo-labels (:func:`pretrain_stage`), as Darabi et al.
     describe them: for each model, label propagation on its latent (k = lp_k, alpha =
-    lp_alpha) seeded with the training labeled rows it trains on (fold model m: those it
-    does not hold out, ``held``: run id -> (n_fold_models, n_L) bool, :func:`judge_folds`),
-    every pseudo-label weighted by its certainty 1 - H(p)/log C. A run's own model's S_U
+    lp_alpha) seeded with the training labeled rows it trains on (a fold model f: those
+    outside fold f of ``folds``, run id -> (n_L,) fold of each labeled row), every
+    pseudo-label weighted by its certainty 1 - H(p)/log C. A run's own model's S_U
     pseudo-labels go to its checkpoint parts ("pseudo", summary in "lp_info"), fold
-    model m's to parts["pseudo_folds"][m]. cmix_paper's looks, and those of cmix's paper
+    model f's to parts["pseudo_folds"][f]. cmix_paper's looks, and those of cmix's paper
     arm (:func:`cmix.learn.methods.networks.judged_pretraining`)."""
     from .labelprop import graph_from_neighbours, knn_neighbours, propagate
 
@@ -398,7 +391,7 @@ def paper_look(group, model, held: dict | None = None):
         own = None
         for j in (j for j in range(group.n_models) if group.ctxs[j] is ctx):
             role = group.roles[j]
-            seen = np.arange(n_l) if role == 0 else np.flatnonzero(~held[id(ctx)][role - 1])
+            seen = np.arange(n_l) if role == 0 else np.flatnonzero(folds[id(ctx)] != role - 1)
             index, sim = knn_neighbours(z[j, :n], lp.lp_k, lp.lp_block)
             prop = propagate(graph_from_neighbours(index, sim, lp.lp_k), seen, y_l[seen],
                              ctx.splits.n_classes, lp, ctx.dev)

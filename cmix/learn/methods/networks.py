@@ -476,16 +476,16 @@ class ContrastiveMixupMethod(NetworkMethod):
         return out
 
 
-def pretrain_rows(group, held: dict | None = None):
+def pretrain_rows(group, folds: dict | None = None):
     """The pre-training rows of every model of the group: each run's training labeled
-    rows (fold model m: those it does not hold out, ``held``: run id -> (n_fold_models,
-    n_L) bool, :func:`cmix.learn.train.judge_folds`) and its unlabeled rows."""
+    rows (a fold model f: those outside fold f of ``folds``, run id -> (n_L,) folds) and
+    its unlabeled rows."""
     from .. import train as tr
 
     labeled = []
     for c, role in zip(group.ctxs, group.roles):
         rows = c.splits.train_labeled
-        labeled.append(rows if role == 0 else rows[~held[id(c)][role - 1]])
+        labeled.append(rows if role == 0 else rows[folds[id(c)] != role - 1])
     rows = tr.PretrainRows(labeled=group.row_set(labeled), y=None,
                            unlabeled=group.row_set([c.splits.unlabeled for c in group.ctxs]))
     rows.y = group.label[rows.labeled.pos]
@@ -495,36 +495,35 @@ def pretrain_rows(group, held: dict | None = None):
 def judged_pretraining(group, model) -> None:
     """cmix's pre-training, into ``model`` (the group's runs' models): the paper's
     (pseudo-labels as propagated) or cmix_selfsl's (none), whichever the run's
-    cross-fitted judge (:func:`judge_arms`) finds better. Each run trains 2 (R K + 1)
-    models, K = lp_judge_folds, R = lp_judge_repeats: the paper arm, its own model and
-    R K fold models (stage "pretrain", :func:`cmix.learn.train.paper_look` at every
-    look), then the selfsl arm, the same R K + 1 without pseudo-labels (stage
-    "pretrain_all"). Fold model m of either arm never sees the labels of the rows it
-    holds out (:func:`cmix.learn.train.judge_folds`; not in its label-aware terms, not
-    as a propagation seed) and has the initial weights and draws of the other arm's fold
-    model m, so the two differ only by the pseudo-labels. The chosen arm's own model becomes the run's:
+    cross-fitted judge (:func:`judge_arms`) finds better. Each run trains 2 (K + 1)
+    models, K = lp_judge_folds: the paper arm, its own model and K fold models (stage
+    "pretrain", :func:`cmix.learn.train.paper_look` at every look), then the selfsl arm,
+    the same K + 1 without pseudo-labels (stage "pretrain_all"). Fold model f of either
+    arm never sees fold f's labels (not in its label-aware terms, not as a propagation
+    seed) and has the initial weights and draws of the other arm's fold model f, so the
+    two differ only by the pseudo-labels. The chosen arm's own model becomes the run's:
     its pre-training is exactly cmix_paper's or exactly cmix_selfsl's; refused, the
     run's pseudo-labels weigh nothing, so its predictor is cmix_selfsl's too."""
     from ...logs import log
     from .. import train as tr
     from ..nn import load_model_state, model_state
 
-    held = {id(c): tr.judge_folds(c) for c in group.ctxs}
-    n_fold = len(next(iter(held.values())))           # fold models per run: R K
-    arms = group.with_folds(n_fold)
-    rows = pretrain_rows(arms, held)
+    k = group.cfg.pseudo_labels.lp_judge_folds
+    folds = {id(c): tr.judge_folds(c) for c in group.ctxs}
+    arms = group.with_folds(k)
+    rows = pretrain_rows(arms, folds)
     paper, selfsl = cmix_model(arms), cmix_model(arms)
     for r in range(group.n_models):            # a run's own model: as the group's
         for m in (paper, selfsl):
-            load_model_state(m, r * (n_fold + 1), model_state(model, r))
-    tr.pretrain_stage(arms, paper, rows, tr.paper_look(arms, paper, held))
+            load_model_state(m, r * (k + 1), model_state(model, r))
+    tr.pretrain_stage(arms, paper, rows, tr.paper_look(arms, paper, folds))
     for c in group.ctxs:
         if c.state.stage == "pretrain":
             c.state.stage, c.state.epoch = "pretrain_all", 0
     tr.pretrain_stage(arms, selfsl, rows, stage="pretrain_all")      # no look: no pseudo-labels
-    for r, (ctx, verdict) in enumerate(zip(group.ctxs, judge_arms(arms, paper, selfsl, held))):
+    for r, (ctx, verdict) in enumerate(zip(group.ctxs, judge_arms(arms, paper, selfsl, folds))):
         load_model_state(model, r, model_state(paper if verdict["used"] else selfsl,
-                                               r * (n_fold + 1)))
+                                               r * (k + 1)))
         ctx.parts["lp_info"][-1].update(verdict)
         if not verdict["used"]:
             ctx.parts["lp_info"][-1]["mean_weight"] = 0.0
@@ -550,21 +549,17 @@ def judged_pretraining(group, model) -> None:
 JUDGE_LEVEL = 0.05
 
 
-def judge_arms(group, paper, selfsl, held: dict) -> list:
+def judge_arms(group, paper, selfsl, folds: dict) -> list:
     """The cross-fitted judge of each run of ``group`` (runs with their fold models,
     :meth:`cmix.learn.group.Group.with_folds`; ``paper``, ``selfsl``: both arms' grouped
-    models; ``held``: run id -> (n_fold_models, n_L) bool, the training labeled rows
-    each fold model holds out, :func:`cmix.learn.train.judge_folds`). Every training
-    labeled row held out from fold model m is scored by the linear probe
-    (:func:`fit_probe`) on fold model m's latent, fitted on the rows m does not hold
-    out, in either arm: a held-out Brier score (sum over classes of (p - 1[class])^2,
-    0 to 2) from an encoder and a probe that never saw the row's label. A row is held
-    out once in each of the R repeats of the folds; its score is the mean of its R
-    scores, so that the verdict rests on R fold models per row, not on the training
-    draw of one. The Brier score is bounded, so a few confidently wrong rows cannot
-    decide the test as they can a log-loss.
-    The probe's C is chosen on rows fold model m never saw labeled: its held-out rows
-    are split in two halves (alternate rows), and each half is scored at the C of
+    models; ``folds``: run id -> (n_L,) fold of each training labeled row). Every
+    training labeled row, of fold f, is scored by the linear probe (:func:`fit_probe`)
+    on fold model f's latent, fitted on the rows outside fold f, in either arm: n_L
+    held-out Brier scores (sum over classes of (p - 1[class])^2, 0 to 2) per arm, from
+    encoders and probes that never saw the row's label. The Brier score is bounded, so a
+    few confidently wrong rows cannot decide the test as they can a log-loss.
+    The probe's C is chosen on rows fold model f never saw labeled: fold f's rows are
+    split in two halves (alternate rows), and each half is scored at the C of
     :func:`probe_cs` with the lowest mean Brier score on the other half (the rows
     outside the fold are no guide: the fold model holds their memorised classes, and a
     cross-validation on them takes the largest C); a fold of one row is scored at the C
@@ -572,12 +567,11 @@ def judge_arms(group, paper, selfsl, held: dict) -> list:
     A probe is fitted on the classes with 2 or more rows outside the fold; a held-out
     row of another class gets probability 0 for its class in both arms.
     The paper arm is used when it is shown better: the one-sided paired t-test of the
-    n_L per-row differences (selfsl's mean Brier score minus the paper's) has p <=
-    :data:`JUDGE_LEVEL`. A run whose rows cannot all be judged in every repeat (a fold
-    leaving fewer than 2 classes of 2 rows for the probe) does not use them. Returns
+    per-row differences (selfsl's Brier score minus the paper's) has p <= :data:`JUDGE_LEVEL`.
+    A run whose rows cannot all be judged (a fold leaving fewer than 2 classes of 2 rows
+    for the probe) does not use them. Returns
     per run (in order) {"used", "n_judge", "paper_brier", "selfsl_brier",
-    "paper_accuracy", "selfsl_accuracy", "p_value"}: mean Brier scores and the share of
-    (row, repeat) scores whose argmax is the row's class."""
+    "paper_accuracy", "selfsl_accuracy", "p_value"}."""
     from scipy.stats import ttest_1samp
 
     rows = [c.splits.train_labeled for c in group.ctxs]
@@ -585,46 +579,39 @@ def judge_arms(group, paper, selfsl, held: dict) -> list:
     out = []
     for ctx in group.runs():
         s = ctx.splits
-        y, held_by = s.label[s.train_labeled], held[id(ctx)]
-        loss = {a: np.zeros(len(y)) for a in inputs}
-        right = {a: np.zeros(len(y)) for a in inputs}
-        n_scored = np.zeros(len(y), np.int64)
+        y, fold = s.label[s.train_labeled], folds[id(ctx)]
+        loss = {a: np.full(len(y), np.nan) for a in inputs}
+        right = {a: np.zeros(len(y), bool) for a in inputs}
         for j in (j for j in range(group.n_models)
                   if group.ctxs[j] is ctx and group.roles[j] > 0):
-            out_of = held_by[group.roles[j] - 1]
-            if not out_of.any():
+            held = fold == group.roles[j] - 1
+            if not held.any():
                 continue
-            classes = np.flatnonzero(np.bincount(y[~out_of], minlength=s.n_classes) >= 2)
+            classes = np.flatnonzero(np.bincount(y[~held], minlength=s.n_classes) >= 2)
             if len(classes) < 2:
                 continue
-            fit = ~out_of & np.isin(y, classes)
-            idx = np.flatnonzero(out_of)
+            fit = ~held & np.isin(y, classes)
+            idx = np.flatnonzero(held)
             truth = np.eye(s.n_classes)[y[idx]]
             half = np.arange(len(idx)) % 2
-            n_scored[idx] += 1
             for a, x in inputs.items():
                 p = np.zeros((len(probe_cs(ctx)), len(idx), s.n_classes))
                 p[:, :, classes] = probe_path(ctx, x[j][fit], np.searchsorted(classes, y[fit]),
                                               x[j][idx], len(classes))
                 brier = ((p - truth) ** 2).sum(2)                     # (n_c, n_held)
                 for h in (0, 1):
-                    mine, other = half == h, half != h
-                    c = int(np.argmin(brier[:, other if other.any() else mine].mean(1)))
-                    loss[a][idx[mine]] += brier[c, mine]
-                    right[a][idx[mine]] += p[c, mine].argmax(1) == y[idx[mine]]
-        judged = len(y) > 0 and (n_scored == held_by.sum(0)).all() and (n_scored > 0).all()
-        if judged:
-            loss = {a: v / n_scored for a, v in loss.items()}
-            right = {a: v / n_scored for a, v in right.items()}
-            d = loss["selfsl"] - loss["paper"]
-            if np.std(d) > 0:
-                p_value = float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
-            else:
-                p_value = 0.0 if d.mean() > 0 else 1.0
+                    rows, other = half == h, half != h
+                    c = int(np.argmin(brier[:, other if other.any() else rows].mean(1)))
+                    loss[a][idx[rows]] = brier[c, rows]
+                    right[a][idx[rows]] = p[c, rows].argmax(1) == y[idx[rows]]
+        d = loss["selfsl"] - loss["paper"]
+        judged = len(d) > 0 and not np.isnan(d).any()
+        if judged and np.std(d) > 0:
+            p_value = float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
         else:
-            p_value = 1.0
+            p_value = 0.0 if judged and d.mean() > 0 else 1.0
         out.append({"used": bool(judged and p_value <= JUDGE_LEVEL),
-                    "n_judge": int(len(y)) if judged else 0,
+                    "n_judge": int(len(d)) if judged else 0,
                     **{f"{a}_brier": float(np.mean(loss[a])) if judged else None
                        for a in inputs},
                     **{f"{a}_accuracy": float(np.mean(right[a])) if judged else None
