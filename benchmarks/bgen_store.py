@@ -18,13 +18,24 @@ against plink2's to the stated quantisation, and compares cmix's peak RSS for 20
 SNPs from the longest chromosome's file and from the shortest (memory must not grow
 with chromosome length). Goal: cmix <= 2x plink2.
 
+With ``--reference-tree DIR`` (a checkout of another cmix version, e.g. ``git worktree
+add /tmp/cmix-main main``) it first times the reader alone on a UK Biobank-sized chunk:
+one BGEN of ``--chunk-samples`` people (default 487,409, UK Biobank's imputed release)
+and ``--chunk-variants`` variants (8-bit, zlib, as UK Biobank ships them), every block
+decoded to dosages by ``open_bgen(...).read_dosages`` of this tree and of DIR, each in
+its own process with the other's code off the path, in alternating rounds; it prints
+the ratio and checks the two readers' dosages are identical. ``--reader-only`` stops
+there.
+
     python benchmarks/bgen_store.py [--n-samples 20000] [--n-variants 16000] [--repeats 3] [--workdir DIR]
+    python benchmarks/bgen_store.py --reference-tree /tmp/cmix-main --reader-only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alternate import alternate, load_summary, ratios, summary  # noqa: E402
+from alternate import alternate, load_summary, ratios, run_process, summary  # noqa: E402
 
 # GRCh37 autosome lengths in Mb (chromosome 1..22)
 CHROM_MB = [249, 243, 198, 191, 181, 171, 159, 146, 141, 136, 135, 134, 115, 107, 103, 90,
@@ -90,9 +101,59 @@ def make_chromosome(work: Path, chrom: int, n_variants: int, ids: np.ndarray, rn
     return Path(f"{out}.bgen")
 
 
+# one process: open the BGEN with the tree on PYTHONPATH, decode every variant, write
+# the open + read time (s) and the dosages for the comparison
+READ_CHUNK = """
+import sys, time, numpy as np
+from cmix.readers.bgen import open_bgen
+t = time.perf_counter()
+bg = open_bgen(sys.argv[1], sys.argv[2])
+d = bg.read_dosages(np.arange(bg.n_variants))
+t = time.perf_counter() - t
+np.save(sys.argv[3], d)
+open(sys.argv[4], "w").write(str(t))
+"""
+
+
+def reader_speed(work: Path, reference: Path, n: int, m: int, repeats: int, rng) -> None:
+    """Time this tree's BGEN reader against the one in ``reference`` on one chunk of
+    ``n`` samples x ``m`` variants (see the module docstring); print the ratio."""
+    stem = work / "chunk"
+    if not Path(f"{stem}.bgen.bgi").exists():
+        make_chromosome(work, 1, m, np.array([str(1_000_000 + i) for i in range(n)]), rng)
+        for ext in (".bgen", ".sample", ".bgen.bgi"):
+            os.replace(work / f"imp_chr1{ext}", f"{stem}{ext}")
+    ours_root = Path(__file__).resolve().parent.parent
+    trees = {"this tree": ours_root, "reference": Path(reference).resolve()}
+
+    def run(name):
+        env = {**os.environ, "PYTHONPATH": str(trees[name])}
+        out = work / f"chunk_{name.replace(' ', '_')}"
+        res = run_process([sys.executable, "-c", READ_CHUNK, f"{stem}.bgen", f"{stem}.sample",
+                           f"{out}.npy", f"{out}.time"], env=env, cwd=work)
+        return {"read": float(Path(f"{out}.time").read_text()), **res}
+
+    got, loads = alternate({name: (lambda name=name: run(name)) for name in trees}, repeats)
+    a = np.load(work / "chunk_this_tree.npy")
+    b = np.load(work / "chunk_reference.npy")
+    same = bool(np.array_equal(np.isnan(a), np.isnan(b)))
+    diff = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+    size = Path(f"{stem}.bgen").stat().st_size / 2**20
+    print(f"reader on one BGEN chunk ({n} samples x {m} variants, 8-bit zlib, {size:.0f} MiB):")
+    for name in trees:
+        print(f"  {name} ({trees[name]}): open + read {summary([r['read'] for r in got[name]], ' s', '{:.2f}')}, "
+              f"whole process {summary([r['wall'] for r in got[name]], ' s', '{:.1f}')}, "
+              f"peak RSS {max(r['rss'] for r in got[name]):.0f} MiB")
+    read = {name: [r["read"] for r in got[name]] for name in trees}
+    print(f"  this tree / reference (open + read), {repeats} alternating rounds: "
+          f"{summary(ratios(read['this tree'], read['reference']))}")
+    print(f"  {load_summary(loads)}")
+    print(f"  dosages: same missing calls {same}, max |difference| {diff:.2e}")
+
+
 def write_selection(path: Path, bim: pd.DataFrame, rows: np.ndarray, rng) -> pd.DataFrame:
     """A `cmix select`-style table of ``bim`` rows, a third counting BGEN allele 1."""
-    from cmix.genotypes.sumstats import write_selection as write
+    from cmix.genotypes.sumstats.selection_files import write_selection as write
 
     sel = bim.iloc[rows]
     flip = rng.random(len(sel)) < 1 / 3
@@ -125,15 +186,27 @@ def main():
     ap.add_argument("--n-snps", type=int, default=1000)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--reference-tree", default=None,
+                    help="a checkout of another cmix version: time its BGEN reader against "
+                         "this tree's on one UK Biobank-sized chunk first")
+    ap.add_argument("--chunk-samples", type=int, default=487_409)
+    ap.add_argument("--chunk-variants", type=int, default=200)
+    ap.add_argument("--reader-only", action="store_true",
+                    help="stop after the reader comparison")
     args = ap.parse_args()
 
-    from cmix.genotypes.sources import open_source
+    from cmix.readers.sources import open_source
     from cmix.genotypes.store import load_rows
     from cmix.genotypes.store import open_store
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_bgen_bench_"))
     work.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
+    if args.reference_tree:
+        reader_speed(work, args.reference_tree, args.chunk_samples, args.chunk_variants,
+                     args.repeats, rng)
+        if args.reader_only:
+            return
     n = args.n_samples
     ids = np.array([str(1_000_000 + i) for i in range(n)])
     chroms = list(range(1, 23))

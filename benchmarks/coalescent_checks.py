@@ -2,7 +2,7 @@
 
 For each model (OutOfAfrica_3G09: YRI, CEU, CHB 1,000 each; AmericanAdmixture_4B18: AFR,
 EUR, ASIA, ADMIX 750 each; 5,000 SNPs on ten 2 Mb pieces, seed 1) this writes the cohort
-with :func:`cmix.coalescent.simulate_coalescent_cohort`, then prints markdown tables:
+with :func:`cmix.simulate.coalescent.simulate_coalescent_cohort`, then prints markdown tables:
 
 - Hudson Fst per population pair: plink2 --fst method=hudson on the .bed, Hudson Fst from
   the tree sequences' own allele frequencies on the same SNPs (every sampled haplotype of
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cmix.coalescent import CoalescentDesign, simulate_coalescent_cohort, simulate_trees
+from cmix.simulate.coalescent import CoalescentDesign, simulate_coalescent_cohort
+from cmix.simulate.trees import simulate_trees
 
 MODELS = {
     "OutOfAfrica_3G09": ("YRI:1000,CEU:1000,CHB:1000", "CEU"),

@@ -40,9 +40,9 @@ from cmix.cli import main as cmix
 from cmix.genotypes.covariates import SampleTables
 from cmix.genotypes.gwas import GwasModel, GwasPeople, run_gwas
 from cmix.genotypes.selection import read_sample_ids
-from cmix.genotypes.sources import GenotypeFiles
+from cmix.readers.sources import GenotypeFiles
 from cmix.genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
-from cmix.simulate import simulate_cohort
+from cmix.simulate.balding_nichols import simulate_cohort
 
 COVARIATES = {"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}
 TRAITS = {

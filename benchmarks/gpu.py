@@ -351,7 +351,7 @@ def part_train(args, device) -> dict:
 # ------------------------------------------------------------------------------- king
 def make_bed(workdir: Path, n_samples: int, n_variants: int) -> Path:
     """A simulated .bed with planted relatives (cached in workdir); returns the prefix."""
-    from cmix.simulate import simulate_genotypes_fast
+    from cmix.simulate.fast import simulate_genotypes_fast
     from king_vs_plink2 import plant_relatives
 
     prefix = workdir / "genotypes"
@@ -363,9 +363,9 @@ def make_bed(workdir: Path, n_samples: int, n_variants: int) -> Path:
 
 def int8_multiply_adds(n: int, n_var: int, block_size: int, variant_block: int) -> int:
     """Multiply-adds of the int8 route's products (padding included)."""
-    from cmix.genotypes import relatedness
+    from cmix.genotypes.relatedness import int8 as int8_route
 
-    n_pad, edges, _, vb = relatedness._int8_plan(n, n_var, block_size, variant_block, 1 << 62)
+    n_pad, edges, _, vb = int8_route._int8_plan(n, n_var, block_size, variant_block, 1 << 62)
     n_blocks = -(-n_var // vb)
     pairs = sum((edges[s + 1] - edges[s]) * (n_pad - edges[s]) for s in range(len(edges) - 1))
     return 5 * vb * n_blocks * pairs
@@ -375,26 +375,30 @@ def part_king(args, device) -> dict:
     import pandas as pd
     import torch
 
-    from cmix.genotypes import plink, relatedness
+    from cmix.genotypes.relatedness.bitplanes import CPU_MEMORY, king_bitplanes
+    from cmix.genotypes.relatedness.cutoff import DEFAULT_CUTOFF, REPORT_MIN_KINSHIP
+    from cmix.genotypes.relatedness.int8 import INT8_STRIP, INT8_VARIANTS, int8_memory, king_int8
+    from cmix.genotypes.relatedness.king import king_robust, king_variants
+    from cmix.genotypes.relatedness.unrelated import write_unrelated
+    from cmix.readers import plink
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gpu_bench_"))
     work.mkdir(parents=True, exist_ok=True)
     prefix = make_bed(work, args.king_samples, args.king_variants)
     bf = plink.open_bfile(prefix)
-    variants = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    variants = np.flatnonzero(king_variants(bf.bim["chrom"]))
     samples = np.arange(bf.n_samples)
-    min_kin = relatedness.REPORT_MIN_KINSHIP
-    block = args.block_size or relatedness._INT8_STRIP
-    vblock = relatedness._INT8_VARIANTS
-    memory = relatedness._int8_memory(device)
+    min_kin = REPORT_MIN_KINSHIP
+    block = args.block_size or INT8_STRIP
+    vblock = INT8_VARIANTS
+    memory = int8_memory(device)
     routes = {
-        "gpu": {"whole": lambda: relatedness.king_robust(bf, min_kinship=min_kin, device=device.type,
-                                                         route="int8", block_size=block),
-                "route": lambda: relatedness._king_int8(bf, variants, samples, min_kin, block,
-                                                        vblock, device, memory)},
-        "cpu": {"whole": lambda: relatedness.king_robust(bf, min_kinship=min_kin, device="cpu"),
-                "route": lambda: relatedness._king_bitplanes(bf, variants, samples, min_kin,
-                                                             relatedness._CPU_MEMORY)},
+        "gpu": {"whole": lambda: king_robust(bf, min_kinship=min_kin, device=device.type,
+                                             route="int8", block_size=block),
+                "route": lambda: king_int8(bf, variants, samples, min_kin, block, vblock,
+                                           device, memory)},
+        "cpu": {"whole": lambda: king_robust(bf, min_kinship=min_kin, device="cpu"),
+                "route": lambda: king_bitplanes(bf, variants, samples, min_kin, CPU_MEMORY)},
     }
     results = {}
 
@@ -427,8 +431,7 @@ def part_king(args, device) -> dict:
     files = {}
     for name, pairs in results.items():
         out = work / f"king_{name}"
-        relatedness.write_unrelated(out, bf.fam, samples, pairs, relatedness.DEFAULT_CUTOFF,
-                                    kin0=pairs)
+        write_unrelated(out, bf.fam, samples, pairs, DEFAULT_CUTOFF, kin0=pairs)
         files[name] = [Path(f"{out}.{ext}").read_bytes() for ext in
                        ("king.cutoff.in.id", "king.cutoff.out.id", "kin0")]
     identical = files["gpu"] == files["cpu"] and all(same_rounds)
@@ -440,7 +443,7 @@ def part_king(args, device) -> dict:
         "int8 route emulated on the CPU"
     print(f"KING-robust, {len(samples)} samples x {len(variants)} variants, "
           f"{len(results['cpu'])} pairs > {min_kin}, {n_dropped} dropped at "
-          f"{relatedness.DEFAULT_CUTOFF}; {gpu_label} on {device_name(device)} against the "
+          f"{DEFAULT_CUTOFF}; {gpu_label} on {device_name(device)} against the "
           f"CPU bit planes on {numba_threads()} threads; {args.repeats} alternating rounds")
     for name, label in (("gpu", gpu_label), ("cpu", "CPU bit planes")):
         print(f"  {label}: king_robust wall {summary(wall[name], ' s', '{:.2f}')}; "

@@ -166,7 +166,7 @@ def main(argv=None):
                   f"{' '.join(map(str, seeds))}: {sec:.1f} s (elapsed "
                   f"{time.perf_counter() - t1:.0f} s)", flush=True)
     grid_wall = time.perf_counter() - t1
-    from cmix.report import write_report
+    from cmix.report.write import write_report
 
     write_report(out / "runs", out / "report")
     print(f"\ngrid wall time {grid_wall:.0f} s for {n_runs} runs with {args.jobs} workers")

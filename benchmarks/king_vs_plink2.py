@@ -1,6 +1,6 @@
 """KING-robust + --king-cutoff: `cmix unrelated` against plink2 on the same files.
 
-Genotype route: a simulated cohort (cmix.simulate.simulate_genotypes_fast; default
+Genotype route: a simulated cohort (cmix.simulate.fast.simulate_genotypes_fast; default
 5,000 samples x 50,000 variants, 0.2% missing calls) with relatives planted in chains
 (duplicates, ~first and ~second degree: :func:`plant_relatives`), `plink2 --king-cutoff 0.0884`
 and `cmix unrelated --bfile ... --device cpu`, both as whole processes with the same
@@ -41,7 +41,7 @@ def plant_relatives(prefix: Path, n_groups: int, seed: int) -> None:
     a -> b -> c of distinct samples, where b takes a's calls at a random half of the
     variants (kinship about 0.25) and c takes b's at a quarter (about 0.125); in every
     third chain b is a duplicate of a instead (all calls, 0.1% changed)."""
-    from cmix.genotypes import plink
+    from cmix.readers import plink
 
     bf = plink.open_bfile(prefix)
     geno = plink.read_genotypes(bf)
@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="keep files here (default: a temp dir)")
     args = ap.parse_args()
 
-    from cmix.simulate import simulate_genotypes_fast
+    from cmix.simulate.fast import simulate_genotypes_fast
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="king_bench_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -50,8 +50,9 @@ def write_cohort(prefix: Path, n_samples: int, n_variants: int, seed: int,
                  block: int = 4096) -> None:
     """Four equal populations (n_samples a multiple of 16), written in variant blocks."""
     sys.path.insert(0, str(REPO))
-    from cmix.genotypes import plink
-    from cmix.simulate import _fast_kernel, simulate_variants
+    from cmix.readers import plink
+    from cmix.simulate.fast import _fast_kernel
+    from cmix.simulate.variants import simulate_variants
 
     if n_samples % (4 * len(FST)):
         sys.exit(f"--n-samples must be a multiple of {4 * len(FST)}")

@@ -4,7 +4,7 @@ cmix's peak memory, and memory flat in the number of variants.
     python benchmarks/qc_vs_plink2.py                      # 20,000 x 50,000 (+ 10,000), ~2 min
     python benchmarks/qc_vs_plink2.py --n-samples 50000 --n-variants 200000 --small 20000  # big
 
-Cohorts are made with cmix.simulate.simulate_genotypes_fast into benchmarks/data/
+Cohorts are made with cmix.simulate.fast.simulate_genotypes_fast into benchmarks/data/
 (git-ignored) and reused. Both tools run as whole processes (start-up included) with
 the same --threads; the page cache is warmed by one untimed run of each first, then
 ``--repeats`` alternating rounds (benchmarks/alternate.py): the median and min of the
@@ -28,7 +28,7 @@ from alternate import alternate, load_summary, ratios, run_process, summary  # n
 
 
 def cohort(n_samples: int, n_variants: int) -> Path:
-    from cmix.simulate import simulate_genotypes_fast
+    from cmix.simulate.fast import simulate_genotypes_fast
 
     out = HERE / "data" / f"qc_{n_samples}x{n_variants}"
     prefix = out / "genotypes"
@@ -56,7 +56,7 @@ def compare(prefix: Path, threads: int, repeats: int) -> dict:
 def hwe_unit(threads: int) -> float:
     import numba
 
-    from cmix.genotypes.qc import hwe_exact_p
+    from cmix.genotypes.hwe import hwe_exact_p
 
     rng = np.random.default_rng(0)
     n, m = 500_000, 10_000

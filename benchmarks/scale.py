@@ -77,9 +77,11 @@ def fast_cohort(n: int, variants: int, out: Path, seed: int = 1) -> dict:
     sizes, not on LD or ancestry; the full simulator (pedigrees, LD, populations) took
     33 min for 30,000 people here. Returns the workflow's ``inputs:`` section."""
     sys.path.insert(0, str(REPO))
-    from cmix.genotypes import plink
+    from cmix.readers import plink
     from cmix.genotypes.kernels import count_genotypes
-    from cmix.simulate import simulate_genotypes_fast, sumstats_table, write_sample_qc
+    from cmix.simulate.fast import simulate_genotypes_fast
+    from cmix.simulate.gwas import sumstats_table
+    from cmix.simulate.sample_qc import write_sample_qc
 
     out.mkdir(parents=True, exist_ok=True)
     prefix = simulate_genotypes_fast(out, n, variants, seed=seed)
@@ -125,7 +127,7 @@ def fast_cohort(n: int, variants: int, out: Path, seed: int = 1) -> dict:
 
 def run_king(sizes: list[int], variants: int, out: Path) -> None:
     """`cmix unrelated --bfile` on LD-free genotypes, one size at a time."""
-    from cmix.simulate import simulate_genotypes_fast
+    from cmix.simulate.fast import simulate_genotypes_fast
 
     rows = []
     for n in sizes:

@@ -30,7 +30,7 @@ import pandas as pd
 
 RUN = """
 import resource, sys, tempfile, time
-from cmix.simulate import simulate_cohort
+from cmix.simulate.balding_nichols import simulate_cohort
 n, m, anc = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 kw = {} if anc == "old" else {"populations": None if anc == "none" else "default"}
 with tempfile.TemporaryDirectory() as d:
@@ -86,7 +86,8 @@ def checks(args):
     from bed_reader import open_bed
     from test_simulate_structure import SCRIPTED
 
-    from cmix.simulate import TRAITS, simulate_cohort
+    from cmix.simulate.traits import TRAITS
+    from cmix.simulate.balding_nichols import simulate_cohort
 
     work = Path(args.work or tempfile.mkdtemp())
     # Fst

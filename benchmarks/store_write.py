@@ -1,6 +1,6 @@
 """Benchmark: write a trait store (default 100,000 samples x 1,000 SNPs) from a .bed.
 
-Makes an LD-free cohort with cmix.simulate.simulate_genotypes_fast (300,000 x 2,000
+Makes an LD-free cohort with cmix.simulate.fast.simulate_genotypes_fast (300,000 x 2,000
 SNPs; 1,000 of them, in random order as a p-value ranking gives, are selected and a
 third count the .bim A2), a phenotype table with a categorical trait, then times, in
 the same run on the same inputs:
@@ -52,9 +52,9 @@ def main():
     args = ap.parse_args()
 
     from cmix.genotypes import store
-    from cmix.genotypes.plink import open_bfile
-    from cmix.genotypes.sources import GenotypeFiles
-    from cmix.simulate import simulate_genotypes_fast
+    from cmix.readers.plink import open_bfile
+    from cmix.readers.sources import GenotypeFiles
+    from cmix.simulate.fast import simulate_genotypes_fast
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_store_bench_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def population_store(path: Path, sim: Path, truth: dict, n_snps: int, seed: int,
     test split. The unlabeled rows carry the class structure."""
     import pandas as pd
 
-    from cmix.genotypes import plink
+    from cmix.readers import plink
 
     bf = plink.open_bfile(sim / "genotypes")
     ids = bf.fam.iid.astype(str).to_numpy()
@@ -140,7 +140,7 @@ def structured_store(path: Path, n_samples: int = 2500, n_snps: int = 1000,
                      n_variants: int = 4000, seed: int = 7) -> Path:
     """Label = population on ``cmix simulate`` with :data:`STRUCTURED_POPULATIONS` (Hudson
     Fst 0.01-0.15 to pop_a, unequal sizes, one admixed group): :func:`population_store`."""
-    from cmix.simulate import simulate_cohort
+    from cmix.simulate.balding_nichols import simulate_cohort
 
     if path.exists():
         return path
@@ -166,7 +166,7 @@ def ancestry_store(path: Path, model: str = "admixture", n_snps: int = 900, seed
     Fst and admixture tracts from the published demographic model; relatives, missing
     calls and QC failures on top): :func:`population_store` with ``n_snps`` SNPs, as
     the held-out real check had (~900 QC'd SNPs). Needs the [sim] extra."""
-    from cmix.coalescent import CoalescentDesign, simulate_coalescent_cohort
+    from cmix.simulate.coalescent import CoalescentDesign, simulate_coalescent_cohort
 
     if path.exists():
         return path

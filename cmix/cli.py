@@ -111,7 +111,8 @@ def _add_simulate(sub):
 
 def _run_simulate(args):
     from .errors import CmixError
-    from .simulate import simulate_cohort, simulate_genotypes_fast
+    from .simulate.balding_nichols import simulate_cohort
+    from .simulate.fast import simulate_genotypes_fast
 
     # an option the chosen simulator does not use is refused, not ignored
     coalescent_only = {"--model": args.model, "--populations": args.populations,
@@ -127,7 +128,7 @@ def _run_simulate(args):
                             f"traits); it does not use {', '.join(given)}")
         simulate_genotypes_fast(args.out, args.n_samples, args.n_variants, seed=args.seed)
     elif args.haplotypes == "coalescent":
-        from .coalescent import CoalescentDesign, simulate_coalescent_cohort
+        from .simulate.coalescent import CoalescentDesign, simulate_coalescent_cohort
 
         if args.ancestry != "default":
             raise CmixError("--ancestry is for --haplotypes balding-nichols; with coalescent "
@@ -265,7 +266,7 @@ def _add_predict(sub):
 
 def _run_predict(args):
     from .genotypes.covariates import SampleTables
-    from .genotypes.sources import GenotypeFiles
+    from .readers.sources import GenotypeFiles
     from .learn.predict import predict
 
     tables = SampleTables(pheno=args.pheno, sample_qc=args.sample_qc, eigenvec=args.eigenvec)
@@ -300,7 +301,7 @@ def _add_report(sub):
 def _run_report(args):
     from .errors import CmixError
     from .text import first_repeated
-    from .report import write_report
+    from .report.write import write_report
 
     parts = {k: getattr(args, k) for k in ("traits", "methods", "budgets", "seeds")}
     given = [k for k, v in parts.items() if v is not None]
@@ -341,14 +342,15 @@ def _add_genotype_args(p, *, bgen: bool = False, fam: bool = True):
                                                                 if bgen else ""))
     _add_chroms_arg(g)
     if bgen:
-        g.add_argument("--bgen", help="BGEN v1.2 file, or a {chrom} pattern (e.g. "
+        g.add_argument("--bgen", help="BGEN file (v1.1-v1.3), or a {chrom} pattern (e.g. "
                                       "ukb_imp_chr{chrom}_v3.bgen), each with its .bgi index")
-        g.add_argument("--sample", help="the .sample file of the BGEN (or a {chrom} pattern)")
+        g.add_argument("--sample", help="the .sample file of the BGEN (or a {chrom} pattern; "
+                                        "default: the sample IDs the BGEN embeds)")
 
 
 def _genotype_kwargs(args) -> dict:
     """The genotype arguments of a step as keyword arguments, --chroms parsed."""
-    from .genotypes.selection import parse_chroms
+    from .readers.chroms import parse_chroms
     from .errors import CmixError
 
     given = [k for k in ("bfile", "pfile", "bgen") if getattr(args, k, None) is not None]
@@ -365,7 +367,7 @@ def _add_bgen_index(sub):
     p = sub.add_parser(
         "bgen-index",
         help="write the .bgi index (bgenix's SQLite format) that cmix reads a BGEN through",
-        description="Index BGEN v1.2 files as `bgenix -index` does: FILE.bgi beside each, "
+        description="Index BGEN files (v1.1-v1.3) as `bgenix -index` does: FILE.bgi beside each, "
                     "listing every variant's position and byte range (only the variant "
                     "headers are read).")
     p.add_argument("bgen", nargs="+", help="BGEN file(s)")
@@ -373,7 +375,7 @@ def _add_bgen_index(sub):
 
 
 def _run_bgen_index(args):
-    from .genotypes.bgen import write_bgi
+    from .readers.bgen import write_bgi
     from .logs import log
 
     for path in args.bgen:
@@ -427,9 +429,9 @@ def _add_select(sub):
 
 def _run_select(args):
     from .logs import log
-    from .genotypes.sources import GenotypeFiles
-    from .genotypes.sumstats import (SelectionOptions, select_snps, selection_source,
-                                     write_selection)
+    from .readers.sources import GenotypeFiles
+    from .genotypes.sumstats.select import SelectionOptions, select_snps
+    from .genotypes.sumstats.selection_files import selection_source, write_selection
 
     column_map = {k: v for k, v in (("id", args.col_id), ("chrom", args.col_chrom),
                                     ("pos", args.col_pos), ("effect_allele", args.col_effect),
@@ -539,8 +541,8 @@ def _run_store(args):
     from .errors import CmixError
     from .logs import log
     from .genotypes.gwas import snp_source
-    from .genotypes.sumstats import read_selection_source
-    from .genotypes.sources import GenotypeFiles
+    from .genotypes.sumstats.selection_files import read_selection_source
+    from .readers.sources import GenotypeFiles
     from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
@@ -611,7 +613,7 @@ def _run_gwas(args):
     from .genotypes.covariates import SampleTables
     from .genotypes.gwas import GwasModel, GwasPeople, Plink2Run, run_gwas
     from .errors import CmixError
-    from .genotypes.sources import GenotypeFiles
+    from .readers.sources import GenotypeFiles
 
     if args.discovery_fraction is not None and args.ids_out is None:
         raise CmixError("--discovery-fraction draws the people the GWAS tests; give "
@@ -680,7 +682,7 @@ def _add_samples(sub):
 
 
 def _run_samples(args):
-    from .genotypes.plink import bfile_prefix
+    from .readers.plink import bfile_prefix
     from .genotypes.samples import run_samples
 
     prefix = bfile_prefix(args.fam)
@@ -725,6 +727,16 @@ def _add_qc(sub):
                    help="remove variants with missing call rate > T (default 0.1)")
     p.add_argument("--mind", type=_fraction, nargs="?", const=0.1, default=None,
                    help="remove samples with missing call rate > T first (default 0.1)")
+    p.add_argument("--hwe-groups", metavar="FILE", default=None,
+                   help="take the HWE test within each group of this table (a header, an ID "
+                        "column eid/IID and a group column, e.g. ancestry): a variant fails "
+                        "where it fails in any group, as plink2 --keep GROUP --hwe run per "
+                        "group; samples it does not list are not tested")
+    p.add_argument("--hwe-group-column", metavar="NAME", default=None,
+                   help="the group column of --hwe-groups (default: its one non-ID column)")
+    p.add_argument("--hwe-keep", metavar="FILE", default=None,
+                   help="take the HWE test among these samples only (plink --keep file; "
+                        "e.g. the controls), within each --hwe-groups group if given")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
     p.add_argument("--threads", type=_positive_int, default=None,
@@ -745,14 +757,16 @@ def _run_qc(args):
         # offer BLAS inside jitted code, which cmix qc never uses. In a `cmix qc`
         # process (not when main() is called from Python) tell numba there is no BLAS.
         sys.modules["scipy.linalg.cython_blas"] = None
-    from .genotypes.qc import QcFilters, run_qc_cli
-    from .genotypes.sources import GenotypeFiles
+    from .genotypes.qc import HweSamples, QcFilters, run_qc_cli
+    from .readers.sources import GenotypeFiles
 
     hwe_p, midp, fewhet = hwe if hwe is not None else (None, False, False)
     filters = QcFilters(maf=args.maf, hwe=hwe_p, hwe_midp=midp, hwe_keep_fewhet=fewhet,
                         geno=args.geno, mind=args.mind, autosome_only=args.autosome)
+    hwe_samples = HweSamples(groups=args.hwe_groups, group_column=args.hwe_group_column,
+                             keep=args.hwe_keep)
     run_qc_cli(GenotypeFiles(**_genotype_kwargs(args)), args.out, filters, keep=args.keep,
-               remove=args.remove, threads=args.threads)
+               remove=args.remove, hwe_samples=hwe_samples, threads=args.threads)
 
 
 # ------------------------------------------------------------------ check-config
@@ -782,9 +796,15 @@ def _run_check_config(args):
 def _add_install_profile(sub):
     p = sub.add_parser(
         "install-profile",
-        help="copy a Snakemake profile of this repository to ~/.config/snakemake/NAME",
-        description="Copy the profile NAME shipped in cmix/profiles/ (package data) so that "
-                    "`snakemake --profile NAME` finds it.")
+        help="install a Snakemake profile to ~/.config/snakemake/NAME (slurm: fitted to "
+             "the cluster)",
+        description="Install the profile NAME shipped in cmix/profiles/ (package data) so "
+                    "that `snakemake --profile NAME` finds it. On a SLURM login node the "
+                    "slurm profile is fitted to the cluster (scontrol, sacctmgr): your "
+                    "default account, a CPU and a GPU partition, and every rule's threads, "
+                    "memory and wall time capped at the largest node and time limit of its "
+                    "partition; what it chose and why is printed and kept in the profile's "
+                    "header. Without SLURM commands the template is installed as it is.")
     p.add_argument("name", choices=["slurm", "local"], help="profile to install")
     p.add_argument("--dest", default=None,
                    help="target folder (default ~/.config/snakemake/NAME)")
@@ -807,9 +827,24 @@ def _run_install_profile(args):
     dest = Path(args.dest) if args.dest else Path.home() / ".config" / "snakemake" / args.name
     if (dest / "config.yaml").exists() and not args.force:
         raise CmixError(f"{dest}: a profile is already installed there (use --force to replace it)")
+    text = src.read_text()
+    fitted = None
+    if args.name == "slurm":                # sized to the cluster scontrol reports
+        from .slurm import fitted_profile
+
+        fitted = fitted_profile(text)
     with atomic_path(dest / "config.yaml") as tmp:
-        tmp.write_bytes(src.read_bytes())
-    log(f"installed {args.name} profile to {dest}; edit partition/account names there")
+        tmp.write_text(fitted[0] if fitted else text)
+    if fitted:
+        for line in fitted[1]:
+            log(line)
+        log(f"installed the slurm profile, fitted to this cluster, to {dest}")
+    elif args.name == "slurm":
+        log(f"installed the slurm profile template to {dest}; no SLURM here (scontrol not "
+            "found), so edit there: slurm_account, the partitions (slurm_partition), and "
+            "threads (set-threads) and mem_mb to fit your nodes (docs/guide/slurm.md)")
+    else:
+        log(f"installed the {args.name} profile to {dest}")
 
 
 # ------------------------------------------------------------------------- unrelated
@@ -857,7 +892,8 @@ def _add_unrelated(sub):
 
 def _run_unrelated(args):
     from .errors import CmixError
-    from .genotypes.relatedness import unrelated_from_genotypes, unrelated_from_table
+    from .genotypes.relatedness.unrelated import (unrelated_from_genotypes,
+                                                  unrelated_from_table)
 
     if (os.path.basename(sys.argv[0]) == "cmix" and args.device == "cpu"
             and "scipy.linalg" not in sys.modules):
@@ -879,8 +915,8 @@ def _run_unrelated(args):
         unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
-        from .genotypes.selection import parse_chroms
-        from .genotypes.sources import GenotypeFiles
+        from .readers.chroms import parse_chroms
+        from .readers.sources import GenotypeFiles
 
         genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
                                   chroms=parse_chroms(args.chroms))
@@ -936,9 +972,10 @@ def _add_pca(sub):
 
 
 def _run_pca(args):
-    from .genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
-                                run_pca)
-    from .genotypes.sources import GenotypeFiles
+    from .genotypes.pca.prune import PruneSettings
+    from .genotypes.pca.regions import HIGH_LD_REGIONS
+    from .genotypes.pca.run import PcaSettings, PcaVariants, run_pca
+    from .readers.sources import GenotypeFiles
 
     prune = None if args.no_prune else PruneSettings.parse(args.indep_pairwise)
     regions = None if args.no_exclude_regions else (args.exclude_regions or HIGH_LD_REGIONS)

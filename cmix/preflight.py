@@ -22,7 +22,7 @@ import shlex
 from pathlib import Path
 
 from .errors import CmixError
-from .text import first_repeated, input_file, parse_yaml
+from .text import first_line, first_repeated, input_file, parse_yaml, sniff_sep, split_header
 
 #: a trait or run name: it names files, folders, jobs and command arguments
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -99,8 +99,11 @@ def schema_hint(error) -> str:
     (YAML 1.1 reads 1e-7 as a string; 1.0e-7 is a number), and an unknown key close to
     a known one (its likely spelling)."""
     if error.validator == "type" and isinstance(error.instance, str):
+        text = error.instance.strip()
+        if text.lstrip("+-").isdigit():
+            return f" (it is text, {error.instance!r}: write the number without quotes, {text})"
         try:
-            float(error.instance)
+            float(text)
             return (f" (YAML reads {error.instance} as text: write it with a decimal point, "
                     "e.g. 1.0e-7)")
         except ValueError:
@@ -282,7 +285,7 @@ def check_values(config: dict, fetchable: list[str]) -> None:
     per-chromosome pattern, summary statistics for every trait not of the discovery
     route, present or fetchable) and the trainer config."""
     from .genotypes.covariates import check_spec
-    from .genotypes.pca import PruneSettings
+    from .genotypes.pca.prune import PruneSettings
     from .genotypes.phenotypes import check_trait_config
     from .learn.config import resolve_config
 
@@ -309,6 +312,8 @@ def check_values(config: dict, fetchable: list[str]) -> None:
                             "eigenvec for PCs from `cmix pca`")
     if not simulated(config):
         check_inputs(config, fetchable)
+        check_hwe_samples(config)
+        check_covariate_columns(config)
     try:
         resolve_config(config.get("train", {}).get("config", {}), where="train.config")
     except CmixError:
@@ -355,6 +360,62 @@ def check_inputs(config: dict, fetchable: list[str]) -> None:
             input_file(path, f"inputs.sumstats.{trait}")
 
 
+def check_covariate_columns(config: dict) -> None:
+    """Each ``covariates.fields`` entry of a real cohort names a column of the phenotype
+    table (its header only is read); one that does not is refused before any job, naming
+    the entry to remove and the columns there are."""
+    from .genotypes.phenotypes import trait_column
+
+    fields = (config.get("covariates") or {}).get("fields") or []
+    path = inputs_of(config).get("phenotypes")
+    if not fields or not path:
+        return
+    header = first_line(input_file(path, "inputs.phenotypes"), "phenotype table")
+    columns = [n.strip() for n in split_header(header, sniff_sep(header))]
+    for entry in fields:
+        cfg = entry if isinstance(entry, dict) else {"field": entry}
+        try:
+            trait_column(columns, cfg, path=path, who="covariates.fields")
+        except CmixError:
+            wanted = (repr(cfg["column"]) if "column" in cfg
+                      else f"f.{cfg['field']}.0.0 or {cfg['field']}-0.0")
+            shown = ", ".join(columns[:15]) + (", ..." if len(columns) > 15 else "")
+            raise CmixError(f"covariates.fields: {json_text(entry)} names no column of "
+                            f"{path} (no column {wanted}; its columns: {shown}); remove it "
+                            "from covariates.fields (or covariates: {} for none), or add "
+                            "the column") from None
+
+
+def json_text(value) -> str:
+    """A config value as the YAML flow text a user would write: {column: age}, 21022."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def check_hwe_samples(config: dict) -> None:
+    """variant_qc.hwe_groups and hwe_keep of a real cohort: the table there, with its
+    group column in the header; the ID list there."""
+    qc, inputs = config["variant_qc"], inputs_of(config)
+    groups = qc.get("hwe_groups")
+    if groups:
+        table = groups["table"]
+        if table in ("phenotypes", "sample_qc"):
+            if not inputs.get(table):
+                raise CmixError(f"variant_qc.hwe_groups.table: {table}, but inputs.{table} "
+                                "is not given")
+            table = inputs[table]
+        if not os.path.exists(table):
+            raise CmixError(f"variant_qc.hwe_groups.table: {table} not found")
+        header = first_line(input_file(table, "variant_qc.hwe_groups.table"), "HWE groups")
+        names = [n.strip() for n in split_header(header, sniff_sep(header))]
+        if groups["column"] not in names:
+            raise CmixError(f"variant_qc.hwe_groups.column: no column {groups['column']!r} "
+                            f"in {table} (its columns: {', '.join(names[:20])})")
+    if qc.get("hwe_keep") and not os.path.exists(qc["hwe_keep"]):
+        raise CmixError(f"variant_qc.hwe_keep: {qc['hwe_keep']} not found")
+
+
 # ------------------------------------------------------------------ sizes
 def sample_qc_headerless(config: dict) -> bool | None:
     """Whether the sample QC table is headerless (ukb_sqc_v2.txt): True / False as the
@@ -370,7 +431,7 @@ def filtered_samples(config: dict):
     """IIDs (str array) of the .fam samples that pass the withdrawals and the sample QC,
     filtered by the functions `cmix samples` runs. The unrelated set and the stores can
     only be smaller."""
-    from .genotypes.pgen import read_psam
+    from .readers.pgen import read_psam
     from .genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
 
     inputs = inputs_of(config)
@@ -387,7 +448,7 @@ def check_sample_qc_pcs(config: dict) -> None:
     """``covariates.pcs`` PCs from the sample QC (pcs_from: sample_qc) against the PCs
     its table holds: more is a CmixError naming the key and the table."""
     from .genotypes.covariates import sample_qc_table, check_spec
-    from .genotypes.pgen import read_psam
+    from .readers.pgen import read_psam
 
     covariates = config.get("covariates") or {}
     path = inputs_of(config).get("sample_qc")
@@ -411,7 +472,7 @@ def check_sizes(config: dict) -> None:
     is checked against the samples past the filters (the unrelated set is a subset), and
     covariates.pcs against the sample QC's PCs (:func:`check_sample_qc_pcs`). A trait of
     the discovery route keeps at most the share 1 - discovery.fraction of them."""
-    from .genotypes.pca import check_n_pcs
+    from .genotypes.pca.run import check_n_pcs
     from .genotypes.phenotypes import (N_CONTINUOUS_STRATA, label_trait, max_training_split,
                                        read_phenotypes, trait_column)
 

@@ -1,7 +1,8 @@
 """Reading users' text inputs: tables, ID lists, JSON and YAML.
 
-Every text input may be gzipped (told by its content, not its name), start with a UTF-8
-byte-order mark and end its lines with CRLF; config files (YAML/JSON, read by
+Every text input may be gzip- or zstd-compressed (told by its content, not its name; a
+zstd file is decompressed whole into memory), start with a UTF-8 byte-order mark and end
+its lines with CRLF; config files (YAML/JSON, read by
 :func:`read_config_text`) must be plain UTF-8 text. A problem is one :class:`CmixError`
 naming the file, and the line (and column) where there is one.
 """
@@ -9,6 +10,7 @@ naming the file, and the line (and column) where there is one.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import zlib
 from pathlib import Path
@@ -67,6 +69,27 @@ def is_gzip(path: str | os.PathLike) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def is_zstd(path: str | os.PathLike) -> bool:
+    """True when the file starts with the zstd frame magic bytes (whatever its name), as
+    ``plink2 --make-pgen vzs`` writes a .pvar.zst."""
+    with open(path, "rb") as fh:
+        return fh.read(4) == ZSTD_MAGIC
+
+
+def zstd_bytes(path: str | os.PathLike, what: str) -> bytes:
+    """The decompressed contents of a zstd file (every frame, in order). A truncated or
+    corrupt file is a CmixError naming it and ``what``."""
+    from numcodecs import zstd
+
+    try:
+        return zstd.decompress(Path(path).read_bytes())
+    except RuntimeError as err:
+        raise CmixError(f"{path}: truncated or corrupt zstd file ({what}): {err}") from None
+
+
 def write_gzip(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` gzipped to ``path`` (a temporary name, usually), reproducibly: the
     gzip header holds no file name (which would be the temporary one, naming the host
@@ -76,13 +99,18 @@ def write_gzip(path: str | os.PathLike, data: bytes) -> None:
         gz.write(data)
 
 
-def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt"):
-    """Open a plain or gzip-compressed file (told apart by the gzip magic bytes).
+def open_maybe_gzip(path: str | os.PathLike, mode: str = "rt", what: str = "text file"):
+    """Open a plain, gzip- or zstd-compressed file (told apart by their magic bytes; a
+    zstd file is decompressed into memory, a CmixError naming ``what`` when it is
+    damaged).
 
     Text mode reads UTF-8 with a leading byte-order mark dropped ("utf-8-sig") and
     CRLF line ends read as "\\n" (universal newlines). Binary mode gives the stored
     (decompressed) bytes.
     """
+    if is_zstd(path):
+        raw = io.BytesIO(zstd_bytes(path, what))
+        return raw if "b" in mode else io.TextIOWrapper(raw, encoding="utf-8-sig")
     gz = is_gzip(path)
     if "b" in mode:
         return gzip.open(path, mode) if gz else open(path, mode)
@@ -96,7 +124,7 @@ def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
     through :func:`open_maybe_gzip`. A file that is not UTF-8 text, or a truncated or
     corrupt gzip file, is a CmixError naming the file and ``what``."""
     try:
-        with open_maybe_gzip(path) as fh:
+        with open_maybe_gzip(path, what=what) as fh:
             for lineno, line in enumerate(fh, 1):
                 yield lineno, line.rstrip("\r\n")
     except UnicodeDecodeError as err:
@@ -260,8 +288,8 @@ def check_unique_header(names: list[str], path, what: str, line: int = 1) -> Non
 
 def read_table(path: str | os.PathLike, what: str, *, empty=None, **kw):
     """``pandas.read_csv(path, **kw)`` for a user's text table, with the reading rules
-    of :func:`open_maybe_gzip`: gzip told by its magic bytes (not its name), a UTF-8 BOM
-    dropped (encoding "utf-8-sig"), CRLF line ends read as LF.
+    of :func:`open_maybe_gzip`: gzip or zstd told by its magic bytes (not its name), a
+    UTF-8 BOM dropped (encoding "utf-8-sig"), CRLF line ends read as LF.
 
     With a header (``header`` 0 or not given, no ``names``, no ``skiprows``) a column
     name that appears twice is a CmixError. ``empty``: returned for a file with no data
@@ -273,8 +301,9 @@ def read_table(path: str | os.PathLike, what: str, *, empty=None, **kw):
 
     kw.setdefault("encoding", "utf-8-sig")
     kw["compression"] = "gzip" if is_gzip(path) else None
+    source = io.BytesIO(zstd_bytes(path, what)) if is_zstd(path) else path
     try:
-        df = pd.read_csv(path, **kw)
+        df = pd.read_csv(source, **kw)
     except pd.errors.EmptyDataError:
         if empty is not None:
             return empty
@@ -313,7 +342,7 @@ def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
     n_lines = 0
     tail = b""
     try:
-        with open_maybe_gzip(path, "rb") as fh:
+        with open_maybe_gzip(path, "rb", what) as fh:
             while True:
                 chunk = fh.read(block)
                 eof = not chunk

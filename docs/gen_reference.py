@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import io
+import re
 import sys
 import tokenize
 from dataclasses import MISSING, fields
@@ -33,6 +34,12 @@ def _cell(text) -> str:
     parts = " ".join(str(text).split()).replace("|", "\\|").split("`")
     return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;")
                     for i, p in enumerate(parts))
+
+
+def key_anchor(key: str) -> str:
+    """The anchor of a config key's row in config.md (``inputs.bfile`` ->
+    ``key-inputs-bfile``; ``<trait>`` -> ``trait``), for links from the guides."""
+    return "key-" + re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")
 
 
 # ---------------------------------------------------------------- the CLI
@@ -167,6 +174,8 @@ def train_keys() -> list:
 
 
 def _default(v) -> str:
+    if isinstance(v, dict):               # each of its keys has a row with its default
+        return "its keys'"
     if v is None:
         return "`null`"
     if v == "":
@@ -189,8 +198,8 @@ def config_markdown() -> str:
            "| --- | --- | --- | --- |\n"]
     for key, node in schema_keys(schema):
         default = _default(node["default"]) if "default" in node else ""
-        out.append(f"| `{key}` | {_type_of(node)} | {_cell(default)} | "
-                   f"{_cell(node.get('description', ''))} |\n")
+        out.append(f'| <a id="{key_anchor(key)}"></a>`{key}` | {_type_of(node)} | '
+                   f"{_cell(default)} | {_cell(node.get('description', ''))} |\n")
     tc = schema["properties"]["train"]["properties"]["config"]
     out += ["\n## Training keys (`train.config`)\n\n",
             _cell(tc.get("description", "")), ". The same keys make the file of `cmix train "
@@ -202,7 +211,8 @@ def config_markdown() -> str:
     for name, doc, keys in train_keys():
         out += [f"\n### {name}\n\n", _cell(doc) + "\n\n", "| key | default | description |\n",
                 "| --- | --- | --- |\n"]
-        out += [f"| `{k}` | {_default(d)} | {_cell(desc)} |\n" for k, d, desc in keys]
+        out += [f'| <a id="{key_anchor(f"train.config.{k}")}"></a>`{k}` | {_default(d)} | '
+                f"{_cell(desc)} |\n" for k, d, desc in keys]
     return "".join(out)
 
 

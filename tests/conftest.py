@@ -1,10 +1,11 @@
-"""Shared fixtures: simulated cohorts made by cmix.simulate (never checked-in data)."""
+"""Shared fixtures: simulated cohorts made by cmix.simulate. The only checked-in data
+are the format authors' reference files in tests/data/reference/ (see its README)."""
 
 import shutil
 
 import pytest
 
-from cmix.simulate import simulate_cohort
+from cmix.simulate.balding_nichols import simulate_cohort
 
 
 @pytest.fixture(scope="session")

@@ -263,19 +263,19 @@ def _store_args(cohort, steps, out, **change):
      "unknown key 'binarize' (did you mean 'binarise'?)"),
     ({"field": 30100, "kind": "continuous", "binarise": {"treshold": 9}},
      "unknown key 'treshold' (did you mean 'threshold'?)"),
-    ({**HAIR, "classes": ["a", "b"]}, "a map of at least two class names to lists of integer "
-                                      "codes"),
-    ({**HAIR, "classes": {"a": ["1"], "b": [2]}}, "class 'a': codes must be integers, found "
-                                                  "'1'"),
-    ({**HAIR, "classes": {"a": [1.5], "b": [2]}}, "class 'a': codes must be integers, found "
+    ({**HAIR, "classes": ["a", "b"]}, "a map of at least two class names to lists of codes"),
+    ({**HAIR, "classes": {"a": [None], "b": [2]}}, "class 'a': a code is an integer, found "
+                                                   "None"),
+    ({**HAIR, "classes": {"a": [1.5], "b": [2]}}, "class 'a': a code is an integer, found "
                                                   "1.5"),
     ({**HAIR, "binarise": "median"}, "'binarise' applies to continuous traits only"),
     ({"field": 30100, "kind": "continuous", "binarise": {"quantiles": ["a", 0.75]}},
      "'binarise' must be 'median'"),
 ])
 def test_store_rejects_bad_trait_config(cohort, steps, tmp_path, capsys, config, problem):
-    problem = problem.replace("codes must be integers", "codes must be integers (the field's "
-                              "UK Biobank data-coding values)")
+    problem = problem.replace("a code is an integer", "a code is an integer (the field's UK "
+                              "Biobank data-coding value) or text (the category as the "
+                              "phenotype table writes it)")
     out = tmp_path / "out"
     fails(capsys, _store_args(cohort, steps, out, trait_config=json.dumps(config)),
           "--trait-config: trait 'hair'", problem, out)
@@ -423,7 +423,7 @@ def test_simulate_refuses_a_populations_spec_it_would_misread(tmp_path, capsys, 
 
 
 def test_a_share_of_one_is_the_whole_cohort():
-    from cmix.coalescent import parse_population_counts
+    from cmix.simulate.populations import parse_population_counts
 
     assert parse_population_counts("ADMIX:1.0", 300, ["AFR", "ADMIX"]) == {"ADMIX": 300}
     assert parse_population_counts({"ADMIX": 1.0}, 300, ["ADMIX"]) == {"ADMIX": 300}

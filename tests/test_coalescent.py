@@ -15,9 +15,10 @@ from bed_reader import open_bed
 pytest.importorskip("msprime")
 pytest.importorskip("stdpopsim")
 
-from cmix.coalescent import (CoalescentDesign, parse_population_counts,  # noqa: E402
-                             simulate_coalescent_cohort, simulate_trees)
 from cmix.errors import CmixError  # noqa: E402
+from cmix.simulate.coalescent import CoalescentDesign, simulate_coalescent_cohort  # noqa: E402
+from cmix.simulate.populations import parse_population_counts  # noqa: E402
+from cmix.simulate.trees import simulate_trees  # noqa: E402
 from conftest import requires_plink2  # noqa: E402
 
 COUNTS = {"YRI": 300, "CEU": 300, "CHB": 300}

@@ -219,7 +219,7 @@ def test_array_and_batch_covariates(cohort, selected, tmp_path, layout):
 def test_unknown_batch_is_refused_in_predict(cohort, selected, tmp_path, capsys):
     """A run trained with batch covariates codes new people's batches with the training
     levels; a batch training never saw is an error naming it."""
-    from cmix.genotypes import plink
+    from cmix.readers import plink
 
     d, snps = selected
     store = tmp_path / "b.zarr"

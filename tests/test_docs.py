@@ -82,10 +82,10 @@ def test_generated_reference_lists_everything(tmp_path):
             for flag in action.option_strings:
                 assert flag in section, f"cmix {name} {flag} missing from the CLI reference"
     for key, _ in gen.schema_keys(gen.load_schema()):
-        assert f"| `{key}` |" in config_md, key
+        assert f'| <a id="{gen.key_anchor(key)}"></a>`{key}` |' in config_md, key
     for _, _, keys in gen.train_keys():
         for key, _, _ in keys:
-            assert f"| `{key}` |" in config_md, key
+            assert f"`{key}` |" in config_md, key
 
 
 def test_committed_reference_is_current(tmp_path):
@@ -154,3 +154,69 @@ def test_site_builds_strict(tmp_path):
                           "-d", str(tmp_path / "site")], cwd=ROOT, capture_output=True,
                          text=True, env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _check_render():
+    spec = importlib.util.spec_from_file_location("check_render", ROOT / "docs" / "check_render.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_render = _check_render()
+
+
+def test_list_layout_check_finds_the_lists_markdown_breaks():
+    """The two ways a list leaves its layout in Python-Markdown, and layouts that render
+    as written."""
+    broken = ("1. Install:\n\n   ```bash\n   cmix install-profile slurm\n   ```\n\n"
+              "   It is described in the guide.\n2. Run it.\n")
+    assert [line for line, _ in check_render.list_layout_problems(broken)] == [3, 8]
+    joined = "A paragraph:\n- **conda**: an environment\n"
+    assert [line for line, _ in check_render.list_layout_problems(joined)] == [2]
+    after_paragraph = ("1. Install:\n\n    ```bash\n    cmix\n    ```\n\n    Described.\n"
+                       "2. Run it.\n")
+    assert [line for line, _ in check_render.list_layout_problems(after_paragraph)] == [8]
+    good = ("Text.\n\n1. Install:\n\n    ```bash\n    cmix install-profile slurm\n    ```\n\n"
+            "    It is described\n    in the guide.\n\n2. Run it,\n   on two lines.\n"
+            "3. Stop.\n\n# Heading\n- a\n- b\n\nAfter the list.\n")
+    assert check_render.list_layout_problems(good) == []
+    assert [line for line, _ in check_render.list_layout_problems("- a\n\n  more\n")] == [3]
+
+
+def test_every_docs_page_lays_its_lists_out_as_written():
+    found = [f"{path.relative_to(ROOT)}:{line}: {why}"
+             for path in sorted((ROOT / "docs").rglob("*.md"))
+             for line, why in check_render.list_layout_problems(path.read_text())]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.skipif(check_render.shutil.which("chromium") is None, reason="needs chromium")
+def test_render_check_sees_what_a_reader_sees(tmp_path):
+    """On a laid-out page in headless Chromium: a code line past the page's edge, a
+    table key broken inside a name and a list item run into a paragraph are found; the
+    same page with the site's stylesheet and hook applied is clean."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    import hooks
+
+    long_line = "pip install torch==2.13.0   # " + "a comment that runs on " * 8
+    rows = "".join(f"<tr><td><code>simulate.n_samples_{i}_of_a_long_key</code></td>"
+                   f"<td>{'word ' * 30}</td></tr>" for i in range(3))
+    body = (f'<div class="md-typeset"><pre><code>{long_line}</code></pre>'
+            f'<div class="md-typeset__scrollwrap"><table style="width: 300px">{rows}</table></div>'
+            "<p>It is described in the guide. 3. One trait at a time.</p></div>")
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    site = tmp_path / "site"
+    site.mkdir()
+    base = ("<style>body{width:700px} pre>code{display:block;overflow:auto} "
+            ".md-typeset table code{word-break:break-all}</style>")
+    (site / "bad.html").write_text(f"<html><head>{base}</head><body>{body}</body></html>")
+    problems = check_render.check_site(site)
+    assert any("code block wider than the page" in p for p in problems), problems
+    assert any("table code broken inside a name" in p for p in problems), problems
+    assert any("a list item runs into a paragraph" in p for p in problems), problems
+    good = hooks.on_page_content(body.replace(" 3. One trait at a time.", ""))
+    (site / "bad.html").unlink()
+    (site / "good.html").write_text(
+        f"<html><head>{base}<style>{css}</style></head><body>{good}</body></html>")
+    assert check_render.check_site(site) == []

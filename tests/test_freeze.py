@@ -72,7 +72,7 @@ def write_freeze_store(folder: Path) -> tuple[Path, Path, Path]:
     """A 400 x 60 store of 3 classes with summary-statistic betas and two covariates
     (PCs from a .eigenvec), and a PLINK file set + .eigenvec of its test people.
     Returns (store, bfile prefix, eigenvec)."""
-    from cmix.genotypes.plink import write_bfile
+    from cmix.readers.plink import write_bfile
     from cmix.genotypes.store import StoreContent, write_store
 
     rng = np.random.default_rng(12)

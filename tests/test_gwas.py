@@ -17,7 +17,7 @@ from test_workflow import ukb_standin  # noqa: F401  (a fixture)
 
 from cmix.atomic import file_sha256
 from cmix.cli import main
-from cmix.simulate import simulate_cohort
+from cmix.simulate.balding_nichols import simulate_cohort
 
 pytestmark = requires_plink2
 
@@ -303,10 +303,12 @@ def test_a_discovery_list_the_store_cannot_match_is_refused(small, tmp_path, cap
     disc.to_csv(ids, sep="\t", header=["#FID", "IID"], index=False)
     # summary statistics recorded as the GWAS of these very IIDs (as cmix gwas records them)
     from cmix.genotypes.gwas import discovery_record_path, write_discovery_record
+    from cmix.readers.plink import read_bim
 
     ss = tmp_path / "gwas.gz"
     shutil.copy(c / "sumstats/mean_platelet_volume.txt.gz", ss)
-    write_discovery_record(discovery_record_path(ss), ss, disc[1].tolist())
+    write_discovery_record(discovery_record_path(ss), ss, disc[1].tolist(),
+                           read_bim(c / "genotypes.bim"))
     assert main(["select", "--sumstats", str(ss),
                  "--bfile", str(c / "genotypes"), "--top", "20",
                  "--out", str(tmp_path / "snps.tsv")]) == 0
@@ -534,3 +536,52 @@ def test_store_records_which_summary_statistics_chose_its_snps(small, tmp_path, 
     source = zarr.open_group(str(out), mode="r").attrs["provenance"]["snp_source"]
     assert source["kind"] == "discovery" and source["discovery_gwas"] is True
     assert source["sumstats_sha256"] == file_sha256(ss)
+
+
+def _ambiguous(bim: pd.DataFrame) -> set:
+    """IDs of the .bim's strand-ambiguous SNPs (A/T, C/G), told from the .bim alone."""
+    pair = bim[4] + bim[5]
+    return set(bim.loc[pair.isin(["AT", "TA", "CG", "GC"]), 1])
+
+
+def test_own_gwas_keeps_strand_ambiguous_snps_and_external_sumstats_do_not(small, tmp_path,
+                                                                          capsys):
+    """Summary statistics of cmix's own GWAS of these genotypes carry the .bim's alleles,
+    so A/T and C/G SNPs are kept; the same file without its record (external summary
+    statistics), or a record of a GWAS on other genotypes, drops them as before."""
+    c = small / "c"
+    bim = pd.read_csv(c / "genotypes.bim", sep=r"\s+", header=None, dtype=str)
+    ambiguous = _ambiguous(bim)
+    assert len(ambiguous) > 20
+    ss, ids = tmp_path / "own.gz", tmp_path / "disc.id"
+    assert gwas(small, "mean_platelet_volume", MPV, ss, "--discovery-fraction", "0.5",
+                "--ids-out", str(ids)) == 0
+
+    def selected(sumstats, name):
+        out = tmp_path / f"{name}.snps.tsv"
+        assert main(["select", "--sumstats", str(sumstats), "--bfile", str(c / "genotypes"),
+                     "--top", "100000", "--out", str(out)]) == 0
+        return set(pd.read_csv(out, sep="\t", dtype=str)["variant_id"])
+
+    own = selected(ss, "own")
+    assert "cmix's own GWAS of these genotypes" in capsys.readouterr().err
+    table = pd.read_csv(ss, sep="\t", dtype=str)
+    tested = set(table.loc[pd.to_numeric(table["P_BOLT_LMM"], errors="coerce").notna(), "SNP"])
+    assert len(ambiguous & tested) > 20 and ambiguous & tested <= own
+    external = tmp_path / "external.gz"
+    shutil.copy(ss, external)                     # no record beside it
+    assert not (selected(external, "external") & ambiguous)
+    # a record of a GWAS on other genotypes (one allele changed in its .bim): dropped too
+    other = tmp_path / "other"
+    for ext in ("bed", "fam"):
+        shutil.copy(c / f"genotypes.{ext}", other.with_suffix(f".{ext}"))
+    changed = bim.copy()
+    changed.iloc[0, 4], changed.iloc[0, 5] = changed.iloc[0, 5], changed.iloc[0, 4]
+    changed.to_csv(other.with_suffix(".bim"), sep="\t", header=False, index=False)
+    ss_other = tmp_path / "other.gz"
+    assert main(["gwas", "--bfile", str(other), "--pheno", str(c / "phenotypes.tsv"),
+                 "--trait", "mean_platelet_volume", "--trait-config", json.dumps(MPV),
+                 "--covariates", json.dumps(COVARIATES), "--sample-qc", str(c / "sample_qc.tsv"),
+                 "--discovery-fraction", "0.5", "--ids-out", str(tmp_path / "o.id"),
+                 "--out", str(ss_other)]) == 0
+    assert not (selected(ss_other, "other") & ambiguous)

@@ -1,6 +1,7 @@
-"""cmix installed without -e finds the files it ships (cmix/data/, cmix/profiles/) as
-package data: `cmix pca` with its default long-range LD regions and `cmix install-profile`
-run from a `pip install --target` copy, outside the repository."""
+"""cmix installed without -e finds the files it ships (cmix/data/, cmix/profiles/,
+cmix/report/report.css) as package data: `cmix pca` with its default long-range LD
+regions, `cmix install-profile` and `cmix report` run from a `pip install --target` copy,
+outside the repository."""
 
 import os
 import shutil
@@ -11,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cmix.genotypes import plink
+from cmix.readers import plink
+from test_report import write_grid
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,7 +42,7 @@ def write_cohort(prefix) -> pd.DataFrame:
     return bim
 
 
-def test_install_without_editable_runs_pca_and_install_profile(tmp_path):
+def test_install_without_editable_runs_pca_install_profile_and_report(tmp_path):
     # what cmix.def copies into the container, then pip install without -e (no network)
     src = tmp_path / "src"
     src.mkdir()
@@ -58,9 +60,9 @@ def test_install_without_editable_runs_pca_and_install_profile(tmp_path):
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site), "HOME": str(home)}
 
-    def cmix(*args):
+    def cmix(*args, **extra_env):
         res = subprocess.run([sys.executable, "-m", "cmix.cli", *map(str, args)], cwd=work,
-                             env=env, capture_output=True, text=True)
+                             env={**env, **extra_env}, capture_output=True, text=True)
         assert res.returncode == 0, res.stdout + res.stderr
         return res
 
@@ -76,9 +78,16 @@ def test_install_without_editable_runs_pca_and_install_profile(tmp_path):
     assert 0 < sum(inside) < len(bim)
     assert used == bim["variant_id"][~np.array(inside)].tolist()
 
-    cmix("install-profile", "slurm")
+    cmix("install-profile", "slurm", PATH=os.path.dirname(sys.executable))   # no SLURM here
     installed = home / ".config/snakemake/slurm/config.yaml"
     assert installed.read_bytes() == (REPO / "profiles/slurm/config.yaml").read_bytes()
+
+    # the report's page carries the stylesheet shipped beside its module
+    write_grid(work / "runs", [("trait", m, 100, s, 2) for m in ("logreg", "cmix")
+                               for s in (1, 2)])
+    cmix("report", "--runs", "runs", "--out", "rep")
+    css = (REPO / "cmix/report/report.css").read_text().rstrip("\n")
+    assert f"<style>{css}</style>" in (work / "rep/report.html").read_text()
 
 
 def test_repository_profiles_are_the_packaged_ones():

@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 from scipy.linalg import subspace_angles
 
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.genotypes import selection
 from cmix.cli import main
 from cmix.errors import CmixError
-from cmix.genotypes.pca import (HIGH_LD_REGIONS, PcaSettings, PcaVariants, PruneSettings,
-                                ld_prune, read_regions, run_pca)
-from cmix.genotypes.sources import GenotypeFiles
+from cmix.genotypes.pca.prune import PruneSettings, ld_prune
+from cmix.genotypes.pca.regions import HIGH_LD_REGIONS, read_regions
+from cmix.genotypes.pca.run import PcaSettings, PcaVariants, run_pca
+from cmix.readers.sources import GenotypeFiles
 from conftest import requires_plink2
 
 pytestmark = requires_plink2

@@ -165,3 +165,60 @@ def test_max_training_split_bounds_every_subset():
             assert n_train <= bound, (n, m, n_strata, tf)
             reached |= n_train == bound
     assert reached
+
+
+def _text_table(tmp_path, values):
+    path = tmp_path / "pheno.tsv"
+    rows = "".join(f"{i}\t{v}\n" for i, v in enumerate(values))
+    path.write_text("IID\tsuper_pop\n" + rows)
+    return ph.read_phenotypes(path)
+
+
+def test_text_class_codes_label_a_column_of_text_categories(tmp_path):
+    """classes: {eur: [EUR], other: [AFR, AMR, EAS, SAS]} labels the cells by their text
+    (spaces stripped); blank, NA and unlisted text are missing; counted against the
+    table's cells directly."""
+    cells = ["EUR", "SAS", " EUR ", "AFR", "", "NA", "eur", "AMR", "EAS", "XYZ"] * 12
+    pheno = _text_table(tmp_path, cells)
+    classes = {"eur": ["EUR"], "other": ["AFR", "AMR", "EAS", "SAS"]}
+    ids = [str(i) for i in range(len(cells))]
+    out = ph.label_trait(pheno, "pop", {"column": "super_pop", "kind": "categorical",
+                                        "classes": classes}, ids, test_fraction=0.25)
+    expected = np.array([0 if c.strip() == "EUR" else 1 if c in ("SAS", "AFR", "AMR", "EAS")
+                         else -1 for c in cells])
+    np.testing.assert_array_equal(out["keep"], np.flatnonzero(expected >= 0))
+    np.testing.assert_array_equal(out["label"], expected[expected >= 0])
+    assert out["counts"]["per_class"] == {"eur": 24, "other": 48}
+    assert np.isnan(out["phenotype"]).all()
+
+
+def test_an_integer_code_as_text_matches_its_decimal_text(tmp_path):
+    pheno = _text_table(tmp_path, ["1", "2", "1", "3"] * 10)
+    ids = [str(i) for i in range(40)]
+    as_text = ph.label_trait(pheno, "t", {"column": "super_pop", "kind": "categorical",
+                                          "classes": {"a": ["1"], "b": [2, "3"]}}, ids)
+    as_numbers = ph.label_trait(pheno, "t", {"column": "super_pop", "kind": "categorical",
+                                             "classes": {"a": [1], "b": [2, 3]}}, ids)
+    np.testing.assert_array_equal(as_text["label"], as_numbers["label"])
+    np.testing.assert_array_equal(as_text["split"], as_numbers["split"])
+
+
+@pytest.mark.parametrize("classes, message", [
+    ({"a": [1.5], "b": [2]}, "a code is an integer (the field's UK Biobank data-coding value) "
+                             "or text (the category as the phenotype table writes it), found 1.5"),
+    ({"a": [True], "b": [2]}, "found True"),
+    ({"a": [" "], "b": [2]}, "found ' '"),
+    ({"a": ["1"], "b": [1]}, "code 1 is in classes 'a' and 'b'"),
+])
+def test_codes_in_neither_form_are_one_line(classes, message):
+    with pytest.raises(CmixError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ph.check_trait_config({"column": "c", "kind": "categorical", "classes": classes}, "t")
+
+
+def test_integer_codes_on_a_text_column_name_the_line_and_the_text_form(tmp_path):
+    pheno = _text_table(tmp_path, ["1", "2", "SAS", "1"])
+    with pytest.raises(CmixError, match=r"line 4, column super_pop: 'SAS' is not a number "
+                                        r"\(trait 't' lists integer codes; for text categories "
+                                        r"list them as text"):
+        ph.label_trait(pheno, "t", {"column": "super_pop", "kind": "categorical",
+                                    "classes": {"a": [1], "b": [2]}}, ["0", "1", "2", "3"])

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from bed_reader import open_bed
 
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.genotypes import selection
 from cmix.errors import CmixError
 from conftest import requires_plink2
@@ -69,7 +69,7 @@ def test_nonzero_padding_is_caught_at_open_and_when_read(tmp_path, monkeypatch):
 
 
 def test_bad_files_give_one_clear_message(tmp_path):
-    prefix, _ = random_trio(tmp_path)
+    prefix, g = random_trio(tmp_path)
     bed = tmp_path / "x.bed"
     data = bed.read_bytes()
     bed.write_bytes(data[:-1])
@@ -82,8 +82,10 @@ def test_bad_files_give_one_clear_message(tmp_path):
     bim = tmp_path / "x.bim"
     lines = bim.read_text().splitlines()
     bim.write_text("\n".join(lines[:3] + [lines[0]] + lines[4:]) + "\n")
-    with pytest.raises(CmixError, match=r"duplicate variant ID 'rs0' on lines 1 and 4"):
-        plink.open_bfile(prefix)
+    bf = plink.open_bfile(prefix)     # a duplicate ID: both rows left out, not refused
+    assert bf.excluded["where"].tolist() == [f"{bim}, line 1", f"{bim}, line 4"]
+    assert (bf.excluded["reason"] == "duplicate ID").all() and "rs0" not in set(bf.bim["variant_id"])
+    assert (bf.read() == g[[1, 2, 4, 5, 6, 7, 8]]).all()
     bim.write_text("\n".join(lines[:4] + [lines[4].replace("104", "1o4")] + lines[5:]) + "\n")
     with pytest.raises(CmixError, match=r"line 5, column 4: expected an integer"):
         plink.open_bfile(prefix)
@@ -108,7 +110,7 @@ def test_positions_and_cm_refused_alike_in_bim_and_pvar(tmp_path, kind, bad, col
     """A fractional or negative position, or a cM that is no number, on the 5th variant:
     refused naming line and column in both readers (the .pvar reader truncated 1184781.9,
     read abc as 0 cM, and kept a negative position plink2 skips)."""
-    from cmix.genotypes.pgen import read_pvar
+    from cmix.readers.pgen import read_pvar
 
     rows = [f"1\trs{j}\t0.5\t{100 + j}\tA\tG" for j in range(8)]
     fields = rows[4].split("\t")

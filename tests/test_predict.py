@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from cmix.learn import harness
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.cli import main
 from cmix.genotypes.store import load_rows, open_store
 
@@ -176,7 +176,7 @@ def test_new_people_projected_as_the_pca_projected_them(cohort, pca_pcs_file):
     """PCs of people outside the fit, projected from a separate file set (a third of the
     alleles swapped) with the saved weights, equal the PCs cmix pca gave them, and
     plink2 --score's on the same file set."""
-    from cmix.genotypes.pca import project_new_people, read_pca_model
+    from cmix.genotypes.pca.projection import project_new_people, read_pca_model
 
     d, bfile, held = pca_pcs_file
     model = read_pca_model(d / "pcs")

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from scipy.special import gammaln, logsumexp
 
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.genotypes import selection
-from cmix.genotypes import qc
+from cmix.genotypes import hwe, qc
 from cmix.cli import main
 from cmix.errors import CmixError
 
@@ -167,7 +167,7 @@ def test_hwe_p_matches_dense_enumeration():
         tables.append((het, hom1, n - het - hom1))
     het, hom1, hom2 = map(np.array, zip(*tables))
     for midp in (False, True):
-        ours = qc.hwe_exact_p(het, hom1, hom2, midp=midp)
+        ours = hwe.hwe_exact_p(het, hom1, hom2, midp=midp)
         ref = np.array([exact_hwe_p(*t, midp=midp) if sum(t) else (0.5 if midp else 1.0)
                         for t in tables])
         tiny = ref < 1e-300  # plink2 reports 0 below double range; so do we
@@ -348,7 +348,12 @@ def test_duplicate_ids(small, tmp_path, capsys):
     bim = small.with_suffix(".bim")
     blines = bim.read_text().splitlines(True)
     bim.write_text("".join([blines[0], blines[0].replace("\t100\t", "\t150\t")] + blines[2:]))
-    _fails(capsys, tmp_path, "--bfile", small, expect="duplicate variant ID")
+    # a duplicate variant ID: both variants left out (as plink2 --rm-dup exclude-all), logged
+    assert cmix_qc("--bfile", small, "--out", tmp_path / "o") == 0
+    assert "2 of 20 variants left out" in capsys.readouterr().err
+    dup = blines[0].split()[1]
+    vqc = pd.read_csv(tmp_path / "o.vqc.tsv", sep="\t")
+    assert len(vqc) == 18 and dup not in set(vqc["variant_id"])
 
 
 def test_keep_files(small, tmp_path, capsys):

@@ -3,7 +3,7 @@
 References: plink2 --make-king-table (kinship, NSNP, HETHET, IBS0 of every pair),
 plink2 --king-cutoff on the genotypes (the kept/dropped sets), plink2 --king-cutoff fed
 a triangular .king.bin we write (pruning order on arbitrary relatedness graphs), and a
-direct per-pair count in numpy (cmix.simulate.king_robust_pair). The cohorts are built
+direct per-pair count in numpy (cmix.simulate.kinship.king_robust_pair). The cohorts are built
 here by inheritance (founder haplotypes, gametes with crossovers), so the relatives are
 known by construction.
 """
@@ -17,10 +17,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix.genotypes import plink
-from cmix.genotypes import relatedness, selection
+from cmix.readers import chroms, plink
+from cmix.genotypes.relatedness import int8 as int8_route
+from cmix.genotypes.relatedness.bitplanes import king_bitplanes
+from cmix.genotypes.relatedness.cutoff import prune_king_cutoff
+from cmix.genotypes.relatedness.int8 import int8_matmul, king_int8
+from cmix.genotypes.relatedness.king import king_kinship, king_robust, king_variants, pair_counts
+from cmix.genotypes.relatedness.unrelated import KIN0_COLUMNS, unrelated_from_genotypes
 from cmix.cli import main
-from cmix.simulate import king_robust_pair
+from cmix.simulate.kinship import king_robust_pair
 
 from conftest import requires_plink2
 
@@ -167,7 +172,7 @@ def _merge_with_plink2(pairs, bf, kin0):
 
 def test_kinship_counts_match_plink2_all_pairs(families):
     bf = families["bf"]
-    pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu")
+    pairs = king_robust(bf, min_kinship=None, device="cpu")
     kin0 = read_kin0(families["dir"] / "p2all.kin0")
     n = bf.n_samples
     assert len(pairs) == len(kin0) == n * (n - 1) // 2
@@ -187,7 +192,7 @@ def test_kinship_matches_direct_pair_computation(families):
     bf = families["bf"]
     auto = np.flatnonzero(bf.bim["chrom"] != "23")
     geno = plink.read_genotypes(bf, auto)
-    pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu")
+    pairs = king_robust(bf, min_kinship=None, device="cpu")
     rng = np.random.default_rng(0)
     for k in rng.choice(len(pairs), 40, replace=False):
         r = pairs.iloc[k]
@@ -198,9 +203,9 @@ def test_kinship_matches_direct_pair_computation(families):
 
 def test_block_sizes_and_passes_do_not_change_results(families):
     bf = families["bf"]
-    ref = relatedness.king_robust(bf, min_kinship=None, device="cpu")
-    tiled = relatedness.king_robust(bf, min_kinship=None, device="cpu", block_size=50,
-                                    max_memory_bytes=30_000)  # 5 passes
+    ref = king_robust(bf, min_kinship=None, device="cpu")
+    tiled = king_robust(bf, min_kinship=None, device="cpu", block_size=50,
+                        max_memory_bytes=30_000)  # 5 passes
     pd.testing.assert_frame_equal(ref, tiled)
 
 
@@ -237,7 +242,7 @@ def test_bitplane_counts_match_direct_counts():
     np.testing.assert_array_equal(acc[1], hethet + het_hom)
     np.testing.assert_array_equal(acc[2], hethet + hom_het)
     si, sj, kin = kernels.king_select(acc, offsets, 0, n, n, 0.0, False)
-    ref = relatedness.king_kinship(ibs0, hethet, het_hom, hom_het)
+    ref = king_kinship(ibs0, hethet, het_hom, hom_het)
     np.testing.assert_array_equal(si, i[ref > 0])
     np.testing.assert_array_equal(sj, j[ref > 0])
     np.testing.assert_array_equal(kin, ref[ref > 0])
@@ -250,15 +255,15 @@ def test_bitplanes_match_int8_products_and_thread_count(families):
     import torch
 
     bf = families["bf"]
-    auto = np.flatnonzero(selection.is_autosome(bf.bim["chrom"]))
+    auto = np.flatnonzero(chroms.is_autosome(bf.bim["chrom"]))
     samples = np.arange(bf.n_samples)
-    ref = relatedness._king_int8(bf, auto, samples, None, 64, 2048, torch.device("cpu"), 1 << 30)
+    ref = king_int8(bf, auto, samples, None, 64, 2048, torch.device("cpu"), 1 << 30)
     order = np.lexsort((ref[1], ref[0]))
     before = numba.get_num_threads()
     try:
         for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
             numba.set_num_threads(threads)
-            got = relatedness._king_bitplanes(bf, auto, samples, None, 40_000)
+            got = king_bitplanes(bf, auto, samples, None, 40_000)
             np.testing.assert_array_equal(got[0], ref[0][order])
             np.testing.assert_array_equal(got[1], ref[1][order])
             np.testing.assert_array_equal(got[2], ref[2][order])
@@ -270,7 +275,7 @@ def test_bitplanes_match_int8_products_and_thread_count(families):
 def test_relatives_are_found(families):
     """The planted relationships land in their KING degrees (a sanity check of the fixture)."""
     bf, labels = families["bf"], families["labels"]
-    pairs = relatedness.king_robust(bf, device="cpu")
+    pairs = king_robust(bf, device="cpu")
     lab = {frozenset((labels[a], labels[b])): k for a, b, k in
            zip(pairs["idx1"], pairs["idx2"], pairs["kinship"])}
     assert lab[frozenset(("dup1", "dup2"))] > 0.354
@@ -304,7 +309,7 @@ def test_genotype_route_matches_plink2_king_cutoff(families, with_keep, tmp_path
     if not with_keep:
         # the .kin0 of pairs > 0.0442: plink2 --make-king-table --king-table-filter 0.0442
         ours, theirs = read_kin0(tmp_path / "o.kin0"), read_kin0(d / "p2rep.kin0")
-        assert list(ours.columns) == list(theirs.columns) == relatedness.KIN0_COLUMNS
+        assert list(ours.columns) == list(theirs.columns) == KIN0_COLUMNS
         pd.testing.assert_frame_equal(ours.drop(columns=["HETHET", "IBS0", "KINSHIP"]),
                                       theirs.drop(columns=["HETHET", "IBS0", "KINSHIP"]))
         for col in ("HETHET", "IBS0", "KINSHIP"):
@@ -411,7 +416,7 @@ GRAPHS = {
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_prune_order_matches_plink2_on_shaped_graphs(name, tmp_path):
     n, edges = GRAPHS[name]
-    ours = relatedness.prune_king_cutoff(n, *np.array(edges).T)
+    ours = prune_king_cutoff(n, *np.array(edges).T)
     np.testing.assert_array_equal(ours, _plink2_prune(tmp_path, _matrix(n, edges)))
 
 
@@ -425,7 +430,7 @@ def test_prune_order_matches_plink2_on_random_graphs(tmp_path):
         kin[a, b] = kin[b, a] = rng.uniform(0.09, 0.5, n_edges)
         kin = np.triu(kin, 1) + np.triu(kin, 1).T
         iu = np.argwhere(np.triu(kin, 1) > 0.0884)
-        ours = relatedness.prune_king_cutoff(n, iu[:, 0], iu[:, 1])
+        ours = prune_king_cutoff(n, iu[:, 0], iu[:, 1])
         sub = tmp_path / f"t{trial}"
         sub.mkdir()
         np.testing.assert_array_equal(ours, _plink2_prune(sub, kin), err_msg=f"trial {trial}")
@@ -436,7 +441,7 @@ def test_prune_scales_to_ukb_table_size():
     rng = np.random.default_rng(1)
     a = rng.integers(0, 500_000, 110_000)
     b = (a + rng.integers(1, 50, 110_000)) % 500_000   # local clusters and chains
-    removed = relatedness.prune_king_cutoff(500_000, a, b)
+    removed = prune_king_cutoff(500_000, a, b)
     kept = ~removed
     assert not (kept[a] & kept[b]).any()               # no related pair left
     assert 0 < removed.sum() < 110_000
@@ -532,9 +537,9 @@ def test_int8_route_counts_undefined_pairs_as_the_cpu_route(undefined_pairs):
 
     bf = plink.open_bfile(undefined_pairs / "u")
     samples, variants = np.arange(bf.n_samples), np.arange(bf.n_variants)
-    cpu = relatedness._king_bitplanes(bf, variants, samples, 0.0442, 1 << 20)
-    gpu_code = relatedness._king_int8(bf, variants, samples, 0.0442, 32, 512,
-                                      torch.device("cpu"), 1 << 20)
+    cpu = king_bitplanes(bf, variants, samples, 0.0442, 1 << 20)
+    gpu_code = king_int8(bf, variants, samples, 0.0442, 32, 512,
+                         torch.device("cpu"), 1 << 20)
     n_nan = int(read_kin0(undefined_pairs / "p.kin0")["KINSHIP"].isna().sum())
     assert cpu[3] == gpu_code[3] == n_nan
 
@@ -774,10 +779,10 @@ def _int8_counts(bf, variant_idx, sample_idx, **kw):
     kw = {"block_size": 2048, "variant_block": 8192, "max_memory_bytes": 1 << 30, **kw}
     n = len(sample_idx)
     full = np.full((4, n, n), -1, np.int64)
-    for r0, r1, counts in relatedness._int8_strip_counts(bf, variant_idx, sample_idx,
-                                                         kw["block_size"], kw["variant_block"],
-                                                         torch.device("cpu"),
-                                                         kw["max_memory_bytes"]):
+    for r0, r1, counts in int8_route._int8_strip_counts(bf, variant_idx, sample_idx,
+                                                        kw["block_size"], kw["variant_block"],
+                                                        torch.device("cpu"),
+                                                        kw["max_memory_bytes"]):
         c = counts.numpy()[:, : min(r1, n) - r0, : n - r0]
         full[:, r0:r0 + c.shape[1], r0:] = c[[0, 1, 3, 2]]
     i, j = np.triu_indices(n, 1)
@@ -786,7 +791,7 @@ def _int8_counts(bf, variant_idx, sample_idx, **kw):
 
 def _bitplane_acc(bf, variant_idx, sample_idx):
     """The bit-plane route's accumulators over all pairs: int32 (3, n_pairs), num, het_i,
-    het_j in row-major order (kernels as :func:`relatedness._king_bitplanes` calls them)."""
+    het_j in row-major order (kernels as :func:`king_bitplanes` calls them)."""
     from cmix.genotypes import kernels
 
     n = len(sample_idx)
@@ -817,14 +822,14 @@ def test_int8_counts_equal_bitplanes_to_the_last_count(planted, shape, subset):
 
     bf = planted["bf"]
     samples = planted["keep_idx"] if subset else np.arange(bf.n_samples)
-    auto = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    auto = np.flatnonzero(king_variants(bf.bim["chrom"]))
     block_size, variant_block, memory = shape
     ibs0, hethet, het_i, het_j = _int8_counts(bf, auto, samples, block_size=block_size,
                                               variant_block=variant_block,
                                               max_memory_bytes=memory)
     n = len(samples)
     i, j = np.triu_indices(n, 1)
-    direct = relatedness.pair_counts(bf, auto, samples, i, j)
+    direct = pair_counts(bf, auto, samples, i, j)
     np.testing.assert_array_equal(ibs0, direct["ibs0"])
     np.testing.assert_array_equal(hethet, direct["hethet"])
     np.testing.assert_array_equal(het_i, direct["hethet"] + direct["het1_hom2"])
@@ -835,15 +840,15 @@ def test_int8_counts_equal_bitplanes_to_the_last_count(planted, shape, subset):
     np.testing.assert_array_equal(het_j, acc[2])
     assert (direct["nsnp"] == 0).sum() >= n - 1         # all_missing; the two halves
     for min_kinship in (None, 0.0442):
-        ref = relatedness._king_bitplanes(bf, auto, samples, min_kinship, 1 << 20)
-        got = relatedness._king_int8(bf, auto, samples, min_kinship, block_size,
-                                     variant_block, torch.device("cpu"), memory)
+        ref = king_bitplanes(bf, auto, samples, min_kinship, 1 << 20)
+        got = king_int8(bf, auto, samples, min_kinship, block_size,
+                        variant_block, torch.device("cpu"), memory)
         order = np.lexsort((got[1], got[0]))
         for a, b in zip(ref[:3], got[:3]):
             np.testing.assert_array_equal(a, b[order])       # NaN and -inf included
             assert ref[3] == got[3] >= n - 1
     assert len(ref[0]) > 5                               # relatives above 0.0442
-    everyone = relatedness._king_bitplanes(bf, auto, samples, None, 1 << 20)[2]
+    everyone = king_bitplanes(bf, auto, samples, None, 1 << 20)[2]
     assert np.isneginf(everyone).any()          # no het called in both: the homozygous one
 
 
@@ -851,14 +856,14 @@ def test_int8_counts_equal_bitplanes_to_the_last_count(planted, shape, subset):
 def test_int8_route_kept_set_equals_bitplanes_and_plink2(planted, with_keep, tmp_path):
     """Whole genotype route: the int8 products (on the CPU) write the bit-plane route's
     files, byte for byte, and plink2 --king-cutoff's kept and dropped sets."""
-    from cmix.genotypes.sources import GenotypeFiles
+    from cmix.readers.sources import GenotypeFiles
 
     d = planted["dir"]
     keep = str(d / "p.keep") if with_keep else None
     for route in ("bitplanes", "int8"):
-        relatedness.unrelated_from_genotypes(GenotypeFiles(bfile=str(d / "p")),
-                                             tmp_path / route, keep=keep, device="cpu",
-                                             route=route, block_size=32)
+        unrelated_from_genotypes(GenotypeFiles(bfile=str(d / "p")),
+                                 tmp_path / route, keep=keep, device="cpu",
+                                 route=route, block_size=32)
     for ext in ("king.cutoff.in.id", "king.cutoff.out.id", "kin0", "king.summary.tsv"):
         assert _read(tmp_path / f"int8.{ext}") == _read(tmp_path / f"bitplanes.{ext}")
     ref = "p2keep" if with_keep else "p2"
@@ -872,8 +877,8 @@ def test_int8_route_kinship_matches_plink2_table(planted):
     against plink2 --make-king-table (nan where nothing is called in both; -inf where
     one of the two has no het call among the variants called in both, as plink2)."""
     bf = planted["bf"]
-    pairs = relatedness.king_robust(bf, min_kinship=None, device="cpu", route="int8",
-                                    block_size=32, max_memory_bytes=40_000)    # 3 passes
+    pairs = king_robust(bf, min_kinship=None, device="cpu", route="int8",
+                        block_size=32, max_memory_bytes=40_000)    # 3 passes
     kin0 = read_kin0(planted["dir"] / "p2.kin0")
     m = _merge_with_plink2(pairs, bf, kin0)
     assert (m["_merge"] == "both").all() and len(m) == bf.n_samples * (bf.n_samples - 1) // 2
@@ -893,22 +898,22 @@ def test_int8_route_equals_bitplanes_on_a_simulated_cohort(cohort, tmp_path):
     bit-plane route's, and the kept set is plink2 --king-cutoff's."""
     import torch
 
-    from cmix.genotypes.sources import GenotypeFiles
+    from cmix.readers.sources import GenotypeFiles
 
     bf = plink.open_bfile(cohort / "genotypes")
-    auto = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    auto = np.flatnonzero(king_variants(bf.bim["chrom"]))
     samples = np.arange(bf.n_samples)
-    ref = relatedness._king_bitplanes(bf, auto, samples, None, 256 << 20)
-    got = relatedness._king_int8(bf, auto, samples, None, 512, 1024, torch.device("cpu"),
-                                 1 << 30)
+    ref = king_bitplanes(bf, auto, samples, None, 256 << 20)
+    got = king_int8(bf, auto, samples, None, 512, 1024, torch.device("cpu"),
+                    1 << 30)
     order = np.lexsort((got[1], got[0]))
     assert len(ref[0]) == len(got[0]) == bf.n_samples * (bf.n_samples - 1) // 2
     for a, b in zip(ref[:3], got[:3]):
         np.testing.assert_array_equal(a, b[order])
     assert ref[3] == got[3]
     for route in ("bitplanes", "int8"):
-        relatedness.unrelated_from_genotypes(GenotypeFiles(bfile=str(cohort / "genotypes")),
-                                             tmp_path / route, device="cpu", route=route)
+        unrelated_from_genotypes(GenotypeFiles(bfile=str(cohort / "genotypes")),
+                                 tmp_path / route, device="cpu", route=route)
     for ext in ("king.cutoff.in.id", "king.cutoff.out.id", "kin0", "king.summary.tsv"):
         assert _read(tmp_path / f"int8.{ext}") == _read(tmp_path / f"bitplanes.{ext}")
     run_plink2("--bfile", cohort / "genotypes", "--king-cutoff", "0.0884", "--out",
@@ -926,7 +931,7 @@ def test_int8_products_fit_cuda_int_mm_and_are_the_fewest(planted, monkeypatch):
     import torch
 
     calls = []
-    real = relatedness.int8_matmul
+    real = int8_matmul
 
     def checked(a, b, out=None):
         assert a.dtype == b.dtype == torch.int8 and a.dim() == b.dim() == 2
@@ -938,21 +943,21 @@ def test_int8_products_fit_cuda_int_mm_and_are_the_fewest(planted, monkeypatch):
         calls.append(a.shape[0] * a.shape[1] * b.shape[1])
         return real(a, b, out=out)
 
-    monkeypatch.setattr(relatedness, "int8_matmul", checked)
+    monkeypatch.setattr(int8_route, "int8_matmul", checked)
     bf = planted["bf"]
-    auto = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    auto = np.flatnonzero(king_variants(bf.bim["chrom"]))
     samples = planted["keep_idx"]                       # 81 people: padded to 96
     block_size, variant_block, memory = 32, 500, 60_000
-    got = relatedness._king_int8(bf, auto, samples, 0.0442, block_size, variant_block,
-                                 torch.device("cpu"), memory)
-    n_pad, edges, passes, vb = relatedness._int8_plan(len(samples), len(auto), block_size,
-                                                      variant_block, memory)
+    got = king_int8(bf, auto, samples, 0.0442, block_size, variant_block,
+                    torch.device("cpu"), memory)
+    n_pad, edges, passes, vb = int8_route._int8_plan(len(samples), len(auto), block_size,
+                                                     variant_block, memory)
     assert len(passes) > 1 and (n_pad, vb) == (96, 448)      # 4 blocks of 1,567 variants
     n_blocks = -(-len(auto) // vb)
     strips = [(edges[s], edges[s + 1]) for s in range(len(edges) - 1)]
     assert len(calls) == 3 * len(strips) * n_blocks
     assert sum(calls) == 5 * vb * n_blocks * sum((r1 - r0) * (n_pad - r0) for r0, r1 in strips)
-    ref = relatedness._king_bitplanes(bf, auto, samples, 0.0442, 1 << 20)
+    ref = king_bitplanes(bf, auto, samples, 0.0442, 1 << 20)
     np.testing.assert_array_equal(np.sort(ref[2]), np.sort(got[2]))
 
 
@@ -963,24 +968,24 @@ def test_int8_route_float_stand_in_and_self_check(planted, monkeypatch):
     import torch
 
     bf = planted["bf"]
-    auto = np.flatnonzero(relatedness.king_variants(bf.bim["chrom"]))
+    auto = np.flatnonzero(king_variants(bf.bim["chrom"]))
     samples = np.arange(bf.n_samples)
-    ref = relatedness._king_bitplanes(bf, auto, samples, None, 1 << 20)
-    monkeypatch.setitem(relatedness._INT_MM_OK, "cpu", False)
-    got = relatedness._king_int8(bf, auto, samples, None, 32, 256, torch.device("cpu"), 1 << 30)
+    ref = king_bitplanes(bf, auto, samples, None, 1 << 20)
+    monkeypatch.setitem(int8_route._INT_MM_OK, "cpu", False)
+    got = king_int8(bf, auto, samples, None, 32, 256, torch.device("cpu"), 1 << 30)
     order = np.lexsort((got[1], got[0]))
     for a, b in zip(ref[:3], got[:3]):
         np.testing.assert_array_equal(a, b[order])
-    real = relatedness.int8_matmul
+    real = int8_matmul
 
     def off_by_one(a, b, out=None):
         res = real(a, b, out=out)
         res[3, 3] += 1                  # one wrong count on a diagonal
         return res
 
-    monkeypatch.setattr(relatedness, "int8_matmul", off_by_one)
+    monkeypatch.setattr(int8_route, "int8_matmul", off_by_one)
     with pytest.raises(RuntimeError, match="disagree with the samples' own het counts"):
-        relatedness._king_int8(bf, auto, samples, None, 32, 256, torch.device("cpu"), 1 << 30)
+        king_int8(bf, auto, samples, None, 32, 256, torch.device("cpu"), 1 << 30)
 
 
 def test_gpu_benchmark_runs_end_to_end_on_the_cpu(tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 
 from cmix.cli import main
 from cmix.errors import CmixError
-from cmix.report import write_report
+from cmix.report.write import write_report
 
 SEEDS = [123, 127, 131]
 BUDGETS = [100, 300, 1000]
@@ -558,7 +558,7 @@ def test_a_damaged_predictions_file_is_refused_by_name(tmp_path, capsys, damage)
 def test_equal_differences_up_to_rounding_have_no_p():
     """Two seeds whose gains are the same 2 of 487 test people, summed in floats that
     differ in the last bit: no spread to test, so no p (a t-test gave p = 4e-15)."""
-    from cmix.report import paired_test
+    from cmix.report.verdicts import paired_test
 
     a = np.array([0.5031, 0.4949]) + 2 / 487
     d = a - np.array([0.5031, 0.4949])
@@ -570,7 +570,7 @@ def test_equal_differences_up_to_rounding_have_no_p():
 def test_a_large_gain_with_few_seeds_is_inconclusive_not_level(tmp_path):
     """Two seeds, cmix 3.5 and 2 points under prs (2.6 sd of the gain): no test at 2 seeds
     reaches Holm significance, and the mark said "level"; it is "inconclusive"."""
-    from cmix.report import headline
+    from cmix.report.verdicts import headline
 
     rows = []
     for seed, (c, p, cov) in enumerate([(0.60, 0.635, 0.55), (0.61, 0.63, 0.55)], 1):
@@ -647,7 +647,7 @@ def test_first_screen_answers_before_the_detail(tmp_path):
 
 
 def test_smallest_attainable_p_and_seeds_needed():
-    from cmix.report import min_attainable_p, seeds_needed
+    from cmix.report.verdicts import min_attainable_p, seeds_needed
     assert min_attainable_p(1) == 1.0 and min_attainable_p(2) == 0.5
     assert min_attainable_p(6) == pytest.approx(1 / 32)
     # exact sign-flip test: the p of differences all of one sign is its smallest p
@@ -659,7 +659,7 @@ def test_smallest_attainable_p_and_seeds_needed():
 
 
 def test_best_method_is_any_method_and_shown_with_enough_seeds():
-    from cmix.report import answers, seeds_note
+    from cmix.report.verdicts import answers, seeds_note
     seeds = list(range(12))
     rng = np.random.default_rng(0)
     base = 0.7 + rng.normal(0, 0.01, 12)
@@ -682,7 +682,7 @@ def test_best_method_is_any_method_and_shown_with_enough_seeds():
     ({"cmix": [0.8], "mlp": [0.7]}, [1], "one seed"),
 ])
 def test_a_missing_p_says_why(tmp_path, acc, seeds, reason):
-    from cmix.report import answers
+    from cmix.report.verdicts import answers
     ans = answers(runs_frame(acc, seeds))
     assert np.isnan(ans.iloc[0].p) and ans.iloc[0].reason == reason
     assert ans.iloc[0].answer == "cmix, level with mlp"
@@ -707,7 +707,8 @@ def test_report_says_why_runs_are_left_out(tmp_path, capsys):
     predictions.npz at the curves' budget is named as left out of the pooled curves."""
     import shutil
 
-    from cmix.report import collect_results, _largest_budget_predictions
+    from cmix.report.collect import collect_results
+    from cmix.report.figures import _largest_budget_predictions
 
     runs = tmp_path / "runs"
     write_runs_with_predictions(runs, "asthma", [0.6, 0.4], ["mlp", "cmix"], [50, 100], [1, 2])

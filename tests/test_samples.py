@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cmix.cli import main
-from cmix.genotypes.plink import read_fam
+from cmix.readers.plink import read_fam
 
 from conftest import plink2_available
 

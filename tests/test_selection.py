@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 from cmix.cli import main
-from cmix.genotypes import plink, selection
+from cmix.readers import plink
+from cmix.genotypes import selection
+from cmix.readers import chroms
 from cmix.errors import CmixError
 
 from conftest import requires_plink2
@@ -56,14 +58,14 @@ def mixed(tmp_path) -> Path:
     ("X", False), ("23", False), ("chrX", False), ("x", False), ("0", False), ("MT", False),
     ("chrM", False), ("26", False), ("1.0", False), ("", False), ("chrUn_gl000220", False)])
 def test_autosome_definition(code, autosome):
-    assert bool(selection.is_autosome([code])[0]) is autosome
+    assert bool(chroms.is_autosome([code])[0]) is autosome
 
 
 def test_chrom_codes_name_one_chromosome_one_way():
-    assert list(selection.chrom_codes(["01", "chr1", "CHR1", "1"])) == ["1"] * 4
-    assert list(selection.chrom_codes(["X", "chrX", "23", "x"])) == ["X"] * 4
-    assert list(selection.chrom_codes(["MT", "chrM", "26", "M"])) == ["MT"] * 4
-    assert list(selection.chrom_codes(["24", "25", "chrXY"])) == ["Y", "XY", "XY"]
+    assert list(chroms.chrom_codes(["01", "chr1", "CHR1", "1"])) == ["1"] * 4
+    assert list(chroms.chrom_codes(["X", "chrX", "23", "x"])) == ["X"] * 4
+    assert list(chroms.chrom_codes(["MT", "chrM", "26", "M"])) == ["MT"] * 4
+    assert list(chroms.chrom_codes(["24", "25", "chrXY"])) == ["Y", "XY", "XY"]
 
 
 @pytest.mark.parametrize("spec, codes", [
@@ -76,7 +78,7 @@ def test_chrom_codes_name_one_chromosome_one_way():
     ("5", ["5"]),
 ])
 def test_parse_chroms(spec, codes):
-    assert selection.parse_chroms(spec) == codes
+    assert chroms.parse_chroms(spec) == codes
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -88,7 +90,7 @@ def test_parse_chroms(spec, codes):
 ])
 def test_parse_chroms_refuses(spec, message):
     with pytest.raises(CmixError, match=message):
-        selection.parse_chroms(spec)
+        chroms.parse_chroms(spec)
 
 
 @requires_plink2
@@ -127,9 +129,9 @@ def test_chroms_on_a_pattern_reads_only_those_files(mixed, tmp_path):
 def test_chroms_restrict_pca_and_unrelated_variants(mixed, tmp_path, capsys):
     """--chroms on a single .bed restricts the variants of the other steps too: counted
     here from the .bim text with the chromosome names written out."""
-    from cmix.genotypes.pca import PcaSettings, PcaVariants, run_pca
-    from cmix.genotypes.relatedness import unrelated_from_genotypes
-    from cmix.genotypes.sources import GenotypeFiles
+    from cmix.genotypes.pca.run import PcaSettings, PcaVariants, run_pca
+    from cmix.genotypes.relatedness.unrelated import unrelated_from_genotypes
+    from cmix.readers.sources import GenotypeFiles
 
     bim = pd.read_csv(f"{mixed}.bim", sep="\t", header=None, dtype=str)
     on_1_to_3 = int(bim[0].isin(["1", "01", "chr2", "3", "CHR3"]).sum())
@@ -203,8 +205,8 @@ def test_sample_rows_edge_cases(mixed, tmp_path):
 
 
 def test_every_step_reports_unknown_keep_ids_the_same_way(mixed, tmp_path, capsys):
-    from cmix.genotypes.pca import PcaSettings, PcaVariants, run_pca
-    from cmix.genotypes.sources import GenotypeFiles
+    from cmix.genotypes.pca.run import PcaSettings, PcaVariants, run_pca
+    from cmix.readers.sources import GenotypeFiles
 
     keep = tmp_path / "keep.txt"
     keep.write_text("".join(f"F{i} S{i}\n" for i in range(100)) + "X Y\n")

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from bed_reader import open_bed
 
-from cmix.simulate import format_p, simulate_cohort
+from cmix.simulate.gwas import format_p
+from cmix.simulate.balding_nichols import simulate_cohort
 from conftest import requires_plink2
 
 
@@ -180,7 +181,7 @@ def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     """A rerun into a cohort's folder that fails after writing its .bed left the new
     .bed beside the old phenotypes and truth (a cohort of two seeds) and a temporary
     file; now the folder keeps the first cohort, byte for byte."""
-    import cmix.simulate as sim
+    import cmix.simulate.balding_nichols as bn
     from cmix.errors import CmixError
 
     out = tmp_path / "c"
@@ -190,7 +191,7 @@ def test_a_failed_run_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise CmixError("planted failure after the .bed")
 
-    monkeypatch.setattr(sim, "_discovery_sumstats", fail)
+    monkeypatch.setattr(bn, "discovery_sumstats", fail)
     with pytest.raises(CmixError, match="planted failure"):
         simulate_cohort(out, n_samples=200, n_variants=400, n_discovery=300, seed=2)
     after = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}

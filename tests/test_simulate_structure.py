@@ -11,8 +11,10 @@ import pytest
 from bed_reader import open_bed
 
 from cmix.errors import CmixError
-from cmix.simulate import (TRAITS, check_populations, default_populations, population_classes,
-                           simulate_cohort)
+from cmix.simulate.traits import TRAITS
+from cmix.simulate.populations import (check_populations, default_populations,
+                                       population_classes)
+from cmix.simulate.balding_nichols import simulate_cohort
 from conftest import requires_plink2
 
 # A scripted structure (as a benchmark would pass it): British with two regions, three

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.genotypes import store as st
 from cmix.cli import main
 from cmix.errors import CmixError

@@ -14,9 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmix.genotypes import plink
+from cmix.readers import plink
 from cmix.genotypes import selection
-from cmix.genotypes import sumstats as S
+from cmix.genotypes.sumstats import read as sumstats_read
+from cmix.genotypes.sumstats.clump import clump, haplotype_r2
+from cmix.genotypes.sumstats.harmonise import chrom_sort_key, harmonise, rank
+from cmix.genotypes.sumstats.info import sumstats_info
+from cmix.genotypes.sumstats.layouts import resolve_columns
+from cmix.genotypes.sumstats.read import parse_log10_p, read_sumstats
+from cmix.genotypes.sumstats.select import select_top
+from cmix.genotypes.sumstats.selection_files import OUTPUT_COLUMNS
 from cmix.cli import main
 from cmix.errors import CmixError
 
@@ -135,7 +142,7 @@ def reference_harmonise(ss_path, bim, qc, keep_ambiguous=False):
 def test_parse_log10_p_against_decimal():
     text = ["0.5", "1", "1e-10", "3.2E-308", "1.2E-400", "1.19E-400", "0", "7e-5", ".25",
             "NA", "0.125"]
-    got = S.parse_log10_p(text)
+    got = parse_log10_p(text)
     for t, v in zip(text, got):
         if t == "NA":
             assert np.isnan(v)
@@ -146,9 +153,9 @@ def test_parse_log10_p_against_decimal():
     order = np.argsort(got[[2, 3, 4, 5]])
     assert list(order) == [3, 2, 1, 0]   # 1.19e-400 < 1.2e-400 < 3.2e-308 < 1e-10
     with pytest.raises(CmixError, match="line 3, column P: expected a p-value"):
-        S.parse_log10_p(["0.1", "abc"], column="P", lines=[2, 3])
+        parse_log10_p(["0.1", "abc"], column="P", lines=[2, 3])
     with pytest.raises(CmixError, match="above 1"):
-        S.parse_log10_p(["1.5"])
+        parse_log10_p(["1.5"])
 
 
 @pytest.mark.parametrize("keep_ambiguous", [False, True])
@@ -157,10 +164,10 @@ def test_selection_is_top_k_of_independent_sort(ld_cohort, keep_ambiguous):
     bf = plink.open_bfile(prefix)
     qc = set(snplist.read_text().split())
     ref = reference_harmonise(ss, bf.bim, qc, keep_ambiguous)
-    table, steps = S.harmonise(S.read_sumstats(ss), bf.bim, qc, keep_ambiguous)
+    table, steps = harmonise(read_sumstats(ss), bf.bim, qc, keep_ambiguous)
     assert len(table) == len(ref)
     for top in (1, 25, 100, len(ref) + 5):
-        sel = S.select_top(table, top)
+        sel = select_top(table, top)
         assert list(sel.variant_id) == list(ref.variant_id[:top])
         np.testing.assert_allclose(sel.beta, ref.beta[:top])
         assert list(sel.bim_index) == list(ref.bim_index[:top])
@@ -178,7 +185,7 @@ def test_swapped_alleles_flip_beta(ld_cohort):
     prefix, ss, snplist, _ = ld_cohort
     bf = plink.open_bfile(prefix)
     raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False).drop_duplicates("SNP").set_index("SNP")
-    table, _ = S.harmonise(S.read_sumstats(ss), bf.bim)
+    table, _ = harmonise(read_sumstats(ss), bf.bim)
     n_swapped = 0
     for r in table.itertuples():
         src = raw.loc[r.variant_id] if r.variant_id in raw.index else \
@@ -194,7 +201,7 @@ def test_swapped_alleles_flip_beta(ld_cohort):
 def test_chrom_pos_match_and_other_strand(ld_cohort):
     prefix, ss, _, _ = ld_cohort
     bf = plink.open_bfile(prefix)
-    table, steps = S.harmonise(S.read_sumstats(ss), bf.bim, keep_ambiguous=True)
+    table, steps = harmonise(read_sumstats(ss), bf.bim, keep_ambiguous=True)
     ids = set(table.variant_id)
     # rows listed as chrom:pos (j % 13 == 7) matched to their .bim ID
     assert {"rs7", "rs20", "rs33"} <= ids
@@ -208,8 +215,8 @@ def test_clump_matches_plink19(ld_cohort, tmp_path):
         pytest.skip("plink1.9 not installed")
     prefix, ss, snplist, keep = ld_cohort
     bf = plink.open_bfile(prefix)
-    table, _ = S.harmonise(S.read_sumstats(ss), bf.bim, set(selection.read_variant_ids(snplist)))
-    ranked = S.rank(table)
+    table, _ = harmonise(read_sumstats(ss), bf.bim, set(selection.read_variant_ids(snplist)))
+    ranked = rank(table)
     ranked = ranked[ranked.log10_p > -300].reset_index(drop=True)  # plink reads doubles
     clump_in = tmp_path / "in.txt"
     pd.DataFrame({"SNP": ranked.variant_id, "P": ranked.p}).to_csv(clump_in, sep="\t",
@@ -221,12 +228,12 @@ def test_clump_matches_plink19(ld_cohort, tmp_path):
                         "--clump-p1", str(p1), "--clump-p2", str(p2),
                         "--out", str(tmp_path / "pl")], check=True, capture_output=True)
         theirs = set(pd.read_csv(tmp_path / "pl.clumped", sep=r"\s+").SNP)
-        rows = S.clump(ranked, bf, sample_idx, r2=r2, kb=kb, p1=p1, p2=p2)
+        rows = clump(ranked, bf, sample_idx, r2=r2, kb=kb, p1=p1, p2=p2)
         ours = list(ranked.variant_id.iloc[rows])
         assert set(ours) == theirs, (r2, kb, p1, p2)
         assert len(ours) < len(ranked[ranked.log10_p <= np.log10(p1)])  # something clumped
         # max_index stops after the best k index SNPs
-        first = S.clump(ranked, bf, sample_idx, r2=r2, kb=kb, p1=p1, p2=p2, max_index=10)
+        first = clump(ranked, bf, sample_idx, r2=r2, kb=kb, p1=p1, p2=p2, max_index=10)
         assert list(ranked.variant_id.iloc[first]) == ours[:10]
 
 
@@ -254,7 +261,7 @@ def test_haplotype_r2_matches_plink19_ld(ld_cohort, tmp_path):
         elif line.startswith("---"):
             index = None
     assert len(pairs) > 100
-    ours = np.array([S.haplotype_r2(g[i], g[j][None])[0] for i, j, _ in pairs])
+    ours = np.array([haplotype_r2(g[i], g[j][None])[0] for i, j, _ in pairs])
     np.testing.assert_allclose(ours, [r for _, _, r in pairs], atol=6e-4)
 
 
@@ -264,7 +271,7 @@ def test_cli_select_writes_table_and_steps(ld_cohort, tmp_path):
     assert main(["select", "--sumstats", str(ss), "--bfile", str(prefix), "--extract",
                  str(snplist), "--top", "20", "--out", str(out)]) == 0
     got = pd.read_csv(out, sep="\t", dtype={"p": str})
-    assert list(got.columns) == S.OUTPUT_COLUMNS
+    assert list(got.columns) == OUTPUT_COLUMNS
     ref = reference_harmonise(ss, plink.open_bfile(prefix).bim, set(snplist.read_text().split()))
     assert list(got.variant_id) == list(ref.variant_id[:20])
     assert Decimal(got.p.iloc[0]) == ref.p.iloc[0]
@@ -407,10 +414,10 @@ def test_each_layout_selects_as_the_independent_reference(ld_cohort, tmp_path, l
     raw.to_csv(src, sep="\t", index=False)
     ref = reference_harmonise(src, bf.bim, qc)
     path = relayout(src, layout, tmp_path / f"{layout}.txt", np.random.default_rng(5))
-    got = S.read_sumstats(path)
+    got = read_sumstats(path)
     assert got.attrs["layout"] == name
-    table, _ = S.harmonise(got, bf.bim, qc)
-    sel = S.select_top(table, len(ref) + 5)
+    table, _ = harmonise(got, bf.bim, qc)
+    sel = select_top(table, len(ref) + 5)
     assert list(sel.variant_id) == list(ref.variant_id)
     np.testing.assert_allclose(sel.beta, ref.beta, rtol=1e-9, atol=1e-12)
     # the smallest p-values (0, 1.2e-400, 3e-401) rank first, in order, with no underflow
@@ -428,19 +435,19 @@ def test_log10p_ranks_without_underflow(tmp_path):
                    [1, 300, "rs3", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, 400, "NA"],
                    [1, 400, "rs4", "A", "G", .3, 1, 9, "ADD", .1, .01, 9, "NA", "TEST_FAIL"]],
                   sep=" ")
-    got = S.read_sumstats(path)
+    got = read_sumstats(path)
     assert list(got.log10_p[:3]) == [-10, -300, -400] and np.isnan(got.log10_p[3])
-    assert list(S._p_text(got.log10_p[:3])) == ["1e-10", "1e-300", "1e-400"]
+    assert list(sumstats_read._p_text(got.log10_p[:3])) == ["1e-10", "1e-300", "1e-400"]
     bim = pd.DataFrame({"chrom": ["1"] * 4, "variant_id": ["rs1", "rs2", "rs3", "rs4"],
                         "cm": 0.0, "pos": [100, 200, 300, 400], "a1": "G", "a2": "A"})
-    table, _ = S.harmonise(got, bim)
-    top = S.select_top(table, 3)
+    table, _ = harmonise(got, bim)
+    top = select_top(table, 3)
     assert list(top.variant_id) == ["rs3", "rs2", "rs1"]
     assert list(top.p) == ["1e-400", "1e-300", "1e-10"]
     bad = _write(tmp_path / "b.txt", ["ID", "CHROM", "GENPOS", "ALLELE0", "ALLELE1", "BETA",
                                       "LOG10P"], [["rs1", 1, 100, "A", "G", .1, "-2"]])
     with pytest.raises(CmixError, match="line 2, column LOG10P: -log10 p '-2' is below 0"):
-        S.read_sumstats(bad)
+        read_sumstats(bad)
 
 
 @pytest.mark.parametrize("header, named", [
@@ -454,12 +461,12 @@ def test_log10p_ranks_without_underflow(tmp_path):
 def test_ambiguous_header_is_one_error_naming_both(tmp_path, capsys, header, named):
     path = _write(tmp_path / "amb.txt", header, [["x"] * len(header)])
     with pytest.raises(CmixError, match="ambiguous header") as err:
-        S.read_sumstats(path)
+        read_sumstats(path)
     assert all(n in str(err.value) for n in named), err.value
     # naming the column resolves it
     field = {"'P'": "p", "'A1'": "effect_allele", "'BETA'": "beta"}.get(named[0])
     if field:
-        _, cols = S.resolve_columns(header, {field: named[0].strip("'")}, path)
+        _, cols = resolve_columns(header, {field: named[0].strip("'")}, path)
         assert cols[field] == named[0].strip("'")
 
 
@@ -473,9 +480,9 @@ def test_byte_order_mark_and_detection_log(ld_cohort, tmp_path, capsys):
     gz = tmp_path / "bom.txt.gz"
     with gzip.open(gz, "wb") as fh:
         fh.write(b"\xef\xbb\xbf" + text.encode())
-    want = S.read_sumstats(ss)
+    want = read_sumstats(ss)
     for path in (plain, gz):
-        got = S.read_sumstats(path)
+        got = read_sumstats(path)
         assert got.attrs["layout"] == "BOLT-LMM"
         pd.testing.assert_frame_equal(got, want)
         assert main(["select", "--sumstats", str(path), "--bfile", str(prefix), "--extract",
@@ -491,7 +498,7 @@ def glm(tmp_path_factory):
     """plink2 --glm with age and sex as covariates (one TEST row per covariate) on a
     simulated cohort: linear on mean platelet volume, logistic on ever-smoked; the
     logistic run twice, odds ratios with p (the default) and betas with -log10 p."""
-    from cmix.simulate import simulate_cohort
+    from cmix.simulate.balding_nichols import simulate_cohort
 
     if shutil.which("plink2") is None:
         pytest.skip("plink2 not installed")
@@ -523,15 +530,15 @@ def test_plink2_linear_beta_is_the_a1_effect(glm):
     squares fit (numpy) of the phenotype on A1 count + age + sex per SNP: the ADD row is
     read, not a covariate's."""
     bf = plink.open_bfile(glm / "c/genotypes")
-    got = S.read_sumstats(glm / "g.mpv.glm.linear")
+    got = read_sumstats(glm / "g.mpv.glm.linear")
     assert got.attrs["layout"] == "plink2 --glm" and len(got) == bf.n_variants
-    table, _ = S.harmonise(got, bf.bim)
+    table, _ = harmonise(got, bf.bim)
     pheno = pd.read_csv(glm / "pheno.txt", sep="\t").set_index("IID")
     covar = pd.read_csv(glm / "covar.txt", sep="\t").set_index("IID")
     iid = bf.fam.iid.astype(int).to_numpy()
     y = pheno.loc[iid, "mpv"].to_numpy()
     x_cov = covar.loc[iid, ["age", "sex"]].to_numpy(dtype=float)
-    rows = S.select_top(table, 20)
+    rows = select_top(table, 20)
     g = plink.read_genotypes(bf, rows.bim_index.to_numpy())
     for k, r in enumerate(rows.itertuples()):
         ok = (g[k] >= 0) & np.isfinite(y) & np.isfinite(x_cov).all(1)
@@ -574,10 +581,10 @@ def test_plink2_logistic_and_regenie_select_as_bolt(glm, tmp_path):
     sel = {}
     for name, path in (("plink2", glm / "g.smoked.glm.logistic.hybrid"), ("regenie", regenie),
                        ("bolt", bolt)):
-        got = S.read_sumstats(path)
-        sel[name] = S.select_top(S.harmonise(got, bf.bim)[0], top)
-    assert S.read_sumstats(regenie).attrs["layout"] == "regenie"
-    assert S.read_sumstats(bolt).attrs["layout"] == "BOLT-LMM"
+        got = read_sumstats(path)
+        sel[name] = select_top(harmonise(got, bf.bim)[0], top)
+    assert read_sumstats(regenie).attrs["layout"] == "regenie"
+    assert read_sumstats(bolt).attrs["layout"] == "BOLT-LMM"
     # independent: plink2's ADD rows by exact p, ties by position, strand-ambiguous SNPs
     # (A/T, C/G) left out as harmonise leaves them out
     ambiguous = orr.REF.map(COMPLEMENT) == orr.ALT
@@ -610,17 +617,17 @@ def test_plink2_other_allele_from_ref_alt(tmp_path):
                    [1, 20, "rs2", "A", "G", "A", 9, "0.5", ".1", ".01", "."],
                    [1, 30, "rs3", "A", "G,T", "T", 9, "1", ".1", ".5", "."],
                    [1, 40, "rs4", "A", "G", "G", 9, "3", ".1", ".5", "FIRTH_CONVERGE_FAIL"]])
-    got = S.read_sumstats(path)
+    got = read_sumstats(path)
     assert list(got.other_allele) == ["A", "G", "A", "A"]
     np.testing.assert_allclose(got.beta, [np.log(2), np.log(0.5), 0, np.nan])
     bad = _write(tmp_path / "y.glm.logistic", h, [[1, 10, "rs1", "A", "G", "C", 9, "2", ".1",
                                                    ".01", "."]])
     with pytest.raises(CmixError, match="line 2, column A1: A1 allele 'C' is neither REF"):
-        S.read_sumstats(bad)
+        read_sumstats(bad)
     zero = _write(tmp_path / "z.glm.logistic", h, [[1, 10, "rs1", "A", "G", "G", 9, "0", ".1",
                                                     ".01", "."]])
     with pytest.raises(CmixError, match="line 2, column OR: expected a finite odds ratio > 0"):
-        S.read_sumstats(zero)
+        read_sumstats(zero)
 
 
 @pytest.mark.parametrize("tool", ["plink2", "plink1.9"])
@@ -658,10 +665,10 @@ def test_generic_header_keeps_only_add_rows(glm, tmp_path, tool):
         raw.insert(4, "A2", np.where(raw.A1 == alleles[:, 0], alleles[:, 1], alleles[:, 0]))
         path, column_map = tmp_path / "p19.txt", None
         raw.to_csv(path, sep=" ", index=False)
-    got = S.read_sumstats(path, column_map)
+    got = read_sumstats(path, column_map)
     assert got.attrs["layout"] == "generic" and len(got) == bf.n_variants
     assert set(raw.TEST) > {"ADD"}
-    sel = S.select_top(S.harmonise(got, bf.bim)[0], 20)
+    sel = select_top(harmonise(got, bf.bim)[0], 20)
     # independent: the ADD rows by exact p, ties by position, strand-ambiguous SNPs out
     bim = bf.bim.set_index("variant_id")
     add = raw[(raw.TEST == "ADD") & (raw.P != "NA")]
@@ -741,27 +748,27 @@ def test_workflow_sumstats_columns_reach_select(glm, tmp_path):
 
 def test_a_used_column_named_twice_is_refused(tmp_path):
     header = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "SE", "SE", "BETA", "P_BOLT_LMM"]
-    assert S.resolve_columns(header, None, "f")[1]["beta"] == "BETA"     # unused: fine
+    assert resolve_columns(header, None, "f")[1]["beta"] == "BETA"     # unused: fine
     header[5:7] = ["BETA", "SE"]
     with pytest.raises(CmixError, match="names the column 'BETA' \\(beta\\) twice"):
-        S.resolve_columns(header, None, "f")
+        resolve_columns(header, None, "f")
 
 
 def test_chromosome_codes_match_the_bim_however_written(tmp_path):
     """Summary statistics that write chromosomes as chr01, 01, CHR2 or plink's 23 match a
     .bim that writes 1, 2 and X by position (their IDs match nothing), as
-    :func:`cmix.genotypes.selection.chrom_code` reads both; the sort key puts X after 22."""
+    :func:`cmix.readers.chroms.chrom_code` reads both; the sort key puts X after 22."""
     rows = [["a1", "chr01", 100, "A", "G", .1, "5"], ["a2", "01", 200, "A", "G", .1, "4"],
             ["a3", "CHR2", 300, "A", "G", .1, "3"], ["a4", "23", 400, "A", "G", .1, "2"]]
     path = _write(tmp_path / "codes.txt", ["ID", "CHROM", "GENPOS", "ALLELE0", "ALLELE1",
                                            "BETA", "LOG10P"], rows)
-    got = S.read_sumstats(path)
+    got = read_sumstats(path)
     assert list(got.chrom) == ["1", "1", "2", "X"]
     bim = pd.DataFrame({"chrom": ["1", "1", "2", "X"], "variant_id": ["rs1", "rs2", "rs3", "rs4"],
                         "cm": 0.0, "pos": [100, 200, 300, 400], "a1": "G", "a2": "A"})
-    table, _ = S.harmonise(got, bim)
+    table, _ = harmonise(got, bim)
     assert sorted(table.variant_id) == ["rs1", "rs2", "rs3", "rs4"]
-    assert list(S.chrom_sort_key(["X", "22", "chr1", "MT", "01"])) == [23, 22, 1, 26, 1]
+    assert list(chrom_sort_key(["X", "22", "chr1", "MT", "01"])) == [23, 22, 1, 26, 1]
 
 
 def test_gwas_ssf_chromosome_25_is_mt(tmp_path):
@@ -775,16 +782,16 @@ def test_gwas_ssf_chromosome_25_is_mt(tmp_path):
                                         "other_allele", "beta", "standard_error", "p_value",
                                         "rsid"],
                  [[c, 100, "G", "A", 0.1, 0.01, "1e-5", "#NA"] for c in ssf_codes])
-    got = S.read_sumstats(ssf)
+    got = read_sumstats(ssf)
     assert got.attrs["layout"] == "GWAS-SSF"
     assert list(got.chrom) == list(ssf_codes.values())
-    table, _ = S.harmonise(got, bim)
+    table, _ = harmonise(got, bim)
     want = bim.set_index("chrom").loc[list(ssf_codes.values()), "variant_id"]
     assert sorted(table.variant_id) == sorted(want)
     plink_numbers = _write(tmp_path / "r.regenie", ["CHROM", "GENPOS", "ID", "ALLELE0",
                                                     "ALLELE1", "BETA", "LOG10P"],
                            [["25", 100, "?", "A", "G", 0.1, 5]])
-    assert list(S.read_sumstats(plink_numbers).chrom) == ["XY"]
+    assert list(read_sumstats(plink_numbers).chrom) == ["XY"]
 
 
 def test_indels_are_never_strand_flipped(tmp_path):
@@ -807,8 +814,8 @@ def test_indels_are_never_strand_flipped(tmp_path):
                                             "P_BOLT_LMM"], rows)
     want = reference_harmonise(path, bim, set(bim.variant_id))
     assert sorted(want.variant_id) == ["rs1", "rs3", "rs5"]
-    table, steps = S.harmonise(S.read_sumstats(path), bim)
-    got = S.rank(table)
+    table, steps = harmonise(read_sumstats(path), bim)
+    got = rank(table)
     assert list(got.variant_id) == list(want.variant_id)
     np.testing.assert_allclose(got.beta, want.beta)
     assert "complemented: 1" in " ".join(steps.step)        # the SNP only
@@ -828,12 +835,12 @@ def test_blank_lines_above_the_header(ld_cohort, tmp_path):
         fh.write(text)
     raw = pd.read_csv(ss, sep="\t", dtype=str, keep_default_na=False)
     for path in (plain, gz):
-        got = S.read_sumstats(path)
+        got = read_sumstats(path)
         assert got.attrs["layout"] == "BOLT-LMM"
         assert list(got.id) == list(raw.SNP)
         np.testing.assert_allclose(got.beta, raw.BETA.astype(float))
         assert list(got.line) == list(range(4, len(raw) + 4))     # header on line 3
-        np.testing.assert_allclose(S.sumstats_info(path), raw.INFO.astype(float))
+        np.testing.assert_allclose(sumstats_info(path), raw.INFO.astype(float))
     lines = text.split("\n")
     fields = lines[9].split("\t")
     fields[raw.columns.get_loc("BETA")] = "oops"
@@ -841,8 +848,8 @@ def test_blank_lines_above_the_header(ld_cohort, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("\n".join(lines))
     with pytest.raises(CmixError, match="bad.txt, line 10, column BETA: expected a number"):
-        S.read_sumstats(bad)
+        read_sumstats(bad)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
     with pytest.raises(CmixError, match="no header line \\(its 2 lines are blank\\)"):
-        S.read_sumstats(empty)
+        read_sumstats(empty)

@@ -17,7 +17,9 @@ import pytest
 
 from cmix.cli import main
 from conftest import requires_plink2
-from cmix.genotypes import bgen, covariates, pgen, phenotypes, plink, relatedness, samples, selection
+from cmix.readers import bgen, pgen, plink
+from cmix.genotypes import covariates, phenotypes, samples, selection
+from cmix.genotypes.relatedness.kinship_table import read_kinship_table
 from cmix.errors import CmixError
 from cmix.text import read_id_list, read_id_set
 
@@ -103,7 +105,7 @@ READERS = {
     "covariates from .eigenvec": (
         "pcs.eigenvec", lambda p, fam: covariates.covariate_matrix(
             _spec(pcs=3, pcs_from="eigenvec"), fam, np.arange(len(fam)), eigenvec=p)[1]),
-    "read_kinship_table": ("kinship.dat", lambda p, fam: relatedness.read_kinship_table(p)),
+    "read_kinship_table": ("kinship.dat", lambda p, fam: read_kinship_table(p)),
     "read_pvar": ("g.pvar", lambda p, fam: pgen.read_pvar(p)),
     "read_psam": ("g.psam", lambda p, fam: pgen.read_psam(p)),
     "read_sample_file (BGEN .sample)": ("g.sample", lambda p, fam: bgen.read_sample_file(p)),
@@ -294,8 +296,8 @@ def test_samples_and_unrelated_read_gzipped_bom_crlf_inputs(cohort, tmp_path, ca
 
 def test_a_bom_in_the_kinship_header_is_read(cohort, tmp_path):
     path = _write(tmp_path / "k.dat", BOM + (cohort / "kinship.dat").read_text())
-    _same(relatedness.read_kinship_table(cohort / "kinship.dat"),
-          relatedness.read_kinship_table(path))
+    _same(read_kinship_table(cohort / "kinship.dat"),
+          read_kinship_table(path))
 
 
 @pytest.mark.parametrize("case, problem", [
@@ -335,7 +337,7 @@ def test_a_column_named_twice_is_refused(cohort, tmp_path, reader, name, header_
     fam = plink.read_fam(cohort / "genotypes.fam")
     read = {"phenotypes": phenotypes.read_phenotypes,
             "sample_qc": lambda p: samples.read_sample_qc(p, fam),
-            "kinship": relatedness.read_kinship_table}[reader]
+            "kinship": read_kinship_table}[reader]
     with pytest.raises(CmixError, match=r"line 1: column '.*' appears twice in the header"):
         read(path)
 
@@ -604,7 +606,7 @@ def test_a_file_holding_another_chromosome_is_refused(chrom_set, tmp_path, capsy
 
 
 def test_chromosome_names_compare_as_plink_numbers():
-    from cmix.genotypes.sources import check_part_chrom
+    from cmix.readers.sources import check_part_chrom
 
     bim = pd.DataFrame({"chrom": ["chr03", "3", "03"]})
     check_part_chrom(bim, "3", "c3.bim")
@@ -615,7 +617,7 @@ def test_chromosome_names_compare_as_plink_numbers():
 
 
 def test_the_ld_region_list_reads_gzip_bom_and_crlf(tmp_path):
-    from cmix.genotypes.pca import HIGH_LD_REGIONS, read_regions
+    from cmix.genotypes.pca.regions import HIGH_LD_REGIONS, read_regions
 
     raw = Path(HIGH_LD_REGIONS).read_bytes().replace(b"\r\n", b"\n")
     plain_path = tmp_path / "r.txt"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cmix.genotypes.phenotypes import TRAIT_KEYS
-from cmix.simulate import simulate_cohort
+from cmix.simulate.balding_nichols import simulate_cohort
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,6 +24,13 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 def snakemake(*args, cwd=REPO):
     return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True)
+
+
+def message_lines(out: str) -> list[str]:
+    """The non-blank lines of a run's output but Snakemake's own notice that it reads the
+    workflow's default profile (workflow/profiles/default)."""
+    return [line for line in out.splitlines()
+            if line.strip() and not line.startswith("Using workflow specific profile")]
 
 
 def test_lint_and_format_are_clean():
@@ -153,7 +160,7 @@ def test_a_number_yaml_reads_as_text_gets_its_spelling(ukb_standin, tmp_path):
 @pytest.mark.parametrize("trait, change, message", [
     ("hair_colour", {"instanse": 2}, "'instanse' was unexpected"),
     ("mean_platelet_volume", {"binarize": "median"}, "'binarize' was unexpected"),
-    ("hair_colour", {"classes": {"blonde": ["1"], "red": [2]}}, "'1' is not of type 'integer'"),
+    ("hair_colour", {"classes": {"blonde": [1.5], "red": [2]}}, "1.5 is not of type"),
 ])
 def test_trait_definition_errors_fail_before_any_job(ukb_standin, tmp_path, trait, change,
                                                      message):
@@ -315,6 +322,41 @@ def test_killed_training_job_resumes_from_its_checkpoint(tmp_path):
     assert (run / "metrics.json").exists()
 
 
+def test_a_crashed_run_is_resumed_by_the_plain_rerun(tmp_path):
+    """Snakemake killed with its job (as when it dies of "can't start new thread" on a
+    loaded machine) leaves the job's outputs marked incomplete. The plain rerun plans
+    that job again (the workflow's default profile sets rerun-incomplete; every cmix step
+    writes to a temporary name and renames, so rerunning is safe); without that profile
+    the same rerun refuses with IncompleteFilesException."""
+    import time
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg.update(run_name="crash", simulate={"n_samples": 600, "n_variants": 1200, "seed": 4},
+               traits=["mean_platelet_volume"], budgets=[60], seeds=[1], methods=["logreg"])
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = [*SNAKEMAKE, "--cores", "2", "--configfile", str(path), "--directory", str(tmp_path)]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    first_output = tmp_path / "results/crash/cohort/genotypes.bed"
+    deadline = time.time() + 120
+    while not first_output.exists() and time.time() < deadline:
+        time.sleep(0.02)
+    subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], check=True)
+    proc.wait(timeout=60)
+    # a crash that ends Snakemake's process releases its lock (a kill does not: that is
+    # what `snakemake --unlock` is for)
+    for lock in (tmp_path / ".snakemake/locks").iterdir():
+        lock.unlink()
+    refused = subprocess.run([*args, "-n", "--workflow-profile", "none"], cwd=REPO,
+                             capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "IncompleteFilesException" in refused.stdout + refused.stderr
+    rerun = subprocess.run([*args, "-n"], cwd=REPO, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "simulate" in [job["rule"] for job in plan(rerun.stdout)]
+
+
 def test_missing_input_file_names_the_key(ukb_standin, tmp_path):
     cfg_path, cfg = ukb_standin
     cfg = dict(cfg, inputs=dict(cfg["inputs"], phenotypes=str(tmp_path / "nope.tsv")))
@@ -334,7 +376,7 @@ def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
     from test_ukb_inputs import plink2, write_dosage_vcf
 
     from cmix.cli import main
-    from cmix.genotypes.plink import open_bfile
+    from cmix.readers.plink import open_bfile
     from cmix.genotypes.store import open_store
 
     _, cfg = ukb_standin
@@ -556,6 +598,22 @@ def test_any_plink_cohort_runs_end_to_end(plain_cohort, tmp_path):
         assert attrs["covariates"]["names"][:2] == ["age", "sex"]
 
 
+def test_a_covariate_the_phenotype_table_lacks_is_refused_before_any_job(plain_cohort,
+                                                                        tmp_path):
+    """The template's covariates (age, sex) on a phenotype table without an age column:
+    one line naming the entry to remove and the columns there are, before any job."""
+    import pandas as pd
+
+    c, cfg = plain_cohort
+    table = pd.read_csv(cfg["inputs"]["phenotypes"], sep="\t", dtype=str)
+    no_age = tmp_path / "no_age.tsv"
+    table.drop(columns="age").to_csv(no_age, sep="\t", index=False)
+    cfg = copy.deepcopy(cfg)
+    cfg["inputs"]["phenotypes"] = str(no_age)
+    line = dry_run_refuses(cfg, tmp_path, "covariates.fields: {column: age} names no column of")
+    assert "remove it from covariates.fields" in line and "IID, hair_colour" in line
+
+
 def test_ukb_inputs_record_the_filters_they_applied(ukb_standin, tmp_path):
     """With a sample QC table, a withdrawal list and a kinship table, the store says so."""
     from cmix.genotypes.store import open_store
@@ -585,7 +643,7 @@ def dry_run_refuses(cfg: dict, tmp_path, message: str, *extra):
                     str(tmp_path), *extra)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-2000:]
-    lines = [line for line in out.splitlines() if line.strip()]
+    lines = message_lines(out)
     assert len(lines) == 1 and lines[0].startswith("config error: "), out[-2000:]
     assert message in lines[0], lines[0]
     assert not (tmp_path / "results").exists() and "rule " not in out
@@ -627,8 +685,7 @@ def _cohort_samples(c: Path, cfg: dict, trait: str) -> int:
     ("covariates_method_without_covariates", "methods: covariates needs covariates"),
     ("overlap_of_an_unknown_trait", "inputs.sumstats_overlap: unknown trait 'hair_color'"),
     ("fetch_manifest_absent", "fetch_manifest: "),
-    ("covariate_field_absent", "covariates.fields (field 54) is absent from the phenotype "
-                               "table: no column f.54.0.0 or 54-0.0"),
+    ("covariate_field_absent", "covariates.fields: 54 names no column of"),
 ])
 def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
     """Each value a job would refuse, or that would make a grid other than the one meant
@@ -672,6 +729,8 @@ def test_dry_run_refuses_what_a_job_would(ukb_standin, tmp_path, case, message):
     elif case == "covariate_field_absent":
         cfg["covariates"] = {**cfg["covariates"], "fields": [21022, 54]}
     line = dry_run_refuses(cfg, tmp_path, message)
+    if case == "covariate_field_absent":
+        assert "(no column f.54.0.0 or 54-0.0; its columns: " in line
     if case == "sumstats_missing":
         assert "nope.sumstats.gz not found" in line
     if case == "fetch_manifest_absent":
@@ -691,7 +750,7 @@ def test_a_config_key_given_twice_is_refused(ukb_standin, tmp_path):
     res = snakemake("-n", "--cores", "1", "--configfile", str(path), "--directory",
                     str(tmp_path))
     out = res.stdout + res.stderr
-    lines = [line for line in out.splitlines() if line.strip()]
+    lines = message_lines(out)
     assert res.returncode != 0 and len(lines) == 1, out[-2000:]
     assert lines[0] == (f"config error: {path}, line {n_lines + 1}: key 'budgets' appears "
                         "twice in one mapping; which one is meant cannot be told")

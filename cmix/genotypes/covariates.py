@@ -107,7 +107,7 @@ def _numbers(values: pd.Series, path, column: str, line_of) -> np.ndarray:
 def _unique_ids(ids: pd.Series, path, line_of) -> None:
     """Raise naming the two lines of the first sample ID listed twice (line_of: 0-based
     row -> the file's line number)."""
-    from .plink import first_duplicate_lines
+    from ..readers.plink import first_duplicate_lines
 
     dup = first_duplicate_lines(ids.reset_index(drop=True))
     if dup:

@@ -79,7 +79,7 @@ from . import phenotypes as ph
 
 if TYPE_CHECKING:
     from .covariates import SampleTables
-    from .sources import GenotypeFiles
+    from ..readers.sources import GenotypeFiles
 
 BOLT_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
                 "P_BOLT_LMM"]
@@ -104,9 +104,9 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
     """
     kind = ph.check_trait_config(config, trait)
     column = ph.trait_column(pheno.columns, config, trait, path)
-    values = ph.trait_values(pheno, column, iids, path or pheno.attrs.get("path", "phenotype table"),
-                             trait)
+    path = path or pheno.attrs.get("path", "phenotype table")
     if kind == "continuous":
+        values = ph.trait_values(pheno, column, iids, path, trait)
         if multiclass is not None:
             raise CmixError(f"trait {trait!r}: multiclass {multiclass!r} given for a "
                             "continuous trait; it chooses the GWAS of a categorical one")
@@ -114,7 +114,7 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
         values[np.isin(values, codes)] = np.nan
         return values, False, f"{column} as measured (linear)"
     names = [str(c) for c in config["classes"]]
-    label = ph.categorical_labels(values, config["classes"]).astype(float)
+    label = ph.class_labels(pheno, column, config["classes"], iids, path, trait)[0].astype(float)
     label[label < 0] = np.nan
     if len(names) == 2 and multiclass is None:
         return label + 1, True, f"{names[1]} (case) vs {names[0]} (control), logistic"
@@ -151,12 +151,13 @@ def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fractio
     kind = ph.check_trait_config(config, trait)
     column = ph.trait_column(pheno.columns, config, trait, path)
     iids = np.asarray(iids, dtype=str)
-    values = ph.trait_values(pheno, column, iids, path or pheno.attrs.get("path", "phenotype table"),
-                             trait)
+    path = path or pheno.attrs.get("path", "phenotype table")
     if kind == "categorical":
-        strata = ph.categorical_labels(values, config["classes"]).astype(np.int64)
+        strata = ph.class_labels(pheno, column, config["classes"], iids, path,
+                                 trait)[0].astype(np.int64)
         ok = strata >= 0
     else:
+        values = ph.trait_values(pheno, column, iids, path, trait)
         codes = [float(c) for c in config.get("missing_codes", [])]
         ok = np.isfinite(values) & ~np.isin(values, codes)
     if complete is not None:
@@ -205,8 +206,8 @@ def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, li
     """[(chrom, plink2 input arguments)] of one run per chromosome of ``bim_chroms``
     (the chromosome names that hold a variant to test): one per such file of a
     ``{chrom}`` pattern, else ``--chr`` on the one file set."""
-    from .selection import chrom_code
-    from .sources import expand, is_pattern
+    from ..readers.chroms import chrom_code
+    from ..readers.sources import expand, is_pattern
 
     bfile, pfile, fam, bgen, sample, chroms = (
         genotypes.bfile, genotypes.pfile, genotypes.fam, genotypes.bgen, genotypes.sample,
@@ -372,9 +373,10 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     removed at the end; those a killed run left are removed by the next one. The
     summary statistics and the ID list appear together or not at all.
     """
-    from .plink import write_sample_ids
-    from .selection import chrom_mask, extract_mask, sample_rows
-    from .sources import may_hold_dosages
+    from ..readers.plink import write_sample_ids
+    from ..readers.chroms import chrom_mask
+    from .selection import extract_mask, sample_rows
+    from ..readers.sources import may_hold_dosages
 
     trait, ids_out, threads = model.trait, people.ids_out, plink2.threads
     exe = find_plink2(plink2.exe)
@@ -384,7 +386,8 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     bim_chrom = bf.bim["chrom"].astype(str)
     tested = chrom_mask(bim_chrom, genotypes.chroms)
     if extract is not None:   # a missing or empty list fails here, not in plink2
-        tested &= extract_mask(bf.bim["variant_id"], extract, f"{bf.prefix} variants")[0]
+        tested &= extract_mask(bf.bim["variant_id"], extract, f"{bf.prefix} variants",
+                               excluded=bf.excluded)[0]
     if not tested.any():
         raise CmixError(f"{bf.prefix}: no variant to test"
                         + (f" on --chroms {genotypes.chroms}" if genotypes.chroms else "")
@@ -415,7 +418,7 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
             write_gzip(tmps[0], merged[BOLT_COLUMNS].to_csv(sep="\t", index=False).encode())
             if ids_out is not None:
                 write_sample_ids(tmps[1], bf.fam, np.sort(fam_rows))
-                write_discovery_record(tmps[2], tmps[0], iid)
+                write_discovery_record(tmps[2], tmps[0], iid, bf.bim)
     n_na = int((merged["P_BOLT_LMM"].isin(["NA", "nan", ""])).sum())
     log(f"gwas {trait}: wrote {out} ({len(merged)} variants, {n_na} without a test; "
         f"at most {merged.attrs['max_obs']} of the {len(chosen)} people at a variant, "
@@ -469,17 +472,28 @@ def discovery_record_path(sumstats) -> Path:
     return Path(f"{sumstats}.discovery.json")
 
 
-def write_discovery_record(path, sumstats_written, iids) -> None:
+def variants_sha256(bim: pd.DataFrame) -> str:
+    """sha256 of a genotype source's variant table (chromosome, ID, position and both
+    alleles of every variant, in file order): the same for the same variants however
+    they are stored, so a selection can tell that summary statistics were computed on
+    the very genotypes it harmonises against."""
+    rows = bim[["chrom", "variant_id", "pos", "a1", "a2"]].astype(str).agg("\t".join, axis=1)
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def write_discovery_record(path, sumstats_written, iids, bim: pd.DataFrame) -> None:
     """Write the discovery record (:func:`discovery_record_path`): the sha256 of the
-    summary statistics file ``sumstats_written`` and the size and sha256 of the people
-    ``iids`` it tested (no IDs)."""
+    summary statistics file ``sumstats_written``, the size and sha256 of the people
+    ``iids`` it tested (no IDs) and the sha256 of the genotypes' variant table ``bim``
+    (:func:`variants_sha256`)."""
     import json
 
     from ..atomic import file_sha256
 
     Path(path).write_text(json.dumps({
         "sumstats_sha256": file_sha256(sumstats_written), "n_discovery": int(len(iids)),
-        "ids_sha256": ids_sha256(iids), "engine": ENGINE}, indent=1) + "\n")
+        "ids_sha256": ids_sha256(iids), "variants_sha256": variants_sha256(bim),
+        "engine": ENGINE}, indent=1) + "\n")
 
 
 def read_discovery_record(sumstats, sha256: str) -> dict | None:
@@ -497,7 +511,7 @@ def read_discovery_record(sumstats, sha256: str) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("sumstats_sha256") != sha256:
         return None
-    return {k: record.get(k) for k in ("n_discovery", "ids_sha256")}
+    return {k: record.get(k) for k in ("n_discovery", "ids_sha256", "variants_sha256")}
 
 
 def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown",
@@ -508,7 +522,7 @@ def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown",
     sha256 of the summary statistics the SNPs were selected from (``sumstats_sha256``)
     and whether they are a discovery GWAS of this cohort (``discovery_gwas``), from
     ``selection_source`` (what ``cmix select`` recorded,
-    :func:`cmix.genotypes.sumstats.read_selection_source`). CmixError when the route
+    :func:`cmix.genotypes.sumstats.selection_files.read_selection_source`). CmixError when the route
     contradicts the selection: ``discovery`` people whose GWAS did not give the
     selection's summary statistics, or a ``sumstats`` file other than the one selected
     from."""

@@ -1,13 +1,13 @@
 """Numba kernels shared by the genotype steps, and the numba thread setting.
 
 Genotype counts (:func:`count_genotypes`, for :mod:`cmix.genotypes.qc` and
-:mod:`cmix.genotypes.pca`): one streaming pass over the packed .bed bytes counts, per
+:mod:`cmix.genotypes.pca.fit`): one streaming pass over the packed .bed bytes counts, per
 variant, the kept founders' genotypes and all kept samples' missing calls, on 64-bit
 words of 32 samples with per-word sample masks (see :func:`_count_block`).
 
-KING-robust from bit planes (:mod:`cmix.genotypes.relatedness`): each sample's calls over a
-block of variants become three bit planes, 64 variants a word (bit ``v % 64`` of word
-``v // 64``):
+KING-robust from bit planes (:mod:`cmix.genotypes.relatedness.bitplanes`): each sample's
+calls over a block of variants become three bit planes, 64 variants a word (bit
+``v % 64`` of word ``v // 64``):
 
 * plane 0, ``hom``: the call is homozygous (A1 count 0 or 2);
 * plane 1, ``two``: the call is homozygous for A1 (count 2);
@@ -302,7 +302,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
                     show_progress: bool = True) -> Counts:
     """Count genotypes per variant over the kept samples in one streaming pass.
 
-    bf: an opened :class:`cmix.genotypes.plink.Bfile`. sample_idx: int indices into the .fam of
+    bf: an opened :class:`cmix.readers.plink.Bfile`. sample_idx: int indices into the .fam of
     the kept samples (None = all). Founders (no parents in the .fam) give the genotype
     counts; all kept samples give ``missing``. ``sample_missing=True`` also counts
     each sample's missing calls (for --mind) over the variants where ``variant_ok``

@@ -25,7 +25,12 @@ Trait configuration (one dict per trait; the workflow config holds ``traits: {na
         ``{"blonde": [1], "red": [2], "brown": [3, 4], "black": [5]}``: codes map to
         classes (several codes may merge into one class); class indices follow the
         dict's order. Codes not listed, negative codes (UKB's -1 "do not know",
-        -3 "prefer not to answer") and blanks are missing. Codes are integers.
+        -3 "prefer not to answer") and blanks are missing. Codes are integers (UK
+        Biobank's data-codings: the column must then hold numbers) or text, the
+        categories as the table writes them (``{"eur": ["EUR"], "other": ["AFR",
+        "SAS"]}``): with any text code the column is compared as text (cells stripped
+        of spaces, case kept; an integer code matches its decimal text), and a cell
+        that is no listed code is missing.
 
     :func:`check_trait_config` rejects any other key (naming the closest valid one, so
     ``"instanse"`` or ``"binarize"`` is not silently ignored), keys of the other kind and
@@ -54,6 +59,7 @@ Test split (:func:`test_split`)
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -122,15 +128,17 @@ def trait_column(columns, config: dict, trait: str = "", path="", who: str = "")
 
 
 #: Cells read as a missing value in a numeric column (besides the empty cell).
-def trait_values(pheno: pd.DataFrame, column: str, sample_ids, path, trait: str) -> np.ndarray:
+def trait_values(pheno: pd.DataFrame, column: str, sample_ids, path, trait: str,
+                 what: str | None = None) -> np.ndarray:
     """float64 (len(sample_ids),) values of a trait's column for ``sample_ids`` (NaN where
     a sample has no row or a blank/NA cell); every cell of the column is checked to be a
-    number (:func:`numeric_column`), naming the file line of the first that is not, and
-    some sample must have a row (:func:`_check_some_in_table`)."""
+    number (:func:`numeric_column`), naming the file line of the first that is not (and
+    ``what`` the column must hold), and some sample must have a row
+    (:func:`_check_some_in_table`)."""
     _check_some_in_table(pheno, np.asarray(sample_ids, dtype=str), path)
     all_values = numeric_column(pheno[column], path, column,
                                 lambda i: data_line(path, i, "phenotype table"),
-                                f"trait {trait!r} is numeric")
+                                what or f"trait {trait!r} is numeric")
     return pd.Series(all_values, index=pheno.index).reindex(
         np.asarray(sample_ids, dtype=str)).to_numpy(float, copy=True)
 
@@ -258,28 +266,42 @@ def check_trait_config(config, trait: str, source: str = "trait config") -> str:
 
 
 def _check_classes(classes, where: str) -> None:
-    example = '{"blonde": [1], "red": [2]}'
+    example = '{"blonde": [1], "red": [2]} or {"eur": ["EUR"], "other": ["AFR", "SAS"]}'
     if not isinstance(classes, dict) or len(classes) < 2:
         got = f"a {type(classes).__name__}" if classes is not None else "nothing"
         if isinstance(classes, dict):
             got = f"{len(classes)} class(es)"
         raise CmixError(f"{where}: a categorical trait needs 'classes': a map of at least two "
-                        f"class names to lists of integer codes, e.g. {example}; got {got}")
+                        f"class names to lists of codes, e.g. {example}; got {got}")
     seen = {}
     for name, codes in classes.items():
         for c in (codes if isinstance(codes, (list, tuple)) else [codes]):
-            if not _is_int(c):
-                raise CmixError(f"{where}, class {name!r}: codes must be integers (the field's "
-                                f"UK Biobank data-coding values), found {c!r}")
-            if c < 0:
+            if not (_is_int(c) or (isinstance(c, str) and c.strip())):
+                raise CmixError(f"{where}, class {name!r}: a code is an integer (the field's "
+                                "UK Biobank data-coding value) or text (the category as the "
+                                f"phenotype table writes it), found {c!r}")
+            if _is_int(c) and c < 0:
                 raise CmixError(f"{where}, class {name!r}: code {c} is negative; negative "
                                 "codes (-1 do not know, -3 prefer not to answer) are missing "
                                 "values and never form a class")
-            if c in seen:
-                raise CmixError(f"{where}: code {c} is in classes {seen[c]!r} and {name!r}")
-            seen[c] = name
+            key = str(c).strip()
+            if key in seen:
+                raise CmixError(f"{where}: code {c!r} is in classes {seen[key]!r} and {name!r}")
+            seen[key] = name
         if isinstance(codes, (list, tuple)) and not codes:
             raise CmixError(f"{where}, class {name!r}: no codes listed")
+
+
+def _code_lists(classes: dict) -> list[list]:
+    """The codes of each class, in the classes' order (a lone code as a list of one)."""
+    return [list(codes) if isinstance(codes, (list, tuple)) else [codes]
+            for codes in classes.values()]
+
+
+def has_text_codes(classes: dict) -> bool:
+    """Whether any class of a categorical trait lists a text code (the column is then
+    compared as text)."""
+    return any(isinstance(c, str) for codes in _code_lists(classes) for c in codes)
 
 
 def _check_binarise(b, where: str) -> None:
@@ -301,16 +323,46 @@ def _check_binarise(b, where: str) -> None:
 
 
 def categorical_labels(values: np.ndarray, classes: dict) -> np.ndarray:
-    """Class index per value (int16 (n,), -1 missing) for a code -> class map.
+    """Class index per value (int16 (n,), -1 missing) for a code -> class map of integer
+    codes.
 
     values: float (n,) raw codes, NaN blank. Negative codes and unlisted codes are -1.
     """
     values = np.asarray(values, dtype=float)
     labels = np.full(len(values), -1, dtype=np.int16)
-    for k, codes in enumerate(classes.values()):
-        codes = [float(c) for c in (codes if isinstance(codes, (list, tuple)) else [codes])]
-        labels[np.isin(values, codes) & (values >= 0)] = k
+    for k, codes in enumerate(_code_lists(classes)):
+        labels[np.isin(values, [float(c) for c in codes]) & (values >= 0)] = k
     return labels
+
+
+def text_labels(cells: np.ndarray, classes: dict) -> np.ndarray:
+    """Class index per cell (int16 (n,), -1 missing) for a code -> class map with text
+    codes: cells (str (n,), stripped) equal to a code's text (an integer code's decimal
+    text) take its class; blanks, NA and unlisted text are -1."""
+    cells = np.asarray(cells, dtype=object).astype(str)
+    labels = np.full(len(cells), -1, dtype=np.int16)
+    for k, codes in enumerate(_code_lists(classes)):
+        labels[np.isin(cells, [str(c).strip() for c in codes])] = k
+    return labels
+
+
+def class_labels(pheno: pd.DataFrame, column: str, classes: dict, sample_ids, path,
+                 trait: str) -> tuple[np.ndarray, np.ndarray]:
+    """(labels int16 (n,), -1 missing; raw values float64 (n,)) of a categorical trait's
+    column for ``sample_ids``. Integer codes: the column must hold numbers
+    (:func:`trait_values`; a text cell is refused naming its line, with the text-code
+    form as the fix). Any text code: the cells are compared as text
+    (:func:`text_labels`) and the raw values are NaN."""
+    sample_ids = np.asarray(sample_ids, dtype=str)
+    if has_text_codes(classes):
+        _check_some_in_table(pheno, sample_ids, path)
+        cells = pheno[column].reindex(sample_ids)
+        cells = cells.where(cells.notna(), "").astype(str).str.strip().to_numpy()
+        return text_labels(cells, classes), np.full(len(sample_ids), np.nan)
+    what = (f"trait {trait!r} lists integer codes; for text categories list them as text, "
+            "e.g. classes: {eur: [EUR], other: [AFR, SAS]}")
+    values = trait_values(pheno, column, sample_ids, path, trait, what)
+    return categorical_labels(values, classes), values
 
 
 def continuous_thresholds(train_values: np.ndarray, binarise) -> tuple[float, float]:
@@ -339,6 +391,50 @@ def _check_some_in_table(pheno: pd.DataFrame, sample_ids: np.ndarray, path) -> N
                         "that the table holds this dataset's participant IDs")
 
 
+@dataclass(frozen=True)
+class _ClassWhere:
+    """What the class-count messages of :func:`label_trait` name."""
+
+    path: object
+    trait: str
+    column: str
+    kind: str
+    config: dict
+    thresholds: list | None
+    n_candidates: int
+
+
+def _check_class_counts(label, split, class_names, n_per_class, counts, test_fraction,
+                        where: _ClassWhere) -> None:
+    """CmixError when a class has no sample in the training split, or (test_fraction >
+    0) none in the test split."""
+    n_train = np.bincount(label[split == 0], minlength=len(class_names))
+    if (n_train == 0).any():
+        k = int(np.flatnonzero(n_train == 0)[0])
+        if where.kind == "categorical":
+            what = f"codes {list(where.config['classes'].values())[k]}"
+        elif k == 0:
+            what = f"values <= {where.thresholds[0]:g}"
+        elif where.thresholds[1] == np.nextafter(where.thresholds[0], np.inf):
+            what = f"values > {where.thresholds[0]:g}"
+        else:
+            what = f"values >= {where.thresholds[1]:g}"
+        stage = "after filtering" if n_per_class[k] == 0 else "in the training split"
+        raise CmixError(f"{where.path}: trait {where.trait!r} (column {where.column!r}): class "
+                        f"{class_names[k]!r} ({what}) has no sample {stage} among the "
+                        f"{where.n_candidates} candidate samples (per class: "
+                        f"{counts['per_class']}); every class needs training samples: check "
+                        "the codes, the threshold or the keep list")
+    n_test = np.bincount(label[split == 1], minlength=len(class_names))
+    if test_fraction > 0 and (n_test == 0).any():
+        k = int(np.flatnonzero(n_test == 0)[0])
+        raise CmixError(f"{where.path}: trait {where.trait!r} (column {where.column!r}): class "
+                        f"{class_names[k]!r} has {int(n_per_class[k])} sample(s), too few for "
+                        f"one in the test split (test fraction {test_fraction:g}; per class: "
+                        f"{counts['per_class']}); its accuracy could not be measured: merge "
+                        "or drop the class, or change the codes")
+
+
 def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
                 test_fraction: float = 0.2, seed: int = 0, path="") -> dict:
     """Labels and test split for one trait over the given samples.
@@ -347,7 +443,7 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     (str, n_candidates), e.g. the unrelated kept samples in .fam order.
     Returns a dict: ``keep`` (int64 positions into sample_ids of the labeled samples,
     in order), ``label`` (int16, per kept sample), ``split`` (int8, 0 train / 1 test),
-    ``phenotype`` (float64 raw values), ``class_names`` (list of str),
+    ``phenotype`` (float64 raw values; NaN for text codes), ``class_names`` (list of str),
     ``thresholds`` (continuous only: [low_max, high_min]), ``counts`` (dict of counts
     per step, no IDs). Raises :class:`CmixError` when a class has no sample in the
     training split (a class the trainer could not learn), or none in the test split
@@ -360,11 +456,14 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     sample_ids = np.asarray(sample_ids, dtype=str)
     path = path or pheno.attrs.get("path", "phenotype table")
     raw = pheno[column].reindex(sample_ids)
-    values = trait_values(pheno, column, sample_ids, path, trait)
+    if kind == "categorical":
+        all_labels, values = class_labels(pheno, column, config["classes"], sample_ids,
+                                          path, trait)
+    else:
+        values = trait_values(pheno, column, sample_ids, path, trait)
     counts = {"candidates": int(len(sample_ids)),
               "in_phenotype_table": int(raw.notna().sum())}
     if kind == "categorical":
-        all_labels = categorical_labels(values, config["classes"])
         class_names = [str(c) for c in config["classes"]]
         has = np.flatnonzero(all_labels >= 0)
         counts["with_a_listed_code"] = int(len(has))
@@ -390,31 +489,8 @@ def label_trait(pheno: pd.DataFrame, trait: str, config: dict, sample_ids,
     n_per_class = np.bincount(label, minlength=len(class_names))
     counts["per_class"] = {name: int(c) for name, c in zip(class_names, n_per_class)}
     counts["test"] = int(split.sum())
-    n_train = np.bincount(label[split == 0], minlength=len(class_names))
-    if (n_train == 0).any():
-        k = int(np.flatnonzero(n_train == 0)[0])
-        if kind == "categorical":
-            what = f"codes {list(config['classes'].values())[k]}"
-        elif k == 0:
-            what = f"values <= {thresholds[0]:g}"
-        elif thresholds[1] == np.nextafter(thresholds[0], np.inf):
-            what = f"values > {thresholds[0]:g}"
-        else:
-            what = f"values >= {thresholds[1]:g}"
-        where = "after filtering" if n_per_class[k] == 0 else "in the training split"
-        raise CmixError(f"{path}: trait {trait!r} (column {column!r}): class "
-                        f"{class_names[k]!r} ({what}) has no sample {where} among the "
-                        f"{len(sample_ids)} candidate samples (per class: "
-                        f"{counts['per_class']}); every class needs training samples: check "
-                        "the codes, the threshold or the keep list")
-    n_test = np.bincount(label[split == 1], minlength=len(class_names))
-    if test_fraction > 0 and (n_test == 0).any():
-        k = int(np.flatnonzero(n_test == 0)[0])
-        raise CmixError(f"{path}: trait {trait!r} (column {column!r}): class "
-                        f"{class_names[k]!r} has {int(n_per_class[k])} sample(s), too few for "
-                        f"one in the test split (test fraction {test_fraction:g}; per class: "
-                        f"{counts['per_class']}); its accuracy could not be measured: merge "
-                        "or drop the class, or change the codes")
+    _check_class_counts(label, split, class_names, n_per_class, counts, test_fraction,
+                        _ClassWhere(path, trait, column, kind, config, thresholds, len(sample_ids)))
     return {"keep": keep.astype(np.int64), "label": label.astype(np.int16),
             "split": split.astype(np.int8), "phenotype": values[keep],
             "class_names": class_names, "thresholds": thresholds, "column": column,

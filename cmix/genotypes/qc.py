@@ -39,154 +39,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit, prange
 
 from ..errors import CmixError
+from ..readers.chroms import chrom_mask, chrom_text, is_autosome
+from .hwe import (HweGroups, grouped_hwe_p, grouped_summary, het_excess, hwe_exact_p,
+                  read_hwe_groups, structure_signal, structure_warning)
 from .kernels import K_SMALL_EPSILON, Counts, count_genotypes, founder_flags
-from .selection import chrom_mask, chrom_text, is_autosome
 
 if TYPE_CHECKING:
-    from .sources import GenotypeFiles
-
-# plink2's constants (plink2_stats.cc): the probability scale of the observed table and
-# the relative tolerance below which two tables count as equally likely.
-K_EXACT_TEST_BIAS = 0.00000000000000000000000010339757656912845935892608650874535669572651386260986328125
-_DBL_MAX = 1.7976931348623157e308
-
-
-# ---------------------------------------------------------------- HWE exact test
-@njit(cache=True, nogil=True)
-def _hwe_p_one(obs_hets, obs_hom1, obs_hom2, midp):
-    """plink2's HweP(): exact HWE p-value for one variant (a line-by-line port).
-
-    Not split: it follows plink2_stats.cc's HweP statement by statement, so that it can
-    be diffed against plink2's source; named steps would hide that correspondence."""
-    if obs_hom1 < obs_hom2:
-        obs_homc = obs_hom2
-        obs_homr = obs_hom1
-    else:
-        obs_homc = obs_hom1
-        obs_homr = obs_hom2
-    rare_copies = 2 * obs_homr + obs_hets
-    genotypes2 = (obs_hets + obs_homc + obs_homr) * 2
-    if genotypes2 == 0:
-        return 0.5 if midp else 1.0
-    tie_ct = 1
-    curr_hets_t2 = float(obs_hets)
-    curr_homr_t2 = float(obs_homr)
-    curr_homc_t2 = float(obs_homc)
-    tailp = (1 - K_SMALL_EPSILON) * K_EXACT_TEST_BIAS
-    centerp = 0.0
-    lastp2 = tailp
-    lastp1 = tailp
-    if obs_hets * genotypes2 > rare_copies * (genotypes2 - rare_copies):
-        # tail 1 = upper
-        while curr_hets_t2 > 1.5:
-            curr_homr_t2 += 1
-            curr_homc_t2 += 1
-            lastp2 *= (curr_hets_t2 * (curr_hets_t2 - 1)) / (4 * curr_homr_t2 * curr_homc_t2)
-            curr_hets_t2 -= 2
-            if lastp2 < K_EXACT_TEST_BIAS:
-                if lastp2 > (1 - 2 * K_SMALL_EPSILON) * K_EXACT_TEST_BIAS:
-                    tie_ct += 1
-                tailp += lastp2
-                break
-            centerp += lastp2
-            if centerp > _DBL_MAX:
-                return 0.0
-        if centerp == 0 and not midp:
-            return 1.0
-        while curr_hets_t2 > 1.5:
-            curr_homr_t2 += 1
-            curr_homc_t2 += 1
-            lastp2 *= (curr_hets_t2 * (curr_hets_t2 - 1)) / (4 * curr_homr_t2 * curr_homc_t2)
-            curr_hets_t2 -= 2
-            preaddp = tailp
-            tailp += lastp2
-            if tailp <= preaddp:
-                break
-        curr_hets_t1 = float(obs_hets + 2)
-        curr_homr_t1 = float(obs_homr)
-        curr_homc_t1 = float(obs_homc)
-        while curr_homr_t1 > 0.5:
-            lastp1 *= (4 * curr_homr_t1 * curr_homc_t1) / (curr_hets_t1 * (curr_hets_t1 - 1))
-            preaddp = tailp
-            tailp += lastp1
-            if tailp <= preaddp:
-                break
-            curr_hets_t1 += 2
-            curr_homr_t1 -= 1
-            curr_homc_t1 -= 1
-    else:
-        # tail 1 = lower
-        while curr_homr_t2 > 0.5:
-            curr_hets_t2 += 2
-            lastp2 *= (4 * curr_homr_t2 * curr_homc_t2) / (curr_hets_t2 * (curr_hets_t2 - 1))
-            curr_homr_t2 -= 1
-            curr_homc_t2 -= 1
-            if lastp2 < K_EXACT_TEST_BIAS:
-                if lastp2 > (1 - 2 * K_SMALL_EPSILON) * K_EXACT_TEST_BIAS:
-                    tie_ct += 1
-                tailp += lastp2
-                break
-            centerp += lastp2
-            if centerp > _DBL_MAX:
-                return 0.0
-        if centerp == 0 and not midp:
-            return 1.0
-        while curr_homr_t2 > 0.5:
-            curr_hets_t2 += 2
-            lastp2 *= (4 * curr_homr_t2 * curr_homc_t2) / (curr_hets_t2 * (curr_hets_t2 - 1))
-            curr_homr_t2 -= 1
-            curr_homc_t2 -= 1
-            preaddp = tailp
-            tailp += lastp2
-            if tailp <= preaddp:
-                break
-        curr_hets_t1 = float(obs_hets)
-        curr_homr_t1 = float(obs_homr)
-        curr_homc_t1 = float(obs_homc)
-        while curr_hets_t1 > 1.5:
-            curr_homr_t1 += 1
-            curr_homc_t1 += 1
-            lastp1 *= (curr_hets_t1 * (curr_hets_t1 - 1)) / (4 * curr_homr_t1 * curr_homc_t1)
-            preaddp = tailp
-            tailp += lastp1
-            if tailp <= preaddp:
-                break
-            curr_hets_t1 -= 2
-    if not midp:
-        return tailp / (tailp + centerp)
-    return (tailp - ((1 - K_SMALL_EPSILON) * K_EXACT_TEST_BIAS * 0.5) * tie_ct) / (tailp + centerp)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _hwe_p_many(het, hom1, hom2, midp, out):
-    for i in prange(het.shape[0]):
-        out[i] = _hwe_p_one(np.int64(het[i]), np.int64(hom1[i]), np.int64(hom2[i]), midp)
-
-
-def hwe_exact_p(het, hom_a1, hom_a2, midp: bool = False) -> np.ndarray:
-    """Exact Hardy-Weinberg p-values (Wigginton et al. 2005), exactly as plink2 --hardy.
-
-    het, hom_a1, hom_a2: integer arrays (n_variants,) of genotype counts (founders,
-    missing calls excluded). Returns float64 (n_variants,). Each variant walks out
-    from the observed table only while terms still change the sums (plink2's HweP),
-    so the cost per variant is about the distribution's width (~sqrt(n)), not n.
-    Runs in parallel over variants on numba's threads.
-    """
-    het = np.ascontiguousarray(het, dtype=np.int64)
-    hom_a1 = np.ascontiguousarray(hom_a1, dtype=np.int64)
-    hom_a2 = np.ascontiguousarray(hom_a2, dtype=np.int64)
-    out = np.empty(het.shape[0], np.float64)
-    if het.shape[0]:
-        _hwe_p_many(het, hom_a1, hom_a2, bool(midp), out)
-    return out
-
+    from ..readers.sources import GenotypeFiles
 
 def _subtract_samples(bf, counts: Counts, removed_idx: np.ndarray) -> None:
     """Remove the contribution of samples ``removed_idx`` from ``counts`` (in place)."""
-    from .plink import variant_blocks
+    from ..readers.plink import variant_blocks
 
     if len(removed_idx) == 0:
         return
@@ -227,7 +92,7 @@ def _dosage_maf(bf, sample_idx: np.ndarray, maf_v: np.ndarray) -> np.ndarray:
     frequency over the kept founders' dosages, as plink2 takes it for --maf and --freq
     (min(ALT, REF dosage sum) / their total; a hard call counts as a whole dosage, so
     variants of hard calls get the count ratio). Otherwise ``maf_v`` as it is."""
-    from .sources import may_hold_dosages
+    from ..readers.sources import may_hold_dosages
 
     if not may_hold_dosages(bf):
         return maf_v
@@ -258,7 +123,8 @@ class QcResult:
     table: one row per variant (.bim order) with columns variant_id, a1, a2 (.bim
     columns 5 and 6), hom_a1, het, hom_a2 (kept founders' genotype counts), missing,
     n_kept (all kept samples), missing_rate, maf (from dosages for a .pgen holding
-    them), hwe_p, status
+    them), hwe_p (with HWE groups the smallest within a group, and two more columns,
+    hwe_group and hwe_p_pooled), status
     ("PASS" or the first failing filter: geno, hwe, maf). sample_idx: int indices into
     the .fam of the samples the counts used (after --mind). mind_removed: int indices of
     samples --mind removed. summary: filter -> count, in application order.
@@ -310,16 +176,18 @@ class QcFilters:
 
 
 def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
-           chroms: list[str] | None = None, threads: int | None = None,
-           block_bytes: int = 32 << 20) -> QcResult:
+           chroms: list[str] | None = None, hwe_groups: HweGroups | None = None,
+           threads: int | None = None, block_bytes: int = 32 << 20) -> QcResult:
     """Variant QC in plink2's order: sample filters -> --mind -> --geno -> --hwe -> --maf.
 
     bf: opened Bfile; sample_idx: kept samples (sorted int indices, None = all).
     filters: the thresholds (:class:`QcFilters`). ``chroms``: only these chromosomes
-    (a --chroms spec, :func:`cmix.genotypes.selection.parse_chroms`; "1" also selects a
+    (a --chroms spec, :func:`cmix.readers.chroms.parse_chroms`; "1" also selects a
     .bim's "chr1" or "01"); the table then holds only their variants. Every filter but
     --mind is per variant, so per-chromosome runs concatenated in .bim order equal one
     whole run; --mind counts all variants and is refused with ``chroms``.
+    ``hwe_groups``: take the HWE test within each group (cut to the kept samples) instead
+    of pooled (:mod:`cmix.genotypes.hwe`); MAF and missingness stay pooled.
     Returns a :class:`QcResult`.
     """
     from ..logs import log
@@ -334,15 +202,48 @@ def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
     sample_idx, mind_removed = _apply_mind(bf, counts, sample_idx, variant_ok, filters.mind,
                                            summary)
     maf_v = _dosage_maf(bf, sample_idx, minor_allele_frequency(counts))
-    hwe_p = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=filters.hwe_midp)
-    status = _variant_status(counts, variant_ok, maf_v, hwe_p, filters, summary)
-    table = _qc_table(bf.bim, counts, maf_v, hwe_p, status)
+    hwe = _hwe_tests(bf, counts, variant_ok, filters,
+                     None if hwe_groups is None else hwe_groups.restrict(sample_idx), threads)
+    status = _variant_status(counts, variant_ok, maf_v, hwe["fail"], filters, summary)
+    table = _qc_table(bf.bim, counts, maf_v, hwe, status)
     if chroms is not None:
         table = table[selected].reset_index(drop=True)
     for k, v in summary.items():
         log(f"qc: {k}: {v}")
+    for line in hwe["notes"]:
+        log(line)
     return QcResult(table=table, sample_idx=sample_idx, mind_removed=mind_removed,
                     summary=summary)
+
+
+def _hwe_tests(bf, counts: Counts, variant_ok: np.ndarray, filters: QcFilters,
+               groups: HweGroups | None, threads: int | None) -> dict:
+    """The HWE test of every variant: {"p": float64 (n_variants,), the p the filter reads
+    (pooled, or the smallest within a group); "fail": bool (n_variants,), below
+    ``filters.hwe`` (keep-fewhet exempting a variant with fewer heterozygotes than
+    expected, within the failing group); "group": the group of that p (None when
+    pooled); "pooled": the pooled p; "notes": log lines (counts only)}. Without groups
+    a pooled test whose failures look like pooled ancestries earns a warning."""
+    pooled = hwe_exact_p(counts.het, counts.hom_a1, counts.hom_a2, midp=filters.hwe_midp)
+    threshold = -np.inf if filters.hwe is None else filters.hwe
+    exempt = filters.hwe_keep_fewhet & ~het_excess(counts.het, counts.hom_a1, counts.hom_a2)
+    fail_pooled = variant_ok & (pooled < threshold) & ~exempt
+    if groups is None:
+        notes = []
+        if filters.hwe is not None:
+            warning = structure_warning(*structure_signal(counts, fail_pooled),
+                                        int(variant_ok.sum()))
+            notes = [warning] if warning else []
+        return {"p": pooled, "fail": fail_pooled, "group": None, "pooled": pooled,
+                "notes": notes}
+    if not groups.groups:
+        raise CmixError(f"HWE groups ({groups.source}): none of their samples is among the "
+                        "samples QC keeps")
+    p, excess, group = grouped_hwe_p(bf, groups, variant_ok, filters.hwe_midp, threads=threads)
+    fail = variant_ok & ((p < threshold) & (excess | (not filters.hwe_keep_fewhet))).any(axis=0)
+    notes = grouped_summary(groups, fail, fail_pooled) if filters.hwe is not None else []
+    return {"p": p.min(axis=0), "fail": fail, "group": group, "pooled": pooled,
+            "notes": notes}
 
 
 def _variants_considered(bf, filters: QcFilters,
@@ -390,10 +291,11 @@ def _apply_mind(bf, counts: Counts, sample_idx: np.ndarray, variant_ok: np.ndarr
 
 
 def _variant_status(counts: Counts, variant_ok: np.ndarray, maf_v: np.ndarray,
-                    hwe_p: np.ndarray, filters: QcFilters, summary: dict) -> np.ndarray:
+                    hwe_fail: np.ndarray, filters: QcFilters, summary: dict) -> np.ndarray:
     """Object array (n_variants,): "PASS", "non-autosomal" or the first failing filter
     (geno, hwe, maf, applied in that order); each filter's count goes into ``summary``,
-    then the number passing. maf_v, hwe_p: float64 (n_variants,)."""
+    then the number passing. maf_v: float64 (n_variants,); hwe_fail: bool (n_variants,),
+    the HWE test's verdict (:func:`_hwe_tests`)."""
     status = np.where(variant_ok, "PASS", "non-autosomal").astype(object)
     if filters.geno is not None:
         fail = (variant_ok & (status == "PASS")
@@ -401,12 +303,7 @@ def _variant_status(counts: Counts, variant_ok: np.ndarray, maf_v: np.ndarray,
         status[fail] = "geno"
         summary["removed by --geno"] = int(fail.sum())
     if filters.hwe is not None:
-        fail = hwe_p < filters.hwe
-        if filters.hwe_keep_fewhet:
-            g2 = 2 * (counts.het + counts.hom_a1 + counts.hom_a2)
-            rare = 2 * np.minimum(counts.hom_a1, counts.hom_a2) + counts.het
-            fail &= counts.het * g2 > rare * (g2 - rare)
-        fail &= status == "PASS"
+        fail = hwe_fail & (status == "PASS")
         status[fail] = "hwe"
         summary["removed by --hwe"] = int(fail.sum())
     if filters.maf is not None:
@@ -417,20 +314,25 @@ def _variant_status(counts: Counts, variant_ok: np.ndarray, maf_v: np.ndarray,
     return status
 
 
-def _qc_table(bim, counts: Counts, maf_v: np.ndarray, hwe_p: np.ndarray, status: np.ndarray):
+def _qc_table(bim, counts: Counts, maf_v: np.ndarray, hwe: dict, status: np.ndarray):
     """The :class:`QcResult` table, one row per variant of ``bim`` (see there); the
-    missing rate is missing / kept samples (NaN with none kept)."""
+    missing rate is missing / kept samples (NaN with none kept). With HWE groups, two
+    more columns: ``hwe_group`` (the group whose p is ``hwe_p``, the smallest) and
+    ``hwe_p_pooled`` (the test over all kept founders)."""
     import pandas as pd
 
     n_kept = counts.n_samples
     with np.errstate(invalid="ignore", divide="ignore"):
         missing_rate = counts.missing / n_kept if n_kept else np.full(len(bim), np.nan)
-    return pd.DataFrame({
+    columns = {
         "variant_id": bim["variant_id"].to_numpy(), "a1": bim["a1"].to_numpy(),
         "a2": bim["a2"].to_numpy(), "hom_a1": counts.hom_a1, "het": counts.het,
         "hom_a2": counts.hom_a2, "missing": counts.missing, "n_kept": n_kept,
-        "missing_rate": missing_rate, "maf": maf_v, "hwe_p": hwe_p, "status": status,
-    })
+        "missing_rate": missing_rate, "maf": maf_v, "hwe_p": hwe["p"],
+    }
+    if hwe["group"] is not None:
+        columns.update(hwe_group=hwe["group"], hwe_p_pooled=hwe["pooled"])
+    return pd.DataFrame({**columns, "status": status})
 
 
 def _write_tsv(table, path, chunk: int = 20_000) -> None:
@@ -461,7 +363,7 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
     all or none. Returns the paths written."""
     from ..atomic import atomic_outputs
-    from .plink import write_sample_ids
+    from ..readers.plink import write_sample_ids
 
     out_prefix = Path(out_prefix)
     snplist = out_prefix.with_name(out_prefix.name + ".snplist")
@@ -482,22 +384,57 @@ def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class HweSamples:
+    """Where ``cmix qc`` takes the HWE test (all None: pooled over the kept founders).
+
+    groups: a table with an ID column and a group column (:func:`read_hwe_groups`);
+    group_column: that column's name (None: the table's one other column); keep: an ID
+    list (plink --keep form), the only samples tested (e.g. the controls).
+    """
+
+    groups: str | None = None
+    group_column: str | None = None
+    keep: str | None = None
+
+    def read(self, fam) -> HweGroups | None:
+        """The :class:`~cmix.genotypes.hwe.HweGroups` of ``fam``'s samples, or None."""
+        from .selection import sample_rows
+
+        if self.groups is None and self.keep is None:
+            if self.group_column is not None:
+                raise CmixError("--hwe-group-column names a column of --hwe-groups, which "
+                                "is not given")
+            return None
+        keep = None
+        if self.keep is not None:
+            keep = np.zeros(len(fam), bool)
+            keep[sample_rows(fam, self.keep, None, step="qc --hwe-keep")[0]] = True
+        return read_hwe_groups(self.groups, fam, self.group_column, keep)
+
+
 def run_qc_cli(genotypes: GenotypeFiles, out_prefix, filters: QcFilters, *, keep=None,
-               remove=None, threads=None) -> QcResult:
+               remove=None, hwe_samples: HweSamples = HweSamples(), threads=None) -> QcResult:
     """What ``cmix qc`` does: open and validate, apply --keep/--remove, run the filters,
     write the outputs.
 
     IDs in --keep/--remove that are not in the .fam are counted and reported (plink2
     ignores them too); a --keep file matching no sample is an error. ``genotypes``' bfile
-    or pfile may be a ``{chrom}`` pattern (:func:`cmix.genotypes.sources.open_source`,
+    or pfile may be a ``{chrom}`` pattern (:func:`cmix.readers.sources.open_source`,
     shared ``fam``); with its ``chroms`` only those chromosomes' files are opened.
+    ``hwe_samples``: where the HWE test is taken (:class:`HweSamples`).
     """
     from ..logs import log
     from .selection import sample_rows
 
     bf = genotypes.open()
     sample_idx, _ = sample_rows(bf.fam, keep, remove, step="qc")
-    result = run_qc(bf, sample_idx, filters, chroms=genotypes.chroms, threads=threads)
+    groups = hwe_samples.read(bf.fam)
+    if groups is not None and filters.hwe is None:
+        raise CmixError("--hwe-groups and --hwe-keep say where the HWE test is taken; "
+                        "give --hwe too")
+    result = run_qc(bf, sample_idx, filters, chroms=genotypes.chroms, hwe_groups=groups,
+                    threads=threads)
     paths = write_qc_outputs(result, bf.fam, out_prefix)
     log("qc: wrote " + ", ".join(str(p) for p in paths))
     return result

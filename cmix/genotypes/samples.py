@@ -31,7 +31,7 @@ import pandas as pd
 from ..atomic import atomic_outputs
 from ..errors import CmixError
 from ..text import data_line_numbers, first_line, input_file, read_id_list, read_table
-from .plink import first_duplicate_lines
+from ..readers.plink import first_duplicate_lines
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -252,8 +252,8 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     ``O.filters.json`` (:func:`filters_summary`) together. A filter whose input is None
     is skipped and logged."""
     from ..logs import log
-    from .pgen import read_psam
-    from .plink import write_sample_ids
+    from ..readers.pgen import read_psam
+    from ..readers.plink import write_sample_ids
 
     fam = read_psam(fam_path)        # a .fam, or a PLINK 2 .psam (with its # header)
     sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None

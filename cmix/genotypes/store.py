@@ -71,7 +71,7 @@ from ..atomic import atomic_path, file_sha256
 from ..errors import CmixError
 
 if TYPE_CHECKING:
-    from .sources import GenotypeFiles
+    from ..readers.sources import GenotypeFiles
 
 STORE_VERSION = 2
 DOSAGE_FILL = -128       # what an absent call_dosage chunk reads as; never a valid dosage
@@ -410,7 +410,7 @@ def bed_fingerprint(path: str | os.PathLike) -> dict:
 def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
     """Lazy dosages of the effect allele: dask int8 (n_samples, n_variants), -1 missing.
 
-    bf: an opened hard-call source (:class:`cmix.genotypes.sources.PackedSource`); variant_idx:
+    bf: an opened hard-call source (:class:`cmix.readers.sources.PackedSource`); variant_idx:
     .bim rows (n_variants,); sample_idx: .fam rows (n_samples,), in output order;
     count_a2: bool (n_variants,), True where the effect allele is the .bim A2 (dosage =
     2 - A1 count). The packed bytes of the selected variants are read once (n_variants
@@ -419,7 +419,7 @@ def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int)
     """
     import dask.array as da
 
-    from .plink import decode
+    from ..readers.plink import decode
 
     variant_idx = np.asarray(variant_idx, dtype=np.int64)
     sample_idx = np.asarray(sample_idx, dtype=np.int64)
@@ -447,7 +447,7 @@ FRACTIONAL_VARIANT_BLOCK = 64
 
 def effect_dosage_fractional(src, variant_idx, sample_idx, count_a2) -> np.ndarray:
     """Fractional dosages of the effect allele, quantised: uint8 (n_samples, n_variants)
-    codes of :func:`quantise_dosage`. src: a :class:`cmix.genotypes.sources.GenotypeSource`;
+    codes of :func:`quantise_dosage`. src: a :class:`cmix.readers.sources.GenotypeSource`;
     count_a2 as in :func:`effect_dosage_dask`. Read :data:`FRACTIONAL_VARIANT_BLOCK`
     variants at a time, so memory is the uint8 result plus one float32 block.
     """
@@ -487,7 +487,8 @@ def _input_checksums(src, extra_files) -> dict:
 class StoreInputs:
     """The trait's inputs of a store.
 
-    snps: path of the selected-SNP table (:func:`cmix.genotypes.sumstats.write_selection`);
+    snps: path of the selected-SNP table
+    (:func:`cmix.genotypes.sumstats.selection_files.write_selection`);
     pheno: phenotype table path; trait: trait name; trait_config: see
     :mod:`cmix.genotypes.phenotypes`; snp_source: where the SNPs and betas came from
     (:func:`cmix.genotypes.gwas.snp_source`), recorded as attrs["provenance"]["snp_source"]
@@ -538,7 +539,7 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
                 options: StoreOptions = StoreOptions()) -> dict:
     """Write the trait's store from genotypes, a `cmix select` table and a phenotype table.
 
-    genotypes: a :class:`cmix.genotypes.sources.GenotypeFiles`: ``bfile`` or ``pfile``
+    genotypes: a :class:`cmix.readers.sources.GenotypeFiles`: ``bfile`` or ``pfile``
     (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen`` (+ its ``sample``
     file, either a ``{chrom}`` pattern; ``fam`` gives the target samples, default the
     .sample's; ``chroms``: only these chromosomes, a --chroms spec: a pattern's files,
@@ -646,10 +647,11 @@ def _check_output(out: Path, force: bool) -> None:
 
 
 def _read_snp_table(snps, chroms):
-    """The selected-SNP table (:func:`cmix.genotypes.sumstats.read_selection`); raises
-    CmixError naming the line of the first SNP outside ``chroms``."""
-    from .selection import chrom_mask, chrom_text
-    from .sumstats import read_selection
+    """The selected-SNP table
+    (:func:`cmix.genotypes.sumstats.selection_files.read_selection`); raises CmixError
+    naming the line of the first SNP outside ``chroms``."""
+    from ..readers.chroms import chrom_mask, chrom_text
+    from .sumstats.selection_files import read_selection
 
     snp_table = read_selection(snps)
     off_chroms = ~chrom_mask(snp_table["chrom"].astype(str), chroms)
@@ -674,10 +676,16 @@ def _match_snps_to_source(snp_table, bf, snps) -> tuple[np.ndarray, np.ndarray]:
     the table line of the first SNP not in the source or whose alleles differ."""
     import pandas as pd
 
+    from ..readers.usable import refuse_excluded
+
     bim_pos = pd.Index(bf.bim["variant_id"].astype(str)).get_indexer(
         snp_table["variant_id"].astype(str))
     if (bim_pos < 0).any():
-        i = int(np.flatnonzero(bim_pos < 0)[0])
+        absent = np.flatnonzero(bim_pos < 0)
+        refuse_excluded(bf.excluded, str(snps), ids=snp_table["variant_id"].iloc[absent],
+                        chrom=snp_table["chrom"].iloc[absent], pos=snp_table["pos"].iloc[absent],
+                        lines=absent + 2)
+        i = int(absent[0])
         raise CmixError(f"{snps}, line {i + 2}: variant {snp_table['variant_id'].iloc[i]!r} is "
                         f"not in the variants of {bf.prefix} (was the selection made on other "
                         "genotype files?)")
@@ -747,7 +755,7 @@ def _sample_covariates(bf, sample_idx, samples: StoreSamples, pheno_table, input
     names, matrix, n_missing_cov, pca_sha256 = [], None, 0, None
     if covariates and covariates.get("pcs") and covariates.get("pcs_from") == "eigenvec" \
             and samples.eigenvec is not None:      # which cmix pca fit the PCs came from
-        from .pca import pca_identity
+        from .pca.projection import pca_identity
 
         pca_sha256 = pca_identity(samples.eigenvec)
     if covariates:
@@ -790,7 +798,7 @@ def _effect_dosages(bf, bim_pos, rows, count_a2, chunk: int):
     """(dosage (len(rows), n_variants), encoding, dosage source text): a lazy int8 dask
     array from hard calls; from dosages, uint8 fractional codes, or int8 hard calls when
     every dosage is a whole number of copies (a .pgen of hard calls only)."""
-    from .sources import FRACTIONAL, HARD_CALLS
+    from ..readers.sources import FRACTIONAL, HARD_CALLS
 
     encoding, source = "hard calls", f"{bf.file_format} hard calls"
     if bf.encoding == HARD_CALLS:
@@ -806,7 +814,7 @@ def _effect_dosages(bf, bim_pos, rows, count_a2, chunk: int):
 
 def _sample_files(genotypes: GenotypeFiles) -> list:
     """The BGEN .sample file(s) of ``genotypes`` (each once), [] without one."""
-    from .sources import expand, is_pattern
+    from ..readers.sources import expand, is_pattern
 
     if genotypes.sample is None:
         return []

@@ -2,4 +2,4 @@
 losses, the baselines, the run harness (config, run context, checkpoints, seed workers,
 shared encoders, metrics) and predictions for new people. The genotype side is reached
 only through :mod:`cmix.genotypes.store` (and, for predictions,
-:mod:`cmix.genotypes.sources`)."""
+:mod:`cmix.readers.sources`)."""

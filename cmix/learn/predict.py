@@ -1,5 +1,5 @@
 """Apply finished runs to new people: class probabilities from their genotypes (a .bed,
-.pgen or BGEN, or a per-chromosome set of them: :func:`cmix.genotypes.sources.open_source`).
+.pgen or BGEN, or a per-chromosome set of them: :func:`cmix.readers.sources.open_source`).
 
 A run's checkpoint holds what prediction needs: ``parts["predict"]`` (written by
 :func:`cmix.learn.results.finish`): the store's variants and their effect alleles and the
@@ -38,7 +38,7 @@ from ..logs import log
 from ..genotypes.covariates import SampleTables
 
 if TYPE_CHECKING:
-    from ..genotypes.sources import GenotypeFiles
+    from ..readers.sources import GenotypeFiles
 
 
 def load_run(run_dir) -> dict:
@@ -74,11 +74,11 @@ def load_run(run_dir) -> dict:
 def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(row of each store variant in ``bim`` or -1, flip (bool): the effect allele is the
     file's A2). Matched by ID, else by chrom:pos, the chromosome as its code on both sides
-    (``chr2``, ``02`` and ``2`` are one; :func:`cmix.genotypes.selection.chrom_code`; a
+    (``chr2``, ``02`` and ``2`` are one; :func:`cmix.readers.chroms.chrom_code`; a
     position that ``bim`` lists twice matches by ID only); a variant found whose alleles are not
-    the store's two alleles is an error (:func:`cmix.genotypes.plink.allele_flips`)."""
-    from ..genotypes.plink import allele_flips
-    from ..genotypes.selection import chrom_codes
+    the store's two alleles is an error (:func:`cmix.readers.plink.allele_flips`)."""
+    from ..readers.plink import allele_flips
+    from ..readers.chroms import chrom_codes
 
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
@@ -99,7 +99,7 @@ def _dosages(src, row, flip, sample_idx) -> np.ndarray:
     holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
     number of copies; else float32 expected copies rounded to the fractional store's
     1/125 steps, -1.0 missing or absent (:func:`cmix.genotypes.store.load_rows`)."""
-    from ..genotypes.sources import HARD_CALLS
+    from ..readers.sources import HARD_CALLS
     from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional,
                                    fractional_copies, hard_call_codes)
 
@@ -133,17 +133,18 @@ def predict(run_dirs, out, genotypes: GenotypeFiles, tables: SampleTables = Samp
     """Write ``out`` (TSV: FID, IID, one probability column per class, averaged over the
     runs) for every person of the genotypes; returns counts (no IDs).
 
-    ``genotypes`` as ``cmix store`` takes them (:func:`cmix.genotypes.sources.open_source`):
+    ``genotypes`` as ``cmix store`` takes them (:func:`cmix.readers.sources.open_source`):
     ``bfile`` or ``pfile`` (a prefix or ``{chrom}`` pattern, shared ``fam``), or ``bgen``
     with its ``sample`` file (``fam``: the people to match the .sample to); ``chroms``:
     only these chromosomes' variants are read (a --chroms spec,
-    :func:`cmix.genotypes.selection.parse_chroms`; for a pattern its files, default 1-22),
+    :func:`cmix.readers.chroms.parse_chroms`; for a pattern its files, default 1-22),
     the run's variants elsewhere count as absent.
 
     The covariates come from ``tables``: ``pheno`` (fields), ``sample_qc`` (PCs, array)
     and, for a run with ``pcs_from: eigenvec``, either ``eigenvec`` (the new people's PCs)
     or ``pca``: the prefix of the ``cmix pca`` outputs the run's PCs came from, onto whose
-    axes the new people are projected (:func:`cmix.genotypes.pca.project_new_people`)."""
+    axes the new people are projected
+    (:func:`cmix.genotypes.pca.projection.project_new_people`)."""
     runs = _load_ensemble(run_dirs)
     first = runs[0]["parts"]["predict"]
     bf = genotypes.open()
@@ -220,11 +221,19 @@ def _shared_variants(bf, info: dict, chroms, min_shared: float) -> tuple[np.ndar
     for only on ``chroms`` (a parsed --chroms spec; None = all): row int (n_variants,) a
     variant index of ``bf`` or -1, flip bool (n_variants,). CmixError when fewer than
     ``min_shared`` (a fraction) of them are found."""
-    from ..genotypes.selection import chrom_mask
+    from ..readers.chroms import chrom_mask
 
     on_chroms = np.flatnonzero(chrom_mask(bf.bim["chrom"], chroms))
+    from ..readers.usable import refuse_excluded
+
     row, flip = match_variants(info, bf.bim.iloc[on_chroms], str(bf.variant_file))
     row = np.where(row >= 0, on_chroms[np.maximum(row, 0)], -1)
+    absent = row < 0
+    refuse_excluded(bf.excluded[chrom_mask(bf.excluded["chrom"], chroms)],
+                    "the run's store variants",
+                    ids=np.asarray(info["variant_id"])[absent],
+                    chrom=np.asarray(info["contig"])[absent],
+                    pos=np.asarray(info["position"])[absent])
     n_shared = int((row >= 0).sum())
     if n_shared < min_shared * len(row):
         raise CmixError(f"{bf.variant_file}: shares {n_shared} of the run's {len(row)} variants "
@@ -326,8 +335,9 @@ def _projected_pcs(bf, pca_prefix, min_shared: float, want: str | None,
                    run_dir) -> pd.DataFrame:
     """The people of ``bf`` projected onto a saved PCA: a table IID, PC1.. (.eigenvec's
     columns) for the covariates. The PCA must be the fit the run's PCs came from: its
-    :func:`cmix.genotypes.pca.pca_identity` equal to ``want``, the run's record."""
-    from ..genotypes.pca import pca_identity, project_new_people, read_pca_model
+    :func:`cmix.genotypes.pca.projection.pca_identity` equal to ``want``, the run's
+    record."""
+    from ..genotypes.pca.projection import pca_identity, project_new_people, read_pca_model
 
     model = read_pca_model(pca_prefix)
     if want is None:

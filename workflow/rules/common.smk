@@ -189,16 +189,10 @@ def selection_args():
 
 
 def bgen_args():
+    """`--bgen` and its samples: the .sample when configured, else the IDs it embeds."""
     chroms = ["--chroms", *QC_CHROMS] if CHROM in INPUTS["bgen"] else []
-    return [
-        "--bgen",
-        INPUTS["bgen"],
-        "--sample",
-        INPUTS["bgen_sample"],
-        "--fam",
-        fam_file(),
-        *chroms,
-    ]
+    sample = ["--sample", INPUTS["bgen_sample"]] if INPUTS.get("bgen_sample") else []
+    return ["--bgen", INPUTS["bgen"], *sample, "--fam", fam_file(), *chroms]
 
 
 def fetchable(path):
@@ -218,6 +212,37 @@ def input_path(key):
             "phenotypes": f"{sim}/phenotypes.tsv",
         }[key]
     return config["inputs"].get(key)
+
+
+def hwe_groups_table():
+    """The table of variant_qc.hwe_groups: a cohort input named by key (phenotypes,
+    sample_qc) or a path; None when the HWE test is pooled."""
+    groups = config["variant_qc"].get("hwe_groups")
+    if not groups:
+        return None
+    table = groups["table"]
+    return input_path(table) if table in ("phenotypes", "sample_qc") else table
+
+
+def hwe_sample_files():
+    """The files that say where variant QC takes the HWE test (rule inputs)."""
+    keep = config["variant_qc"].get("hwe_keep")
+    return [f for f in (hwe_groups_table(), keep) if f]
+
+
+def hwe_sample_args():
+    """cmix qc's --hwe-groups / --hwe-group-column / --hwe-keep for the config."""
+    qc, args = config["variant_qc"], []
+    if qc.get("hwe_groups"):
+        args += [
+            "--hwe-groups",
+            hwe_groups_table(),
+            "--hwe-group-column",
+            qc["hwe_groups"]["column"],
+        ]
+    if qc.get("hwe_keep"):
+        args += ["--hwe-keep", qc["hwe_keep"]]
+    return args
 
 
 def sumstats_path(trait):
@@ -293,12 +318,80 @@ def packed_group(name):
 
 
 # The training jobs packed into one SLURM job run one at a time on its one GPU: a lock
-# on the node, named for the allocation ($SLURM_JOB_ID; no lock outside SLURM). Snakemake
-# no longer passes the profile's `resources: gpu: 1` to the processes inside a submitted
-# job, which then started all of its jobs at once, and sized its job step (srun) for one
-# GPU per training job, more than the allocation holds: the limit is restored here.
+# on the node, named for the allocation ($SLURM_JOB_ID; no lock outside SLURM), whose file
+# each holder removes as it lets go (cmix.slurm_jobs.one_at_a_time: none is left behind). Snakemake no longer passes the
+# profile's `resources: gpu: 1` to the processes inside a submitted job, which then
+# started all of its jobs at once, and sized its job step (srun) for one GPU per training
+# job, more than the allocation holds: the limit is restored here.
 if not workflow.is_main_process and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", 1)
-ONE_AT_A_TIME = (
-    '${SLURM_JOB_ID:+flock "${TMPDIR:-/tmp}/cmix-train.$SLURM_JOB_ID.lock"} '
-)
+# (the interpreter of this Snakemake, whose cmix the workflow imports)
+ONE_AT_A_TIME = "${SLURM_JOB_ID:+%s -m cmix.slurm_jobs} " % shlex.quote(sys.executable)
+
+
+# On a SLURM run (snakemake-executor-plugin-slurm): before the first submission, every
+# job must fit a node of its partition (a job that fits none pends for ever, reason
+# PartitionConfig, with no word from Snakemake); when the run stops on an error or
+# Ctrl-C, jobs of the run still queued are cancelled (the plugin cancels only those it
+# was tracking at that moment) and each failed job is named with its SLURM state.
+def on_slurm():
+    plugin = workflow.executor_plugin
+    return workflow.is_main_process and plugin is not None and plugin.name == "slurm"
+
+
+def slurm_requests():
+    """(rule, partition, threads, mem_mb, GPUs) of each rule the run submits, as
+    Snakemake will ask for them: a packed group of train_cpu jobs runs them side by side
+    and asks for their sum (train's run one at a time on the GPU: the largest one)."""
+    jobs = [job for job in workflow.dag.needrun_jobs() if not job.is_local]
+    requests = {}
+    for job in jobs:
+        name = job.rule.name
+        res = job.resources
+        values = [
+            res.get("slurm_partition"),
+            job.threads,
+            res.get("mem_mb", 0),
+            res.get("gpu", 0),
+        ]
+        if name in requests or not values[0]:
+            continue
+        if all(isinstance(v, (int, str)) for v in values):
+            n = 1
+            if name == "train_cpu":
+                n = min(
+                    int(workflow.group_settings.group_components.get(name, 1)),
+                    sum(j.rule.name == name for j in jobs),
+                )
+            part, threads, mem, gpu = values
+            requests[name] = (name, part, n * threads, n * mem, gpu)
+    return list(requests.values())
+
+
+def check_slurm_fits():
+    """Stop before any submission, one line per rule, when a rule's request exceeds
+    every node of its partition."""
+    from cmix.errors import CmixError
+    from cmix.slurm import oversized, read_cluster
+
+    try:
+        cluster = read_cluster()
+    except CmixError as err:
+        print(f"cmix: requests not checked against the cluster: {err}", file=sys.stderr)
+        return
+    problems = oversized(slurm_requests(), cluster) if cluster else []
+    if problems:
+        sys.exit(
+            "\n".join(f"SLURM profile error: {p}" for p in problems)
+            + "\nNo job was submitted. Lower these requests in the profile (set-threads, "
+            + "set-resources), or run `cmix install-profile slurm --force` to fit it to "
+            + "this cluster (docs/guide/slurm.md)."
+        )
+
+
+def cancel_queued_jobs(logfile):
+    """scancel, in one call, every job of this run's SLURM run ID (from the log) that is
+    still queued or running; name each job that failed, and how."""
+    from cmix.slurm_jobs import cancel_run_jobs
+
+    cancel_run_jobs(logfile)

@@ -40,6 +40,7 @@ rule variant_qc:
     input:
         genotypes=lambda wc: genotype_files(wc.chrom),
         keep=f"{OUT}/qc/samples.keep",
+        hwe_samples=hwe_sample_files(),
     output:
         snplist=f"{OUT}/qc/chrom/variants.{{chrom}}.snplist",
         table=f"{OUT}/qc/chrom/variants.{{chrom}}.vqc.tsv",
@@ -54,12 +55,14 @@ rule variant_qc:
         genotypes=lambda wc: genotype_args(wc.chrom),
         out=lambda wc, output: output.snplist[: -len(".snplist")],
         maf=config["variant_qc"]["maf"],
-        hwe=config["variant_qc"]["hwe"],
+        hwe=[str(config["variant_qc"]["hwe"])]
+        + (["midp"] if config["variant_qc"].get("hwe_midp") else []),
+        hwe_samples=hwe_sample_args(),
         geno=config["variant_qc"]["geno"],
     shell:
         "cmix qc {params.genotypes:q} --keep {input.keep:q} "
-        "--maf {params.maf:q} --hwe {params.hwe:q} --geno {params.geno:q} "
-        "--threads {threads} --out {params.out:q} 2> {log:q}"
+        "--maf {params.maf:q} --hwe {params.hwe:q} {params.hwe_samples:q} "
+        "--geno {params.geno:q} --threads {threads} --out {params.out:q} 2> {log:q}"
 
 
 localrules:

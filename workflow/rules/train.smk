@@ -50,7 +50,11 @@ rule train:
             else "cpu"
         ),
         encoders=f"{OUT}/encoders",
-        one_at_a_time=lambda wc: ONE_AT_A_TIME if wc.method in GPU_METHODS else "",
+        # how the job runs, not what it computes: a param of `threads` is no rerun
+        # trigger (Snakemake leaves such derived params out of its params check)
+        one_at_a_time=lambda wc, threads: (
+            ONE_AT_A_TIME if wc.method in GPU_METHODS else ""
+        ),
     shell:
         "{params.one_at_a_time}cmix train --store {input.store:q} --budget {wildcards.budget} "
         "--seed {params.seeds} --method {wildcards.method} --config {input.config:q} "
