@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .atomic import (TEMPORARY_NAME, atomic_path, check_writable_dir, path_identity,
-                     temporary_path)
+from .atomic import (TEMPORARY_NAME, atomic_path, check_writable_dir, file_sha256,
+                     path_identity, temporary_path)
 from .errors import CmixError
 from .locks import output_locks
 
@@ -210,11 +210,39 @@ def _read_manifest(folder: Path, command: str, flag: str) -> list[str] | None:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise CmixError(f"{path}: not a cmix manifest (expected a JSON object with a list "
                         "of file names); give a new folder")
+    for name in names:
+        _check_inside(folder, name, path)
     if manifest.get("command") != command:
         raise CmixError(f"{_named(flag, folder)}: was written by `cmix {manifest.get('command')}` "
                         f"(its {MANIFEST_FILE}); `cmix {command}` writes into a folder of its "
                         "own: give another folder")
     return names
+
+
+def _check_inside(folder: Path, name: str, manifest: Path) -> None:
+    """Refuse (CmixError) a manifest entry that is not a file name inside ``folder``: an
+    absolute path, a ``..`` part, or a path whose symlinks lead out of the folder. Such an
+    entry was not written by cmix (an edited manifest, or a folder from elsewhere), and
+    acting on it could replace or delete a file anywhere."""
+    parts = Path(name).parts
+    bad = (not name or Path(name).is_absolute() or ".." in parts or "\0" in name
+           or name == MANIFEST_FILE)
+    if not bad:
+        root = os.path.realpath(folder)
+        bad = os.path.commonpath([root, os.path.realpath(folder / name)]) != root
+    if bad:
+        raise CmixError(f"{manifest}: lists {name!r}, which is not a file inside {folder}; cmix "
+                        "lists only files it wrote in the folder, so this manifest was edited "
+                        "or comes from elsewhere: nothing was deleted; give a new folder")
+
+
+def _recorded_sha256(folder: Path) -> dict[str, str]:
+    """{name: sha256} of the files the folder's manifest recorded with their content
+    ({} for a manifest that recorded names alone)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        digests = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))["sha256"]
+        return {k: v for k, v in digests.items() if isinstance(v, str)}
+    return {}
 
 
 def previous_outputs(folder, command: str, flag: str = "--out") -> list[str]:
@@ -252,27 +280,36 @@ def _first_file(folder: Path) -> str | None:
     return None
 
 
-def _write_manifest(folder: Path, command: str, names) -> None:
+def _write_manifest(folder: Path, command: str, names, digests: dict[str, str]) -> None:
+    """Record ``names`` (relative to ``folder``) as ``command``'s files there, with the
+    sha256 of those ``digests`` holds (what cmix can show it wrote)."""
     from . import __version__
 
+    names = sorted(set(names))
     with atomic_path(folder / MANIFEST_FILE) as tmp:
-        tmp.write_text(json.dumps({"command": command, "cmix": __version__,
-                                   "files": sorted(set(names))}, indent=1) + "\n")
+        tmp.write_text(json.dumps({"command": command, "cmix": __version__, "files": names,
+                                   "sha256": {n: digests[n] for n in names if n in digests}},
+                                  indent=1) + "\n")
 
 
 @contextlib.contextmanager
 def recorded_outputs(folder, command: str, names, previous, flag: str = "--out"):
     """Around the block that renames ``names`` (relative to ``folder``) into place:
-    refuses first (CmixError) a name that exists but is not in ``previous`` (what
-    :func:`previous_outputs` returned: a file this command did not write there) or is
-    a folder; records previous + names in the manifest (so a kill at any point leaves
-    every file cmix wrote listed); after the block removes the files of ``previous``
-    not written again (a figure of a trait no longer reported) and records ``names``
-    alone (on an exception in the block, the manifest as it was). Yields the list of
-    stale names it will remove. Files it did not write are never touched."""
+    refuses first (CmixError) a name that exists but is not a file this command wrote
+    there (not in ``previous``, what :func:`previous_outputs` returned, or changed since:
+    its sha256 differs from the manifest's) or is a folder; records previous + names in
+    the manifest (so a kill at any point leaves every file cmix wrote listed); after the
+    block removes the files of ``previous`` not written again (a figure of a trait no
+    longer reported) whose content is still what cmix wrote, and records ``names``
+    alone with their sha256 (on an exception in the block, the manifest as it was).
+    Yields the list of stale names it will remove. Files it did not write, and files
+    changed since it wrote them, are never touched."""
     folder = Path(folder)
     names = list(dict.fromkeys(str(n) for n in names))
-    ours = set(previous)
+    digests = _recorded_sha256(folder)
+    changed = {n for n in previous if n in digests and (folder / n).is_file()
+               and file_sha256(folder / n) != digests[n]}       # edited since cmix wrote it
+    ours = set(previous) - changed
     foreign = []
     for name in names:
         path = folder / name
@@ -286,28 +323,30 @@ def recorded_outputs(folder, command: str, names, previous, flag: str = "--out")
                                             if len(foreign) > 10 else "")
         raise CmixError(f"{_named(flag, folder)}: {listed} there "
                         f"{'was' if len(foreign) == 1 else 'were'} not written by `cmix "
-                        f"{command}` (not in its {MANIFEST_FILE}) and would be overwritten; "
-                        "move them away or give another folder")
-    stale = [n for n in previous if n not in names]
+                        f"{command}` (not in its {MANIFEST_FILE}, or changed since) and would "
+                        "be overwritten; move them away or give another folder")
+    stale = [n for n in previous if n not in names and n not in changed]
     folder.mkdir(parents=True, exist_ok=True)
     had_manifest = (folder / MANIFEST_FILE).exists()
-    _write_manifest(folder, command, [*previous, *names])
+    _write_manifest(folder, command, [*previous, *names], digests)
     try:
         yield stale
     except BaseException:                   # nothing renamed: the record as it was
         if had_manifest:
-            _write_manifest(folder, command, previous)
+            _write_manifest(folder, command, previous, digests)
         else:
             (folder / MANIFEST_FILE).unlink(missing_ok=True)
         raise
     for name in stale:
         path = folder / name
+        _check_inside(folder, name, folder / MANIFEST_FILE)
         if path.is_file() or path.is_symlink():
             path.unlink()
             with contextlib.suppress(OSError):      # a subfolder it emptied
                 if path.parent != folder:
                     path.parent.rmdir()
-    _write_manifest(folder, command, names)
+    _write_manifest(folder, command, names,
+                    {n: file_sha256(folder / n) for n in names if (folder / n).is_file()})
 
 
 @contextlib.contextmanager

@@ -37,7 +37,8 @@ variant_bim_index    (variants,)           int64  row of the variant in the sour
 Group attributes: ``cmix_store_version`` (2), ``trait`` (name), ``class_names`` (list),
 ``trait_config`` (dict), ``split`` ({"seed", "test_fraction", "stratified_by"}),
 ``input_checksums`` (file name -> sha256 of the inputs; for the .bed/.pgen/.bgen/.bgi,
-whose full hash would take minutes at UKB size, {"size", "mtime", "sha256_first_last_mib"}),
+whose full hash would take minutes at UKB size, {"size", "sha256_sampled_mib", "blocks"}:
+the sha256 of 64 evenly spaced MiB, :func:`bed_fingerprint`),
 ``checksums`` ({"algorithm": "sha256", "files": {relative path: [size, sha256]}} of every
 array file: chunks and .zarray metadata), ``complete`` (True, written last). Stores written by :func:`build_store` also hold
 ``phenotype_column`` (the table column used), ``thresholds`` (continuous traits:
@@ -351,6 +352,22 @@ def store_fingerprint(root) -> str:
                           .encode()).hexdigest()
 
 
+def check_store_unchanged(store_path, sha256: str) -> None:
+    """Refuse (CmixError) to go on when the store at ``store_path`` is no longer the one
+    a run opened (fingerprint ``sha256``, :func:`store_fingerprint`):
+    replaced (``cmix store --force``), removed or being rebuilt while the run read it.
+    Called before a run writes its results, after its last read of the store, so the
+    results never mix two stores' rows."""
+    try:
+        now = store_fingerprint(open_store(store_path))
+    except CmixError:
+        now = None
+    if now != sha256:
+        raise CmixError(f"{store_path}: the store changed while this run read it (replaced, "
+                        "removed or rebuilt since the run opened it); its results would mix "
+                        "two stores' rows, so none were written: rerun `cmix train`")
+
+
 def open_store(path: str | os.PathLike):
     """Open a store read-only and check it is complete and has the schema's arrays.
 
@@ -391,20 +408,32 @@ def _is_cmix_store(path: Path) -> bool:
 
 
 # ------------------------------------------------------------------- building from a .bed
+#: How many 1 MiB blocks, evenly spaced from the first to the last, identify a genotype file.
+FINGERPRINT_BLOCKS = 64
+
+
 def bed_fingerprint(path: str | os.PathLike) -> dict:
-    """A fast identity of a (possibly 100+ GB) .bed: size, mtime and the sha256 of its
-    first and last MiB, not a hash of the whole file."""
+    """An identity of a (possibly 100+ GB) genotype file by its content alone: its size
+    and the sha256 of :data:`FINGERPRINT_BLOCKS` 1 MiB blocks spread evenly over it,
+    first and last included (the whole file when it is smaller), about 0.1 s a file.
+    A copy of the file, or the same file written again, has the same identity; its
+    modification time does not enter."""
     import hashlib
 
     path = Path(path)
-    st = path.stat()
+    size = path.stat().st_size
+    block = 1 << 20
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        h.update(fh.read(1 << 20))
-        if st.st_size > 2 << 20:
-            fh.seek(st.st_size - (1 << 20))
-            h.update(fh.read())
-    return {"size": st.st_size, "mtime": st.st_mtime, "sha256_first_last_mib": h.hexdigest()}
+        if size <= FINGERPRINT_BLOCKS * block:
+            for chunk in iter(lambda: fh.read(block), b""):
+                h.update(chunk)
+        else:
+            step = (size - block) / (FINGERPRINT_BLOCKS - 1)
+            for i in range(FINGERPRINT_BLOCKS):
+                fh.seek(int(round(i * step)))
+                h.update(fh.read(block))
+    return {"size": size, "sha256_sampled_mib": h.hexdigest(), "blocks": FINGERPRINT_BLOCKS}
 
 
 def effect_dosage_dask(bf, variant_idx, sample_idx, count_a2, sample_chunk: int):
@@ -475,7 +504,7 @@ def hard_call_codes(codes: np.ndarray) -> np.ndarray | None:
 
 def _input_checksums(src, extra_files) -> dict:
     """{file name: sha256} of the small inputs, {file name: bed_fingerprint} of large
-    genotype files (.bed, .pgen, .bgen, .bgi: size, mtime and the first and last MiB),
+    genotype files (.bed, .pgen, .bgen, .bgi: size and 64 evenly spaced MiB),
     as the source lists them (``input_files``)."""
     checksums = {Path(f).name: file_sha256(f) for f in extra_files if f is not None}
     for f, how in src.input_files().items():
@@ -552,8 +581,8 @@ def build_store(out, genotypes: GenotypeFiles, inputs: StoreInputs,
     ``effect_allele`` (the .bim A1 count, or 2 minus it where the effect allele is the
     .bim A2). An existing ``out`` is an error unless ``options.force``. Checksums in
     attrs["input_checksums"]: sha256 of the SNP table and the phenotype table, sha256 of
-    the .bim and .fam, and for the .bed its size, mtime and a sha256 of its first and
-    last MiB (see :func:`bed_fingerprint`). Returns a summary dict (counts, no IDs).
+    the .bim and .fam, and for the .bed its size and a sha256 of 64 evenly spaced MiB
+    (see :func:`bed_fingerprint`; by content: a copy has the same). Returns a summary dict (counts, no IDs).
     """
     from . import phenotypes as ph
     from .selection import read_sample_ids

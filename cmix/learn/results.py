@@ -26,6 +26,7 @@ from ..atomic import atomic_path
 from ..errors import CmixError
 from ..logs import log
 from .checkpoints import METRICS_FILE, PREDICTIONS_FILE, RunState
+from ..genotypes.store import check_store_unchanged
 
 
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
@@ -165,6 +166,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
     if provenance is not None:
         result["provenance"] = (json.loads(provenance) if isinstance(provenance, str)
                                 else provenance)
+    check_store_unchanged(ctx.store_path, ctx.store_sha256)
     state.parts["predict"] = prediction_record(ctx, test_prob)
     state.stage = "done"
     ctx.save(state, force=True)
