@@ -485,7 +485,7 @@ def test_checkpoints_are_written_at_most_every_checkpoint_seconds(easy, tmp_path
     monkeypatch.setattr(context, "save_torch", counted)
     full = run_method("cmix", easy[0], 100, 7, tmp_path / "full", config=cfg, device="cpu")
     assert writes == [("pretrain", 1), ("fitted", writes[1][1]), ("done", writes[2][1])]
-    import cmix.learn.train as train_mod
+    import learn_names as train_mod
 
     real_epoch, calls = train_mod.predictor_epoch, []
 
@@ -497,12 +497,12 @@ def test_checkpoints_are_written_at_most_every_checkpoint_seconds(easy, tmp_path
             raise _Killed
         return real_epoch(*args)
 
-    monkeypatch.setattr(train_mod, "predictor_epoch", epoch_then_die)
+    train_mod.patch(monkeypatch, "predictor_epoch", epoch_then_die)
     writes.clear()
     with pytest.raises(_Killed):
         run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg, device="cpu")
     assert writes == [("pretrain", 1)]
-    monkeypatch.setattr(train_mod, "predictor_epoch", real_epoch)
+    train_mod.patch(monkeypatch, "predictor_epoch", real_epoch)
     resumed = run_method("cmix", easy[0], 100, 7, tmp_path / "killed", config=cfg,
                          device="cpu")
     assert resumed["test"] == full["test"] and resumed["validation"] == full["validation"]

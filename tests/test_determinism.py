@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from cmix.learn import harness
-from cmix.learn.labelprop import propagate
-from cmix.learn.losses import fixed_order_sum, mix_partners, mix_rows, reconstruction_loss
+from cmix.learn.methods.cmix.labelprop import propagate
+from cmix.learn.methods.cmix.losses import fixed_order_sum, mix_partners, mix_rows, reconstruction_loss
 from cmix.learn.nn import GroupBatchNorm, Predictor, SnpEmbedding, init_generators
 from store_helpers import log_without_seconds, simulate_labels, write_test_store
 

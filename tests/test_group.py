@@ -72,8 +72,8 @@ def make_group(store, seeds, tmp_path, method="cmix", config=TINY):
 def pretrain_epoch_ops(store, tmp_path, n_models, pseudo: bool):
     """Operations of one cmix pre-training epoch of a group of ``n_models`` (with every
     model's pseudo-labels in use, or none), and its number of steps."""
-    from cmix.learn import train as tr
-    from cmix.learn.methods.networks import cmix_model
+    from cmix.learn.methods.cmix import pretrain as tr
+    from cmix.learn.methods.heads import cmix_model
     from cmix.learn.nn import GroupAdam
 
     group = make_group(store, range(1, n_models + 1), tmp_path / str(n_models))
@@ -114,9 +114,9 @@ def test_operations_per_pretraining_step_do_not_grow_with_the_models(store, tmp_
 
 def predictor_epoch_ops(store, tmp_path, n_models):
     """Operations of one predictor epoch (latent mixup on) of ``n_models`` heads."""
-    from cmix.learn import train as tr
+    from cmix.learn.methods import heads as tr
     from cmix.learn.group import Labeled
-    from cmix.learn.methods.networks import new_head
+    from cmix.learn.methods.heads import new_head
     from cmix.learn.streams import PREDICTOR_STEPS
 
     group = make_group(store, range(1, n_models + 1), tmp_path / f"p{n_models}")

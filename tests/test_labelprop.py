@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cmix.learn.config import PseudoLabels
-from cmix.learn.labelprop import knn_graph, knn_neighbours, label_propagation, propagate
+from cmix.learn.methods.cmix.labelprop import knn_graph, knn_neighbours, label_propagation, propagate
 
 
 def dense_cosine(z):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from cmix.learn.losses import (contrastive_targets, mix_partners, mix_rows,
+from cmix.learn.methods.cmix.losses import (contrastive_targets, mix_partners, mix_rows,
                                mixup_cross_entropy, reconstruction_loss, soft_cross_entropy,
                                supcon_loss)
 from cmix.learn.nn import SnpEmbedding, categorical_width

@@ -11,7 +11,7 @@ import torch
 
 from cmix.learn import harness
 from cmix.learn.config import resolve_config
-from cmix.learn.losses import mix_partners
+from cmix.learn.methods.cmix.losses import mix_partners
 
 from store_helpers import simulate_labels, write_test_store
 
@@ -45,10 +45,10 @@ def test_batch_norm_sees_originals_and_mixed_rows_as_one_batch():
     """With batchnorm the running statistics move once per step, by the statistics of
     the batch [originals; mixed rows that exist at that block] (a mixed row exists from
     its layer t on, and only where it has a partner)."""
-    from cmix.learn.losses import mix_partners as partners, mix_rows
+    from cmix.learn.methods.cmix.losses import mix_partners as partners, mix_rows
     from cmix.learn.nn import ContrastiveMixup, init_generators
     from cmix.learn.streams import Draws, model_keys
-    from cmix.learn.train import Batch, contrastive_mixup_loss
+    from cmix.learn.methods.cmix.pretrain import Batch, contrastive_mixup_loss
 
     cfg = resolve_config({"batchnorm": True, "n_layers": 1, "hidden": 8, "alpha": 0.5})
     x = torch.randint(0, 3, (1, 12, 5), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
@@ -126,7 +126,7 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
     own models, which see them, change; flipping a few of fold 1's labels changes fold
     model 0 (the check can fail)."""
     import cmix.learn.data as data_mod
-    import cmix.learn.train as train_mod
+    import learn_names as train_mod
 
     dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
@@ -134,8 +134,7 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 1, "hidden": 16,
            "d_proj": 8, "batch_size": 64, "lp_judge_folds": 3}
     # fixed folds: rows 0, 3, 6, ... in fold 0, rows 1, 4, ... in fold 1, ...
-    monkeypatch.setattr(train_mod, "judge_folds",
-                        lambda ctx: np.arange(len(ctx.splits.train_labeled)) % 3)
+    train_mod.patch(monkeypatch, "judge_folds", lambda ctx: np.arange(len(ctx.splits.train_labeled)) % 3)
 
     def run(tag, which):
         def splits(*a, **k):
@@ -160,7 +159,7 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
 
 
 class _Run:
-    """A run as :func:`cmix.learn.methods.networks.judge_arms` reads it: n labeled
+    """A run as :func:`cmix.learn.methods.cmix.judge.judge_arms` reads it: n labeled
     training rows of classes y, no covariates."""
 
     def __init__(self, y, seed=0):
@@ -172,13 +171,13 @@ class _Run:
 def _judge(monkeypatch, y, fold, paper, selfsl):
     """judge_arms on one run with K = fold.max() + 1 fold models, each arm's head inputs
     given per model (K + 1 arrays (n, d): the run's own model first)."""
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     k = int(fold.max()) + 1
     run = _Run(y)
     group = SimpleNamespace(ctxs=[run] * (k + 1), roles=list(range(k + 1)), n_models=k + 1,
                             runs=lambda: [run])
-    monkeypatch.setattr(networks, "run_inputs", lambda g, arm, rows: arm)
+    networks.patch(monkeypatch, "run_inputs", lambda g, arm, rows: arm)
     return networks.judge_arms(group, paper, selfsl, {id(run): fold})[0]
 
 
@@ -217,7 +216,7 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
     scipy, used at p <= 5%."""
     from scipy.stats import ttest_rel
 
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     def fit(ctx, x, y, c, n_classes=2, cov_c=None):
         return np.stack([x[y == k].mean(0) for k in range(n_classes)]), c
@@ -228,8 +227,8 @@ def test_the_judge_is_cross_fitting_computed_directly(monkeypatch):
         e = np.exp(logit - logit.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
 
-    monkeypatch.setattr(networks, "fit_probe", fit)
-    monkeypatch.setattr(networks, "probe_proba", proba)
+    networks.patch(monkeypatch, "fit_probe", fit)
+    networks.patch(monkeypatch, "probe_proba", proba)
     cs = np.logspace(-4, 2, resolve_config({}).logreg.logreg_n_c)
     rng = np.random.default_rng(1)
     n, k = 60, 2
@@ -281,7 +280,7 @@ def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
 
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     rng = np.random.default_rng(3)
     n_tr, n_val, d = 80, 40, 6
@@ -294,7 +293,7 @@ def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
     run.splits.labeled = np.arange(n_tr + n_val)
     x_all = np.vstack([x_tr, x_val])
     group = SimpleNamespace(ctxs=[run], n_models=1)
-    monkeypatch.setattr(networks, "run_inputs", lambda g, m, rows: [x_all[rows[0]]])
+    networks.patch(monkeypatch, "run_inputs", lambda g, m, rows: [x_all[rows[0]]])
     mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-9
     cs = networks.probe_cs(run)
     direct = [log_loss(y_val, LogisticRegression(C=c, max_iter=5000)
@@ -317,12 +316,12 @@ def test_the_probe_chooses_c_on_rows_the_encoder_never_saw_labeled(monkeypatch):
 def test_cmix_paper_uses_its_pseudo_labels_without_any_judge(tmp_path, monkeypatch):
     """cmix_paper: no judge is called (it would raise), every look's pseudo-labels are
     used, each weighted by its certainty."""
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     def no_judge(*a):
         raise AssertionError("cmix_paper called the judge")
 
-    monkeypatch.setattr(networks, "judge_arms", no_judge)
+    networks.patch(monkeypatch, "judge_arms", no_judge)
     dosage, label = simulate_labels(400, 30, n_classes=2, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
@@ -344,11 +343,10 @@ def test_cmix_is_exactly_cmix_paper_or_cmix_selfsl(tmp_path, monkeypatch, used):
     """Whatever its judge says, a cmix run's test and validation metrics equal, to the
     bit, those of cmix_paper (yes: its pseudo-labels used) or of cmix_selfsl (no), and
     differ from the other's (the check can fail)."""
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     real = networks.judge_arms
-    monkeypatch.setattr(networks, "judge_arms",
-                        lambda *a: [{**v, "used": used} for v in real(*a)])
+    networks.patch(monkeypatch, "judge_arms", lambda *a: [{**v, "used": used} for v in real(*a)])
     dosage, label = simulate_labels(400, 30, n_classes=2, n_causal=10, h2=0.9, seed=4)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
     cfg = {"epochs": 3, "warmup_epochs": 1, "lp_every": 1, "pred_epochs": 3, "hidden": 16,
@@ -379,7 +377,7 @@ def test_the_head_choice_never_reads_a_test_row(tmp_path, monkeypatch, method):
     labeled, validation and labeled rows only: every row handed to the head inputs while
     heads are chosen is outside the test split, the probe is scored on the validation
     rows, and the choice is recorded with both losses."""
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     dosage, label = simulate_labels(300, 30, n_classes=2, seed=6)
     store = write_test_store(tmp_path / "s.zarr", dosage, label)
@@ -388,15 +386,14 @@ def test_the_head_choice_never_reads_a_test_row(tmp_path, monkeypatch, method):
 
     def choose(group, model, summaries):
         tests.extend(int(r) for c in group.ctxs for r in c.splits.test)
-        monkeypatch.setattr(networks, "run_inputs",
-                            lambda g, m, rows: seen.extend(int(r) for x in rows for r in x)
+        networks.patch(monkeypatch, "run_inputs", lambda g, m, rows: seen.extend(int(r) for x in rows for r in x)
                             or real_inputs(g, m, rows))
         try:
             return real_choose(group, model, summaries)
         finally:
-            monkeypatch.setattr(networks, "run_inputs", real_inputs)
+            networks.patch(monkeypatch, "run_inputs", real_inputs)
 
-    monkeypatch.setattr(networks, "choose_heads", choose)
+    networks.patch(monkeypatch, "choose_heads", choose)
     m = harness.train_run(store, 100, 3, tmp_path / "run", method=method,
                           config={"epochs": 2, "warmup_epochs": 1, "pred_epochs": 3,
                                   "hidden": 16, "d_proj": 8, "batch_size": 64},
@@ -412,7 +409,7 @@ def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monke
     to fit on, fewer than the 2 a class needs, so it fits classes 0 and 1; every row is
     still judged, and a class-2 row of fold 0 costs both arms the same (its class has
     probability 0 in both)."""
-    from cmix.learn.methods import networks
+    import learn_names as networks
 
     rng = np.random.default_rng(2)
     y = np.r_[np.repeat([0, 1], 28), [2, 2, 2]]
@@ -428,7 +425,7 @@ def test_a_class_too_rare_for_a_folds_probe_still_lets_every_row_be_judged(monke
         losses[n_classes] += 1
         return p
 
-    monkeypatch.setattr(networks, "probe_proba", proba)
+    networks.patch(monkeypatch, "probe_proba", proba)
     v = _judge(monkeypatch, y, fold, *arms)
     assert v["n_judge"] == n and v["paper_brier"] is not None
     n_c = len(networks.probe_cs(_Run(y)))

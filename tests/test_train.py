@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-import cmix.learn.train as train_mod
+import learn_names as train_mod
 from cmix.learn import checkpoints, context, harness, shared
 from cmix.cli import main
 from cmix.learn.methods import METHODS
@@ -37,11 +37,10 @@ def toy_store(tmp_path_factory):
 def judge_says(monkeypatch, used: bool):
     """cmix's judge made to say yes (the run then trains as cmix_paper does: these tests
     need the pseudo-labels used) or no, its evidence computed as usual."""
-    import cmix.learn.methods.networks as nets
+    import learn_names as nets
 
     real = nets.judge_arms
-    monkeypatch.setattr(nets, "judge_arms",
-                        lambda *a: [{**v, "used": used} for v in real(*a)])
+    nets.patch(monkeypatch, "judge_arms", lambda *a: [{**v, "used": used} for v in real(*a)])
 
 
 def pseudo_labels_beat_the_head(monkeypatch):
@@ -101,7 +100,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
         loss = real_epoch(head, opt, train, *rest)
         assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())
         return loss
-    monkeypatch.setattr(train_mod, "predictor_epoch", spy_epoch)
+    train_mod.patch(monkeypatch, "predictor_epoch", spy_epoch)
     # a head that never beats the pseudo-labels on held-out rows: they are used
     pseudo_labels_beat_the_head(monkeypatch)
     m = harness.train_run(toy_store, 60, 5, tmp_path / "spy", config=TINY, device="cpu")
@@ -155,7 +154,7 @@ def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_model
         with torch.no_grad():
             next(made[0].encoder.parameters()).view(-1)[0] += 1e-3
         return real_epoch(*args)
-    monkeypatch.setattr(train_mod, "predictor_epoch", nudging_epoch)
+    train_mod.patch(monkeypatch, "predictor_epoch", nudging_epoch)
     with pytest.raises(CmixError, match="encoder changed during the predictor stage"):
         harness.train_run(toy_store, 60, 5, tmp_path / "nudged", config=TINY, device="cpu")
     assert not (tmp_path / "nudged" / "metrics.json").exists()
@@ -163,7 +162,7 @@ def test_a_moving_encoder_is_caught(toy_store, tmp_path, monkeypatch, made_model
 
 def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
     """Each method's switches change what runs, not only a metadata field."""
-    import cmix.learn.losses as losses_mod
+    import cmix.learn.methods.cmix.losses as losses_mod
     calls = {}
 
     def spy(module, name):
@@ -173,7 +172,7 @@ def test_mlp_method_and_ablation_switches(toy_store, tmp_path, monkeypatch):
             out = real(*a, **k)
             calls.setdefault(name, []).append((a, k, out))
             return out
-        monkeypatch.setattr(module, name, wrapper)
+        train_mod.patch(monkeypatch, name, wrapper)
     spy(train_mod, "pretrain_epoch")
     spy(train_mod, "record_look")
     spy(train_mod, "predictor_epoch")
@@ -225,7 +224,7 @@ def test_refit_on_all_labeled_rows_for_the_chosen_epochs(toy_store, tmp_path, mo
     def spy(head, opt, train, *rest):
         sizes.append(int(train.count[0]))
         return real_epoch(head, opt, train, *rest)
-    monkeypatch.setattr(train_mod, "predictor_epoch", spy)
+    train_mod.patch(monkeypatch, "predictor_epoch", spy)
     m = harness.train_run(toy_store, 60, 3, tmp_path / "refit", method="mlp", config=TINY,
                             device="cpu")
     n_tr, n_val = m["n_train_labeled"], m["n_validation"]

@@ -1,6 +1,6 @@
 """The numerical pieces of the VIME and manifold-mixup baselines (their fits are
-:class:`cmix.learn.methods.networks.Vime` and
-:class:`cmix.learn.methods.networks.ManifoldMixup`).
+:class:`cmix.learn.methods.vime.Vime` and
+:class:`cmix.learn.methods.manifold_mixup.ManifoldMixup`).
 
 - VIME (Yoon et al. 2020). Self-supervised: mask m ~ Bernoulli(p_m), corrupted row
   x~ = m * x_bar + (1 - m) * x with x_bar_j drawn from column j's empirical marginal (the
@@ -49,7 +49,7 @@ def vime_self_loss(mask_logits, mask, feature_out, x, embed, alpha: float, rows=
     a model holds (all without). Returns (total, mask_loss, feature_loss), each (G,)."""
     import torch.nn.functional as F
 
-    from .losses import fixed_order_sum, reconstruction_loss
+    from .methods.cmix.losses import fixed_order_sum, reconstruction_loss
 
     bce = F.binary_cross_entropy_with_logits(mask_logits.float(), mask.float(),
                                              reduction="none")
@@ -97,7 +97,7 @@ def manifold_mixup_step(predictor, f, targets, layer, lam, perm, rows=None):
     the rows a model holds. Returns (logits (G, B, C), mixed soft targets (G, B, C))."""
     import torch
 
-    from .losses import mix_rows
+    from .methods.cmix.losses import mix_rows
     from .nn import apply_layer
 
     net = predictor.net

@@ -62,7 +62,7 @@ class Contrastive:
 
 @dataclass(frozen=True)
 class PseudoLabels:
-    """Label propagation on the kNN graph (:mod:`cmix.learn.labelprop`)."""
+    """Label propagation on the kNN graph (:mod:`cmix.learn.methods.cmix.labelprop`)."""
 
     warmup_epochs: int = 5          # pre-training epochs before the first look (K)
     lp_every: int = 5               # epochs between looks, label propagations (f)
@@ -170,6 +170,14 @@ class ManifoldMixup:
 
 
 @dataclass(frozen=True)
+class Plugin:
+    """Methods from installed packages (entry-point group ``cmix.methods``)."""
+
+    plugin_config: dict | None = None   # method name -> the mapping given to that plugin
+                                        # method (its factory's or class's config)
+
+
+@dataclass(frozen=True)
 class Config:
     """Every section of a resolved config. Build it with :func:`resolve_config` (checked)
     or :meth:`from_flat`; :meth:`flat` gives back the flat mapping of keys."""
@@ -187,6 +195,7 @@ class Config:
     gbdt: Gbdt = field(default_factory=Gbdt)
     vime: Vime = field(default_factory=Vime)
     manifold_mixup: ManifoldMixup = field(default_factory=ManifoldMixup)
+    plugin: Plugin = field(default_factory=Plugin)
 
     @classmethod
     def from_flat(cls, flat: dict) -> "Config":
@@ -215,7 +224,7 @@ SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}
 #: every key with its default (the ``cpu`` preset)
 DEFAULTS: dict = {f.name: f.default for section in SECTIONS.values() for f in fields(section)}
 SECTION_OF: dict = {f.name: name for name, section in SECTIONS.items() for f in fields(section)}
-NULLABLE = ("hidden",)
+NULLABLE = ("hidden", "plugin_config")
 
 PRESETS: dict[str, dict] = {
     "cpu": {},
@@ -331,6 +340,10 @@ def check_config(cfg: dict, where="config") -> None:
                 if not ok:
                     bad(key, f"a number in {'[' if lo_in else '('}{lo}, "
                              f"{hi if hi is not None else 'inf'}{']' if hi_in else ')'}")
+        elif key == "plugin_config":
+            if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(c, dict)
+                                                  for k, c in v.items()):
+                bad(key, "a mapping of method name -> mapping of that method's settings")
         elif key in CHOICES and v not in CHOICES[key]:
             bad(key, " or ".join(CHOICES[key]))
 

@@ -33,7 +33,7 @@ def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
     cmix_paper and cmix_paper_pl share their pre-training, and cmix_selfsl's is any
     other run's without pseudo-labels; cmix_random_mix (another ``mix``) and any other
     config get keys of their own. cmix's pre-training (both arms and their fold
-    models, :func:`cmix.learn.methods.networks.judged_pretraining`) is not shared."""
+    models, :func:`cmix.learn.methods.cmix.judge.judged_pretraining`) is not shared."""
     import torch
 
     from .config import sections_config

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
-from ..logs import log
-from ..runtime import one_blas_thread
-from .config import PseudoLabels
+from ....logs import log
+from ....runtime import one_blas_thread
+from ...config import PseudoLabels
+from .losses import fixed_order_sum
 
 
 @dataclass
@@ -36,8 +38,6 @@ def knn_neighbours(z, k: int, block: int = PseudoLabels.lp_block):
     """The k nearest other rows of each row of z (N, d) by cosine similarity:
     (index (N, k) int64, similarity (N, k) float64, numpy), most similar first. Runs with
     torch where z is (a tensor on a GPU: blocks of at least 4,096 rows)."""
-    import torch
-
     z = torch.as_tensor(z)
     z = torch.nn.functional.normalize(z.float(), dim=1)
     n = len(z)
@@ -101,12 +101,8 @@ def solve_columns(a: sp.spmatrix, y: np.ndarray, alpha: float, rtol: float,
     scipy's cg does, once its residual is at most rtol times the norm of its y_c (or
     after ``maxiter`` iterations); the others go on. The dot
     products are summed in an order that depends neither on the thread count nor on
-    the other columns (:func:`cmix.learn.losses.fixed_order_sum`). Returns (f (N, C)
+    the other columns (:func:`cmix.learn.methods.cmix.losses.fixed_order_sum`). Returns (f (N, C)
     numpy, bool (C,) columns that reached maxiter first)."""
-    import torch
-
-    from .losses import fixed_order_sum
-
     dev = torch.device(device)
     a = a.tocsr()
     with warnings.catch_warnings():             # torch calls its sparse CSR support beta
