@@ -115,7 +115,7 @@ def test_operations_per_pretraining_step_do_not_grow_with_the_models(store, tmp_
 def predictor_epoch_ops(store, tmp_path, n_models):
     """Operations of one predictor epoch (latent mixup on) of ``n_models`` heads."""
     from cmix.learn.methods import heads as tr
-    from cmix.learn.group import Labeled
+    from cmix.learn.group_heads import Labeled
     from cmix.learn.methods.heads import new_head
     from cmix.learn.streams import PREDICTOR_STEPS
 

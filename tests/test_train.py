@@ -114,7 +114,7 @@ def test_predictor_stage_freezes_encoder_and_uses_pseudo_labels(toy_store, tmp_p
 
 
 def test_pseudo_labels_change_the_predictor_loss():
-    from cmix.learn.group import Labeled
+    from cmix.learn.group_heads import Labeled
     from cmix.learn.nn import GroupAdam, Head, Identity, Predictor, init_generators
     from cmix.learn.streams import model_keys
 

@@ -16,6 +16,13 @@
 
 from __future__ import annotations
 
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .methods.cmix.losses import fixed_order_sum, mix_rows, reconstruction_loss
+from .nn import Dropout, apply_layer
+
 
 # ------------------------------------------------------------------ VIME
 def vime_corrupt(x, p_m: float, draws, n_rows=None):
@@ -30,8 +37,6 @@ def vime_corrupt(x, p_m: float, draws, n_rows=None):
     mask estimator's target). One 32-bit draw an entry from ``draws`` (the step's
     :class:`cmix.learn.streams.Draws`): its high 16 bits give the mask (p_m to 1/65,536),
     its low 16 bits the row."""
-    import torch
-
     g, b, m = x.shape
     bits = draws.bits(b, m)                       # one 32-bit draw an entry: 16 bits each
     mask = (bits >> 16) < int(round(p_m * 65536))
@@ -47,9 +52,6 @@ def vime_self_loss(mask_logits, mask, feature_out, x, embed, alpha: float, rows=
     (G, B, M)) averaged over entries + alpha * feature-estimation loss (the cmix
     reconstruction loss of the clean rows x from feature_out); rows: (G, B) bool, the rows
     a model holds (all without). Returns (total, mask_loss, feature_loss), each (G,)."""
-    import torch.nn.functional as F
-
-    from .methods.cmix.losses import fixed_order_sum, reconstruction_loss
 
     bce = F.binary_cross_entropy_with_logits(mask_logits.float(), mask.float(),
                                              reduction="none")
@@ -78,9 +80,6 @@ def block_ends(net) -> list:
     """The indices in the Sequential ``net`` where the input and each hidden block end
     (0; after the ReLU of block 1 and, with dropout, the Dropout that follows it; the
     same after block 2)."""
-    import torch.nn as nn
-
-    from .nn import Dropout
 
     ends = [0]
     for i, m in enumerate(net):
@@ -95,10 +94,6 @@ def manifold_mixup_step(predictor, f, targets, layer, lam, perm, rows=None):
     mixed at ``layer`` (G,) int (0 = input, 1 / 2 = after hidden block 1 / 2): there
     h = lam h + (1 - lam) h[perm] (lam (G, B), perm (G, B) row indices); rows: (G, B) bool,
     the rows a model holds. Returns (logits (G, B, C), mixed soft targets (G, B, C))."""
-    import torch
-
-    from .methods.cmix.losses import mix_rows
-    from .nn import apply_layer
 
     net = predictor.net
     ends = block_ends(net)

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..atomic import load_torch
 from ..errors import CmixError
 from ..logs import log
-
+from .stages import START
 
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.npz"
@@ -50,7 +50,7 @@ class RunState:
     """The checkpoint of a run (see the module docstring)."""
 
     run_key: str
-    stage: str = "start"
+    stage: str = START
     epoch: int = 0
     history: list = field(default_factory=list)
     times: dict = field(default_factory=dict)

@@ -27,6 +27,7 @@ from ..logs import log
 from .checkpoints import (CHECKPOINT_FILE, CHECKPOINT_SECONDS, LOG_FILE, RunState,
                           finished_metrics, run_key_of, saved_state)
 from .shared import share_stage, take_shared_stage
+from .stages import DONE
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
                      mean=store.mean.copy(), sd=store.sd.copy(), cov=None,
                      encoders=None if reuse.encoders is None else Path(reuse.encoders))
     ctx.cov, ctx.cov_mu, ctx.cov_sd = standardised_covariates(root, store.train_split, cfg)
-    if state is not None and state.stage == "done" and finished_metrics(out_dir, run_key):
+    if state is not None and state.stage == DONE and finished_metrics(out_dir, run_key):
         log(f"{out_dir}: run already complete")
         return ctx, None
     if state is None:

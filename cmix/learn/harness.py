@@ -31,6 +31,7 @@ from .checkpoints import METRICS_FILE, RunState, cpu_state
 from .context import CheckedStore, Reuse, RunContext, check_store, open_run
 from .results import finish
 from .seedpool import SeedQueue, cpu_threads, seed_error, seed_feeders, seed_workers
+from .stages import FITTED
 
 
 @contextlib.contextmanager
@@ -229,7 +230,7 @@ def train_group(method, store: "CheckedStore", budget: int, seed_dirs: dict, cfg
                     f = fitted[c.seed]
                     c.state.parts["model"] = cpu_state(f.state_dict())
                     c.state.parts["report"] = f.report
-                    c.state.stage = "fitted"
+                    c.state.stage = FITTED
                     c.save(c.state, force=True)
         for ctx in pending:
             with deterministic_algorithms(dev):
@@ -280,7 +281,7 @@ def run_method(ctx: RunContext, state: RunState, method=None) -> dict:
         method.fit(ctx)
         state.parts["model"] = cpu_state(method.state_dict())
         state.parts["report"] = method.report
-        state.stage = "fitted"
+        state.stage = FITTED
         ctx.save(state, force=True)
     test = ctx.splits.test
     x, cov = ctx.rows(test).cpu().numpy(), ctx.cov[test]

@@ -34,8 +34,9 @@ import pandas as pd
 
 from ..atomic import atomic_path, load_torch
 from ..errors import CmixError
-from ..logs import log
 from ..genotypes.covariates import SampleTables
+from ..logs import log
+from .stages import DONE
 
 if TYPE_CHECKING:
     from ..readers.sources import GenotypeFiles
@@ -57,7 +58,7 @@ def load_run(run_dir) -> dict:
     if not isinstance(metrics, dict):
         raise CmixError(f"{metrics_path}: expected a JSON object (a cmix run's metrics)")
     state = load_torch(ckpt)
-    if not isinstance(state, dict) or state.get("stage") != "done" or \
+    if not isinstance(state, dict) or state.get("stage") != DONE or \
             not {"predict", "model"} <= set(state.get("parts", {})):
         raise CmixError(f"{ckpt}: the checkpoint has no prediction record (a run that is "
                         "not finished, or one trained by an older cmix: retrain it)")
@@ -77,8 +78,8 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
     (``chr2``, ``02`` and ``2`` are one; :func:`cmix.readers.chroms.chrom_code`; a
     position that ``bim`` lists twice matches by ID only); a variant found whose alleles are not
     the store's two alleles is an error (:func:`cmix.readers.plink.allele_flips`)."""
-    from ..readers.plink import allele_flips
     from ..readers.chroms import chrom_codes
+    from ..readers.plink import allele_flips
 
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
@@ -99,9 +100,9 @@ def _dosages(src, row, flip, sample_idx) -> np.ndarray:
     holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
     number of copies; else float32 expected copies rounded to the fractional store's
     1/125 steps, -1.0 missing or absent (:func:`cmix.genotypes.store.load_rows`)."""
+    from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional, fractional_copies,
+                                   hard_call_codes)
     from ..readers.sources import HARD_CALLS
-    from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional,
-                                   fractional_copies, hard_call_codes)
 
     have = np.flatnonzero(row >= 0)
     if src.encoding == HARD_CALLS:

@@ -24,9 +24,10 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..errors import CmixError
+from ..genotypes.store import check_store_unchanged
 from ..logs import log
 from .checkpoints import METRICS_FILE, PREDICTIONS_FILE, RunState
-from ..genotypes.store import check_store_unchanged
+from .stages import DONE
 
 
 def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> dict:
@@ -39,8 +40,8 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
     (average precision) of class 1; more classes: ``macro_auroc`` and ``macro_ap``, the
     one-vs-rest mean over the classes present. Ranking metrics are None when fewer than
     2 classes are present."""
-    from .metrics import (average_precision_score, balanced_accuracy_score,
-                          matthews_corrcoef, roc_auc_score)
+    from .metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef,
+                          roc_auc_score)
 
     y = np.asarray(y, dtype=np.int64)
     prob = np.asarray(prob, dtype=np.float64)
@@ -168,7 +169,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
                                 else provenance)
     check_store_unchanged(ctx.store_path, ctx.store_sha256)
     state.parts["predict"] = prediction_record(ctx, test_prob)
-    state.stage = "done"
+    state.stage = DONE
     ctx.save(state, force=True)
     write_predictions(ctx.out_dir / PREDICTIONS_FILE, s.label[s.test], test_prob, latent)
     with atomic_path(ctx.out_dir / METRICS_FILE) as tmp:

@@ -20,6 +20,7 @@ import time
 from ..atomic import load_torch, save_torch
 from ..errors import CmixError
 from ..logs import log
+from .stages import START
 from .results import numerics_kind, versions
 
 
@@ -65,7 +66,7 @@ def take_shared_stage(ctx: RunContext, stage: str, pseudo: str | None) -> bool: 
     states, the pseudo-labels and their summary of a stage with them, and the stage's epoch
     records. Returns whether it did. A damaged file stops the run (CmixError naming it)."""
     state = ctx.state
-    fresh = state.stage == "start" or (state.stage == stage and state.epoch == 0)
+    fresh = state.stage == START or (state.stage == stage and state.epoch == 0)
     if ctx.encoders is None or not fresh:
         return False
     key = shared_stage_key(ctx, pseudo)

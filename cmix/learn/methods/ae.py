@@ -4,8 +4,7 @@ predictor on the frozen encoder.
 
 from __future__ import annotations
 
-
-
+from ..stages import PRETRAIN
 from ..group import group_epochs
 from ..nn import GroupAdam
 from ..streams import AE_BATCHES, Draws
@@ -35,7 +34,7 @@ class Autoencoder(NetworkMethod):
             return masked_epoch(src, sched, ok, active, opt, lambda s, x, m: reconstruction_loss(
                 model.decoder(model.encode(x, m), m), x, model.embed, m))
 
-        group_epochs(group, "pretrain", cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
+        group_epochs(group, PRETRAIN, cfg.epochs, {"model": model, "opt": opt}, epoch_fn,
                      "ae pre-training")
         freeze(model)
         head, summaries = supervised_heads(group, model, {})

@@ -13,10 +13,10 @@ from functools import partial
 import numpy as np
 import torch
 
-from .. import streams
 from ...errors import CmixError
+from .. import streams
 from ..data import LAST
-from ..group import Labeled, fit_heads
+from ..group_heads import Labeled, fit_heads
 from ..linear import fit_logreg_cv, require_two_per_class
 from ..nn import ContrastiveMixup, GroupAdam, autocast, build_head, init_generators, set_draws
 from ..streams import MODEL_INIT, PREDICTOR_STEPS
@@ -226,7 +226,7 @@ def rows_at(t, idx):
 
 def head_steps(head, data, epoch: int, active, keys, batch_size: int):
     """The steps of one epoch of a head over ``data``'s rows (a
-    :class:`cmix.learn.group.Labeled`): each model's rows in a shuffled order drawn from
+    :class:`cmix.learn.group_heads.Labeled`): each model's rows in a shuffled order drawn from
     ``keys`` and the epoch (its padding last), ``batch_size`` a step. Yields
     :class:`HeadStep` s, the head in training mode with the step's draws for its dropout
     (cleared after the epoch)."""
@@ -245,7 +245,7 @@ def head_steps(head, data, epoch: int, active, keys, batch_size: int):
 
 
 def predictor_epoch(head, opt, train, epoch: int, active, keys, batch_size: int, mix_on):
-    """One epoch of every model's predictor: train (:class:`cmix.learn.group.Labeled`:
+    """One epoch of every model's predictor: train (:class:`cmix.learn.group_heads.Labeled`:
     inputs (G, N, ...), targets (G, N, C) soft, weights (G, N)); active (G,) bool device
     tensor; keys: (G,) keys of the epoch loop's stream; batch_size rows a step; mix_on:
     (G,) bool device tensor, latent mixup for those models (lambda ~ U(0, 1), partner = a

@@ -11,7 +11,7 @@ import torch
 
 from ..baselines import manifold_mixup_step
 from ..data import LAST
-from ..group import Labeled, fit_heads
+from ..group_heads import Labeled, fit_heads
 from ..streams import MANIFOLD_MIXUP_STEPS, gen
 from .cmix.losses import soft_cross_entropy
 from .heads import head_inputs, head_steps, new_head, rows_at, validation_rows

@@ -22,7 +22,8 @@ import torch
 
 from ..data import RowSource
 from ..group import Group
-from ..nn import ContrastiveMixup, autocast, build_head, init_generators, load_model_state, model_state
+from ..nn import (ContrastiveMixup, autocast, build_head, init_generators, load_model_state,
+                  model_state)
 from .base import FittedMethod
 from .probes import probe_proba
 

@@ -5,7 +5,6 @@ by the caller on rows the encoder never saw labeled.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..linear import fit_logreg_cv, logreg_at

@@ -5,7 +5,6 @@ batches of each model's rows (:func:`batch_schedule`) and one masked epoch
 
 from __future__ import annotations
 
-
 import torch
 
 from ..data import chunk_aware_order

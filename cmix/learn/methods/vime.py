@@ -13,10 +13,14 @@ import torch
 import torch.nn.functional as F
 
 from ..baselines import vime_consistency_loss, vime_corrupt, vime_self_loss
-from ..group import Labeled, fit_heads, group_epochs
+from ..stages import PRETRAIN
+from ..group import group_epochs
+from ..group_heads import Labeled, fit_heads
 from ..nn import GroupAdam, Layers, init_generators, mlp_layers
-from ..streams import Draws, VIME_BATCHES, VIME_CORRUPTION, VIME_MASK_ESTIMATOR, VIME_SEMI_STEPS, VIME_UNLABELED_BATCHES
-from .heads import choose_heads, cmix_model, freeze, head_inputs, head_steps, new_head, rows_at, validation_rows
+from ..streams import (VIME_BATCHES, VIME_CORRUPTION, VIME_MASK_ESTIMATOR, VIME_SEMI_STEPS,
+                       VIME_UNLABELED_BATCHES, Draws)
+from .heads import (choose_heads, cmix_model, freeze, head_inputs, head_steps, new_head, rows_at,
+                    validation_rows)
 from .network import NetworkMethod
 from .selfsupervised import batch_schedule, masked_epoch
 
@@ -67,7 +71,7 @@ def vime_pretrain(group):
 
         return masked_epoch(src, sched, ok, active, opt, step_loss)
 
-    group_epochs(group, "pretrain", cfg.epochs,
+    group_epochs(group, PRETRAIN, cfg.epochs,
                  {"model": model, "mask_estimator": mask_est, "opt": opt}, epoch_fn,
                  "vime self-supervised")
     return model
@@ -97,7 +101,7 @@ def vime_heads(group, model):
 
 
 def vime_semi_epoch(group, model, unl):
-    """The epoch function (for :func:`cmix.learn.group.fit_heads`) of VIME's
+    """The epoch function (for :func:`cmix.learn.group_heads.fit_heads`) of VIME's
     semi-supervised predictors: each step, cross-entropy on a batch of each model's
     labeled latents plus vime_beta x the variance of the logits over vime_k corruptions of
     each row of a batch of its unlabeled rows ``unl`` (a RowSet; chunk-aware order, one

@@ -5,11 +5,11 @@ between them per run; the shared-encoder stages.
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.stats import ttest_1samp
 
 from ....logs import log
+from ...stages import PRETRAIN, PRETRAIN_ALL
 from ...nn import load_model_state, model_state
 from ..heads import cmix_model, run_inputs
 from ..probes import probe_cs, probe_path
@@ -39,9 +39,9 @@ def judged_pretraining(group, model) -> None:
             load_model_state(m, r * (k + 1), model_state(model, r))
     pretrain_stage(arms, paper, rows, paper_look(arms, paper, folds))
     for c in group.ctxs:
-        if c.state.stage == "pretrain":
-            c.state.stage, c.state.epoch = "pretrain_all", 0
-    pretrain_stage(arms, selfsl, rows, stage="pretrain_all")      # no look: no pseudo-labels
+        if c.state.stage == PRETRAIN:
+            c.state.stage, c.state.epoch = PRETRAIN_ALL, 0
+    pretrain_stage(arms, selfsl, rows, stage=PRETRAIN_ALL)      # no look: no pseudo-labels
     for r, (ctx, verdict) in enumerate(zip(group.ctxs, judge_arms(arms, paper, selfsl, folds))):
         load_model_state(model, r, model_state(paper if verdict["used"] else selfsl,
                                                r * (k + 1)))

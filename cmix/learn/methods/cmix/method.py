@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import partial
 
-
+from ...stages import PRETRAIN
 from ..heads import check_frozen, choose_heads, cmix_model, freeze, head_inputs, new_head
 from ..network import NetworkMethod
 from .judge import judged_pretraining, shared_stage
@@ -34,10 +34,10 @@ class ContrastiveMixupMethod(NetworkMethod):
         if sw.pretrain and sw.pseudo_labels and sw.judge:
             judged_pretraining(group, model)
         elif sw.pretrain and sw.pseudo_labels:
-            shared_stage(group, "pretrain", "unjudged", lambda: pretrain_stage(
+            shared_stage(group, PRETRAIN, "unjudged", lambda: pretrain_stage(
                 group, model, pretrain_rows(group), paper_look(group, model)))
         elif sw.pretrain:
-            shared_stage(group, "pretrain", None,
+            shared_stage(group, PRETRAIN, None,
                          lambda: pretrain_stage(group, model, pretrain_rows(group)))
         frozen = freeze(model)
         encoder = model if sw.pretrain else None

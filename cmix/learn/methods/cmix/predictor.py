@@ -4,12 +4,11 @@ pseudo-labeled rows, with latent mixup, early-stopped and refitted.
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
 from ... import streams
-from ...group import Labeled, fit_heads
+from ...group_heads import Labeled, fit_heads
 from ..heads import predictor_epoch, validation_rows
 
 
@@ -17,7 +16,7 @@ def predictor_stage(group, inputs_of, su_pos: list, new_head):
     """Every model's predictor on its labeled rows and certainty-weighted pseudo-labeled
     rows (latent mixup per the config, and only for a model with some pseudo-label that
     carries weight: without, its predictor is trained exactly as cmix_selfsl's),
-    early-stopped and refitted (:func:`cmix.learn.group.fit_heads`). inputs_of(rows) ->
+    early-stopped and refitted (:func:`cmix.learn.group_heads.fit_heads`). inputs_of(rows) ->
     (G, n, D) the predictor's inputs of each model's store rows (G sorted arrays of one
     length). new_head(all_labeled=False) -> (head, optimiser). Returns (head, G
     validation summaries)."""

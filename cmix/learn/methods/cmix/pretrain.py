@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ... import streams
+from ...stages import PRETRAIN
 from ...data import chunk_aware_order, permutations
 from ...group import group_epochs
 from ...nn import GroupAdam, autocast
@@ -246,7 +247,7 @@ def pretrain_epoch(group, model, opt, rows: PretrainRows, epoch: int, active):
     return sums / n
 
 
-def pretrain_stage(group, model, rows: PretrainRows, look=None, stage="pretrain") -> None:
+def pretrain_stage(group, model, rows: PretrainRows, look=None, stage=PRETRAIN) -> None:
     """Contrastive mixup pre-training of every model of the group as checkpoint stage
     ``stage``. rows: :class:`PretrainRows`, each model's labeled rows in its label-aware
     terms. look: None (no pseudo-labels) or ``look(epoch, active, records)``, run after

@@ -11,8 +11,8 @@ import time
 import numpy as np
 import torch
 
-from ... import streams
 from ....logs import log
+from ... import streams
 from ..heads import latent_rows
 from .labelprop import graph_from_neighbours, knn_neighbours, propagate
 
