@@ -163,10 +163,12 @@ def _add_train(sub):
                     "method, evaluate on the store's fixed test split. Checkpoints after "
                     "the first epoch, then at most once a minute; rerunning the same "
                     "command resumes. Several seeds each go "
-                    "into their own folder, as many single-seed commands would: on the "
-                    "CPU min(seeds, threads) of them at once, in worker processes that "
-                    "share the threads (peak memory is that many runs'); on a GPU one "
-                    "after another.")
+                    "into their own folder, as many single-seed commands would. A network "
+                    "method (mlp, ae, vime, manifold_mixup, the cmix methods) trains them "
+                    "as one group, their models taking every step together, on the CPU "
+                    "or a GPU; the other methods run min(seeds, threads) of them at once "
+                    "on the CPU, in worker processes that share the threads (peak memory "
+                    "is that many runs').")
     p.add_argument("--store", required=True, help="per-trait Zarr store (cmix store)")
     p.add_argument("--budget", required=True, type=_positive_int,
                    help="number of labeled training samples")

@@ -109,15 +109,18 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     computed once (:func:`check_store`), and each run gets its own copy of the moments;
     splits, seeding and everything else are the run's own.
 
-    threads: CPU threads for the whole call (default: the cores this process may use).
-    On the CPU, min(seeds, threads) seeds run at once (:func:`seed_workers`): this
-    process takes seeds one after another from the queue while spawned worker processes
-    take the others, each with an equal share of the threads, so that small runs, which
-    cannot keep several cores busy, fill them. A seed's run is the one a lone run with
-    its share of the threads makes (``torch_threads`` in its metrics.json); another
-    thread count can change the last bits of the matrix products, and from there the
-    metrics (docs/guide/reproducibility.md). On a GPU the seeds run one after another
-    in this process. When a run fails, the runs already started finish in their folders
+    A network method's seeds train as one group in this process, on the CPU or a GPU
+    (:func:`train_group`): their models take every step together, each run's the model
+    its lone run makes. threads: CPU threads for the whole call (default: the cores this
+    process may use). For the other methods, on the CPU, min(seeds, threads) seeds run at
+    once (:func:`seed_workers`): this process takes seeds one after another from the
+    queue while spawned worker processes take the others, each with an equal share of
+    the threads, so that small runs, which cannot keep several cores busy, fill them. A
+    seed's run is the one a lone run with its share of the threads makes
+    (``torch_threads`` in its metrics.json); another thread count can change the last
+    bits of the matrix products, and from there the metrics
+    (docs/guide/reproducibility.md). With ``device`` a GPU they run one after another in
+    this process. When a run fails, the runs already started finish in their folders
     and no new one starts; with several seeds the error names the failing seed and
     folder.
 

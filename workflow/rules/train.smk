@@ -1,6 +1,7 @@
 # One job per (trait, method, budget): `cmix train` runs every seed of config `seeds` in one
-# command, each into its own run folder: on the CPU as many seeds at once as the job has
-# threads, one after another on a GPU. The cmix methods' runs share their pre-training
+# command, each into its own run folder: a network method's seeds train as one group (their
+# models take every step together, on the GPU or the CPU); the other methods run as many
+# seeds at once as the job has threads. The cmix methods' runs share their pre-training
 # through {OUT}/encoders (cmix's stages are cmix_selfsl_pl's and cmix_selfsl's; the metrics
 # are the same either way). GPU jobs on a cluster, CPU anywhere. On a cluster,
 # the jobs of `train: runs_per_job` runs are packed into one submitted job (a Snakemake
