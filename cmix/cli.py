@@ -1092,7 +1092,11 @@ def main(argv: list[str] | None = None) -> int:
     # written and closed before a step returns; memory goes back to the system at exit.
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)
-    parser = build_parser()
+    try:
+        parser = build_parser()         # reads the methods, installed plugins included
+    except CmixError as err:
+        print(f"cmix: error: {err}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     try:
         from .outputs import claim_outputs

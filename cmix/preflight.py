@@ -19,9 +19,11 @@ import difflib
 import os
 import re
 import shlex
+import tempfile
 from pathlib import Path
 
 from .errors import CmixError
+from .learn.methods import METHODS
 from .text import first_line, first_repeated, input_file, parse_yaml, sniff_sep, split_header
 
 #: a trait or run name: it names files, folders, jobs and command arguments
@@ -86,12 +88,21 @@ def check_schema(config: dict, schema: str | os.PathLike) -> None:
 
     with open(schema) as fh:
         spec = yaml.safe_load(fh)
+    plugins = [m for m in METHODS.values() if m.package is not None]
+    spec["properties"]["methods"]["items"]["enum"] += [m.name for m in plugins]
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(spec).iter_errors(config))
     if error is not None:
         where = ".".join(str(k) for k in error.absolute_path)
         raise CmixError(f"{where or 'top level'}: {error.message}{schema_hint(error)}")
-    validate(config, str(schema))
+    if not plugins:
+        validate(config, str(schema))
+        return
+    # the schema with the installed plugin methods in its methods enum, for Snakemake
+    with tempfile.TemporaryDirectory() as tmp:
+        extended = Path(tmp) / "config.schema.yaml"
+        extended.write_text(yaml.safe_dump(spec))
+        validate(config, str(extended))
 
 
 def schema_hint(error) -> str:
