@@ -27,6 +27,26 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _bounded_int(low: int, high: int, what: str):
+    """An argparse type: an integer in [low, high] (``what`` names it in the message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:,} to {high:,}, got "
+                                             f"{value:,}")
+        return value
+    return parse
+
+
+#: The largest simulated cohort and SNP count (10 million: 2.5 GB of .bed per 1,000 SNPs).
+MAX_SIMULATED = 10_000_000
+#: The most CPU threads a command takes (torch and BLAS fail beyond their pools).
+MAX_THREADS = 1024
+
+
 def _nonneg_int(text: str) -> int:
     try:
         value = int(text)
@@ -74,8 +94,10 @@ def _add_simulate(sub):
                     "and ethnic background, and GWAS summary statistics from a separate "
                     "discovery cohort.")
     p.add_argument("--out", required=True, help="output folder (created if needed)")
-    p.add_argument("--n-samples", type=_positive_int, default=2000, help="cohort size (default 2000)")
-    p.add_argument("--n-variants", type=_positive_int, default=5000, help="number of SNPs (default 5000)")
+    p.add_argument("--n-samples", type=_bounded_int(2, MAX_SIMULATED, "a cohort size"),
+                   default=2000, help="cohort size (default 2000)")
+    p.add_argument("--n-variants", type=_bounded_int(1, MAX_SIMULATED, "a SNP count"),
+                   default=5000, help="number of SNPs (default 5000)")
     p.add_argument("--n-chrom", type=_positive_int, default=None,
                    help="number of autosomes to spread SNPs over (default: up to 22, >= 200 SNPs each)")
     p.add_argument("--n-discovery", type=_nonneg_int, default=None,
@@ -184,7 +206,7 @@ def _add_train(sub):
                    help="auto (CUDA if available), cpu or cuda")
     p.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --out (required to exist)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="CPU threads for the whole command (default: the cores it may use); "
                         "with several seeds on the CPU each seed gets an equal share")
     p.add_argument("--out", required=True,
@@ -603,7 +625,7 @@ def _add_gwas(sub):
                    help="seed of the discovery draw (default 0)")
     p.add_argument("--ids-out", help="write the people tested here (#FID IID list)")
     p.add_argument("--plink2", default="plink2", help="plink2 executable (default: on PATH)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="plink2 threads")
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=1, help="plink2 threads")
     p.add_argument("--out", required=True, help="output summary statistics (.gz)")
     p.set_defaults(func=_run_gwas)
 
@@ -739,7 +761,7 @@ def _add_qc(sub):
                         "e.g. the controls), within each --hwe-groups group if given")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="threads (default: all cores)")
     p.add_argument("--out", required=True, help="output prefix")
     p.set_defaults(func=_run_qc, _parser=p)
@@ -885,7 +907,7 @@ def _add_unrelated(sub):
     p.add_argument("--block-size", type=_positive_int, default=None,
                    help="samples per row strip of the GPU route's int8 products (default "
                         "2048; rounded up to a multiple of 32)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="CPU threads (default: all cores)")
     p.set_defaults(func=_run_unrelated)
 
@@ -965,7 +987,7 @@ def _add_pca(sub):
     prune.add_argument("--no-prune", action="store_true", help="use the variants unpruned")
     p.add_argument("--pcs", type=_positive_int, default=10, help="number of PCs (default 10)")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the random start (default 0)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="threads (default: all cores)")
     p.add_argument("--out", required=True, help="output prefix")
     p.set_defaults(func=_run_pca)
@@ -994,11 +1016,6 @@ _PREFIX_OUTPUTS = {
     "pca": (".eigenvec", ".eigenval", ".eigenvec.allele", ".acount", ".prune.in",
             ".prune.out"),
 }
-#: What a run folder of `cmix train` holds (it writes no other file there).
-_RUN_FILES = ("metrics.json", "checkpoint.pt", "train_log.jsonl", "predictions.npz",
-              ".cmix.lock")
-
-
 def _outputs(args) -> list:
     """The outputs a step's command line names (:class:`cmix.outputs.Output`): checked and
     locked by :func:`cmix.outputs.claim_outputs` before the step does any work."""
@@ -1021,9 +1038,11 @@ def _outputs(args) -> list:
     if step in ("simulate", "report"):       # folders they write into, with a manifest
         return [Output("--out", out, "folder", manifest=step)]
     if step == "store":
-        return [Output("--out", out, "folder")]
+        return [Output("--out", out, "folder", zarr_store=True)]
     if step == "train":                      # each run folder has its own lock
-        runs = [Output("--out", d, "folder", lock=False, holds=_RUN_FILES)
+        from .learn.checkpoints import is_run_folder
+
+        runs = [Output("--out", d, "folder", lock=False, admits=is_run_folder)
                 for d in _seed_dirs(args.seed, out).values()]
         shared = ([Output("--shared-encoders", args.shared_encoders, "folder", lock=False)]
                   if args.shared_encoders is not None else [])

@@ -16,6 +16,7 @@ against the training split each trait can give (:func:`check_sizes`).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import shlex
@@ -44,6 +45,7 @@ def check_workflow_config(config: dict, repo: str | os.PathLike, configfiles=(),
     one is refused); read_tables: run :func:`check_sizes`, which reads the phenotype and
     sample-QC tables (the workflow does so in its main process only). Raises CmixError."""
     check_config_files(configfiles)
+    check_finite(config)
     check_schema(config, schema_path(repo))
     fetchable = fetchable_files(config, repo)
     check_grid_lists(config)
@@ -59,10 +61,39 @@ def check_config_files(paths) -> None:
     read is left to the caller to name."""
     for path in paths:
         try:
-            data = Path(path).read_bytes()
+            data = config_bytes(path)
         except OSError:
             continue
         parse_yaml(config_text(data, path), str(path))
+
+
+#: The largest config file read (a workflow config is a few KB; /dev/zero never ends).
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def config_bytes(path) -> bytes:
+    """A config file's bytes; CmixError when it holds more than MAX_CONFIG_BYTES (a
+    device or a data file given as the config). OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise CmixError(f"{path}: not a workflow config (over {MAX_CONFIG_BYTES >> 20} MiB; "
+                        "a config is a small YAML file)")
+    return data
+
+
+def check_finite(value, where: str = "") -> None:
+    """CmixError naming the first key whose value is a NaN or infinite number (YAML's
+    .nan and .inf are numbers, and every range check passes a NaN)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_finite(item, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise CmixError(f"{where or 'top level'}: {value!r} is not a finite number; give a "
+                        "number")
 
 
 def config_text(data: bytes, path) -> str:
@@ -536,7 +567,7 @@ def check_config_file(path, repo: str | os.PathLike | None = None) -> dict:
     manifest); None: the one this package lives in. Returns the completed config;
     raises CmixError."""
     try:
-        data = Path(path).read_bytes()
+        data = config_bytes(path)
     except OSError as err:
         raise CmixError(f"{path}: cannot be read ({err.strerror})") from None
     config = parse_yaml(config_text(data, path), str(path))

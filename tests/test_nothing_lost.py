@@ -139,3 +139,127 @@ def test_a_genotype_file_is_identified_by_its_content_not_its_time(tmp_path):
     changed[len(data) // 2] ^= 1
     b.write_bytes(bytes(changed))
     assert bed_fingerprint(a) != bed_fingerprint(b)
+
+
+# ------------------------------------------------- a run folder is one cmix made
+@pytest.mark.parametrize("name", ["metrics.json", "train_log.jsonl", ".cmix.lock"])
+def test_a_folder_with_a_file_of_a_run_files_name_is_not_a_run_folder(two_stores, tmp_path,
+                                                                       capsys, name):
+    """A folder holding one file with a run file's name (a user's own metrics.json, a
+    stray .cmix.lock) was taken for a run folder and overwritten. Now it is refused
+    before any work and keeps its bytes; the run file a run writes admits its folder."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / name).write_text('{"accuracy": 0.99, "note": "my own result"}\n')
+    before = tree_bytes(out)
+    args = ["train", "--store", two_stores[0], "--budget", "40", "--seed", "1", "--method",
+            "logreg", "--device", "cpu", "--out", out]
+    line = refused(capsys, args)
+    assert "holds files this command did not write" in line, line
+    assert tree_bytes(out) == before
+    run = tmp_path / "run"
+    args[-1] = run
+    assert main([str(a) for a in args]) == 0
+    assert json.loads((run / ".cmix-run.json").read_text())["run_key"] == \
+        json.loads((run / "metrics.json").read_text())["run_key"]
+    (run / "metrics.json").unlink()                 # as Snakemake does before a rerun
+    assert main([str(a) for a in args]) == 0
+    assert (run / "metrics.json").is_file()
+
+
+def test_shared_encoders_never_write_into_a_store(two_stores, tmp_path, capsys):
+    """`--shared-encoders` naming a store wrote an encoder into it."""
+    import shutil
+
+    store = tmp_path / "s.zarr"
+    shutil.copytree(two_stores[1], store)
+    before = tree_bytes(store)
+    line = refused(capsys, ["train", "--store", two_stores[0], "--budget", "40", "--seed", "1",
+                            "--method", "cmix", "--device", "cpu", "--out", tmp_path / "run",
+                            "--shared-encoders", store])
+    assert "is a Zarr store" in line, line
+    assert tree_bytes(store) == before
+
+
+# ------------------------------------------------- the weak spots: one clear line, early
+def test_a_full_disk_during_simulate_names_the_folder_and_file(tmp_path):
+    import errno
+
+    from cmix.errors import CmixError
+    from cmix.outputs import staged_folder
+
+    out = tmp_path / "cohort"
+    with pytest.raises(CmixError) as err:
+        with staged_folder(out) as tmp:
+            (tmp / "genotypes.bim").write_text("1\trs1\t0\t1\tA\tG\n")
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp / "genotypes.bed"))
+    assert str(out) in str(err.value) and "genotypes.bed" in str(err.value)
+    assert "no space left" in str(err.value) and not out.exists()
+
+
+def test_a_folder_at_a_lock_path_and_another_users_lock_are_named(tmp_path):
+    import os
+
+    from cmix.errors import CmixError
+    from cmix.locks import folder_lock, output_locks
+
+    target = tmp_path / "snps.tsv"
+    (tmp_path / ".snps.tsv.cmix.lock").mkdir()
+    with pytest.raises(CmixError) as err:
+        with output_locks([target], "cmix select"):
+            pass
+    assert str(err.value).startswith(f"{tmp_path / '.snps.tsv.cmix.lock'}: is a folder")
+    if os.getuid() != 0:
+        pytest.skip("another user's file needs root to make")
+    other = tmp_path / "other.tsv"
+    lock = tmp_path / ".other.tsv.cmix.lock"
+    lock.write_text("cmix select (pid 1 on host)\n")
+    os.chown(lock, 65534, 65534)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".cmix.lock").write_text("cmix train (pid 1 on host)\n")
+    os.chown(run / ".cmix.lock", 65534, 65534)
+    for holder in (lambda: output_locks([other], "cmix select"),
+                   lambda: folder_lock(run, "cmix train")):
+        with pytest.raises(CmixError) as err:
+            with holder():
+                pass
+        assert "belongs to" in str(err.value) and "another user's lock" in str(err.value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulate", "--n-samples", "1", "--out", "x"], "expected a cohort size from 2"),
+    (["simulate", "--n-samples", "1000000000000", "--out", "x"], "to 10,000,000"),
+    (["train", "--threads", "100000", "--store", "s", "--budget", "5", "--seed", "1",
+      "--out", "r"], "expected a thread count from 1 to 1,024"),
+])
+def test_sizes_no_machine_holds_are_one_line(tmp_path, capsys, monkeypatch, args, message):
+    """`--threads 100000`: an ImportError traceback then a segfault; `--n-samples 1e12`:
+    MemoryError tracebacks; `--n-samples 1`: a numpy traceback. Now one line each."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and message in err[-1], err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("key, value, message", [
+    (("split", "test_fraction"), float("nan"), "split.test_fraction: nan is not a finite"),
+    (("simulate", "n_samples"), 10 ** 12, "simulate.n_samples: 1000000000000 is greater"),
+])
+def test_check_config_refuses_what_no_run_could_use(tmp_path, capsys, key, value, message):
+    """The demo config with one value no run could use passed `cmix check-config`."""
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).parent.parent / "config/config.yaml").read_text())
+    cfg[key[0]][key[1]] = value
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    line = refused(capsys, ["check-config", path])
+    assert message in line, line
+
+
+def test_check_config_does_not_read_a_device_forever(capsys):
+    line = refused(capsys, ["check-config", "/dev/zero"])
+    assert "not a workflow config (over 16 MiB" in line, line
