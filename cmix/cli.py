@@ -928,7 +928,7 @@ def _run_king_tile(args):
         set_numba_threads(args.threads)
     genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
                               chroms=parse_chroms(args.chroms))
-    king_tile(genotypes, args.out, block=args.tile_block, i=args.tile[0], j=args.tile[1],
+    king_tile(genotypes, args.out, block=args.tile_block, tile=tuple(args.tile),
               cutoff=args.cutoff, extract=args.extract, keep=args.keep, device=args.device)
 
 

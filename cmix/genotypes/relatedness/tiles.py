@@ -43,13 +43,15 @@ def tile_list(n_samples: int, block: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(nb) for j in range(i, nb)]
 
 
-def king_tile(genotypes, path, *, block: int, i: int, j: int, cutoff: float = DEFAULT_CUTOFF,
-              extract=None, keep=None, device: str = "auto", route: str | None = None) -> int:
-    """Compute tile (i, j) and write it to ``path`` (an .npz, atomically): its pairs with
+def king_tile(genotypes, path, *, block: int, tile: tuple[int, int],
+              cutoff: float = DEFAULT_CUTOFF, extract=None, keep=None,
+              device: str = "auto") -> int:
+    """Compute tile ``tile`` = (i, j) and write it to ``path`` (an .npz, atomically): its pairs with
     kinship > min(cutoff, 0.0442) as the columns of :data:`PAIR_COLUMNS` (.fam positions,
     int64 counts, float64 kinship) and the gather's checks (block size, sample count,
     NaN-kinship pairs of the samples computed). Returns the number of pairs written."""
     cutoff = check_cutoff(cutoff)
+    i, j = tile
     bf, sample_idx, variant_idx, n_sex_mt, _ = king_inputs(genotypes, extract=extract, keep=keep)
     nb = n_blocks(len(sample_idx), block)
     if not (0 <= i <= j < nb):
@@ -59,7 +61,7 @@ def king_tile(genotypes, path, *, block: int, i: int, j: int, cutoff: float = DE
     rows_j = sample_idx[j * block:(j + 1) * block]
     subset = rows_i if i == j else np.concatenate([rows_i, rows_j])
     pairs = king_robust(bf, variant_idx, subset, min_kinship=min(cutoff, REPORT_MIN_KINSHIP),
-                        device=device, route=route)
+                        device=device)
     if i != j:                          # idx1 is the later sample: in block j
         cross = np.isin(pairs["idx1"].to_numpy(), rows_j) & np.isin(pairs["idx2"].to_numpy(),
                                                                      rows_i)
