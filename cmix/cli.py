@@ -909,7 +909,49 @@ def _add_unrelated(sub):
                         "2048; rounded up to a multiple of 32)")
     p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="CPU threads (default: all cores)")
+    p.add_argument("--king-tiles", nargs="+", default=None, metavar="TILE",
+                   help="gather these cmix king-tile files (every tile of one run) instead "
+                        "of computing KING-robust here; same outputs as the one-process run")
     p.set_defaults(func=_run_unrelated)
+
+
+def _add_king_tile(sub):
+    p = sub.add_parser(
+        "king-tile",
+        help="KING-robust pairs of one tile (two blocks of samples) for cmix unrelated "
+             "--king-tiles",
+        description="Cut the kept samples (in .fam order) into blocks of --tile-block "
+                    "samples and write the pairs of tile I J (I <= J: one sample in block "
+                    "I, the other in block J; both in block I when I == J) with kinship "
+                    "above min(cutoff, 0.0442) to OUT (.npz).")
+    for name in ("--bfile", "--pfile", "--fam", "--extract", "--keep"):
+        p.add_argument(name, default=None, help="as for cmix unrelated")
+    _add_chroms_arg(p)
+    p.add_argument("--cutoff", default="0.0884", help="as for cmix unrelated")
+    p.add_argument("--tile-block", type=_positive_int, required=True,
+                   help="samples per block")
+    p.add_argument("--tile", type=int, nargs=2, required=True, metavar=("I", "J"),
+                   help="the tile's two block numbers, from 0, I <= J")
+    p.add_argument("--out", required=True, help="tile file to write (.npz)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="CPU threads (default: all cores)")
+    p.set_defaults(func=_run_king_tile)
+
+
+def _run_king_tile(args):
+    from .genotypes.relatedness.tiles import king_tile
+    from .readers.chroms import parse_chroms
+    from .readers.sources import GenotypeFiles
+
+    if args.threads:
+        from .genotypes.kernels import set_numba_threads
+
+        set_numba_threads(args.threads)
+    genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
+                              chroms=parse_chroms(args.chroms))
+    king_tile(genotypes, args.out, block=args.tile_block, tile=tuple(args.tile),
+              cutoff=args.cutoff, extract=args.extract, keep=args.keep, device=args.device)
 
 
 def _run_unrelated(args):
@@ -937,11 +979,15 @@ def _run_unrelated(args):
         unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
+        from .genotypes.relatedness.tiles import unrelated_from_tiles
         from .readers.chroms import parse_chroms
         from .readers.sources import GenotypeFiles
 
         genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
                                   chroms=parse_chroms(args.chroms))
+        if args.king_tiles:
+            return unrelated_from_tiles(genotypes, args.king_tiles, args.out, cutoff=args.cutoff,
+                                        extract=args.extract, keep=args.keep)
         unrelated_from_genotypes(genotypes, args.out, cutoff=args.cutoff, extract=args.extract,
                                  keep=args.keep, device=args.device, block_size=args.block_size)
     else:
@@ -1077,7 +1123,7 @@ def _inputs(args, outputs) -> list[tuple]:
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_check_config, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
+_SUBCOMMANDS = [_add_simulate, _add_check_config, _add_install_profile, _add_samples, _add_qc, _add_unrelated, _add_king_tile,
                _add_pca, _add_gwas, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
                _add_predict, _add_report]
 
