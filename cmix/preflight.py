@@ -557,6 +557,22 @@ def check_sizes(config: dict) -> None:
             raise CmixError(f"budgets: {min(budgets)} labeled samples for trait {trait!r}, "
                             f"fewer than its {n_strata} classes; every class needs a labeled "
                             "sample")
+        networks = [m for m in config["methods"] if _is_network(m)]
+        if categorical and networks and min(budgets) < n_strata + 1:
+            raise CmixError(f"budgets: {min(budgets)} labeled samples for trait {trait!r} of "
+                            f"{n_strata} classes leave no validation row (each class keeps one "
+                            f"training row), on which {networks[0]} early-stops; give budgets "
+                            f"of at least {n_strata + 1}")
+
+
+def _is_network(method: str) -> bool:
+    """Whether ``method`` trains a network (early-stopped on validation rows)."""
+    from .learn.methods import get_method
+
+    try:
+        return bool(get_method(method).network)
+    except CmixError:
+        return False
 
 
 # ------------------------------------------------------------------ the command

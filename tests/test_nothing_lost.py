@@ -263,3 +263,30 @@ def test_check_config_refuses_what_no_run_could_use(tmp_path, capsys, key, value
 def test_check_config_does_not_read_a_device_forever(capsys):
     line = refused(capsys, ["check-config", "/dev/zero"])
     assert "not a workflow config (over 16 MiB" in line, line
+
+
+def test_a_budget_that_leaves_no_validation_row_is_refused_before_training(tmp_path, capsys):
+    """Budget 3 on 3 classes: every labeled row is its class's only training row, so no
+    validation row passed, and the head kept its untrained start, exit 0. Now refused
+    before any training (and by check-config for the workflow's grid)."""
+    import yaml
+
+    from store_helpers import simulate_labels, write_test_store
+
+    dosage, label = simulate_labels(300, 20, n_classes=3, n_causal=5, h2=0.8, seed=3)
+    store = tmp_path / "three.zarr"
+    write_test_store(store, dosage, label, sample_chunk=128)
+    out = tmp_path / "run"
+    rc = main([str(a) for a in ["train", "--store", store, "--budget", "3", "--seed", "1",
+                                "--method", "mlp", "--device", "cpu", "--out", out]])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 1 and line.startswith("cmix train: error: "), line
+    assert "leaves no validation row" in line and "at least 4" in line, line
+    assert not (out / "metrics.json").exists() and not (out / "checkpoint.pt").exists()
+    cfg = yaml.safe_load((Path(__file__).parent.parent / "config/config.yaml").read_text())
+    n_classes = len(cfg["trait_definitions"]["hair_colour"]["classes"])
+    cfg.update(traits=["hair_colour"], budgets=[n_classes], methods=["logreg", "mlp"])
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    line = refused(capsys, ["check-config", path])
+    assert "leave no validation row" in line and "mlp" in line, line
