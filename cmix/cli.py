@@ -460,6 +460,12 @@ def _run_select(args):
                                     ("other_allele", args.col_other), ("beta", args.col_beta),
                                     ("or", args.col_or), ("p", args.col_p),
                                     ("log10p", args.col_log10p)) if v}
+    if args.keep is not None and not args.clump:
+        from .errors import CmixError
+
+        raise CmixError(f"--keep {args.keep}: gives the samples of clumping's r2, and no "
+                        "--clump was given, so it would change nothing; add --clump, or "
+                        "leave --keep out")
     clump = None
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,

@@ -290,3 +290,41 @@ def test_a_budget_that_leaves_no_validation_row_is_refused_before_training(tmp_p
     path.write_text(yaml.safe_dump(cfg))
     line = refused(capsys, ["check-config", path])
     assert "leave no validation row" in line and "mlp" in line, line
+
+
+def test_select_keep_without_clump_is_refused(tmp_path, capsys):
+    """`cmix select --keep FILE` without --clump ignored the list (even a missing one)."""
+    line = refused(capsys, ["select", "--sumstats", tmp_path / "ss.gz", "--bfile",
+                            tmp_path / "g", "--keep", tmp_path / "absent.id", "--out",
+                            tmp_path / "snps.tsv"])
+    assert "--keep" in line and "no --clump was given" in line, line
+
+
+def test_a_class_code_written_as_text_labels_as_the_integer_code_does():
+    """A class code quoted in the config ('1') got a hint to write it with a decimal
+    point; it is a valid text code now, compared with the table's cells as written."""
+    import pandas as pd
+
+    from cmix.genotypes.phenotypes import class_labels
+
+    ids = np.array(["a", "b", "c", "d"])
+    pheno = pd.DataFrame({"f.1.0.0": ["1", "2", "", "1"]}, index=ids)
+    as_int = class_labels(pheno, "f.1.0.0", {"x": [1], "y": [2]}, ids, "p.tsv", "t")[0]
+    as_text = class_labels(pheno, "f.1.0.0", {"x": ["1"], "y": ["2"]}, ids, "p.tsv", "t")[0]
+    assert as_int.tolist() == as_text.tolist() == [0, 1, -1, 0]
+
+
+def test_check_config_refuses_more_pcs_than_the_simulated_sample_qc_holds(tmp_path, capsys):
+    """`covariates.pcs: 50` on the simulated demo (whose sample_qc.tsv holds 10 PCs)
+    passed check-config and failed in the store jobs."""
+    import yaml
+
+    from cmix.simulate.sample_qc import SIMULATED_PCS
+
+    cfg = yaml.safe_load((Path(__file__).parent.parent / "config/config.yaml").read_text())
+    cfg["covariates"] = {"fields": [21022, 31], "pcs": SIMULATED_PCS + 40,
+                         "pcs_from": "sample_qc"}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    line = refused(capsys, ["check-config", path])
+    assert f"holds {SIMULATED_PCS}" in line and "covariates.pcs" in line, line
