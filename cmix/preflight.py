@@ -256,11 +256,28 @@ def check_values(config: dict, fetchable: list[str]) -> None:
         check_hwe_samples(config)
         check_covariate_columns(config)
     try:
-        resolve_config(config.get("train", {}).get("config", {}), where="train.config")
+        cfg = resolve_config(config.get("train", {}).get("config", {}), where="train.config")
     except CmixError:
         raise
     except Exception as err:
         raise CmixError(str(err)) from None
+    check_graph_size(config, cfg)
+
+
+def check_graph_size(config: dict, cfg) -> None:
+    """CmixError when label propagation's ``lp_k`` neighbours reach every node of its
+    graph (the labeled rows and at most ``lp_max_unlabeled`` unlabeled ones; for a
+    simulated cohort, at most its training split): the graph would be complete, not
+    a neighbourhood graph."""
+    lp = cfg.pseudo_labels
+    nodes = lp.lp_max_unlabeled + min(int(b) for b in config["budgets"])
+    if simulated(config):
+        nodes = min(nodes, int(config["simulate"]["n_samples"]
+                               * (1 - float(config["split"]["test_fraction"]))))
+    if lp.lp_k >= nodes:
+        raise CmixError(f"train.config: lp_k = {lp.lp_k} neighbours, but the label "
+                        f"propagation graph holds at most {nodes} rows; give lp_k well "
+                        "below that (the paper: 3)")
 
 
 def check_inputs(config: dict, fetchable: list[str]) -> None:

@@ -328,3 +328,16 @@ def test_check_config_refuses_more_pcs_than_the_simulated_sample_qc_holds(tmp_pa
     path.write_text(yaml.safe_dump(cfg))
     line = refused(capsys, ["check-config", path])
     assert f"holds {SIMULATED_PCS}" in line and "covariates.pcs" in line, line
+
+
+def test_check_config_refuses_more_neighbours_than_graph_rows(tmp_path, capsys):
+    """`lp_k` above the number of rows passed check-config (the search then took every
+    row as a neighbour)."""
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).parent.parent / "config/config.yaml").read_text())
+    cfg.setdefault("train", {}).setdefault("config", {})["lp_k"] = 10 ** 6
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    line = refused(capsys, ["check-config", path])
+    assert "lp_k = 1000000 neighbours" in line, line
