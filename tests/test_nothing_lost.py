@@ -341,3 +341,23 @@ def test_check_config_refuses_more_neighbours_than_graph_rows(tmp_path, capsys):
     path.write_text(yaml.safe_dump(cfg))
     line = refused(capsys, ["check-config", path])
     assert "lp_k = 1000000 neighbours" in line, line
+
+
+def test_budget_12_on_5_classes_trains_to_its_end(tmp_path, capsys):
+    """Budget 12 on 5 classes was refused only after pre-training (the judge's folds left
+    classes without rows). Now it runs to its metrics: the judge, unable to score every
+    row, keeps the run without pseudo-labels, and says so."""
+    from store_helpers import simulate_labels, write_test_store
+
+    dosage, label = simulate_labels(400, 20, n_classes=5, n_causal=5, h2=0.8, seed=4)
+    store = tmp_path / "five.zarr"
+    write_test_store(store, dosage, label, sample_chunk=128)
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps({"epochs": 2, "warmup_epochs": 1, "lp_every": 1,
+                               "pred_epochs": 3, "hidden": 16, "d_proj": 8}))
+    out = tmp_path / "run"
+    assert main(["train", "--store", str(store), "--budget", "12", "--seed", "1", "--method",
+                 "cmix", "--device", "cpu", "--config", str(cfg), "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_labeled"] == 12 and metrics["pseudo_labels"]["used"] is False
+    assert "the judge could not score every labeled row" in capsys.readouterr().err
