@@ -108,6 +108,8 @@ def is_run_folder(folder: Path) -> bool:
     folder = Path(folder)
     if _run_key_in(folder / RUN_FILE) or _run_key_in(folder / METRICS_FILE):
         return True
+    if [p.name for p in folder.iterdir()] == [".cmix.lock"]:
+        return _a_lock(folder / ".cmix.lock")
     if (folder / CHECKPOINT_FILE).is_file() and not (folder / RUN_FILE).exists():
         try:
             saved = load_torch(folder / CHECKPOINT_FILE)
@@ -115,6 +117,19 @@ def is_run_folder(folder: Path) -> bool:
             return False
         return isinstance(saved, dict) and isinstance(saved.get("run_key"), str)
     return False
+
+
+def _a_lock(path: Path) -> bool:
+    """Whether ``path``, the only file of a folder, is a run's lock: a link, soft or hard
+    (the lock refuses it, naming it) or a file holding nothing or a lock holder's line, as a run
+    just started writes it before its run file."""
+    if path.is_symlink() or not path.is_file() or path.stat().st_nlink > 1:
+        return True
+    try:
+        text = path.read_bytes()[:4096].decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return text == "" or (text.startswith("cmix ") and " (pid " in text)
 
 
 def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:
