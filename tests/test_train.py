@@ -79,7 +79,7 @@ def made_models(monkeypatch):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             made.append(self)
-    monkeypatch.setattr(nn_mod, "ContrastiveMixup", Spy)
+    train_mod.patch(monkeypatch, "ContrastiveMixup", Spy)
     return made
 
 
