@@ -32,6 +32,7 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+@pytest.mark.slow
 def test_cmix_is_not_below_mlp_on_digits_beyond_the_seed_spread(tmp_path, capsys, one_thread):
     store = digits_store(tmp_path / "digits.zarr")
     acc = {"cmix": [], "mlp": []}

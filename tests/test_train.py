@@ -344,6 +344,7 @@ def test_killed_run_resumes_to_the_same_metrics(toy_store, tmp_path):
         assert a[key] == b[key], key
 
 
+@pytest.mark.slow
 def test_interrupted_seeds_stop_at_once_and_resume(toy_store, tmp_path):
     """Ctrl-C on `cmix train` running two seeds at once (this process and a worker) ends
     it with exit 130 and one line, no traceback and no worker left; the same command

@@ -226,6 +226,7 @@ FAST_TRAIN = {"hidden": 32, "d_proj": 16, "epochs": 3, "warmup_epochs": 1, "lp_e
               "pred_epochs": 15, "pred_patience": 5, "batch_size": 128}
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
     """A small demo, simulated cohort -> metrics (and report), through real jobs, in a
     folder whose path has a space (every path in the rules is quoted)."""
@@ -288,6 +289,7 @@ def test_demo_end_to_end_then_reruns_only_what_changed(tmp_path):
         assert not words & eids, log
 
 
+@pytest.mark.slow
 def test_killed_training_job_resumes_from_its_checkpoint(tmp_path):
     """Kill the training job mid-way (as a SLURM preemption would); the rerun of the
     workflow continues from the job's checkpoint.pt."""
@@ -480,6 +482,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_packed_training_on_a_fake_slurm(tmp_path):
     """The SLURM profile through stand-ins for sbatch/sacct/srun that run jobs here: one
     packed job of four runs (two training jobs of both seeds), one GPU asked for, its
