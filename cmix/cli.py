@@ -27,6 +27,26 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _bounded_int(low: int, high: int, what: str):
+    """An argparse type: an integer in [low, high] (``what`` names it in the message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:,} to {high:,}, got "
+                                             f"{value:,}")
+        return value
+    return parse
+
+
+#: The largest simulated cohort and SNP count (10 million: 2.5 GB of .bed per 1,000 SNPs).
+MAX_SIMULATED = 10_000_000
+#: The most CPU threads a command takes (torch and BLAS fail beyond their pools).
+MAX_THREADS = 1024
+
+
 def _nonneg_int(text: str) -> int:
     try:
         value = int(text)
@@ -74,8 +94,10 @@ def _add_simulate(sub):
                     "and ethnic background, and GWAS summary statistics from a separate "
                     "discovery cohort.")
     p.add_argument("--out", required=True, help="output folder (created if needed)")
-    p.add_argument("--n-samples", type=_positive_int, default=2000, help="cohort size (default 2000)")
-    p.add_argument("--n-variants", type=_positive_int, default=5000, help="number of SNPs (default 5000)")
+    p.add_argument("--n-samples", type=_bounded_int(2, MAX_SIMULATED, "a cohort size"),
+                   default=2000, help="cohort size (default 2000)")
+    p.add_argument("--n-variants", type=_bounded_int(1, MAX_SIMULATED, "a SNP count"),
+                   default=5000, help="number of SNPs (default 5000)")
     p.add_argument("--n-chrom", type=_positive_int, default=None,
                    help="number of autosomes to spread SNPs over (default: up to 22, >= 200 SNPs each)")
     p.add_argument("--n-discovery", type=_nonneg_int, default=None,
@@ -184,7 +206,7 @@ def _add_train(sub):
                    help="auto (CUDA if available), cpu or cuda")
     p.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --out (required to exist)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="CPU threads for the whole command (default: the cores it may use); "
                         "with several seeds on the CPU each seed gets an equal share")
     p.add_argument("--out", required=True,
@@ -438,6 +460,12 @@ def _run_select(args):
                                     ("other_allele", args.col_other), ("beta", args.col_beta),
                                     ("or", args.col_or), ("p", args.col_p),
                                     ("log10p", args.col_log10p)) if v}
+    if args.keep is not None and not args.clump:
+        from .errors import CmixError
+
+        raise CmixError(f"--keep {args.keep}: gives the samples of clumping's r2, and no "
+                        "--clump was given, so it would change nothing; add --clump, or "
+                        "leave --keep out")
     clump = None
     if args.clump:
         clump = {"r2": args.clump_r2, "kb": args.clump_kb, "p1": args.clump_p1,
@@ -603,7 +631,7 @@ def _add_gwas(sub):
                    help="seed of the discovery draw (default 0)")
     p.add_argument("--ids-out", help="write the people tested here (#FID IID list)")
     p.add_argument("--plink2", default="plink2", help="plink2 executable (default: on PATH)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="plink2 threads")
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=1, help="plink2 threads")
     p.add_argument("--out", required=True, help="output summary statistics (.gz)")
     p.set_defaults(func=_run_gwas)
 
@@ -739,7 +767,7 @@ def _add_qc(sub):
                         "e.g. the controls), within each --hwe-groups group if given")
     p.add_argument("--autosome", action="store_true",
                    help="drop variants outside chromosomes 1-22 (otherwise they are an error)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="threads (default: all cores)")
     p.add_argument("--out", required=True, help="output prefix")
     p.set_defaults(func=_run_qc, _parser=p)
@@ -885,9 +913,51 @@ def _add_unrelated(sub):
     p.add_argument("--block-size", type=_positive_int, default=None,
                    help="samples per row strip of the GPU route's int8 products (default "
                         "2048; rounded up to a multiple of 32)")
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
+                   help="CPU threads (default: all cores)")
+    p.add_argument("--king-tiles", nargs="+", default=None, metavar="TILE",
+                   help="gather these cmix king-tile files (every tile of one run) instead "
+                        "of computing KING-robust here; same outputs as the one-process run")
+    p.set_defaults(func=_run_unrelated)
+
+
+def _add_king_tile(sub):
+    p = sub.add_parser(
+        "king-tile",
+        help="KING-robust pairs of one tile (two blocks of samples) for cmix unrelated "
+             "--king-tiles",
+        description="Cut the kept samples (in .fam order) into blocks of --tile-block "
+                    "samples and write the pairs of tile I J (I <= J: one sample in block "
+                    "I, the other in block J; both in block I when I == J) with kinship "
+                    "above min(cutoff, 0.0442) to OUT (.npz).")
+    for name in ("--bfile", "--pfile", "--fam", "--extract", "--keep"):
+        p.add_argument(name, default=None, help="as for cmix unrelated")
+    _add_chroms_arg(p)
+    p.add_argument("--cutoff", default="0.0884", help="as for cmix unrelated")
+    p.add_argument("--tile-block", type=_positive_int, required=True,
+                   help="samples per block")
+    p.add_argument("--tile", type=int, nargs=2, required=True, metavar=("I", "J"),
+                   help="the tile's two block numbers, from 0, I <= J")
+    p.add_argument("--out", required=True, help="tile file to write (.npz)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="CPU threads (default: all cores)")
-    p.set_defaults(func=_run_unrelated)
+    p.set_defaults(func=_run_king_tile)
+
+
+def _run_king_tile(args):
+    from .genotypes.relatedness.tiles import king_tile
+    from .readers.chroms import parse_chroms
+    from .readers.sources import GenotypeFiles
+
+    if args.threads:
+        from .genotypes.kernels import set_numba_threads
+
+        set_numba_threads(args.threads)
+    genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
+                              chroms=parse_chroms(args.chroms))
+    king_tile(genotypes, args.out, block=args.tile_block, tile=tuple(args.tile),
+              cutoff=args.cutoff, extract=args.extract, keep=args.keep, device=args.device)
 
 
 def _run_unrelated(args):
@@ -915,11 +985,15 @@ def _run_unrelated(args):
         unrelated_from_table(args.kinship, args.out, cutoff=args.cutoff, bfile=args.bfile,
                              fam_path=args.fam, keep=args.keep)
     elif args.bfile is not None or args.pfile is not None:
+        from .genotypes.relatedness.tiles import unrelated_from_tiles
         from .readers.chroms import parse_chroms
         from .readers.sources import GenotypeFiles
 
         genotypes = GenotypeFiles(bfile=args.bfile, pfile=args.pfile, fam=args.fam,
                                   chroms=parse_chroms(args.chroms))
+        if args.king_tiles:
+            return unrelated_from_tiles(genotypes, args.king_tiles, args.out, cutoff=args.cutoff,
+                                        extract=args.extract, keep=args.keep)
         unrelated_from_genotypes(genotypes, args.out, cutoff=args.cutoff, extract=args.extract,
                                  keep=args.keep, device=args.device, block_size=args.block_size)
     else:
@@ -965,7 +1039,7 @@ def _add_pca(sub):
     prune.add_argument("--no-prune", action="store_true", help="use the variants unpruned")
     p.add_argument("--pcs", type=_positive_int, default=10, help="number of PCs (default 10)")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the random start (default 0)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_bounded_int(1, MAX_THREADS, "a thread count"), default=None,
                    help="threads (default: all cores)")
     p.add_argument("--out", required=True, help="output prefix")
     p.set_defaults(func=_run_pca)
@@ -994,11 +1068,6 @@ _PREFIX_OUTPUTS = {
     "pca": (".eigenvec", ".eigenval", ".eigenvec.allele", ".acount", ".prune.in",
             ".prune.out"),
 }
-#: What a run folder of `cmix train` holds (it writes no other file there).
-_RUN_FILES = ("metrics.json", "checkpoint.pt", "train_log.jsonl", "predictions.npz",
-              ".cmix.lock")
-
-
 def _outputs(args) -> list:
     """The outputs a step's command line names (:class:`cmix.outputs.Output`): checked and
     locked by :func:`cmix.outputs.claim_outputs` before the step does any work."""
@@ -1021,9 +1090,11 @@ def _outputs(args) -> list:
     if step in ("simulate", "report"):       # folders they write into, with a manifest
         return [Output("--out", out, "folder", manifest=step)]
     if step == "store":
-        return [Output("--out", out, "folder")]
+        return [Output("--out", out, "folder", zarr_store=True)]
     if step == "train":                      # each run folder has its own lock
-        runs = [Output("--out", d, "folder", lock=False, holds=_RUN_FILES)
+        from .learn.checkpoints import is_run_folder
+
+        runs = [Output("--out", d, "folder", lock=False, admits=is_run_folder)
                 for d in _seed_dirs(args.seed, out).values()]
         shared = ([Output("--shared-encoders", args.shared_encoders, "folder", lock=False)]
                   if args.shared_encoders is not None else [])
@@ -1058,7 +1129,7 @@ def _inputs(args, outputs) -> list[tuple]:
 
 # ------------------------------------------------------------------ parser and main
 # Each step registers itself here; keep one _add_<step> function per subcommand.
-_SUBCOMMANDS = [_add_simulate, _add_check_config, _add_install_profile, _add_samples, _add_qc, _add_unrelated,
+_SUBCOMMANDS = [_add_simulate, _add_check_config, _add_install_profile, _add_samples, _add_qc, _add_unrelated, _add_king_tile,
                _add_pca, _add_gwas, _add_select, _add_bgen_index, _add_store, _add_verify, _add_train,
                _add_predict, _add_report]
 

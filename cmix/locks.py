@@ -39,11 +39,17 @@ def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
         except FileExistsError:
             fd = os.open(path, flags)
     except OSError as err:
-        why = ("it is a symbolic link; cmix writes its lock only to a plain file it made"
-               if err.errno == errno.ELOOP else err.strerror)
+        if err.errno == errno.EACCES and path.is_file():
+            raise CmixError(_not_yours(path, folder)) from None
+        why = {errno.ELOOP: "it is a symbolic link; cmix writes its lock only to a plain "
+                            "file it made",
+               errno.EISDIR: "it is a folder"}.get(err.errno, err.strerror)
         raise CmixError(f"{path}: cannot use this lock file ({why}); remove it") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+    if st.st_uid != os.getuid() and stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CmixError(_not_yours(path, folder))
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         raise CmixError(f"{path}: not a lock file cmix made (expected a plain file of yours "
                         "with one link; this one is another file or a hard link to one); "
@@ -66,6 +72,19 @@ def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
         yield folder
     finally:
         fh.close()
+
+
+def _not_yours(path: Path, output) -> str:
+    """The message for a lock file of ``output`` that another user's cmix left."""
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(path.stat().st_uid).pw_name
+    except (KeyError, OSError, ImportError):
+        owner = "another user"
+    return (f"{path}: the lock file of {output} belongs to {owner}, whose cmix wrote (or "
+            "is writing) it; cmix does not take over another user's lock: ask them, or "
+            "remove it if no cmix of theirs runs")
 
 
 class _OutputLock:
@@ -95,10 +114,18 @@ class _OutputLock:
                     raise CmixError(f"{self.path}: cannot use this lock file of {output} (it "
                                     "is a symbolic link; cmix writes its lock only to a plain "
                                     "file it made); remove it") from None
+                if err.errno == errno.EISDIR:
+                    raise CmixError(f"{self.path}: is a folder, where cmix keeps the lock "
+                                    f"file of {output}; remove it") from None
+                if err.errno == errno.EACCES and self.path.exists():
+                    raise CmixError(_not_yours(self.path, output)) from None
                 raise CmixError(f"{output.parent}: cannot write to this folder "
                                 f"({err.strerror or err})") from None
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_uid != os.getuid():
+            if st.st_uid != os.getuid() and stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                raise CmixError(_not_yours(self.path, output))
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 os.close(fd)
                 raise CmixError(f"{self.path}: not a lock file cmix made (expected a plain "
                                 "file of yours with one link); remove it")

@@ -13,13 +13,14 @@ replace or remove those files (:func:`previous_outputs`, :func:`recorded_outputs
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .atomic import (TEMPORARY_NAME, atomic_path, check_writable_dir, file_sha256,
                      path_identity, temporary_path)
@@ -52,8 +53,9 @@ class Output:
     "folder" (a folder the command writes into or replaces). lock: whether
     :func:`claim_outputs` takes its lock (a run folder has its own,
     :func:`folder_lock`). A folder that exists and holds files must carry the
-    manifest of the command ``manifest`` (:func:`previous_outputs`), or hold at least
-    one of the names ``holds`` (:func:`check_folder_holds`), when these are given.
+    manifest of the command ``manifest`` (:func:`previous_outputs`), or be one
+    ``admits(folder)`` says the command made, when these are given. A folder output that is a Zarr store
+    is refused unless ``zarr_store`` (the output is a store, replaced whole).
     """
 
     flag: str
@@ -62,7 +64,8 @@ class Output:
     suffixes: tuple[str, ...] = ()
     lock: bool = True
     manifest: str | None = None
-    holds: tuple[str, ...] = ()
+    admits: Callable[[Path], bool] | None = None
+    zarr_store: bool = False
 
     def files(self) -> list[Path]:
         """The paths this output writes (for a folder: the folder)."""
@@ -121,7 +124,7 @@ def check_outputs(outputs, inputs=()) -> None:
     in ``/``; when it lies inside a Zarr store; when it is the same file or folder as
     any input (compared by device and inode: symlinks and hard links included) or as
     another output; for a folder, when it holds entries the command did not write (its
-    ``manifest`` or ``holds`` rule).
+    ``manifest`` or ``admits`` rule).
     """
     outputs = list(outputs)
     if not outputs:
@@ -175,24 +178,16 @@ def check_outputs(outputs, inputs=()) -> None:
             written[key] = (flag, path)
         if out.kind == "folder" and out.manifest:
             previous_outputs(text, out.manifest, flag)
-        if out.kind == "folder" and out.holds:
-            check_folder_holds(text, out.holds, flag)
-
-
-def check_folder_holds(folder, names, flag: str = "--out") -> None:
-    """Refuse (CmixError) a folder output that exists, holds files (in it or below it;
-    empty folders do not count) and none of ``names`` directly in it (the files the
-    command writes there, e.g. a run's): a folder the command did not write, which it
-    would fill beside someone else's files."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return
-    first = _first_file(folder)
-    if first is not None and not {e.name for e in folder.iterdir()} & set(names):
-        raise CmixError(f"{_named(flag, folder)}: holds files this command did not write "
-                        f"(e.g. {first}; it writes "
-                        f"{', '.join(n for n in sorted(names) if not n.startswith('.'))}); "
-                        "give a new or empty folder")
+        if out.kind == "folder" and out.admits and Path(text).is_dir():
+            first = _first_file(Path(text))
+            if first is not None and not out.admits(Path(text)):
+                raise CmixError(f"{_named(flag, text)}: holds files this command did not "
+                                f"write (e.g. {first}; a folder it made holds its record of "
+                                "them); give a new or empty folder")
+        if out.kind == "folder" and not out.zarr_store and any(
+                (Path(text) / m).exists() for m in ZARR_MARKERS):
+            raise CmixError(f"{_named(flag, text)}: is a Zarr store; writing there would "
+                            "damage it: choose a folder outside it")
 
 
 def _read_manifest(folder: Path, command: str, flag: str) -> list[str] | None:
@@ -387,9 +382,13 @@ def staged_folder(out_dir: str | os.PathLike, command: str = "simulate") -> Iter
                 dest = out / name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp / name, dest)
-    except BaseException:
+    except BaseException as err:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            name = Path(err.filename).name if err.filename else "its files"
+            raise CmixError(f"{out}: no space left on device writing {name} "
+                            f"({err.strerror}); nothing was written there") from None
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,13 +15,15 @@ against the training split each trait can give (:func:`check_sizes`).
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
 from pathlib import Path
 
+from .configfile import (check_config_files, check_finite, check_schema, config_bytes,
+                         config_text)
 from .errors import CmixError
+from .simulate.sample_qc import SIMULATED_PCS
 from .text import first_line, first_repeated, input_file, parse_yaml, sniff_sep, split_header
 
 #: a trait or run name: it names files, folders, jobs and command arguments
@@ -44,78 +46,13 @@ def check_workflow_config(config: dict, repo: str | os.PathLike, configfiles=(),
     one is refused); read_tables: run :func:`check_sizes`, which reads the phenotype and
     sample-QC tables (the workflow does so in its main process only). Raises CmixError."""
     check_config_files(configfiles)
+    check_finite(config)
     check_schema(config, schema_path(repo))
     fetchable = fetchable_files(config, repo)
     check_grid_lists(config)
     check_values(config, fetchable)
     if read_tables:
         check_sizes(config)
-
-
-def check_config_files(paths) -> None:
-    """Each config file read: one that is not UTF-8 text, and a key given twice in one
-    mapping, which YAML would resolve silently to the last (a trait definition or a
-    setting lost), are a CmixError naming the file (and line). A file that cannot be
-    read is left to the caller to name."""
-    for path in paths:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            continue
-        parse_yaml(config_text(data, path), str(path))
-
-
-def config_text(data: bytes, path) -> str:
-    """A config file's bytes as text; CmixError naming the file when they are not UTF-8
-    (a UTF-8 byte-order mark is dropped)."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise CmixError(f"{path}: not UTF-8 text (byte {err.start + 1} is 0x"
-                        f"{data[err.start]:02x}); a workflow config is expected in UTF-8: "
-                        "save it as UTF-8") from None
-
-
-def check_schema(config: dict, schema: str | os.PathLike) -> None:
-    """``config`` against the workflow schema: the first problem as one CmixError naming
-    the key (no schema dump), then the schema's defaults filled in (Snakemake's
-    ``validate``)."""
-    import jsonschema
-    import yaml
-    from snakemake.utils import validate
-
-    with open(schema) as fh:
-        spec = yaml.safe_load(fh)
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(spec).iter_errors(config))
-    if error is not None:
-        where = ".".join(str(k) for k in error.absolute_path)
-        raise CmixError(f"{where or 'top level'}: {error.message}{schema_hint(error)}")
-    validate(config, str(schema))
-
-
-def schema_hint(error) -> str:
-    """A hint for two schema errors a user can fix at once: a number YAML read as text
-    (YAML 1.1 reads 1e-7 as a string; 1.0e-7 is a number), and an unknown key close to
-    a known one (its likely spelling)."""
-    if error.validator == "type" and isinstance(error.instance, str):
-        text = error.instance.strip()
-        if text.lstrip("+-").isdigit():
-            return f" (it is text, {error.instance!r}: write the number without quotes, {text})"
-        try:
-            float(text)
-            return (f" (YAML reads {error.instance} as text: write it with a decimal point, "
-                    "e.g. 1.0e-7)")
-        except ValueError:
-            return ""
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = list(error.schema.get("properties", {}))
-        for key in error.instance:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                if close:
-                    return f" (did you mean {close[0]!r}?)"
-    return ""
 
 
 def fetch_manifest(config: dict, repo: str | os.PathLike) -> str:
@@ -306,6 +243,10 @@ def check_values(config: dict, fetchable: list[str]) -> None:
                             f"computes pca.n_pcs = {config['pca']['n_pcs']}")
         from_sqc = spec["array"] or spec["batch"] or (spec["pcs"]
                                                       and spec["pcs_from"] == "sample_qc")
+        if simulated(config) and spec["pcs_from"] == "sample_qc" and spec["pcs"] > SIMULATED_PCS:
+            raise CmixError(f"covariates.pcs: {spec['pcs']} PCs from the sample QC, whose "
+                            f"simulated table holds {SIMULATED_PCS}; give at most "
+                            f"{SIMULATED_PCS}, or pcs_from: eigenvec")
         if from_sqc and not simulated(config) and not inputs.get("sample_qc"):
             raise CmixError("covariates: the PCs (pcs_from: sample_qc), array or batch come "
                             "from inputs.sample_qc, which is not given; use pcs_from: "
@@ -315,11 +256,28 @@ def check_values(config: dict, fetchable: list[str]) -> None:
         check_hwe_samples(config)
         check_covariate_columns(config)
     try:
-        resolve_config(config.get("train", {}).get("config", {}), where="train.config")
+        cfg = resolve_config(config.get("train", {}).get("config", {}), where="train.config")
     except CmixError:
         raise
     except Exception as err:
         raise CmixError(str(err)) from None
+    check_graph_size(config, cfg)
+
+
+def check_graph_size(config: dict, cfg) -> None:
+    """CmixError when label propagation's ``lp_k`` neighbours reach every node of its
+    graph (the labeled rows and at most ``lp_max_unlabeled`` unlabeled ones; for a
+    simulated cohort, at most its training split): the graph would be complete, not
+    a neighbourhood graph."""
+    lp = cfg.pseudo_labels
+    nodes = lp.lp_max_unlabeled + min(int(b) for b in config["budgets"])
+    if simulated(config):
+        nodes = min(nodes, int(config["simulate"]["n_samples"]
+                               * (1 - float(config["split"]["test_fraction"]))))
+    if lp.lp_k >= nodes:
+        raise CmixError(f"train.config: lp_k = {lp.lp_k} neighbours, but the label "
+                        f"propagation graph holds at most {nodes} rows; give lp_k well "
+                        "below that (the paper: 3)")
 
 
 def check_inputs(config: dict, fetchable: list[str]) -> None:
@@ -526,6 +484,22 @@ def check_sizes(config: dict) -> None:
             raise CmixError(f"budgets: {min(budgets)} labeled samples for trait {trait!r}, "
                             f"fewer than its {n_strata} classes; every class needs a labeled "
                             "sample")
+        networks = [m for m in config["methods"] if _is_network(m)]
+        if categorical and networks and min(budgets) < n_strata + 1:
+            raise CmixError(f"budgets: {min(budgets)} labeled samples for trait {trait!r} of "
+                            f"{n_strata} classes leave no validation row (each class keeps one "
+                            f"training row), on which {networks[0]} early-stops; give budgets "
+                            f"of at least {n_strata + 1}")
+
+
+def _is_network(method: str) -> bool:
+    """Whether ``method`` trains a network (early-stopped on validation rows)."""
+    from .learn.methods import get_method
+
+    try:
+        return bool(get_method(method).network)
+    except CmixError:
+        return False
 
 
 # ------------------------------------------------------------------ the command
@@ -536,7 +510,7 @@ def check_config_file(path, repo: str | os.PathLike | None = None) -> dict:
     manifest); None: the one this package lives in. Returns the completed config;
     raises CmixError."""
     try:
-        data = Path(path).read_bytes()
+        data = config_bytes(path)
     except OSError as err:
         raise CmixError(f"{path}: cannot be read ({err.strerror})") from None
     config = parse_yaml(config_text(data, path), str(path))

@@ -17,6 +17,7 @@ from test_workflow import ukb_standin  # noqa: F401  (a fixture)
 
 from cmix.atomic import file_sha256
 from cmix.cli import main
+from cmix.genotypes.gwas import discovery_split
 from cmix.simulate.balding_nichols import simulate_cohort
 
 pytestmark = requires_plink2
@@ -413,6 +414,9 @@ def test_workflow_plans_a_gwas_per_discovery_trait(ukb_standin, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     rules = [j["rule"] for j in plan(res.stdout)]
     assert rules.count("gwas") == len(cfg["traits"]) == rules.count("select_snps")
+    # the stand-in lists external files for these traits too: said, not silently dropped
+    note = [line for line in res.stderr.splitlines() if line.startswith("cmix: note: ")]
+    assert len(note) == 1 and "inputs.sumstats files are not used" in note[0], res.stderr
     assert "--discovery results/ukbtiny/discovery/hair_colour.discovery.id" in res.stdout
     res = snakemake(*args, "--config", "discovery={'traits': []}")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -585,3 +589,48 @@ def test_own_gwas_keeps_strand_ambiguous_snps_and_external_sumstats_do_not(small
                  "--discovery-fraction", "0.5", "--ids-out", str(tmp_path / "o.id"),
                  "--out", str(ss_other)]) == 0
     assert not (selected(ss_other, "other") & ambiguous)
+
+
+@pytest.mark.parametrize("route", ["neither", "as --sumstats"])
+def test_a_discovery_gwas_stored_without_its_people_left_out_is_refused(small, tmp_path,
+                                                                        capsys, route):
+    """SNPs selected from cmix's own discovery GWAS, stored without --discovery (or with
+    that GWAS given as --sumstats): every test person could be a GWAS person (196 of 196;
+    prs AUROC 0.905 against 0.491). Now refused, naming the fix, and no store."""
+    c = small / "c"
+    ids, ss, snps = tmp_path / "disc.id", tmp_path / "ss.gz", tmp_path / "snps.tsv"
+    assert gwas(small, "hair_colour", HAIR, ss, "--discovery-fraction", "0.4", "--ids-out",
+                str(ids), "--multiclass", "class_index") == 0
+    assert main(["select", "--sumstats", str(ss), "--bfile", str(c / "genotypes"), "--top",
+                 "30", "--out", str(snps)]) == 0
+    capsys.readouterr()
+    store = tmp_path / "hair.zarr"
+    extra = ["--sumstats", str(ss)] if route == "as --sumstats" else []
+    rc = main(["store", "--bfile", str(c / "genotypes"), "--snps", str(snps), "--pheno",
+               str(c / "phenotypes.tsv"), "--trait", "hair_colour", "--trait-config",
+               json.dumps(HAIR), *extra, "--out", str(store)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and not store.exists(), err
+    assert "cmix's discovery GWAS of" in err[0] and "give --discovery" in err[0], err[0]
+
+
+def test_the_discovery_draw_and_the_test_split_are_independent_streams():
+    """The discovery draw and the store's test split were the same seeded, stratified
+    permutation: with both seeds 0 the test split fell inside the discovery set. Now the
+    share of test people among the discovery set is the discovery fraction (binomial)."""
+    from cmix.genotypes.phenotypes import test_split
+
+    n = 4000
+    label = np.repeat([0, 1, 2, 3], n // 4)
+    iids = np.array([f"s{i}" for i in range(n)])
+    four = {"field": 1747, "kind": "categorical",
+            "classes": {"a": [1], "b": [2], "c": [3], "d": [4]}}
+    pheno = pd.DataFrame({"f.1747.0.0": label + 1}, index=iids)
+    disc = discovery_split(pheno, "hair_colour", four, iids, 0.4, seed=0)
+    rest = np.setdiff1d(np.arange(n), disc)
+    test = rest[test_split(label[rest], 0.2, seed=0) == 1]
+    in_disc = np.isin(np.flatnonzero(test_split(label, 0.2, seed=0) == 1), disc).mean()
+    assert len(test) > 0 and not np.isin(test, disc).any()
+    # a whole-cohort test split drawn with the same seed: 40% of it in the discovery set
+    # (binomial sd 1.7 points), not 100%
+    assert abs(in_disc - 0.4) < 0.06, in_disc

@@ -215,9 +215,19 @@ def test_existing_output_needs_force(built, tmp_path, capsys):
     (out / "marker").unlink()
     out.rmdir()
     assert main(args) == 0
-    (out / "call_dosage" / "marker").write_text("old")
+    # --force replaced the whole folder, a user's NOTES.txt and runs/ inside it included:
+    # files that are not the store's own (its checksum list and metadata) refuse it
+    capsys.readouterr()
+    for extra in ("call_dosage/marker", "NOTES.txt", "runs/hair/metrics.json"):
+        (out / extra).parent.mkdir(parents=True, exist_ok=True)
+        (out / extra).write_text("old")
+        assert main(args + ["--force"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "that are not the store's" in err[0] and extra in err[0], err
+        assert (out / extra).read_text() == "old"
+        (out / extra).unlink()
+    (out / "runs/hair").rmdir()
     assert main(args + ["--force"]) == 0
-    assert not (out / "call_dosage" / "marker").exists()
     assert st.open_store(out).attrs["trait"] == "hair_colour"
 
 

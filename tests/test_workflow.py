@@ -28,9 +28,10 @@ def snakemake(*args, cwd=REPO):
 
 def message_lines(out: str) -> list[str]:
     """The non-blank lines of a run's output but Snakemake's own notice that it reads the
-    workflow's default profile (workflow/profiles/default)."""
+    workflow's default profile (workflow/profiles/default) and cmix's notes."""
     return [line for line in out.splitlines()
-            if line.strip() and not line.startswith("Using workflow specific profile")]
+            if line.strip() and not line.startswith(("Using workflow specific profile",
+                                                     "cmix: note: "))]
 
 
 def test_lint_and_format_are_clean():

@@ -136,6 +136,11 @@ def gwas_phenotype(pheno: pd.DataFrame, trait: str, config: dict, iids,
     return binary, True, f"{multiclass} (case) vs {others} (control), logistic"
 
 
+#: The second word of the discovery draw's seed: a random stream of its own, never the
+#: store's test split's (:func:`discovery_split`).
+DISCOVERY_STREAM = 0xD15C0
+
+
 def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fraction: float,
                     seed: int, complete=None, path="") -> np.ndarray:
     """Positions (int64, sorted) into ``iids`` of the trait's discovery set.
@@ -144,7 +149,10 @@ def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fractio
     order); complete: bool (n,), samples with every covariate (default all). Drawn among
     the candidates with a phenotype and complete covariates, stratified by class
     (categorical) or by decile of the raw value (continuous), ``fraction`` of each
-    stratum, seeded (:func:`cmix.genotypes.phenotypes.test_split`).
+    stratum, seeded. The draw's random stream, ``default_rng([seed, DISCOVERY_STREAM])``,
+    is apart from the store's test split's (``default_rng(split_seed)``,
+    :func:`cmix.genotypes.phenotypes.test_split`): with equal seeds the two would be the
+    same permutation, and the test split would fall inside the discovery set.
     """
     if not 0.0 < fraction < 1.0:
         raise CmixError(f"trait {trait!r}: discovery fraction must be in (0, 1), got {fraction}")
@@ -169,7 +177,8 @@ def discovery_split(pheno: pd.DataFrame, trait: str, config: dict, iids, fractio
     if len(has) == 0:
         raise CmixError(f"{path}: trait {trait!r}: no candidate sample has a phenotype (and "
                         "every covariate) to draw a discovery set from")
-    chosen = ph.test_split(strata[has], fraction, seed) == 1
+    rng = np.random.default_rng([int(seed), DISCOVERY_STREAM])
+    chosen = ph.stratified_draw(strata[has], fraction, rng)
     return has[chosen].astype(np.int64)
 
 
@@ -554,7 +563,20 @@ def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown",
                             f"{src['sumstats']} (sha256 {src['sha256'][:12]}...), not from this "
                             f"file (sha256 {sha[:12]}...); give the file they were selected "
                             "from")
+        _refuse_own_discovery_gwas(src, f"--sumstats {sumstats}")
         return {"kind": "external", "file": os.path.basename(str(sumstats)), "overlap": overlap,
-                "sumstats_sha256": sha,
-                "discovery_gwas": bool(src is not None and src.get("discovery_gwas"))}
+                "sumstats_sha256": sha, "discovery_gwas": False}
+    _refuse_own_discovery_gwas(src, "no --discovery")
     return None
+
+
+def _refuse_own_discovery_gwas(src: dict | None, given: str) -> None:
+    """CmixError when the selection record ``src`` says its SNPs came from cmix's
+    discovery GWAS of this cohort: the store must leave those people out (--discovery)."""
+    gwas = (src or {}).get("discovery_gwas")
+    if gwas:
+        raise CmixError(f"{given}: the SNPs were selected from {src['sumstats']}, cmix's "
+                        f"discovery GWAS of {gwas.get('n_discovery')} people of this cohort "
+                        "(its record beside that file); give --discovery with that GWAS's "
+                        "--ids-out list, so those people are left out of the store and its "
+                        "test split")

@@ -170,15 +170,21 @@ def test_split(strata: np.ndarray, test_fraction: float, seed: int) -> np.ndarra
     order) the samples are permuted with ``numpy.random.default_rng(seed)`` and the
     first round(n_stratum * test_fraction) go to the test split.
     """
-    strata = np.asarray(strata)
     if not 0.0 <= test_fraction < 1.0:
         raise CmixError(f"test fraction must be in [0, 1), got {test_fraction}")
-    rng = np.random.default_rng(seed)
-    split = np.zeros(len(strata), dtype=np.int8)
+    chosen = stratified_draw(strata, test_fraction, np.random.default_rng(seed))
+    return chosen.astype(np.int8)
+
+
+def stratified_draw(strata: np.ndarray, fraction: float, rng) -> np.ndarray:
+    """bool (n,): round(n_stratum x fraction) of each stratum (in sorted order of the
+    strata), the first of a permutation of its members drawn from ``rng``."""
+    strata = np.asarray(strata)
+    chosen = np.zeros(len(strata), dtype=bool)
     for s in np.unique(strata):
         members = rng.permutation(np.flatnonzero(strata == s))
-        split[members[:int(round(len(members) * test_fraction))]] = 1
-    return split
+        chosen[members[:int(round(len(members) * fraction))]] = True
+    return chosen
 
 
 test_split.__test__ = False  # a library function, not a pytest test

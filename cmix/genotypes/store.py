@@ -673,6 +673,28 @@ def _check_output(out: Path, force: bool) -> None:
     if out.exists() and not _is_cmix_store(out):
         raise CmixError(f"{out}: exists and is not a cmix store; --force replaces only a "
                         "cmix store, so remove it yourself or choose another --out")
+    if out.exists():
+        foreign = _files_not_of_the_store(out)
+        if foreign:
+            raise CmixError(f"{out}: holds {len(foreign)} file(s) that are not the store's "
+                            f"(e.g. {foreign[0]}); --force replaces the whole folder, so "
+                            "move them out first or choose another --out")
+
+
+def _files_not_of_the_store(path: Path) -> list[str]:
+    """The files under the store folder ``path`` (relative, sorted) that are not the
+    store's own: neither in its checksum list nor its group and array metadata."""
+    import zarr
+
+    try:
+        listed = set(zarr.open_group(str(path), mode="r", zarr_format=2)
+                     .attrs.get("checksums", {}).get("files", {}))
+    except Exception:       # noqa: BLE001 - an unreadable store lists nothing as its own
+        listed = set()
+    meta = {".zgroup", ".zattrs", ".zarray", ".zmetadata"}
+    return sorted(rel for f in path.rglob("*") if f.is_file() or f.is_symlink()
+                  for rel in [f.relative_to(path).as_posix()]
+                  if rel not in listed and f.name not in meta)
 
 
 def _read_snp_table(snps, chroms):

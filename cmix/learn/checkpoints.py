@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import load_torch
+from ..atomic import atomic_path, load_torch
 from ..errors import CmixError
 from ..logs import log
 
 
 METRICS_FILE = "metrics.json"
+#: The first file a run writes in its folder: its run key. A folder is a run folder
+#: (cmix train may write into it) when it holds this file, not when it holds a file
+#: with a run file's name (:func:`is_run_folder`).
+RUN_FILE = ".cmix-run.json"
 PREDICTIONS_FILE = "predictions.npz"
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.jsonl"
@@ -74,6 +79,42 @@ def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
          "method": method.name, "config": sections_config(cfg, method.sections),
          "test": test_hash, "store": store_sha256},
         sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_run_file(out_dir: Path, run_key: str) -> None:
+    """Record (atomically) that ``out_dir`` is the folder of run ``run_key``."""
+    from .. import __version__
+
+    if _run_key_in(out_dir / RUN_FILE) != run_key:
+        with atomic_path(out_dir / RUN_FILE) as tmp:
+            tmp.write_text(json.dumps({"run_key": run_key, "cmix": __version__}) + "\n")
+
+
+def _run_key_in(path: Path) -> str | None:
+    """The run key a JSON file (the run file, or a run's metrics.json) holds; None when
+    it is absent, not JSON or holds no run key (64 hex digits)."""
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    key = record.get("run_key") if isinstance(record, dict) else None
+    return key if isinstance(key, str) and re.fullmatch(r"[0-9a-f]{64}", key) else None
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a folder cmix train made: it holds the run file
+    (:data:`RUN_FILE`) with a run key, or (a run folder of a cmix release before the run
+    file) a metrics.json carrying a run key, or a checkpoint that holds one."""
+    folder = Path(folder)
+    if _run_key_in(folder / RUN_FILE) or _run_key_in(folder / METRICS_FILE):
+        return True
+    if (folder / CHECKPOINT_FILE).is_file() and not (folder / RUN_FILE).exists():
+        try:
+            saved = load_torch(folder / CHECKPOINT_FILE)
+        except CmixError:
+            return False
+        return isinstance(saved, dict) and isinstance(saved.get("run_key"), str)
+    return False
 
 
 def saved_state(out_dir: Path, run_key: str, resume: bool) -> RunState | None:

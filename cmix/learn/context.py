@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_path, check_writable_dir, save_torch
+from ..errors import CmixError
 from ..logs import log
 from .checkpoints import (CHECKPOINT_FILE, CHECKPOINT_SECONDS, LOG_FILE, RunState,
-                          finished_metrics, run_key_of, saved_state)
+                          finished_metrics, run_key_of, saved_state, write_run_file)
 from .shared import share_stage, take_shared_stage
 
 
@@ -188,9 +189,15 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
     dev = resolve_device(device)
     root = store.root
     splits = make_splits(root, budget, seed, cfg.data.val_fraction, store.path.name)
+    if method.network and len(splits.validation) == 0:
+        raise CmixError(f"{store.path.name}: budget {budget} leaves no validation row of its "
+                        f"{splits.n_classes} classes (each class keeps one labeled training "
+                        f"row), on which {method.name} early-stops, so its head would keep its "
+                        f"untrained start: give a budget of at least {splits.n_classes + 1}")
     out_dir = check_writable_dir(out_dir)
     run_key = run_key_of(root, method, budget, seed, cfg, splits.test_hash, store.sha256)
     state = saved_state(out_dir, run_key, reuse.resume)
+    write_run_file(out_dir, run_key)
     ctx = RunContext(method=method, cfg=cfg, budget=int(budget), seed=int(seed),
                      store_path=store.path, root=root, splits=splits, dev=dev,
                      out_dir=out_dir, store_sha256=store.sha256, run_key=run_key,

@@ -14,6 +14,8 @@ from ..readers import plink
 from .kinship import write_kinship_table
 
 
+#: Ancestry PCs in a simulated sample_qc.tsv (UK Biobank's has 40).
+SIMULATED_PCS = 10
 WHITE_BRITISH_DROPOUT = 0.05   # self-reported British outside the genetic cluster (Bycroft 2018)
 
 
@@ -74,7 +76,7 @@ def pca_variants(variants: pd.DataFrame, exclude: np.ndarray, min_maf: float = 0
 
 
 def ukb_pcs(bed_prefix, variant_idx: np.ndarray, fit_samples: np.ndarray,
-            n_pcs: int = 10) -> np.ndarray:
+            n_pcs: int = SIMULATED_PCS) -> np.ndarray:
     """Ancestry principal components of every sample, the way UK Biobank computed them.
 
     Fit on ``fit_samples`` (unrelated, QC-passing) over ``variant_idx`` with

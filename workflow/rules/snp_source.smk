@@ -41,6 +41,15 @@ def check_discovery_config():
                 f"discovery.multiclass.{trait}: {choice!r} is neither class_index nor one "
                 f"of its classes ({', '.join(classes)})"
             )
+    external = (INPUTS.get("sumstats") or {}) if not SIMULATED else {}
+    both = [t for t in DISCOVERY_TRAITS if t in external]
+    if both:
+        print(
+            f"cmix: note: {', '.join(both)}: SNPs and prs betas from the discovery GWAS "
+            "(discovery.traits); their inputs.sumstats files are not used (take a trait "
+            "out of discovery.traits to use its file)",
+            file=sys.stderr,
+        )
     for trait in DISCOVERY_TRAITS:
         classes = TRAIT_DEFINITIONS[trait].get("classes") or {}
         if len(classes) > 2 and trait not in multiclass:

@@ -156,17 +156,11 @@ def unrelated_from_table(kinship_path, out, *, cutoff: float = DEFAULT_CUTOFF, b
     return write_unrelated(out, fam, sample_idx, pairs, cutoff, extra_summary=summary_extra)
 
 
-def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = DEFAULT_CUTOFF,
-                             extract=None, keep=None, device: str = "auto",
-                             block_size: int | None = None, route: str | None = None) -> dict:
-    """Genotype route: KING-robust over autosomal (extracted) variants, prune every pair
-    above the cutoff (pairs are computed down to it when it is below 0.0442), write the
-    .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
-    or pfile a prefix or a ``{chrom}`` pattern read across the chromosome set (shared
-    fam); its chroms: only these chromosomes (a --chroms spec); ``keep``: a --keep list;
-    block_size: samples per row strip of the GPU route's products (default 2,048);
-    route: as :func:`king_robust` (default: bit planes on the CPU, int8 products on a GPU)."""
-    cutoff = check_cutoff(cutoff)
+def king_inputs(genotypes: GenotypeFiles, *, extract=None, keep=None):
+    """The genotypes, samples and variants KING-robust runs on: (bf, sample_idx,
+    variant_idx, n_sex_mt, n_extract_unknown); sample_idx: sorted .fam positions of the
+    keep list (all samples without one), variant_idx: the (extracted) variants off chrX,
+    chrY and MT; n_sex_mt: chosen variants left out for lying on X, Y or MT."""
     chroms = genotypes.chroms
     bf = genotypes.open()
     fam = bf.fam
@@ -187,6 +181,23 @@ def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = D
     if len(sample_idx) < 2:
         raise CmixError("KING-robust kinship needs at least 2 samples; the keep list leaves "
                         f"{len(sample_idx)}")
+    return bf, sample_idx, variant_idx, n_sex_mt, n_extract_unknown
+
+
+def unrelated_from_genotypes(genotypes: GenotypeFiles, out, *, cutoff: float = DEFAULT_CUTOFF,
+                             extract=None, keep=None, device: str = "auto",
+                             block_size: int | None = None, route: str | None = None) -> dict:
+    """Genotype route: KING-robust over autosomal (extracted) variants, prune every pair
+    above the cutoff (pairs are computed down to it when it is below 0.0442), write the
+    .id files, the .kin0 of pairs > 0.0442 and the summary. ``genotypes``: its bfile
+    or pfile a prefix or a ``{chrom}`` pattern read across the chromosome set (shared
+    fam); its chroms: only these chromosomes (a --chroms spec); ``keep``: a --keep list;
+    block_size: samples per row strip of the GPU route's products (default 2,048);
+    route: as :func:`king_robust` (default: bit planes on the CPU, int8 products on a GPU)."""
+    cutoff = check_cutoff(cutoff)
+    bf, sample_idx, variant_idx, n_sex_mt, n_extract_unknown = king_inputs(
+        genotypes, extract=extract, keep=keep)
+    fam = bf.fam
     dev = "cpu" if device == "cpu" else resolve_device(device).type
     how = route or ("bitplanes" if dev == "cpu" else "int8")
     how = {"bitplanes": "bit planes", "int8": "int8 products"}.get(how, how)
