@@ -16,7 +16,7 @@ from ..learn.methods import method_rank
 from .collect import trait_provenance
 from .tables import (answers_html, config_table, glance_html, headline_html, html_table,
                      img_tag, summary_html, versions_table, wall_table)
-from .verdicts import ALPHA, WILCOXON_MIN, seeds_note
+from .verdicts import ALPHA, WILCOXON_MIN, refusals, seeds_note
 
 
 def overlap_caution(prov: dict | None) -> str | None:
@@ -150,6 +150,21 @@ def _caution_html(parsed: list[dict], traits: list[str]) -> str:
             + "".join(f"<li>{c}</li>" for c in cautions) + "</ul></div>")
 
 
+def _refusals_html(results: pd.DataFrame) -> str:
+    """One line per trait where cmix's judge refused the pseudo-labels (:func:`refusals`):
+    "cmix = cmix_selfsl" when it refused in every seed."""
+    lines = []
+    for r in refusals(results).itertuples():
+        if r.refused == r.n:
+            lines.append(f"{r.trait}: cmix = cmix_selfsl (pseudo-labels refused in {r.refused} "
+                         f"of {r.n} seeds)")
+        elif r.refused:
+            lines.append(f"{r.trait}: pseudo-labels refused in {r.refused} of {r.n} cmix seeds "
+                         f"(those runs are cmix_selfsl's)")
+    return ("" if not lines else '<ul id="refusals" class="warn">'
+            + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
+
+
 def _how_to_read(head: pd.DataFrame) -> str:
     """:data:`HOW_TO_READ` with the paired tests used in the headline table, the number
     of Holm-adjusted comparisons and the significance level filled in."""
@@ -194,13 +209,15 @@ def html_page(runs_dir, results: pd.DataFrame, parsed: list[dict], summary: pd.D
 <meta name="viewport" content="width=device-width, initial-scale=1">
 {PAGE_STYLE}</head><body>
 <h1>cmix evaluation report</h1>
-<p>{len(results)} runs from <code>{html.escape(str(Path(runs_dir).name))}</code>: {len(traits)}
+<p>{len(results)} runs from <code>{html.escape(str(runs_dir))}</code>: {len(traits)}
 trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=method_rank)))}.
 Grid status: <span class="{'warn' if len(missing) else ''}">{html.escape(status)}</span>.</p>
 {caution}
 <h2>Which method is best, per trait and labeled budget</h2>
 <p>The method with the highest mean test accuracy over seeds (any method), against the
-runner-up, paired by seed; "level with" where the difference is not shown.</p>
+runner-up, paired by seed; "level with" where the difference is not shown. <b>cmix</b> keeps its pseudo-labels only
+when held-out labeled rows show they help, else it is cmix_selfsl.</p>
+{_refusals_html(results)}
 {note_html}
 {answers_html(ans)}
 {top_fig}

@@ -125,7 +125,7 @@ def answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
     runner-up), both means, the paired difference, its Holm p and, where it has none or
     it cannot show a difference, why."""
     cols = ["trait", "budget", "answer", f"best: {key} mean ± sd (seeds)",
-            f"runner-up: {key} mean", "best minus runner-up (paired)", "p (Holm)",
+            f"runner-up: {key} mean", "best minus runner-up (paired)", "p (Holm; test)",
             "no difference shown because"]
     rows = []
     for trait, gt in ans.groupby("trait", sort=False):
@@ -147,11 +147,14 @@ def answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
                       (f'<td>{plus_minus(runner, np.nan)} {html.escape(r.runner_up)}</td>'
                        if r.runner_up else "<td></td>"),
                       f"<td>{plus_minus(diff, r.diff_sd, sign=True)}</td>",
-                      f"<td>{p_text(r.p_holm)}</td>",
+                      f"<td>{p_text(r.p_holm)}"
+                      f"{f' ({html.escape(r.test)})' if np.isfinite(r.p_holm) else ''}</td>",
                       f'<td class="wrap">{html.escape(why)}</td>']
             rows.append("<tr>" + "".join(cells) + "</tr>")
     header = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    return (f'<div class="tw"><table id="answers"><thead><tr>{header}</tr></thead>'
+    caption = ("<caption>budget = labeled training samples; cmix_paper = the paper's method; "
+               "p: the paired test named, Holm-adjusted</caption>")
+    return (f'<div class="tw"><table id="answers">{caption}<thead><tr>{header}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 

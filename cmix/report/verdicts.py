@@ -143,7 +143,8 @@ def answers(results: pd.DataFrame, key: str = "accuracy", traits=None) -> pd.Dat
     ``reason`` where there is no p (:func:`missing_p_reason`) or where the seeds are too
     few for any difference to be shown (the smallest attainable p, Holm-adjusted, is not
     below ALPHA: :func:`min_attainable_p`), ``shown`` (difference > 0 with Holm p <
-    ALPHA and enough seeds) and ``answer``: the best method, or "level with RUNNER-UP"
+    ALPHA; ``p_holm`` is NaN where the seeds are too few, so a difference is shown exactly
+    when its Holm p is printed and below ALPHA) and ``answer``: the best method, or "level with RUNNER-UP"
     when the difference is not shown. traits: their order (default: as the runs list
     them)."""
     rows = []
@@ -169,7 +170,11 @@ def answers(results: pd.DataFrame, key: str = "accuracy", traits=None) -> pd.Dat
     out.loc[say, "reason"] = [f"{n} seeds: too few to show a difference (smallest "
                               f"attainable Holm p {f:.2g})"
                               for n, f in zip(out.loc[say, "n_pairs"], floor[say])]
-    out["shown"] = ok & ~too_few & (adj < ALPHA) & (out["diff_mean"].to_numpy(float) > 0)
+    # where the seeds are too few, the parametric p is withheld (NaN): a "level" answer
+    # never stands beside a p below ALPHA, and "shown" is exactly "Holm p < ALPHA, > 0"
+    adj[too_few] = np.nan
+    out["p_holm"] = adj
+    out["shown"] = (np.nan_to_num(adj, nan=1.0) < ALPHA) & (out["diff_mean"].to_numpy(float) > 0)
     out["answer"] = [r.best if r.shown or not r.runner_up
                      else f"{r.best}, level with {r.runner_up}" for r in out.itertuples()]
     return out
@@ -223,3 +228,17 @@ def seeds_note(ans: pd.DataFrame) -> str:
             f"{m * floor:.3g}, not below {ALPHA}. Read the best method as a ranking, not a shown "
             f"difference (t-test p values below assume normal differences, which {n} "
             f"seeds cannot check). Run at least {need} seeds to be able to show one.")
+
+
+def refusals(results: pd.DataFrame) -> pd.DataFrame:
+    """Per trait, the cmix runs whose judge refused the pseudo-labels (``pseudo_labels_used``
+    false; such a run is cmix_selfsl's): ``refused`` and ``n`` (cmix runs that record the
+    judge's decision); only traits with at least one such run."""
+    if "pseudo_labels_used" not in results:
+        return pd.DataFrame(columns=["trait", "refused", "n"])
+    cm = results[results["method"] == "cmix"]
+    used = cm["pseudo_labels_used"].map(lambda u: np.nan if pd.isna(u) else float(bool(u)))
+    cm = cm.assign(_used=used).dropna(subset=["_used"])
+    rows = [{"trait": t, "refused": int((g["_used"] == 0).sum()), "n": len(g)}
+            for t, g in cm.groupby("trait", sort=False)]
+    return pd.DataFrame(rows, columns=["trait", "refused", "n"])

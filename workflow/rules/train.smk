@@ -92,7 +92,7 @@ rule report:
     conda:
         "../envs/cmix.yaml"
     params:
-        runs=lambda wc, input: os.path.commonpath([os.path.dirname(p) for p in input]),
+        runs=f"{OUT}/runs",
         out=lambda wc, output: os.path.dirname(output.results),
         traits=TRAITS,
         methods=METHODS,
