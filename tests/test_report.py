@@ -724,3 +724,40 @@ def test_report_says_why_runs_are_left_out(tmp_path, capsys):
     _largest_budget_predictions(runs, results[results.trait == row.trait])
     err = capsys.readouterr().err
     assert f"{row.method} seed {row.seed}" in err and "left out of the pooled curves" in err
+
+
+def test_level_never_stands_beside_a_p_below_alpha():
+    """Three seeds whose gains are 1.0, 1.1 and 1.2 points: a paired t-test gives p <
+    0.05, yet no test on 3 seeds can be trusted to show it, and the best-method table
+    printed Holm p 0.040 beside "level". Now the p is withheld where the seeds are too
+    few, so "level" comes with no p below 0.05."""
+    from cmix.report.verdicts import ALPHA, answers
+
+    rows = []
+    for seed, gain in zip((1, 2, 3), (0.010, 0.011, 0.012)):
+        base = 0.80 + 0.01 * seed
+        rows += [{"trait": "t", "budget": 100, "method": "cmix", "seed": seed,
+                  "accuracy": base + gain},
+                 {"trait": "t", "budget": 100, "method": "logreg", "seed": seed,
+                  "accuracy": base}]
+    row = answers(pd.DataFrame(rows)).iloc[0]
+    assert row["p"] < ALPHA                      # what used to be printed
+    assert "level with logreg" in row["answer"] and not np.isfinite(row["p_holm"])
+    assert "too few to show a difference" in row["reason"]
+
+
+def test_the_first_screen_names_cmix_s_refusals_the_budget_and_the_run_folder(tmp_path):
+    """cmix equal to cmix_selfsl (every seed's judge refused) was said only in a table
+    near the bottom; "budget" and which method is the paper's were said nowhere by the
+    table; the header named the last common folder (the trait's), not the run folder."""
+    runs = tmp_path / "results" / "runs"
+    write_grid(runs, [("eur", m, 100, s, 2) for m in ("covariates", "cmix_selfsl", "cmix")
+                      for s in (2, 3, 4)])           # fake_metrics: used only for seed 1
+    write_report(runs, tmp_path / "rep")
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 seeds)" in page
+    at = page.index("cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 seeds)")
+    assert at < page.index("<table")              # before the first table
+    assert "budget = labeled training samples" in page
+    assert "cmix_paper = the paper&#x27;s method" in page or "cmix_paper = the paper's method" in page
+    assert str(runs) in page[:page.index("<table")]
