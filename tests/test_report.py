@@ -755,9 +755,10 @@ def test_the_first_screen_names_cmix_s_refusals_the_budget_and_the_run_folder(tm
                       for s in (2, 3, 4)])           # fake_metrics: used only for seed 1
     write_report(runs, tmp_path / "rep")
     page = (tmp_path / "rep" / "report.html").read_text()
-    assert "cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 seeds)" in page
-    at = page.index("cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 seeds)")
+    assert "cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 runs" in page
+    at = page.index("cmix = cmix_selfsl (pseudo-labels refused in 3 of 3 runs")
     assert at < page.index("<table")              # before the first table
-    assert "budget = labeled training samples" in page
-    assert "cmix_paper = the paper&#x27;s method" in page or "cmix_paper = the paper's method" in page
+    intro = " ".join(page[:page.index("<table")].replace("<b>", "").replace("</b>", "").split())
+    assert "budget = labeled training samples" in intro
+    assert "cmix_paper = the paper's method" in intro
     assert str(runs) in page[:page.index("<table")]

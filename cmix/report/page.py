@@ -152,15 +152,15 @@ def _caution_html(parsed: list[dict], traits: list[str]) -> str:
 
 def _refusals_html(results: pd.DataFrame) -> str:
     """One line per trait where cmix's judge refused the pseudo-labels (:func:`refusals`):
-    "cmix = cmix_selfsl" when it refused in every seed."""
+    "cmix = cmix_selfsl" when it refused in every run (budget and seed)."""
     lines = []
     for r in refusals(results).itertuples():
         if r.refused == r.n:
             lines.append(f"{r.trait}: cmix = cmix_selfsl (pseudo-labels refused in {r.refused} "
-                         f"of {r.n} seeds)")
+                         f"of {r.n} runs: every budget and seed)")
         elif r.refused:
-            lines.append(f"{r.trait}: pseudo-labels refused in {r.refused} of {r.n} cmix seeds "
-                         f"(those runs are cmix_selfsl's)")
+            lines.append(f"{r.trait}: pseudo-labels refused in {r.refused} of {r.n} cmix runs "
+                         f"(budgets x seeds; those runs are cmix_selfsl's)")
     return ("" if not lines else '<ul id="refusals" class="warn">'
             + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
 
@@ -214,9 +214,10 @@ trait(s), methods {html.escape(', '.join(sorted(results['method'].unique(), key=
 Grid status: <span class="{'warn' if len(missing) else ''}">{html.escape(status)}</span>.</p>
 {caution}
 <h2>Which method is best, per trait and labeled budget</h2>
-<p>The method with the highest mean test accuracy over seeds (any method), against the
-runner-up, paired by seed; "level with" where the difference is not shown. <b>cmix</b> keeps its pseudo-labels only
-when held-out labeled rows show they help, else it is cmix_selfsl.</p>
+<p>Highest mean test accuracy over seeds, against the runner-up paired by seed ("level
+with": no difference shown); <b>budget</b> = labeled training samples; <b>cmix_paper</b> = the
+paper's method; <b>cmix</b> keeps pseudo-labels only where held-out labeled rows show they
+help.</p>
 {_refusals_html(results)}
 {note_html}
 {answers_html(ans)}

@@ -152,9 +152,7 @@ def answers_html(ans: pd.DataFrame, key: str = "accuracy") -> str:
                       f'<td class="wrap">{html.escape(why)}</td>']
             rows.append("<tr>" + "".join(cells) + "</tr>")
     header = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    caption = ("<caption>budget = labeled training samples; cmix_paper = the paper's method; "
-               "p: the paired test named, Holm-adjusted</caption>")
-    return (f'<div class="tw"><table id="answers">{caption}<thead><tr>{header}</tr></thead>'
+    return (f'<div class="tw"><table id="answers"><thead><tr>{header}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 

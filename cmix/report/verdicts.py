@@ -221,13 +221,10 @@ def seeds_note(ans: pd.DataFrame) -> str:
     floor = min_attainable_p(n)
     if m * floor < ALPHA:
         return ""
-    return (f"Too few seeds to show any difference: with {n} seeds, a paired test that "
-            f"assumes nothing about how the differences are distributed cannot give a p "
-            f"below 2/2^{n} = {floor:.3g} (every seed's difference of one sign), and Holm "
-            f"over the {m} comparisons multiplies the smallest p by {m}: {m} × {floor:.3g} = "
-            f"{m * floor:.3g}, not below {ALPHA}. Read the best method as a ranking, not a shown "
-            f"difference (t-test p values below assume normal differences, which {n} "
-            f"seeds cannot check). Run at least {need} seeds to be able to show one.")
+    return (f"Too few seeds to show any difference: with {n} seeds no paired test free of "
+            f"assumptions gives a p below 2/2^{n} = {floor:.3g}, and Holm over the {m} "
+            f"comparisons makes that {m * floor:.3g}, not below {ALPHA}; read the best method "
+            f"as a ranking. Run at least {need} seeds to be able to show one.")
 
 
 def refusals(results: pd.DataFrame) -> pd.DataFrame:
