@@ -228,8 +228,8 @@ def pretrain_throughput(store: Path, device, models, budget: int, config: dict,
     allocated before the group was built, per model (CUDA only)."""
     import torch
 
-    from cmix.learn import train as tr
-    from cmix.learn.methods.networks import cmix_model
+    from cmix.learn.methods.cmix import pretrain as tr
+    from cmix.learn.methods.heads import cmix_model
     from cmix.learn.nn import GroupAdam, GroupLinear
 
     dev = torch.device(device)

@@ -205,7 +205,7 @@ def test_cli_rejects_bad_arguments(tmp_path):
                               capture_output=True, text=True)
 
     res = cmix("--out", str(tmp_path / "x"), "--n-samples", "-5")
-    assert res.returncode == 2 and "expected a positive integer, got -5" in res.stderr
+    assert res.returncode == 2 and "expected a cohort size from 2 to 10,000,000, got -5" in res.stderr
     blocker = tmp_path / "file"
     blocker.write_text("")
     res = cmix("--out", str(blocker / "sub"), "--n-samples", "50", "--n-variants", "300")

@@ -92,7 +92,9 @@ rule report:
     conda:
         "../envs/cmix.yaml"
     params:
-        runs=f"{OUT}/runs",
+        runs=lambda wc, output: os.path.join(
+            os.path.dirname(os.path.dirname(output.results)), "runs"
+        ),
         out=lambda wc, output: os.path.dirname(output.results),
         traits=TRAITS,
         methods=METHODS,
