@@ -174,11 +174,10 @@ def choose_heads(group, model, summaries: list) -> list:
     return probes
 
 
-def supervised_heads(group, model, cache: dict):
-    """The early-stopped, refitted heads (plain cross-entropy) of every model on the
-    frozen latent of ``model`` (or on the dosages when None), on its training labeled
-    rows, validated on its validation rows: (head, G validation summaries)."""
-    inputs_of = head_inputs(group, model)
+def labeled_rows(group, inputs_of) -> Labeled:
+    """Every model's training labeled rows as one padded batch: ``x`` their inputs
+    (``inputs_of``, G x n), one-hot targets (G, n, C), weight 1 on a model's own rows and
+    0 on the padding (its first row repeated up to the longest model's n), counts (G,)."""
     rows = [c.splits.train_labeled for c in group.ctxs]
     counts = [len(r) for r in rows]
     n = max(counts)
@@ -190,8 +189,17 @@ def supervised_heads(group, model, cache: dict):
         tgt[i, :len(r)] = eye[c.splits.label[r]]
         wt[i, :len(r)] = 1.0
     dev = group.dev
-    train = Labeled(x=x, target=torch.from_numpy(tgt).to(dev), weight=torch.from_numpy(wt).to(dev),
-                    count=torch.tensor(counts, device=dev))
+    return Labeled(x=x, target=torch.from_numpy(tgt).to(dev),
+                   weight=torch.from_numpy(wt).to(dev), count=torch.tensor(counts, device=dev))
+
+
+def supervised_heads(group, model, cache: dict):
+    """The early-stopped, refitted heads (plain cross-entropy) of every model on the
+    frozen latent of ``model`` (or on the dosages when None), on its training labeled
+    rows, validated on its validation rows: (head, G validation summaries)."""
+    inputs_of = head_inputs(group, model)
+    train = labeled_rows(group, inputs_of)
+    dev = group.dev
     keys = group.keys(PREDICTOR_STEPS)
     off = torch.zeros(group.n_models, dtype=torch.bool, device=dev)
     latent = model.encoder.out_dim if model is not None else None

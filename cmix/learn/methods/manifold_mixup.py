@@ -11,10 +11,11 @@ import torch
 
 from ..baselines import manifold_mixup_step
 from ..data import LAST
-from ..group_heads import Labeled, fit_heads
+from ..group_heads import fit_heads
 from ..streams import MANIFOLD_MIXUP_STEPS, gen
 from .cmix.losses import soft_cross_entropy
-from .heads import head_inputs, head_steps, new_head, rows_at, validation_rows
+from .heads import (head_inputs, head_steps, labeled_rows, new_head, rows_at,
+                    validation_rows)
 from .network import NetworkMethod
 
 
@@ -26,22 +27,9 @@ class ManifoldMixup(NetworkMethod):
 
     @classmethod
     def fit_group(cls, group) -> list:
-
-
         dev, bs = group.dev, group.cfg.predictor.pred_batch_size
         inputs_of = head_inputs(group, None)
-        rows = [c.splits.train_labeled for c in group.ctxs]
-        counts = [len(r) for r in rows]
-        n = max(counts)
-        x = inputs_of([np.concatenate([r, np.repeat(r[:1], n - len(r))]) for r in rows])
-        eye = np.eye(group.n_classes, dtype=np.float32)
-        tgt = np.zeros((group.n_models, n, group.n_classes), np.float32)
-        for i, (c, r) in enumerate(zip(group.ctxs, rows)):
-            tgt[i, :len(r)] = eye[c.splits.label[r]]
-        count_t = torch.tensor(counts, device=dev)
-        train = Labeled(x=x, target=torch.from_numpy(tgt).to(dev),
-                        weight=(torch.arange(n, device=dev)[None, :] < count_t[:, None]).float(),
-                        count=count_t)
+        train = labeled_rows(group, inputs_of)
         a = float(group.cfg.manifold_mixup.mixup_alpha)
         keys = group.keys(MANIFOLD_MIXUP_STEPS)
 
