@@ -72,9 +72,9 @@ def plan(output: str) -> list[dict]:
     """Parse a dry run's jobs: rule name and resources per job."""
     jobs = []
     # jobs of a group are indented under "Group job NAME"
-    for block in re.split(r"\n(?=\s*\[[^\]]*\]\n\s*(?:local)?rule )|\n(?=\s*(?:local)?rule )",
-                          output):
-        m = re.search(r"^\s*(?:local)?rule (\w+):", block, re.M)
+    job = r"(?:local)?(?:rule|checkpoint) "          # a checkpoint is a rule in the plan
+    for block in re.split(rf"\n(?=\s*\[[^\]]*\]\n\s*{job})|\n(?=\s*{job})", output):
+        m = re.search(rf"^\s*{job}(\w+):", block, re.M)
         if not m:
             continue
         res = re.search(r"^\s+resources: (.*)$", block, re.M)
@@ -602,6 +602,39 @@ def test_any_plink_cohort_runs_end_to_end(plain_cohort, tmp_path):
             "sample_qc": "not given", "withdrawn": "not given", "sample_qc_columns": [],
             "relatedness": "KING from genotypes"}
         assert attrs["covariates"]["names"][:2] == ["age", "sex"]
+
+
+def test_king_in_tiles_as_jobs_gives_the_one_process_pairs_and_kept_set(plain_cohort,
+                                                                        tmp_path):
+    """relatedness.tile_block: sample_filters' kept samples cut into blocks, one
+    king_tile job per pair of blocks, gathered by `cmix unrelated --king-tiles`; the
+    kinship pairs (.kin0), the kept and removed sets and the summary are byte for byte
+    those of KING in one process on the same cohort (which has planted relatives)."""
+    c, cfg = plain_cohort
+    n_kept = sum(1 for line in open(c / "genotypes.fam"))
+    block = 100
+    assert n_kept > 2 * block                  # at least three blocks: six tiles
+    files = {}
+    for name, tile_block in (("one", None), ("tiles", block)):
+        run = dict(cfg, relatedness={"cutoff": 0.0884, "tile_block": tile_block})
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(run))
+        res = snakemake("--cores", "2", "--configfile", str(path), "--directory",
+                        str(tmp_path / name), "results/cohort/qc/unrelated.king.cutoff.in.id")
+        assert res.returncode == 0, res.stderr[-3000:]
+        qc = tmp_path / name / "results/cohort/qc"
+        files[name] = {p.name: p.read_bytes() for p in sorted(qc.glob("unrelated.*"))}
+    tiles = sorted((tmp_path / "tiles/results/cohort/qc/king_tiles").glob("tile.*.npz"))
+    keep = (tmp_path / "tiles/results/cohort/qc/samples.keep").read_text().splitlines()
+    n_blocks = -(-sum(not line.startswith("#") for line in keep) // block)
+    assert len(tiles) == n_blocks * (n_blocks + 1) // 2
+    assert not (tmp_path / "one/results/cohort/qc/king_tiles").exists()
+    log = (tmp_path / "tiles/results/cohort/logs/unrelated.log").read_text()
+    assert f"gathered {len(tiles)} KING tiles" in log
+    assert set(files["one"]) >= {"unrelated.king.cutoff.in.id", "unrelated.king.cutoff.out.id",
+                                 "unrelated.kin0"}
+    assert files["tiles"] == files["one"]
+    assert files["one"]["unrelated.king.cutoff.out.id"].count(b"\n") > 1   # relatives removed
 
 
 def test_a_covariate_the_phenotype_table_lacks_is_refused_before_any_job(plain_cohort,

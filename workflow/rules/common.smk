@@ -214,6 +214,24 @@ def input_path(key):
     return config["inputs"].get(key)
 
 
+def king_tile_files(wildcards):
+    """The KING tiles `cmix unrelated` gathers: one file per pair of blocks (i, j), i <= j,
+    of relatedness.tile_block samples among those sample_filters kept; [] (KING in one
+    process) without tile_block, with a kinship table, or when the samples fit one block.
+    """
+    block = config["relatedness"].get("tile_block")
+    if not block or input_path("kinship"):
+        return []
+    from cmix.genotypes.relatedness.tiles import tile_list
+
+    with open(checkpoints.sample_filters.get().output.keep) as f:
+        n_samples = sum(1 for line in f if line.strip() and not line.startswith("#"))
+    tiles = tile_list(n_samples, block)
+    if len(tiles) == 1:
+        return []
+    return [f"{OUT}/qc/king_tiles/tile.{i}.{j}.npz" for i, j in tiles]
+
+
 def hwe_groups_table():
     """The table of variant_qc.hwe_groups: a cohort input named by key (phenotypes,
     sample_qc) or a path; None when the HWE test is pooled."""

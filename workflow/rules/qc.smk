@@ -2,8 +2,9 @@
 
 
 # inputs.sample_qc and inputs.withdrawn are optional: a filter without its input is
-# skipped, and samples.filters.json records it as "not given".
-rule sample_filters:
+# skipped, and samples.filters.json records it as "not given". A checkpoint: the number
+# of KING tiles (relatedness.tile_block) follows from how many samples it keeps.
+checkpoint sample_filters:
     input:
         fam=fam_file(),
         sqc=input_path("sample_qc") or [],
@@ -93,6 +94,7 @@ rule unrelated:
         keep=f"{OUT}/qc/samples.keep",
         snplist=f"{OUT}/qc/variants.snplist",
         kinship=input_path("kinship") if input_path("kinship") else [],
+        tiles=king_tile_files,
     output:
         keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
         out=f"{OUT}/qc/unrelated.king.cutoff.out.id",
@@ -115,7 +117,38 @@ rule unrelated:
             ["--kinship", input.kinship]
             if input.kinship
             else ["--extract", input.snplist]
+            + (["--king-tiles", *input.tiles] if input.tiles else [])
         ),
     shell:
         "cmix unrelated {params.files:q} {params.source:q} --keep {input.keep:q} --cutoff {params.cutoff:q} "
         "--threads {threads} --out {params.out:q} 2> {log:q}"
+
+
+# KING-robust over the cluster (relatedness.tile_block): the kept samples in blocks, one
+# job per pair of blocks, gathered by `cmix unrelated --king-tiles` into the same pairs
+# and the same kept set as the one-process run.
+rule king_tile:
+    input:
+        genotypes=lambda wc: genotype_files(),
+        keep=f"{OUT}/qc/samples.keep",
+        snplist=f"{OUT}/qc/variants.snplist",
+    output:
+        tile=f"{OUT}/qc/king_tiles/tile.{{i}}.{{j}}.npz",
+    log:
+        f"{OUT}/logs/king_tile.{{i}}.{{j}}.log",
+    benchmark:
+        f"{OUT}/benchmarks/king_tile.{{i}}.{{j}}.tsv"
+    wildcard_constraints:
+        i=r"\d+",
+        j=r"\d+",
+    conda:
+        "../envs/cmix.yaml"
+    threads: 2
+    params:
+        source=lambda wc: genotype_args(),
+        cutoff=config["relatedness"]["cutoff"],
+        block=config["relatedness"].get("tile_block"),
+    shell:
+        "cmix king-tile {params.source:q} --extract {input.snplist:q} --keep {input.keep:q} "
+        "--cutoff {params.cutoff:q} --tile-block {params.block} --tile {wildcards.i} {wildcards.j} "
+        "--threads {threads} --out {output.tile:q} 2> {log:q}"
