@@ -196,8 +196,8 @@ def main():
     args = ap.parse_args()
 
     from cmix.readers.sources import open_source
-    from cmix.genotypes.store import load_rows
-    from cmix.genotypes.store import open_store
+    from cmix.store.read import load_rows
+    from cmix.store.read import open_store
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cmix_bgen_bench_"))
     work.mkdir(parents=True, exist_ok=True)

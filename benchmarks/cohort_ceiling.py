@@ -37,8 +37,8 @@ from cmix.learn.data import standardised_dosage
 from cmix.learn.linear import fit_logreg_cv
 from cmix.learn.config import DEFAULTS, PseudoLabels
 from cmix.learn.data import make_splits
-from cmix.genotypes.store import column_moments
-from cmix.genotypes.store import open_store
+from cmix.store.read import column_moments
+from cmix.store.read import open_store
 
 SEEDS = [123, 127, 131, 137, 130]
 

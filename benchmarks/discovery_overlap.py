@@ -41,7 +41,7 @@ from cmix.genotypes.covariates import SampleTables
 from cmix.genotypes.gwas import GwasModel, GwasPeople, run_gwas
 from cmix.genotypes.selection import read_sample_ids
 from cmix.readers.sources import GenotypeFiles
-from cmix.genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
+from cmix.genotypes.build_store import StoreInputs, StoreOptions, StoreSamples, build_store
 from cmix.simulate.balding_nichols import simulate_cohort
 
 COVARIATES = {"fields": [21022, 31], "pcs": 10, "pcs_from": "sample_qc"}

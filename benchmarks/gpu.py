@@ -176,7 +176,7 @@ def part_gemm(args, device) -> dict:
 def synthetic_store(folder: Path, n_rows: int, n_snps: int, seed: int = 0) -> Path:
     """A store of n_rows x n_snps int8 dosages (MAF U(0.05, 0.5), 1% missing), a binary
     trait of 30 causal SNPs (h2 0.5), 20% test rows, chunks of 1,024 rows."""
-    from cmix.genotypes.store import StoreContent, write_store
+    from cmix.store.write import StoreContent, write_store
 
     rng = np.random.default_rng(seed)
     maf = rng.uniform(0.05, 0.5, n_snps)

@@ -42,7 +42,7 @@ CPU_CONFIG = {"hidden": 128, "d_proj": 64, "epochs": 12, "warmup_epochs": 4, "lp
 
 def simulate_traits(out: Path, n_samples: int, n_snps: int, n_discovery: int, n_causal: int,
                     h2: float, seed: int) -> list[Path]:
-    from cmix.genotypes.store import StoreContent, write_store
+    from cmix.store.write import StoreContent, write_store
 
     rng = np.random.default_rng(seed)
     maf = rng.uniform(0.01, 0.5, n_snps)

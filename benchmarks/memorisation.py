@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from cmix.genotypes.store import column_moments, open_store
+from cmix.store.read import column_moments, open_store
 from cmix.learn.config import DEFAULTS
 from cmix.learn.data import make_splits, project_pcs, standardised_pcs
 from cmix.learn.linear import fit_logreg_cv

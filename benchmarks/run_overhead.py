@@ -112,7 +112,6 @@ def child(times_path: str, argv: list[str]) -> int:
     builtins.__import__ = timed_import
     clock.enter("other")
     import cmix.cli as cli
-    import cmix.genotypes.store as store
     import cmix.atomic as atomic
     import cmix.locks as locks
     import cmix.runtime as runtime
@@ -123,15 +122,15 @@ def child(times_path: str, argv: list[str]) -> int:
     from cmix.learn.methods import CLASSES
 
     for owner, attr, name in [
-            (store, "verify_store", "verify"), (store, "open_store", "open store"),
+            (context, "verify_store", "verify"), (context, "open_store", "open store"),
             (data, "make_splits", "splits"), (context, "run_key_of", "run key"),
-            (store, "store_fingerprint", "run key"), (store, "column_moments", "moments"),
+            (context, "store_fingerprint", "run key"), (context, "column_moments", "moments"),
             (context, "standardised_covariates", "covariates"),
             (runtime, "resolve_device", "device"), (locks, "folder_lock", "run folder"),
             (atomic, "check_writable_dir", "run folder"),
             (context, "saved_state", "checkpoint read"),
             (context.RunContext, "save", "checkpoint writes"),
-            (store, "load_rows", "read rows"), (data, "load_rows", "read rows"),
+            (context, "load_rows", "read rows"), (data, "load_rows", "read rows"),
             (results, "classification_metrics", "metrics"), (results, "versions", "versions"),
             (shared, "versions", "versions"),
             (results, "prediction_record", "prediction record"),

@@ -51,7 +51,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    from cmix.genotypes import store
+    from cmix.genotypes import build_store as store
+    from cmix.store.verify import verify_store
     from cmix.readers.plink import open_bfile
     from cmix.readers.sources import GenotypeFiles
     from cmix.simulate.fast import simulate_genotypes_fast
@@ -89,7 +90,7 @@ def main():
     import zarr
     from bed_reader import open_bed
 
-    from cmix.genotypes.store import load_rows
+    from cmix.store.read import load_rows
 
     out = work / "trait.zarr"
     (work / "snps.extract").write_text("\n".join(snps.variant_id) + "\n")
@@ -148,8 +149,8 @@ def main():
 
     checks, check_loads = alternate({
         "load": timer(lambda: load_rows(root, np.arange(root["call_dosage"].shape[0]))),
-        "verify": timer(lambda: store.verify_store(out)),
-        "verify_full": timer(lambda: store.verify_store(out, decode=True))}, args.repeats)
+        "verify": timer(lambda: verify_store(out)),
+        "verify_full": timer(lambda: verify_store(out, decode=True))}, args.repeats)
     cwall = {name: [r["wall"] for r in rs] for name, rs in checks.items()}
     t_load, t_verify = statistics.median(cwall["load"]), statistics.median(cwall["verify"])
     t_verify_full = statistics.median(cwall["verify_full"])

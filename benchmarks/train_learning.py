@@ -189,8 +189,8 @@ def pc_covariate_store(src: Path, n_pcs: int) -> Path:
     ``<name>_pcs<n>.zarr``; same rows, labels and split."""
     from functools import partial
 
-    from cmix.genotypes.store import (StoreContent, column_moments, open_store, store_text,
-                                      write_store)
+    from cmix.store.read import column_moments, open_store, store_text
+    from cmix.store.write import StoreContent, write_store
     from cmix.learn.data import project_pcs, standardised_pcs
 
     path = src.with_name(f"{src.stem}_pcs{n_pcs}.zarr")
@@ -227,7 +227,7 @@ def digits_store(path: Path, tuning: bool = False) -> Path:
 
     if path.exists():
         return path
-    from cmix.genotypes.store import quantise_dosage
+    from cmix.store.schema import quantise_dosage
 
     x, y = load_digits(return_X_y=True)
     if tuning:

@@ -573,7 +573,7 @@ def _run_store(args):
     from .genotypes.gwas import snp_source
     from .genotypes.sumstats.selection_files import read_selection_source
     from .readers.sources import GenotypeFiles
-    from .genotypes.store import StoreInputs, StoreOptions, StoreSamples, build_store
+    from .genotypes.build_store import StoreInputs, StoreOptions, StoreSamples, build_store
 
     trait_config = _load_trait_config(args.trait_config, args.trait)
     if args.discovery is not None and args.sumstats is not None:
@@ -676,7 +676,7 @@ def _add_verify(sub):
 
 def _run_verify(args):
     from .logs import log
-    from .genotypes.store import verify_store
+    from .store.verify import verify_store
 
     for path in args.store:
         checked = verify_store(path, decode=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cmix.genotypes.store import StoreContent, write_store
+from cmix.store.write import StoreContent, write_store
 
 
 def simulate_labels(n_samples: int, n_snps: int, n_classes: int = 2, n_causal: int = 20,
@@ -34,7 +34,7 @@ def write_test_store(path, dosage, label, *, test_fraction: float = 0.25, seed: 
                      encoding: str = "hard calls"):
     """A complete store of ``dosage`` (n, m) / ``label`` (n,) with a stratified random
     test split of ``test_fraction``. encoding "fractional": dosage holds the uint8 codes
-    of :func:`cmix.genotypes.store.quantise_dosage`."""
+    of :func:`cmix.store.schema.quantise_dosage`."""
     rng = np.random.default_rng(seed + 99)
     n, m = dosage.shape
     split = np.zeros(n, dtype=np.int8)

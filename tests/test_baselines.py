@@ -12,7 +12,7 @@ from cmix.learn import baselines
 from cmix.learn import checkpoints, context, harness
 from cmix.learn.methods import METHODS
 from cmix.cli import main
-from cmix.genotypes.store import StoreContent, write_store
+from cmix.store.write import StoreContent, write_store
 from store_helpers import log_without_seconds
 
 

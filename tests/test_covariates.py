@@ -12,7 +12,7 @@ import torch
 
 from cmix.learn import harness
 from cmix.cli import main
-from cmix.genotypes.store import open_store
+from cmix.store.read import open_store
 
 MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
 SPEC = {"fields": [21022, 31], "pcs": 4, "pcs_from": "sample_qc"}

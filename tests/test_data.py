@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from cmix.learn.data import RowSource, chunk_aware_order, make_splits
-from cmix.genotypes.store import load_rows
+from cmix.store.read import load_rows
 from cmix.errors import CmixError
-from cmix.genotypes.store import open_store
+from cmix.store.read import open_store
 from store_helpers import simulate_labels, write_test_store
 
 
@@ -182,10 +182,10 @@ def test_load_rows_reads_only_touched_chunks_in_runs(store3, monkeypatch, read_c
     """Rows spread over runs of chunks, gaps and the short last chunk (900 rows of 64 a
     chunk) come back as the source's, however many chunks one read may take; no chunk
     that holds none of the rows is read."""
-    from cmix.genotypes import store as store_mod
+    from cmix.store import read as store_read
 
     path, dosage, _ = store3
-    monkeypatch.setattr(store_mod, "READ_CHUNKS", read_chunks)
+    monkeypatch.setattr(store_read, "READ_CHUNKS", read_chunks)
     root = open_store(path)
     reads = []
     real = type(root["call_dosage"]).__getitem__

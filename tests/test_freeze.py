@@ -73,7 +73,7 @@ def write_freeze_store(folder: Path) -> tuple[Path, Path, Path]:
     (PCs from a .eigenvec), and a PLINK file set + .eigenvec of its test people.
     Returns (store, bfile prefix, eigenvec)."""
     from cmix.readers.plink import write_bfile
-    from cmix.genotypes.store import StoreContent, write_store
+    from cmix.store.write import StoreContent, write_store
 
     rng = np.random.default_rng(12)
     n = N_SAMPLES

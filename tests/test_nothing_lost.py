@@ -126,7 +126,7 @@ def test_a_genotype_file_is_identified_by_its_content_not_its_time(tmp_path):
     same identity, and a changed byte a different one."""
     import os
 
-    from cmix.genotypes.store import bed_fingerprint
+    from cmix.genotypes.build_store import bed_fingerprint
 
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()

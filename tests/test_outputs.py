@@ -370,7 +370,8 @@ def test_two_stores_into_one_out_the_second_stops_naming_the_first(cohort, env, 
         assert not out.exists()
     finally:
         _let_it_finish(first, fd, text)
-    from cmix.genotypes.store import open_store, verify_store
+    from cmix.store.read import open_store
+    from cmix.store.verify import verify_store
 
     verify_store(out, open_store(out))
     assert not list(out.parent.glob(".*lock")), list(out.parent.iterdir())

@@ -14,7 +14,7 @@ import torch
 from cmix.learn import harness
 from cmix.readers import plink
 from cmix.cli import main
-from cmix.genotypes.store import load_rows, open_store
+from cmix.store.read import load_rows, open_store
 
 MPV = {"field": 30100, "kind": "continuous", "binarise": "median"}
 SPEC = {"fields": [21022, 31], "pcs": 3, "pcs_from": "sample_qc"}

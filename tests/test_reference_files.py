@@ -23,7 +23,7 @@ from conftest import requires_plink2
 
 from cmix.cli import main
 from cmix.errors import CmixError
-from cmix.genotypes.store import load_rows, open_store
+from cmix.store.read import load_rows, open_store
 from cmix.readers import bgen_blocks
 from cmix.readers.bgen import open_bgen, write_bgi
 from cmix.readers.pgen import open_pfile

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cmix.genotypes import store as st
+from cmix.store.read import open_store, store_fingerprint
+from cmix.store.schema import DOSAGE_FILL
 from cmix.cli import main
-from cmix.genotypes.store import load_rows
+from cmix.store.read import load_rows
 from cmix.atomic import atomic_path
 from cmix.errors import CmixError
 from cmix.locks import folder_lock
@@ -79,8 +80,8 @@ def test_changed_store_or_config_starts_a_fresh_run(two_stores, tmp_path, change
     rerun = json.loads((run / "metrics.json").read_text())
     want = json.loads((fresh / "metrics.json").read_text())
     assert rerun["test"] == want["test"]
-    assert rerun["store_sha256"] == want["store_sha256"] == st.store_fingerprint(
-        st.open_store(store))
+    assert rerun["store_sha256"] == want["store_sha256"] == store_fingerprint(
+        open_store(store))
 
 
 def test_finished_run_of_other_store_is_not_overwritten(two_stores, tmp_path, capsys):
@@ -182,9 +183,9 @@ def test_absent_chunk_never_reads_as_dosages(two_stores):
     """Past the checksum check (a chunk lost while training), an absent chunk reads as
     the fill value, which every read rejects, never as valid all-zero dosages."""
     a, _ = two_stores
-    root = st.open_store(a)
+    root = open_store(a)
     chunk_file(a).unlink()
-    assert root["call_dosage"].fill_value == st.DOSAGE_FILL
+    assert root["call_dosage"].fill_value == DOSAGE_FILL
     with pytest.raises(CmixError, match=r"a.zarr: call_dosage chunk 1.0 .* holds -128, "
                                         r"outside -1..2"):
         load_rows(root, np.arange(0, 200))
@@ -193,7 +194,7 @@ def test_absent_chunk_never_reads_as_dosages(two_stores):
 
 def test_store_removed_while_in_use(two_stores):
     a, _ = two_stores
-    root = st.open_store(a)
+    root = open_store(a)
     shutil.rmtree(a)
     with pytest.raises(CmixError, match="a.zarr: (cannot read|call_dosage chunk)"):
         load_rows(root, np.arange(0, 200))
@@ -474,7 +475,7 @@ def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
     write_test_store(out, dosage, label)
     assert not stale.exists()
     assert live.exists() and other_host.exists()     # a running writer; another host's
-    assert st.open_store(out) is not None
+    assert open_store(out) is not None
 
 
 def _fill(disk: Path) -> None:

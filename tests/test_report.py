@@ -168,7 +168,7 @@ def test_report_of_real_runs(tmp_path):
     the report: predictions.npz against the store, provenance copied, figures written."""
     from test_baselines import TINY, simulate_trait, store_from
 
-    from cmix.genotypes.store import StoreContent, write_store
+    from cmix.store.write import StoreContent, write_store
     from cmix.learn import harness
 
     dosage, label, split, beta = simulate_trait(400, 12, 2, seed=2, n_causal=3, h2=0.9)

@@ -1,4 +1,4 @@
-"""cmix.genotypes.store.build_store and `cmix store` on a simulated cohort.
+"""cmix.genotypes.build_store.build_store and `cmix store` on a simulated cohort.
 
 References: bed-reader and `plink2 --export A --export-allele` on the same .bed (every
 sample and SNP), the phenotype file's UKB codings mapped here, plain zarr reading, and
@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from cmix.readers import plink
-from cmix.genotypes import store as st
+from cmix.store.read import open_store
+from cmix.store.schema import default_sample_chunk
 from cmix.cli import main
 from cmix.errors import CmixError
 
@@ -127,10 +128,10 @@ def test_labels_split_and_attrs(built):
     assert attrs["input_checksums"]["genotypes.bed"]["size"] == built["bf"].bed_path.stat().st_size
     # layout: sample-major chunks, compressed, VCF Zarr dimension names
     call = root["call_dosage"]
-    assert call.chunks == (st.default_sample_chunk(call.shape[1]), call.shape[1])
+    assert call.chunks == (default_sample_chunk(call.shape[1]), call.shape[1])
     assert call.attrs["_ARRAY_DIMENSIONS"] == ["samples", "variants"]
     assert call.compressors
-    assert st.open_store(built["out"]) is not None
+    assert open_store(built["out"]) is not None
 
 
 def test_split_is_reproducible_and_continuous_traits_work(built, tmp_path):
@@ -192,9 +193,9 @@ def test_incomplete_store_is_refused(built, tmp_path):
     root = zarr.open_group(str(copy), mode="r+", zarr_format=2)
     del root.attrs["complete"]
     with pytest.raises(CmixError, match="incomplete store"):
-        st.open_store(copy)
+        open_store(copy)
     with pytest.raises(CmixError, match="store not found"):
-        st.open_store(tmp_path / "nothing.zarr")
+        open_store(tmp_path / "nothing.zarr")
 
 
 def test_existing_output_needs_force(built, tmp_path, capsys):
@@ -228,7 +229,7 @@ def test_existing_output_needs_force(built, tmp_path, capsys):
         (out / extra).unlink()
     (out / "runs/hair").rmdir()
     assert main(args + ["--force"]) == 0
-    assert st.open_store(out).attrs["trait"] == "hair_colour"
+    assert open_store(out).attrs["trait"] == "hair_colour"
 
 
 @pytest.mark.parametrize("case", ["absent_trait", "single_class", "unknown_snp", "bad_json"])

@@ -477,7 +477,7 @@ def test_batch_levels_are_those_of_the_stored_samples(cohort, snps, tmp_path):
     level of the store: its levels are the stored samples' batches (pandas), so that
     `cmix predict` refuses that batch as one training never saw. The reference level
     (no column) is the most common batch."""
-    from cmix.genotypes.store import open_store, store_text
+    from cmix.store.read import open_store, store_text
 
     p = _pheno(cohort)
     sqc = pd.read_csv(cohort / "sample_qc.tsv", sep="\t", dtype=str, keep_default_na=False)

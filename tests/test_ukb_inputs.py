@@ -15,10 +15,10 @@ import pytest
 from cmix.readers import bgen as bgen_mod
 from cmix.readers import bgen_blocks, oxford
 from cmix.cli import main
-from cmix.genotypes.store import load_rows
+from cmix.store.read import load_rows
 from cmix.readers.plink import open_bfile
 from cmix.simulate.balding_nichols import simulate_cohort
-from cmix.genotypes.store import open_store
+from cmix.store.read import open_store
 from conftest import requires_plink2
 
 pytestmark = [requires_plink2, pytest.mark.plink2]

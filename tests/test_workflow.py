@@ -382,7 +382,7 @@ def test_per_chromosome_calls_and_bgen_run_to_the_stores(ukb_standin, tmp_path):
 
     from cmix.cli import main
     from cmix.readers.plink import open_bfile
-    from cmix.genotypes.store import open_store
+    from cmix.store.read import open_store
 
     _, cfg = ukb_standin
     c = Path(cfg["inputs"]["sample_qc"]).parent
@@ -581,7 +581,7 @@ def test_any_plink_cohort_runs_end_to_end(plain_cohort, tmp_path):
     """config/cohort.yaml on a simulated cohort: no sample QC, no withdrawals, no kinship
     table, KING from the genotypes, PCs from cmix pca. The run finishes and each store
     records which sample filters did not apply."""
-    from cmix.genotypes.store import open_store
+    from cmix.store.read import open_store
 
     c, cfg = plain_cohort
     cfg = dict(cfg, selection={"top": 100}, methods=["covariates"],
@@ -655,7 +655,7 @@ def test_a_covariate_the_phenotype_table_lacks_is_refused_before_any_job(plain_c
 
 def test_ukb_inputs_record_the_filters_they_applied(ukb_standin, tmp_path):
     """With a sample QC table, a withdrawal list and a kinship table, the store says so."""
-    from cmix.genotypes.store import open_store
+    from cmix.store.read import open_store
 
     cfg_path, cfg = ukb_standin
     cfg = copy.deepcopy(cfg)

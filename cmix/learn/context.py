@@ -25,6 +25,8 @@ import numpy as np
 from ..atomic import atomic_path, check_writable_dir, save_torch
 from ..errors import CmixError
 from ..logs import log
+from ..store.read import check_encoding, column_moments, load_rows, open_store, store_fingerprint
+from ..store.verify import verify_store
 from .checkpoints import (CHECKPOINT_FILE, CHECKPOINT_SECONDS, LOG_FILE, RunState,
                           finished_metrics, run_key_of, saved_state, write_run_file)
 from .shared import share_stage, take_shared_stage
@@ -93,8 +95,6 @@ class RunContext:
         """int8 dosages (len(rows), n_snps) of store rows (sorted), on the device."""
         import torch
 
-        from ..genotypes.store import load_rows
-
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 
     def save(self, state: RunState, force: bool = False) -> None:
@@ -138,7 +138,7 @@ class RunContext:
 @dataclass(frozen=True)
 class CheckedStore:
     """A store opened and checked once for every run on it: ``root`` the zarr group,
-    ``sha256`` its fingerprint (:func:`cmix.genotypes.store.store_fingerprint`),
+    ``sha256`` its fingerprint (:func:`cmix.store.read.store_fingerprint`),
     ``train_split`` int64 (n_train,) the rows with sample_split == 0, and ``mean``/``sd``
     float32 (n_snps,) their dosage moments (missing calls left out); a run takes copies."""
 
@@ -153,27 +153,22 @@ class CheckedStore:
 def check_store(store_path, cfg) -> CheckedStore:
     """Open a store, check its files against its checksums and its encoding against the
     config's, and compute the training split's moments."""
-    from ..genotypes import store as store_mod
-    from ..genotypes.store import column_moments
-
     store_path = Path(store_path)
     root = open_store_checked(store_path)
-    store_mod.check_encoding(root, cfg.model.encoding, store_path.name)
+    check_encoding(root, cfg.model.encoding, store_path.name)
     train_split = np.flatnonzero(np.asarray(root["sample_split"][:]) == 0)
     mean, sd = column_moments(root, train_split)
     for shared in (train_split, mean, sd):
         shared.setflags(write=False)
-    return CheckedStore(path=store_path, root=root, sha256=store_mod.store_fingerprint(root),
+    return CheckedStore(path=store_path, root=root, sha256=store_fingerprint(root),
                         train_split=train_split, mean=mean, sd=sd)
 
 
 def open_store_checked(store_path):
     """Open a store and check its files against its checksums (logged with the time)."""
-    from ..genotypes import store as store_mod
-
-    root = store_mod.open_store(store_path)
+    root = open_store(store_path)
     t0 = time.perf_counter()
-    checked = store_mod.verify_store(store_path, root)
+    checked = verify_store(store_path, root)
     log(f"{Path(store_path).name}: {checked['files']} files ({checked['bytes'] / 2**20:.1f} "
         f"MiB) match their checksums ({time.perf_counter() - t0:.2f} s)")
     return root

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import CmixError
 from ..runtime import one_blas_thread
-from ..genotypes.store import load_rows
+from ..store.read import load_rows
 from .streams import SPLITS
 
 #: a sort key above every drawn one (63-bit keys): padding sorts last

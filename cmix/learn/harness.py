@@ -200,7 +200,7 @@ def train_group(method, store: "CheckedStore", budget: int, seed_dirs: dict, cfg
         fitted = {}
         to_fit = [c for c in pending if "model" not in c.state.parts]
         if to_fit:
-            from ..genotypes.store import dosage_encoding
+            from ..store.schema import dosage_encoding
 
             root = store.root
             itemsize = 1 if dosage_encoding(root)["kind"] == "hard calls" else 4
@@ -245,7 +245,7 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
                     device: str, reuse: Reuse) -> dict:
     """One seed's run in a seed worker, on the store the parent checked, with the
     registry method and resolved config the parent resolved."""
-    from ..genotypes.store import open_store
+    from ..store.read import open_store
 
     path, sha256, train_split, mean, sd = shared
     set_log_prefix(f"seed {seed}: ")

@@ -99,9 +99,9 @@ def _dosages(src, row, flip, sample_idx) -> np.ndarray:
     """Effect-allele dosages (n_samples, n_variants) of a genotype source, as a store
     holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
     number of copies; else float32 expected copies rounded to the fractional store's
-    1/125 steps, -1.0 missing or absent (:func:`cmix.genotypes.store.load_rows`)."""
-    from ..genotypes.store import (DOSAGE_ENCODINGS, effect_dosage_fractional, fractional_copies,
-                                   hard_call_codes)
+    1/125 steps, -1.0 missing or absent (:func:`cmix.store.read.load_rows`)."""
+    from ..genotypes.build_store import effect_dosage_fractional
+    from ..store.schema import DOSAGE_ENCODINGS, fractional_copies, hard_call_codes
     from ..readers.sources import HARD_CALLS
 
     have = np.flatnonzero(row >= 0)
@@ -293,7 +293,7 @@ def _log_prediction(summary: dict, prefix) -> None:
 
 def _training_overlap(info: dict, iids: np.ndarray) -> int:
     """How many of ``iids`` were training-split rows of the run's store."""
-    from ..genotypes.store import open_store, store_fingerprint
+    from ..store.read import open_store, store_fingerprint
 
     path = Path(info["store_path"])
     if not path.exists():
@@ -312,7 +312,7 @@ def _discovery_overlap(info: dict, iids: np.ndarray, allow_discovery: bool) -> i
     """How many of ``iids`` are in the discovery set the run's store recorded (its
     ``discovery_id``; 0 for a store without one). A store that is gone or changed is a
     CmixError unless ``allow_discovery`` (then 0: nothing can be checked)."""
-    from ..genotypes.store import open_store, store_fingerprint
+    from ..store.read import open_store, store_fingerprint
 
     path = Path(info["store_path"])
     if not path.exists():

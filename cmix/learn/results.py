@@ -24,7 +24,7 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..errors import CmixError
-from ..genotypes.store import check_store_unchanged
+from ..store.read import check_store_unchanged
 from ..logs import log
 from .checkpoints import METRICS_FILE, PREDICTIONS_FILE, RunState
 from .stages import DONE
@@ -115,7 +115,7 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:  # noqa: 
     apply the run to new people (no sample IDs): the method's name, the store's variants
     and effect alleles, the covariate spec and standardisation moments, and the test
     probabilities (test rows in store order) to check a prediction against."""
-    from ..genotypes.store import store_text
+    from ..store.read import store_text
 
     root = ctx.root
     text = partial(store_text, root)

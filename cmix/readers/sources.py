@@ -30,7 +30,7 @@ from .usable import duplicates_across, summary
 #: What a source holds (its ``encoding``). "hard calls": whole copies only (.bed).
 #: "hard calls and dosages": hard calls, and expected copies where the file stores
 #: dosages (.pgen). "fractional": expected copies from genotype probabilities, no hard
-#: calls (BGEN). The store's :data:`cmix.genotypes.store.DOSAGE_ENCODINGS` uses the
+#: calls (BGEN). The store's :data:`cmix.store.schema.DOSAGE_ENCODINGS` uses the
 #: first and last names for what it holds.
 HARD_CALLS = "hard calls"
 HARD_CALLS_AND_DOSAGES = "hard calls and dosages"
@@ -82,7 +82,7 @@ class GenotypeSource(Protocol):
 
     def input_files(self) -> dict:
         """{path: "sha256" or "fingerprint"}: the files read and how a store records
-        them (whole-file sha256, or :func:`cmix.genotypes.store.bed_fingerprint` for
+        them (whole-file sha256, or :func:`cmix.genotypes.build_store.bed_fingerprint` for
         the large ones)."""
 
 
