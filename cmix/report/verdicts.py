@@ -53,7 +53,9 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
     adjustment (statsmodels ``multipletests``) within its family: the gains over
     covariates together, the cmix family's gains over the best other method together
     (``n_tests_holm_cov``, ``n_tests_holm_best``), so adding baselines to the grid does
-    not weaken cmix's verdict. ``verdict`` (cmix family): "better" / "worse" where the
+    not weaken cmix's verdict; an adjusted p is withheld (NaN) where the seeds are too
+    few for any difference to be shown (:func:`holm_where_seeds_allow`), the rule of
+    :func:`answers` too. ``verdict`` (cmix family): "better" / "worse" where the
     gain over the best other method is positive / negative with Holm p < ALPHA; else
     "level" where the mean gain is within the seeds' spread (|mean| <= its sd), and
     "inconclusive" where it is larger than the spread but too few seeds confirm it."""
@@ -83,13 +85,9 @@ def headline(results: pd.DataFrame, key: str = "accuracy") -> pd.DataFrame:
     if out.empty:
         return out
     for tag in ("cov", "best"):
-        ps = out[f"gain_{tag}_p"].to_numpy(float)
-        ok = np.isfinite(ps)
-        adj = np.full(len(ps), np.nan)
-        if ok.any():
-            adj[ok] = multipletests(ps[ok], method="holm")[1]
+        adj, m, _ = holm_where_seeds_allow(out[f"gain_{tag}_p"], out[f"gain_{tag}_n"])
         out[f"gain_{tag}_p_holm"] = adj
-        out[f"n_tests_holm_{tag}"] = int(ok.sum())
+        out[f"n_tests_holm_{tag}"] = m
     verdict = []
     for r in out.itertuples():
         if not is_cmix(r.method) or not np.isfinite(r.gain_best_mean):
@@ -120,6 +118,27 @@ def seeds_needed(n_tests: int, alpha: float = ALPHA) -> int:
     while max(1, n_tests) * min_attainable_p(n) >= alpha:
         n += 1
     return n
+
+
+def holm_where_seeds_allow(p, n_pairs) -> tuple[np.ndarray, int, np.ndarray]:
+    """Holm-adjusted p-values of one family of comparisons, withheld where the seeds are
+    too few for any difference to be shown.
+
+    p: (n_comparisons,) raw p (NaN: no test); n_pairs: (n_comparisons,) paired seeds of
+    each. Returns (adjusted p, NaN where there is no p or where even the smallest
+    attainable p with that many seeds, Holm-adjusted over the family, is not below
+    ALPHA; the family's size m, the comparisons with a p; that floor per comparison).
+    Withholding the parametric p there keeps a verdict from resting on a t-test of two
+    or three seeds, and keeps a "level" answer from standing beside a p below ALPHA."""
+    ps = np.asarray(p, dtype=float)
+    ok = np.isfinite(ps)
+    adj = np.full(len(ps), np.nan)
+    if ok.any():
+        adj[ok] = multipletests(ps[ok], method="holm")[1]
+    m = int(ok.sum())
+    floor = np.array([min(1.0, max(1, m) * min_attainable_p(int(n))) for n in n_pairs])
+    adj[floor >= ALPHA] = np.nan
+    return adj, m, floor
 
 
 def missing_p_reason(d: np.ndarray) -> str:
@@ -156,23 +175,13 @@ def answers(results: pd.DataFrame, key: str = "accuracy", traits=None) -> pd.Dat
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    ps = out["p"].to_numpy(float)
-    ok = np.isfinite(ps)
-    adj = np.full(len(ps), np.nan)
-    if ok.any():
-        adj[ok] = multipletests(ps[ok], method="holm")[1]
-    out["p_holm"] = adj
-    m = int(ok.sum())
+    adj, m, floor = holm_where_seeds_allow(out["p"], out["n_pairs"])
     out["n_tests_holm"] = m
-    floor = np.array([min(1.0, max(1, m) * min_attainable_p(n)) for n in out["n_pairs"]])
-    too_few = ok & (floor >= ALPHA)
+    too_few = np.isfinite(out["p"].to_numpy(float)) & (floor >= ALPHA)
     say = too_few & (out["reason"] == "").to_numpy()
     out.loc[say, "reason"] = [f"{n} seeds: too few to show a difference (smallest "
                               f"attainable Holm p {f:.2g})"
                               for n, f in zip(out.loc[say, "n_pairs"], floor[say])]
-    # where the seeds are too few, the parametric p is withheld (NaN): a "level" answer
-    # never stands beside a p below ALPHA, and "shown" is exactly "Holm p < ALPHA, > 0"
-    adj[too_few] = np.nan
     out["p_holm"] = adj
     out["shown"] = (np.nan_to_num(adj, nan=1.0) < ALPHA) & (out["diff_mean"].to_numpy(float) > 0)
     out["answer"] = [r.best if r.shown or not r.runner_up
