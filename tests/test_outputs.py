@@ -169,17 +169,17 @@ def test_sweep_every_step_refuses_a_folder_its_inputs_and_an_empty_out(
 
 
 def test_prefix_steps_write_only_the_files_they_check_and_lock(cohort, env, tmp_path):
-    """What the CLI checks and locks for a prefix --out (cli._PREFIX_OUTPUTS) is every
+    """What the CLI checks and locks for a prefix --out (cmix.cli.cohort.PREFIX_OUTPUTS, also the rules' outputs) is every
     file the step writes: a file outside it would be written unchecked and unlocked."""
-    from cmix.cli import _PREFIX_OUTPUTS
+    from cmix.cli.cohort import PREFIX_OUTPUTS
 
-    for step in _PREFIX_OUTPUTS:
+    for step in PREFIX_OUTPUTS:
         args, flag, _ = commands(cohort, env)[step]
         out = tmp_path / step
         out.mkdir()
         extra = ["--mind", "0.01"] if step == "qc" else []     # writes its .mindrem.id
         assert main([str(a) for a in [*args, *extra, flag, out / "o"]]) == 0
-        declared = {f"o{s}" for s in _PREFIX_OUTPUTS[step]}
+        declared = {f"o{s}" for s in PREFIX_OUTPUTS[step].values()}
         assert {p.name for p in out.iterdir()} <= declared, step
 
 

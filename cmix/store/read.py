@@ -8,9 +8,7 @@ import json
 import os
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
-import zarr
 
 from ..errors import CmixError
 from .schema import (REQUIRED_ARRAYS, REQUIRED_ATTRS, STORE_VERSION, dosage_encoding,
@@ -22,6 +20,8 @@ def open_store(path: str | os.PathLike):
 
     Returns the zarr Group. Raises :class:`CmixError` naming what is missing.
     """
+
+    import zarr     # 0.3 s: not at module level, which `cmix --help` reaches
 
     path = Path(path)
     if not path.exists():
@@ -93,6 +93,8 @@ def check_store_unchanged(store_path, sha256: str) -> None:
 
 def dosage_dask(root):
     """The store's call_dosage as a dask array with one dask chunk per Zarr chunk."""
+    import dask.array as da     # imports scipy (0.3 s): only where a dask array is made
+
 
     return da.from_zarr(root["call_dosage"])
 
@@ -176,6 +178,8 @@ def load_rows(root, rows: np.ndarray, name: str | None = None) -> np.ndarray:
 def column_moments(root, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (float32, n_variants) of each column's dosage (expected
     copies for a fractional store) over ``rows``, missing calls left out; for the dosage encoding (training rows only)."""
+
+    import dask.array as da     # imports scipy: only where moments are computed
 
     enc = dosage_encoding(root)
     x = dosage_dask(root)[np.asarray(rows, dtype=np.int64)]

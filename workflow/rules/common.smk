@@ -6,6 +6,8 @@ import re
 import shlex
 import sys
 
+from cmix.cli.cohort import PREFIX_OUTPUTS
+
 
 def fail(msg):
     """Stop before the DAG is built: one line on stderr, exit status 1."""
@@ -37,6 +39,27 @@ def check_config():
 check_config()
 
 OUT = f"results/{config['run_name']}"
+
+
+def step_file(step, prefix, name):
+    """The file ``cmix STEP --out PREFIX`` writes as its output ``name``: PREFIX and the
+    suffix the step declares (cmix.cli.cohort.PREFIX_OUTPUTS, also the CLI's checks)."""
+    return prefix + PREFIX_OUTPUTS[step][name]
+
+
+def step_prefix(step, name, path):
+    """The --out PREFIX of ``cmix STEP`` whose output ``name`` is ``path``."""
+    return path[: -len(PREFIX_OUTPUTS[step][name])]
+
+
+SAMPLES = f"{OUT}/qc/samples"  # cmix samples --out
+VARIANTS = f"{OUT}/qc/variants"  # cmix qc --out (merged over chromosomes)
+UNRELATED = f"{OUT}/qc/unrelated"  # cmix unrelated --out
+PCS = f"{OUT}/pca/pcs"  # cmix pca --out
+SAMPLES_KEEP = step_file("samples", SAMPLES, "keep")
+VARIANTS_SNPLIST = step_file("qc", VARIANTS, "snplist")
+UNRELATED_KEEP = step_file("unrelated", UNRELATED, "keep")
+PCS_EIGENVEC = step_file("pca", PCS, "eigenvec")
 SIMULATED = "simulate" in config
 TRAITS = list(config["traits"])
 TRAIT_DEFINITIONS = config["trait_definitions"]
@@ -293,10 +316,10 @@ def all_metrics():
 def pca_outputs():
     """OUT.eigenvec/.eigenval/.eigenvec.allele/.acount of `cmix pca`, and the pruned
     variant lists when pruning is on."""
-    exts = [".eigenvec", ".eigenval", ".eigenvec.allele", ".acount"]
+    names = ["eigenvec", "eigenval", "allele", "acount"]
     if config["pca"]["indep_pairwise"]:
-        exts += [".prune.in", ".prune.out"]
-    return multiext(f"{OUT}/pca/pcs", *exts)
+        names += ["prune_in", "prune_out"]
+    return [step_file("pca", PCS, name) for name in names]
 
 
 def final_outputs():

@@ -7,15 +7,11 @@
 rule gwas:
     input:
         genotypes=lambda wc: bgen_files() or genotype_files(),
-        keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
-        snplist=f"{OUT}/qc/variants.snplist",
+        keep=UNRELATED_KEEP,
+        snplist=VARIANTS_SNPLIST,
         pheno=input_path("phenotypes"),
         sample_qc=(input_path("sample_qc") or []) if COVARIATES else [],
-        eigenvec=(
-            f"{OUT}/pca/pcs.eigenvec"
-            if COVARIATES.get("pcs_from") == "eigenvec"
-            else []
-        ),
+        eigenvec=(PCS_EIGENVEC if COVARIATES.get("pcs_from") == "eigenvec" else []),
     output:
         sumstats=f"{OUT}/discovery/{{trait}}.sumstats.gz",
         ids=f"{OUT}/discovery/{{trait}}.discovery.id",

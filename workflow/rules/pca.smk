@@ -4,9 +4,9 @@
 rule pca:
     input:
         genotypes=genotype_files(),
-        fit=f"{OUT}/qc/unrelated.king.cutoff.in.id",
-        project=f"{OUT}/qc/samples.keep",
-        snplist=f"{OUT}/qc/variants.snplist",
+        fit=UNRELATED_KEEP,
+        project=SAMPLES_KEEP,
+        snplist=VARIANTS_SNPLIST,
         regions=PCA_REGIONS or [],
     output:
         pca_outputs(),
@@ -19,7 +19,7 @@ rule pca:
     threads: 2
     params:
         genotypes=lambda wc: genotype_args(),
-        out=lambda wc, output: output[0][: -len(".eigenvec")],
+        out=lambda wc, output: step_prefix("pca", "eigenvec", output[0]),
         regions=(
             f"--exclude-regions {shlex.quote(PCA_REGIONS)}"
             if PCA_REGIONS

@@ -10,9 +10,9 @@ checkpoint sample_filters:
         sqc=input_path("sample_qc") or [],
         withdrawn=input_path("withdrawn") or [],
     output:
-        keep=f"{OUT}/qc/samples.keep",
-        table=f"{OUT}/qc/samples.filters.tsv",
-        summary=f"{OUT}/qc/samples.filters.json",
+        keep=SAMPLES_KEEP,
+        table=step_file("samples", SAMPLES, "table"),
+        summary=step_file("samples", SAMPLES, "summary"),
     log:
         f"{OUT}/logs/sample_filters.log",
     benchmark:
@@ -20,7 +20,7 @@ checkpoint sample_filters:
     conda:
         "../envs/cmix.yaml"
     params:
-        out=lambda wc, output: output.keep[: -len(".keep")],
+        out=lambda wc, output: step_prefix("samples", "keep", output.keep),
         filters=lambda wc, input: (["--sqc", input.sqc] if input.sqc else [])
         + (["--withdrawn", input.withdrawn] if input.withdrawn else []),
         extra=(
@@ -40,11 +40,11 @@ checkpoint sample_filters:
 rule variant_qc:
     input:
         genotypes=lambda wc: genotype_files(wc.chrom),
-        keep=f"{OUT}/qc/samples.keep",
+        keep=SAMPLES_KEEP,
         hwe_samples=hwe_sample_files(),
     output:
-        snplist=f"{OUT}/qc/chrom/variants.{{chrom}}.snplist",
-        table=f"{OUT}/qc/chrom/variants.{{chrom}}.vqc.tsv",
+        snplist=step_file("qc", f"{OUT}/qc/chrom/variants.{{chrom}}", "snplist"),
+        table=step_file("qc", f"{OUT}/qc/chrom/variants.{{chrom}}", "table"),
     log:
         f"{OUT}/logs/variant_qc/{{chrom}}.log",
     benchmark:
@@ -54,7 +54,7 @@ rule variant_qc:
     threads: 2
     params:
         genotypes=lambda wc: genotype_args(wc.chrom),
-        out=lambda wc, output: output.snplist[: -len(".snplist")],
+        out=lambda wc, output: step_prefix("qc", "snplist", output.snplist),
         maf=config["variant_qc"]["maf"],
         hwe=[str(config["variant_qc"]["hwe"])]
         + (["midp"] if config["variant_qc"].get("hwe_midp") else []),
@@ -72,11 +72,17 @@ localrules:
 
 rule variant_qc_merge:
     input:
-        snplists=expand(f"{OUT}/qc/chrom/variants.{{chrom}}.snplist", chrom=QC_JOBS),
-        tables=expand(f"{OUT}/qc/chrom/variants.{{chrom}}.vqc.tsv", chrom=QC_JOBS),
+        snplists=expand(
+            step_file("qc", f"{OUT}/qc/chrom/variants.{{chrom}}", "snplist"),
+            chrom=QC_JOBS,
+        ),
+        tables=expand(
+            step_file("qc", f"{OUT}/qc/chrom/variants.{{chrom}}", "table"),
+            chrom=QC_JOBS,
+        ),
     output:
-        snplist=f"{OUT}/qc/variants.snplist",
-        table=f"{OUT}/qc/variants.vqc.tsv",
+        snplist=VARIANTS_SNPLIST,
+        table=step_file("qc", VARIANTS, "table"),
     log:
         f"{OUT}/logs/variant_qc_merge.log",
     conda:
@@ -91,13 +97,13 @@ rule variant_qc_merge:
 rule unrelated:
     input:
         genotypes=lambda wc: genotype_files(),
-        keep=f"{OUT}/qc/samples.keep",
-        snplist=f"{OUT}/qc/variants.snplist",
+        keep=SAMPLES_KEEP,
+        snplist=VARIANTS_SNPLIST,
         kinship=input_path("kinship") if input_path("kinship") else [],
         tiles=king_tile_files,
     output:
-        keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
-        out=f"{OUT}/qc/unrelated.king.cutoff.out.id",
+        keep=UNRELATED_KEEP,
+        out=step_file("unrelated", UNRELATED, "out"),
     log:
         f"{OUT}/logs/unrelated.log",
     benchmark:
@@ -106,7 +112,7 @@ rule unrelated:
         "../envs/cmix.yaml"
     threads: 2
     params:
-        out=lambda wc, output: output.keep[: -len(".king.cutoff.in.id")],
+        out=lambda wc, output: step_prefix("unrelated", "keep", output.keep),
         cutoff=config["relatedness"]["cutoff"],
         # config-derived params apart from the file paths taken from input: Snakemake
         # reruns a job when a param changes, but not a param computed from its input
@@ -130,8 +136,8 @@ rule unrelated:
 rule king_tile:
     input:
         genotypes=lambda wc: genotype_files(),
-        keep=f"{OUT}/qc/samples.keep",
-        snplist=f"{OUT}/qc/variants.snplist",
+        keep=SAMPLES_KEEP,
+        snplist=VARIANTS_SNPLIST,
     output:
         tile=f"{OUT}/qc/king_tiles/tile.{{i}}.{{j}}.npz",
     log:

@@ -7,7 +7,7 @@ rule select_snps:
     input:
         genotypes=lambda wc: bgen_files() or genotype_files(),
         sumstats=lambda wc: sumstats_path(wc.trait),
-        snplist=f"{OUT}/qc/variants.snplist",
+        snplist=VARIANTS_SNPLIST,
     output:
         f"{OUT}/traits/{{trait}}.snps.tsv",
     log:
@@ -39,16 +39,12 @@ rule store:
         genotypes=lambda wc: (
             bgen_files() + [fam_file()] if bgen_files() else genotype_files()
         ),
-        keep=f"{OUT}/qc/unrelated.king.cutoff.in.id",
+        keep=UNRELATED_KEEP,
         snps=f"{OUT}/traits/{{trait}}.snps.tsv",
         pheno=input_path("phenotypes"),
-        filters=f"{OUT}/qc/samples.filters.json",
+        filters=step_file("samples", SAMPLES, "summary"),
         sample_qc=(input_path("sample_qc") or []) if COVARIATES else [],
-        eigenvec=(
-            f"{OUT}/pca/pcs.eigenvec"
-            if COVARIATES.get("pcs_from") == "eigenvec"
-            else []
-        ),
+        eigenvec=(PCS_EIGENVEC if COVARIATES.get("pcs_from") == "eigenvec" else []),
         discovery=lambda wc: discovery_ids(wc.trait),
     output:
         directory(f"{OUT}/traits/{{trait}}.zarr"),
