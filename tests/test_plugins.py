@@ -177,9 +177,11 @@ def test_the_workflow_plans_training_jobs_for_the_plugin_methods(site, tmp_path)
                           "--configfile", str(path), "--directory", str(tmp_path)],
                          cwd=REPO, env=env, capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    for method in (FACTORY, CLASS):
-        planned = re.findall(rf"^\s+wildcards: .*method={method}\b", res.stdout, re.M)
-        assert planned, f"no job trains {method}"
+    # neither method is a torch network: both train in CPU jobs
+    rules = {method: re.findall(rf"^\s*(?:local)?rule (\w+):\n(?:\s+\w+: .*\n)*?"
+                                rf"\s+wildcards: .*method={method}\b", res.stdout, re.M)
+             for method in (FACTORY, CLASS)}
+    assert rules[FACTORY] and set(rules[FACTORY]) == set(rules[CLASS]) == {"train_cpu"}, rules
 
 
 @pytest.mark.parametrize("entry_point, message", [
@@ -233,3 +235,17 @@ def test_a_method_s_summary_is_its_docstring_s_first_paragraph(site):
     assert res.stdout.strip() == ("Nearest class centroid of the standardised dosages, "
                                   "softmax of minus the mean squared distance to each "
                                   "centroid. (plugin, package cmix-demo-plugin)")
+
+
+def test_two_packages_giving_one_name_is_one_line_naming_both(tmp_path, store_and_dosage):
+    store, _, _ = store_and_dosage
+    guide_distribution(tmp_path)
+    write_distribution(tmp_path, "cmix-other-plugin", "0.2",
+                       {FACTORY: "cmix_demo_plugin:demo_logreg"}, {})
+    res = cmix(tmp_path, "train", "--store", str(store), "--budget", "60", "--seed", "1",
+               "--method", FACTORY, "--out", str(tmp_path / "run"))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1, res.stderr[-3000:]
+    assert f"its method {FACTORY!r} has the name of package" in lines[0], lines[0]
+    assert "'cmix-demo-plugin'" in lines[0] and "'cmix-other-plugin'" in lines[0], lines[0]
+    assert not (tmp_path / "run").exists()
