@@ -18,6 +18,7 @@ form is a :class:`cmix.errors.CmixError` of one line naming the package.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -114,8 +115,9 @@ def load_plugin(ep, package: str) -> PluginMethod:
     else:
         raise CmixError(f"{where} is neither a FittedMethod class nor a factory of "
                         "scikit-learn classifiers")
-    doc = (obj.__doc__ or "").strip().splitlines()
-    summary = (doc[0] if doc else "a method") + f" (plugin, package {package})"
+    # the docstring's first paragraph, its lines joined: one line however it is wrapped
+    first = inspect.cleandoc(obj.__doc__ or "").split("\n\n")[0]
+    summary = (" ".join(first.split()) or "a method") + f" (plugin, package {package})"
     network = any(c.__module__ == NETWORK_MODULE for c in cls.__mro__)
     return PluginMethod(ep.name, cls, summary, network, package)
 
