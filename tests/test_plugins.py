@@ -16,7 +16,7 @@ import pytest
 import yaml
 from sklearn.linear_model import LogisticRegression
 
-from cmix.genotypes.store import open_store
+from cmix.store.read import open_store
 from store_helpers import simulate_labels, write_test_store
 
 REPO = Path(__file__).resolve().parent.parent
