@@ -191,6 +191,27 @@ def test_the_demo_is_short_and_the_full_grid_one_config_away():
     assert full["trait_definitions"] == demo["trait_definitions"]
 
 
+def test_the_answer_demo_has_the_fewest_seeds_that_can_show_a_difference():
+    """config/demo_answer.yaml is the demo with more seeds and nothing else changed: as
+    many as it takes for a difference to be shown at its grid's number of comparisons
+    (Holm over traits x budgets; cmix.report.verdicts.seeds_needed), where the demo's
+    three seeds cannot; and it passes check-config."""
+    from cmix.report.verdicts import seeds_needed
+
+    demo = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    answer = yaml.safe_load((REPO / "config/demo_answer.yaml").read_text())
+    n_tests = len(answer["traits"]) * len(answer["budgets"])
+    assert len(answer["seeds"]) == seeds_needed(n_tests) == 8
+    assert len(demo["seeds"]) < seeds_needed(len(demo["traits"]) * len(demo["budgets"]))
+    assert set(demo["seeds"]) < set(answer["seeds"])
+    same = {k: v for k, v in answer.items() if k not in ("run_name", "seeds")}
+    assert same == {k: v for k, v in demo.items() if k not in ("run_name", "seeds")}
+    assert answer["run_name"] != demo["run_name"]
+    res = subprocess.run([sys.executable, "-m", "cmix.cli", "check-config",
+                          "config/demo_answer.yaml"], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
 def test_schema_knows_the_trait_keys_cmix_knows():
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     definition = schema["properties"]["trait_definitions"]["additionalProperties"]
