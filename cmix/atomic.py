@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import hashlib
+import io
 import os
 import re
 import shutil
 import tempfile
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -183,8 +186,6 @@ def save_torch(obj, path: str | os.PathLike) -> None:
     written in one call, so a full disk surfaces as OSError ENOSPC (reported as "no
     space left on device"), not as torch's "unexpected pos". torch writes a zip file:
     :func:`load_torch` checks each member's CRC32 before loading."""
-    import io
-
     import torch
 
     buf = io.BytesIO()
@@ -197,9 +198,6 @@ def load_torch(path: str | os.PathLike, what: str = "checkpoint"):
     """The object :func:`save_torch` wrote to ``path`` (tensors on the CPU), after checking
     the file's integrity: it must be a complete zip whose every member matches its
     CRC32. Raises CmixError naming the file for a truncated, corrupted or unreadable one."""
-    import io
-    import zipfile
-
     import torch
 
     path = Path(path)
@@ -232,8 +230,6 @@ def _remove(p: Path) -> None:
 
 def file_sha256(path: str | os.PathLike, block: int = 1 << 20) -> str:
     """sha256 hex digest of a file's bytes."""
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(block), b""):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import socket
 import stat
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -27,8 +29,6 @@ def folder_lock(folder: str | os.PathLike, holder: str) -> Iterator[Path]:
     (flock), so it is released however the holder ends, kill -9 included.
     """
     import fcntl
-    import socket
-    import time
 
     folder = check_writable_dir(folder)
     path = folder / ".cmix.lock"
@@ -93,8 +93,6 @@ class _OutputLock:
 
     def __init__(self, output: Path, holder: str):
         import fcntl
-        import socket
-        import time
 
         self.path = output.parent / f".{output.name}.cmix.lock"
         flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK

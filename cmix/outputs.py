@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .atomic import (TEMPORARY_NAME, atomic_path, check_writable_dir, file_sha256,
-                     path_identity, temporary_path)
+from . import __version__
+from .atomic import (TEMPORARY_NAME, atomic_path, check_writable_dir, file_sha256, path_identity,
+                     temporary_path)
 from .errors import CmixError
 from .locks import output_locks
 
@@ -278,8 +279,6 @@ def _first_file(folder: Path) -> str | None:
 def _write_manifest(folder: Path, command: str, names, digests: dict[str, str]) -> None:
     """Record ``names`` (relative to ``folder``) as ``command``'s files there, with the
     sha256 of those ``digests`` holds (what cmix can show it wrote)."""
-    from . import __version__
-
     names = sorted(set(names))
     with atomic_path(folder / MANIFEST_FILE) as tmp:
         tmp.write_text(json.dumps({"command": command, "cmix": __version__, "files": names,

@@ -20,11 +20,20 @@ import re
 import shlex
 from pathlib import Path
 
-from .configfile import (check_config_files, check_finite, check_schema, config_bytes,
-                         config_text)
+from .configfile import check_config_files, check_finite, check_schema, config_bytes, config_text
 from .errors import CmixError
+from .genotypes.covariates import check_spec, sample_qc_table
+from .genotypes.pca.prune import PruneSettings
+from .genotypes.pca.run import check_n_pcs
+from .genotypes.phenotypes import (N_CONTINUOUS_STRATA, check_trait_config, label_trait,
+                                   max_training_split, read_phenotypes, trait_column)
+from .genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
+from .learn.config import resolve_config
+from .learn.methods import get_method
+from .readers.pgen import read_psam
 from .simulate.sample_qc import SIMULATED_PCS
 from .text import first_line, first_repeated, input_file, parse_yaml, sniff_sep, split_header
+
 
 #: a trait or run name: it names files, folders, jobs and command arguments
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -221,11 +230,6 @@ def check_values(config: dict, fetchable: list[str]) -> None:
     cohort's inputs (present, readable, one genotype source, a .fam with a
     per-chromosome pattern, summary statistics for every trait not of the discovery
     route, present or fetchable) and the trainer config."""
-    from .genotypes.covariates import check_spec
-    from .genotypes.pca.prune import PruneSettings
-    from .genotypes.phenotypes import check_trait_config
-    from .learn.config import resolve_config
-
     definitions = config["trait_definitions"]
     for trait in config["traits"]:
         if trait not in definitions:
@@ -322,8 +326,6 @@ def check_covariate_columns(config: dict) -> None:
     """Each ``covariates.fields`` entry of a real cohort names a column of the phenotype
     table (its header only is read); one that does not is refused before any job, naming
     the entry to remove and the columns there are."""
-    from .genotypes.phenotypes import trait_column
-
     fields = (config.get("covariates") or {}).get("fields") or []
     path = inputs_of(config).get("phenotypes")
     if not fields or not path:
@@ -389,9 +391,6 @@ def filtered_samples(config: dict):
     """IIDs (str array) of the .fam samples that pass the withdrawals and the sample QC,
     filtered by the functions `cmix samples` runs. The unrelated set and the stores can
     only be smaller."""
-    from .readers.pgen import read_psam
-    from .genotypes.samples import read_sample_qc, read_withdrawn, sample_filters
-
     inputs = inputs_of(config)
     fam = read_psam(fam_file(config))
     extra = shlex.split((config.get("sample_qc") or {}).get("extra", ""))
@@ -405,9 +404,6 @@ def filtered_samples(config: dict):
 def check_sample_qc_pcs(config: dict) -> None:
     """``covariates.pcs`` PCs from the sample QC (pcs_from: sample_qc) against the PCs
     its table holds: more is a CmixError naming the key and the table."""
-    from .genotypes.covariates import sample_qc_table, check_spec
-    from .readers.pgen import read_psam
-
     covariates = config.get("covariates") or {}
     path = inputs_of(config).get("sample_qc")
     if not covariates or not path:
@@ -430,10 +426,6 @@ def check_sizes(config: dict) -> None:
     is checked against the samples past the filters (the unrelated set is a subset), and
     covariates.pcs against the sample QC's PCs (:func:`check_sample_qc_pcs`). A trait of
     the discovery route keeps at most the share 1 - discovery.fraction of them."""
-    from .genotypes.pca.run import check_n_pcs
-    from .genotypes.phenotypes import (N_CONTINUOUS_STRATA, label_trait, max_training_split,
-                                       read_phenotypes, trait_column)
-
     inputs = inputs_of(config)
     covariates = config.get("covariates") or {}
     test_fraction = config["split"]["test_fraction"]
@@ -494,8 +486,6 @@ def check_sizes(config: dict) -> None:
 
 def _is_network(method: str) -> bool:
     """Whether ``method`` trains a network (early-stopped on validation rows)."""
-    from .learn.methods import get_method
-
     try:
         return bool(get_method(method).network)
     except CmixError:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from threadpoolctl import threadpool_limits
+
 from .errors import CmixError
 
 
@@ -35,7 +37,6 @@ def one_blas_thread():
     if getattr(_ONE_BLAS, "active", False):
         yield
         return
-    from threadpoolctl import threadpool_limits
 
     _ONE_BLAS.active = True
     try:

@@ -9,17 +9,19 @@ naming the file, and the line (and column) where there is one.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
+import json
 import os
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
+
+import numpy as np
 
 from .errors import CmixError
 
-if TYPE_CHECKING:
-    import numpy as np
 
 
 def input_file(path: str | os.PathLike, what: str) -> Path:
@@ -169,8 +171,6 @@ def check_row_widths(path: str | os.PathLike, n_fields: int, sep: str, what: str
     sep: "\t", "," or r"\s+" (:func:`sniff_sep`); a comma-separated file is split as CSV
     (a quoted field may hold commas), the others as :func:`data_line_numbers` splits them.
     Blank lines are skipped."""
-    import csv
-
     if sep == "\t":
         data_line_numbers(path, n_fields, "\t", what)
         return
@@ -216,8 +216,6 @@ def parse_json(text: str, source: str):
     """JSON text parsed. Text that is not JSON, or an object that gives one key twice
     (JSON keeps the last silently: a class or a field would vanish), is a CmixError
     naming ``source`` (and the line and column, or the key)."""
-    import json
-
     def unique_keys(pairs):
         out = {}
         for key, value in pairs:
@@ -336,8 +334,6 @@ def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
     row pandas reads), for messages that name a line. Raises :class:`CmixError` naming
     the first line with another field count, or a truncated or corrupt gzip file.
     """
-    import numpy as np
-
     lines_out = []
     n_lines = 0
     tail = b""
@@ -374,8 +370,6 @@ def data_line_numbers(path: str | os.PathLike, n_fields: int, sep: str | None,
 def _field_counts(a, sep: str | None):
     """Fields per line of bytes ``a`` (uint8 array, ending with a newline): (counts int64,
     blank bool), one entry per line."""
-    import numpy as np
-
     ends = np.flatnonzero(a == 10)
     starts = np.concatenate([[0], ends[:-1] + 1])
     length = ends - starts

@@ -33,7 +33,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import CmixError
+from ..readers.plink import first_duplicate_lines
 from ..text import data_line, data_line_numbers, first_line, input_file, read_table
+from .phenotypes import numeric_column, trait_column
+from .samples import read_tidy_sample_qc, sqc_is_headerless
+
 
 SPEC_KEYS = {"fields", "pcs", "pcs_from", "array", "batch", "batch_levels"}
 UKB_SQC_PC1_COLUMN = 26         # ukb_sqc_v2.txt: PC1..PC40 in columns 26..65 (1-based)
@@ -99,16 +103,12 @@ def check_spec(spec: dict, where="covariates") -> dict:
 
 def _numbers(values: pd.Series, path, column: str, line_of) -> np.ndarray:
     """float (n,) of text cells; blank / NA -> NaN; other text is an error."""
-    from .phenotypes import numeric_column
-
     return numeric_column(values, path, column, line_of, "covariates must be numeric")
 
 
 def _unique_ids(ids: pd.Series, path, line_of) -> None:
     """Raise naming the two lines of the first sample ID listed twice (line_of: 0-based
     row -> the file's line number)."""
-    from ..readers.plink import first_duplicate_lines
-
     dup = first_duplicate_lines(ids.reset_index(drop=True))
     if dup:
         raise CmixError(f"{path}: the same sample ID on lines {line_of(dup[0] - 1)} and "
@@ -116,7 +116,6 @@ def _unique_ids(ids: pd.Series, path, line_of) -> None:
 
 
 def _field_covariates(spec, iids, pheno: pd.DataFrame, pheno_path):
-    from .phenotypes import trait_column
 
     names, cols = [], []
     present = pheno.index.get_indexer(iids)
@@ -144,7 +143,6 @@ def sample_qc_table(path, fam: pd.DataFrame, n_pcs: int, array: bool, batch: boo
     if not first.strip():
         raise CmixError(f"{path}: the file (or its first line) is empty (sample QC table "
                         "for covariates)")
-    from .samples import read_tidy_sample_qc, sqc_is_headerless
 
     if sqc_is_headerless(path, first, flags=False):
         # a row with a field too few would read shifted (PC2 as PC1, ...)

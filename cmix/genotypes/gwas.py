@@ -61,6 +61,7 @@ constant among the discovery people, a failed fit) is written with NA, which
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -71,15 +72,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..atomic import atomic_outputs, scratch_folder
+from ..atomic import atomic_outputs, file_sha256, scratch_folder
 from ..errors import CmixError
 from ..logs import log
+from ..readers.chroms import chrom_code, chrom_mask
+from ..readers.plink import write_sample_ids
+from ..readers.sources import expand, is_pattern, may_hold_dosages
 from ..text import write_gzip
 from . import phenotypes as ph
+from .selection import extract_mask, read_sample_ids, sample_rows
+
 
 if TYPE_CHECKING:
-    from .covariates import SampleTables
     from ..readers.sources import GenotypeFiles
+    from .covariates import SampleTables
 
 BOLT_COLUMNS = ["SNP", "CHR", "BP", "ALLELE1", "ALLELE0", "A1FREQ", "INFO", "BETA", "SE",
                 "P_BOLT_LMM"]
@@ -215,9 +221,6 @@ def _chrom_inputs(genotypes: GenotypeFiles, bim_chroms=()) -> list[tuple[str, li
     """[(chrom, plink2 input arguments)] of one run per chromosome of ``bim_chroms``
     (the chromosome names that hold a variant to test): one per such file of a
     ``{chrom}`` pattern, else ``--chr`` on the one file set."""
-    from ..readers.chroms import chrom_code
-    from ..readers.sources import expand, is_pattern
-
     bfile, pfile, fam, bgen, sample, chroms = (
         genotypes.bfile, genotypes.pfile, genotypes.fam, genotypes.bgen, genotypes.sample,
         genotypes.chroms)
@@ -382,11 +385,6 @@ def run_gwas(out, genotypes: GenotypeFiles, model: GwasModel, tables: SampleTabl
     removed at the end; those a killed run left are removed by the next one. The
     summary statistics and the ID list appear together or not at all.
     """
-    from ..readers.plink import write_sample_ids
-    from ..readers.chroms import chrom_mask
-    from .selection import extract_mask, sample_rows
-    from ..readers.sources import may_hold_dosages
-
     trait, ids_out, threads = model.trait, people.ids_out, plink2.threads
     exe = find_plink2(plink2.exe)
     bf = genotypes.open()
@@ -495,9 +493,7 @@ def write_discovery_record(path, sumstats_written, iids, bim: pd.DataFrame) -> N
     summary statistics file ``sumstats_written``, the size and sha256 of the people
     ``iids`` it tested (no IDs) and the sha256 of the genotypes' variant table ``bim``
     (:func:`variants_sha256`)."""
-    import json
 
-    from ..atomic import file_sha256
 
     Path(path).write_text(json.dumps({
         "sumstats_sha256": file_sha256(sumstats_written), "n_discovery": int(len(iids)),
@@ -509,8 +505,6 @@ def read_discovery_record(sumstats, sha256: str) -> dict | None:
     """The discovery record beside the summary statistics ``sumstats`` when there is one
     and it names these very bytes (``sha256``); None otherwise (external summary
     statistics, or a record of an earlier file of that name)."""
-    import json
-
     path = discovery_record_path(sumstats)
     if not path.is_file():
         return None
@@ -535,9 +529,6 @@ def snp_source(*, discovery=None, sumstats=None, overlap: str = "unknown",
     contradicts the selection: ``discovery`` people whose GWAS did not give the
     selection's summary statistics, or a ``sumstats`` file other than the one selected
     from."""
-    from ..atomic import file_sha256
-    from .selection import read_sample_ids
-
     src = selection_source
     if discovery is not None:
         iids = read_sample_ids(discovery)["iid"]

@@ -36,8 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
+
+from ..logs import progress
+
 
 #: plink2's relative tolerance (kSmallEpsilon, 2^-44) on thresholds compared with
 #: counts and on LD r2 (:mod:`cmix.genotypes.qc`, :mod:`cmix.genotypes.pca`)
@@ -68,7 +72,6 @@ def _ctz(typingctx, x):
     sig = types.uint64(types.uint64)
 
     def codegen(context, builder, signature, args):
-        from llvmlite import ir
 
         return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
 
@@ -309,8 +312,6 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
     (bool (n_variants,), None = all) is True. Peak memory: two blocks of
     ``block_bytes`` plus the per-variant arrays.
     """
-    from ..logs import progress
-
     n, m = bf.n_samples, bf.n_variants
     keep = np.zeros(n, bool)
     keep[np.arange(n) if sample_idx is None else np.asarray(sample_idx, np.int64)] = True

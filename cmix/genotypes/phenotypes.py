@@ -58,6 +58,7 @@ Test split (:func:`test_split`)
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 
@@ -65,7 +66,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import CmixError
-from ..text import (check_row_widths, data_line, first_line, input_file, read_table, sniff_sep, split_header)
+from ..text import (check_row_widths, data_line, first_line, input_file, read_table, sniff_sep,
+                    split_header)
+
 
 ID_COLUMNS = ("eid", "f.eid", "IID", "#IID")
 N_CONTINUOUS_STRATA = 10
@@ -223,8 +226,6 @@ def _is_number(x) -> bool:
 
 def _unknown_key(key, known, where: str) -> CmixError:
     """The error for a key not in ``known``, suggesting the closest known one."""
-    import difflib
-
     close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return CmixError(f"{where}: unknown key {key!r}{hint}; the keys are {', '.join(known)}")

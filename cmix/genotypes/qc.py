@@ -40,19 +40,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..atomic import atomic_outputs
 from ..errors import CmixError
+from ..logs import log
 from ..readers.chroms import chrom_mask, chrom_text, is_autosome
+from ..readers.plink import variant_blocks, write_sample_ids
+from ..readers.sources import may_hold_dosages
 from .hwe import (HweGroups, grouped_hwe_p, grouped_summary, het_excess, hwe_exact_p,
                   read_hwe_groups, structure_signal, structure_warning)
 from .kernels import K_SMALL_EPSILON, Counts, count_genotypes, founder_flags
+from .selection import sample_rows
+
 
 if TYPE_CHECKING:
     from ..readers.sources import GenotypeFiles
 
 def _subtract_samples(bf, counts: Counts, removed_idx: np.ndarray) -> None:
     """Remove the contribution of samples ``removed_idx`` from ``counts`` (in place)."""
-    from ..readers.plink import variant_blocks
-
     if len(removed_idx) == 0:
         return
     founders = founder_flags(bf.fam)[removed_idx]
@@ -92,8 +96,6 @@ def _dosage_maf(bf, sample_idx: np.ndarray, maf_v: np.ndarray) -> np.ndarray:
     frequency over the kept founders' dosages, as plink2 takes it for --maf and --freq
     (min(ALT, REF dosage sum) / their total; a hard call counts as a whole dosage, so
     variants of hard calls get the count ratio). Otherwise ``maf_v`` as it is."""
-    from ..readers.sources import may_hold_dosages
-
     if not may_hold_dosages(bf):
         return maf_v
     parts, offsets = (bf.parts, bf.offsets) if hasattr(bf, "parts") else ([bf], [0])
@@ -129,7 +131,6 @@ class QcResult:
     the .fam of the samples the counts used (after --mind). mind_removed: int indices of
     samples --mind removed. summary: filter -> count, in application order.
     """
-
     table: "object"
     sample_idx: np.ndarray
     mind_removed: np.ndarray
@@ -165,7 +166,6 @@ class QcFilters:
     autosome_only: --autosome, drop variants outside chromosomes 1-22 (otherwise they
     are an error).
     """
-
     maf: float | None = None
     hwe: float | None = None
     hwe_midp: bool = False
@@ -190,8 +190,6 @@ def run_qc(bf, sample_idx=None, filters: QcFilters = QcFilters(), *,
     of pooled (:mod:`cmix.genotypes.hwe`); MAF and missingness stay pooled.
     Returns a :class:`QcResult`.
     """
-    from ..logs import log
-
     selected, variant_ok = _variants_considered(bf, filters, chroms)
     if sample_idx is None:
         sample_idx = np.arange(bf.n_samples)
@@ -362,9 +360,6 @@ def _write_tsv(table, path, chunk: int = 20_000) -> None:
 def write_qc_outputs(result: QcResult, fam, out_prefix) -> list[Path]:
     """Write O.snplist, O.vqc.tsv and (when --mind removed samples) O.mindrem.id,
     all or none. Returns the paths written."""
-    from ..atomic import atomic_outputs
-    from ..readers.plink import write_sample_ids
-
     out_prefix = Path(out_prefix)
     snplist = out_prefix.with_name(out_prefix.name + ".snplist")
     vqc = out_prefix.with_name(out_prefix.name + ".vqc.tsv")
@@ -392,15 +387,12 @@ class HweSamples:
     group_column: that column's name (None: the table's one other column); keep: an ID
     list (plink --keep form), the only samples tested (e.g. the controls).
     """
-
     groups: str | None = None
     group_column: str | None = None
     keep: str | None = None
 
     def read(self, fam) -> HweGroups | None:
         """The :class:`~cmix.genotypes.hwe.HweGroups` of ``fam``'s samples, or None."""
-        from .selection import sample_rows
-
         if self.groups is None and self.keep is None:
             if self.group_column is not None:
                 raise CmixError("--hwe-group-column names a column of --hwe-groups, which "
@@ -424,9 +416,6 @@ def run_qc_cli(genotypes: GenotypeFiles, out_prefix, filters: QcFilters, *, keep
     shared ``fam``); with its ``chroms`` only those chromosomes' files are opened.
     ``hwe_samples``: where the HWE test is taken (:class:`HweSamples`).
     """
-    from ..logs import log
-    from .selection import sample_rows
-
     bf = genotypes.open()
     sample_idx, _ = sample_rows(bf.fam, keep, remove, step="qc")
     groups = hwe_samples.read(bf.fam)

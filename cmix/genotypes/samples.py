@@ -30,8 +30,11 @@ import pandas as pd
 
 from ..atomic import atomic_outputs
 from ..errors import CmixError
+from ..logs import log
+from ..readers.pgen import read_psam
+from ..readers.plink import first_duplicate_lines, write_sample_ids
 from ..text import data_line_numbers, first_line, input_file, read_id_list, read_table
-from ..readers.plink import first_duplicate_lines
+
 
 # ukb_sqc_v2.txt columns (1-based) -> name, and the value a sample must have to stay.
 SQC_FIELDS = {
@@ -229,8 +232,6 @@ def filters_summary(sqc: pd.DataFrame | None, withdrawn: set[str] | None,
 def read_filters_summary(path, relatedness: str) -> dict:
     """``O.filters.json`` of :func:`run_samples` with the relatedness route added: the
     store's ``provenance.sample_filters``. Checks the values."""
-    from ..text import input_file
-
     path = input_file(path, "sample filters summary (cmix samples' OUT.filters.json)")
     try:
         summary = json.loads(path.read_text())
@@ -251,10 +252,6 @@ def run_samples(fam_path, out_prefix, sqc_path=None, withdrawn_path=None,
     """Read inputs, filter, write ``O.keep`` (#FID IID), ``O.filters.tsv`` and
     ``O.filters.json`` (:func:`filters_summary`) together. A filter whose input is None
     is skipped and logged."""
-    from ..logs import log
-    from ..readers.pgen import read_psam
-    from ..readers.plink import write_sample_ids
-
     fam = read_psam(fam_path)        # a .fam, or a PLINK 2 .psam (with its # header)
     sqc = read_sample_qc(sqc_path, fam, headerless) if sqc_path else None
     withdrawn = read_withdrawn(withdrawn_path) if withdrawn_path else None

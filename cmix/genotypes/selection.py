@@ -15,7 +15,9 @@ import pandas as pd
 
 from ..errors import CmixError
 from ..logs import log
+from ..readers.usable import refuse_excluded
 from ..text import input_file, read_id_list, text_lines
+
 
 # ----------------------------------------------------------------------------- samples
 def read_sample_ids(path: str | os.PathLike) -> pd.DataFrame:
@@ -135,8 +137,6 @@ def extract_mask(variant_id, path, where, flag: str = "--extract",
     list none of whose IDs is a variant is a CmixError naming ``where`` (the .bim); so
     is one that names a variant the source left out (``excluded``, the source's table:
     :func:`cmix.readers.usable.refuse_excluded`)."""
-    from ..readers.usable import refuse_excluded
-
     ids = read_variant_ids(path, flag)
     listed = pd.Index(ids).unique()
     found = listed.isin(pd.Index(np.asarray(variant_id, dtype=object)))

@@ -28,10 +28,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..atomic import atomic_path, load_torch
 from ..errors import CmixError
 from ..logs import log
+from .config import sections_config
 from .stages import START
+
 
 METRICS_FILE = "metrics.json"
 #: The first file a run writes in its folder: its run key. A folder is a run folder
@@ -72,8 +75,6 @@ def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
                store_sha256: str) -> str:
     """sha256 hex of what makes a run: the trait, budget, seed, method, the config
     sections the method reads, the test split and the store's content."""
-    from .config import sections_config
-
     return hashlib.sha256(json.dumps(
         {"trait": str(root.attrs["trait"]), "budget": int(budget), "seed": int(seed),
          "method": method.name, "config": sections_config(cfg, method.sections),
@@ -83,8 +84,6 @@ def run_key_of(root, method, budget: int, seed: int, cfg, test_hash: str,
 
 def write_run_file(out_dir: Path, run_key: str) -> None:
     """Record (atomically) that ``out_dir`` is the folder of run ``run_key``."""
-    from .. import __version__
-
     if _run_key_in(out_dir / RUN_FILE) != run_key:
         with atomic_path(out_dir / RUN_FILE) as tmp:
             tmp.write_text(json.dumps({"run_key": run_key, "cmix": __version__}) + "\n")

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ..errors import CmixError
+from ..text import parse_json, parse_yaml, read_config_text
+
 
 @dataclass(frozen=True)
 class Model:
@@ -267,8 +269,6 @@ def read_config_file(path) -> dict:
     """The key: value mapping of a YAML or JSON config file ({} for an empty file); a
     missing, unparsable or non-mapping file, or one that gives a key twice, raises
     CmixError. For the CLI only."""
-    from ..text import parse_json, parse_yaml, read_config_text
-
     path, text = read_config_text(path, "trainer config")
     if path.suffix == ".json":
         user = parse_json(text, str(path))

@@ -25,10 +25,12 @@ import numpy as np
 from ..atomic import atomic_path, check_writable_dir, save_torch
 from ..errors import CmixError
 from ..logs import log
+from ..runtime import resolve_device
 from ..store.read import check_encoding, column_moments, load_rows, open_store, store_fingerprint
 from ..store.verify import verify_store
 from .checkpoints import (CHECKPOINT_FILE, CHECKPOINT_SECONDS, LOG_FILE, RunState,
                           finished_metrics, run_key_of, saved_state, write_run_file)
+from .data import make_splits
 from .shared import share_stage, take_shared_stage
 from .stages import DONE
 
@@ -179,9 +181,6 @@ def open_run(method, store: CheckedStore, budget: int, seed: int, out_dir, cfg, 
     """The context of a run and its state: a new state, the checkpoint's when it is of
     the same run (:func:`saved_state`), or None when the run is finished: a finished
     checkpoint of this run and a metrics.json that proves it (:func:`finished_metrics`)."""
-    from ..runtime import resolve_device
-    from .data import make_splits
-
     dev = resolve_device(device)
     root = store.root
     splits = make_splits(root, budget, seed, cfg.data.val_fraction, store.path.name)

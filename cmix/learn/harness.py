@@ -22,13 +22,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
 from ..atomic import check_writable_dir
 from ..errors import CmixError
+from ..locks import folder_lock
 from ..logs import log, set_log_prefix
+from ..runtime import resolve_device
+from ..store.read import open_store
 from .checkpoints import METRICS_FILE, RunState, cpu_state
+from .config import resolve_config
 from .context import CheckedStore, Reuse, RunContext, check_store, open_run
+from .data import RowSource, row_source_mode
+from .group import Group
+from .methods import get_method
 from .results import finish
 from .seedpool import SeedQueue, cpu_threads, seed_error, seed_feeders, seed_workers
 from .stages import FITTED
@@ -74,8 +82,6 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
     sets inductor's own flag of the same name, read by ``torch.compile``, which no run
     uses; the kernels' flag is set the same way. Once inductor is imported (or where
     this torch lacks the internal setter), the public call sets both."""
-    import sys
-
     import torch
 
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
@@ -130,10 +136,6 @@ def train_seeds(store_path, budget: int, seed_dirs: dict, *, method: str = "cmix
     run (of another method: cmix's stages are cmix_selfsl_pl's and cmix_selfsl's, or of
     another config file) made the same one (:func:`cmix.learn.shared.shared_stage_key`);
     the metrics are the same either way."""
-    from ..runtime import resolve_device
-    from .config import resolve_config
-    from .methods import get_method
-
     m = get_method(method)
     cfg = resolve_config(config, m.switches)
     store = check_store(store_path, cfg)
@@ -175,11 +177,6 @@ def train_group(method, store: "CheckedStore", budget: int, seed_dirs: dict, cfg
     same stage and epoch form one group, whose models take every step together; the
     store's training rows are read once for all (:class:`cmix.learn.data.RowSource`:
     on the device where they fit). Returns the metrics in the dict's order."""
-    from ..locks import folder_lock
-    from ..runtime import resolve_device
-    from .data import RowSource, row_source_mode
-    from .group import Group
-
     dev = resolve_device(device)
     results: dict = {}
     with contextlib.ExitStack() as locks:
@@ -245,8 +242,6 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
                     device: str, reuse: Reuse) -> dict:
     """One seed's run in a seed worker, on the store the parent checked, with the
     registry method and resolved config the parent resolved."""
-    from ..store.read import open_store
-
     path, sha256, train_split, mean, sd = shared
     set_log_prefix(f"seed {seed}: ")
     store = CheckedStore(path=Path(path), root=open_store(Path(path)), sha256=sha256,
@@ -257,8 +252,6 @@ def _seed_in_worker(shared: tuple, method, cfg, budget: int, seed: int, out_dir:
 def train_seed(method, store: "CheckedStore", budget: int, seed: int, out_dir, cfg, device,
                reuse: Reuse = Reuse()) -> dict:
     """One run of :func:`train_seeds`, in its locked folder: its metrics."""
-    from ..locks import folder_lock
-
     holder = f"cmix train --method {method.name} --budget {budget} --seed {seed}"
     with folder_lock(out_dir, holder):
         ctx, state = open_run(method, store, budget, seed, out_dir, cfg, device, reuse)

@@ -24,6 +24,8 @@ import math
 import torch
 from torch import nn
 
+from .streams import HEAD_FEATURES, HEAD_PREDICTOR, weight_generator
+
 
 def categorical_width(n_levels: int) -> int:
     """Embedding width of a categorical column with n_levels levels (Darabi et al.):
@@ -36,8 +38,6 @@ def init_generators(seeds, part: int) -> list:
     its run's seed (:func:`cmix.learn.streams.weight_generator`: its own stream, so no two
     seeds or parts share numbers). Weights are drawn on the CPU and moved to the device,
     so a model starts the same on every device."""
-    from .streams import weight_generator
-
     return [weight_generator(int(s), int(part)) for s in seeds]
 
 
@@ -397,8 +397,6 @@ def build_head(seeds, n_snps: int, n_classes: int, n_cov: int, cfg, *,
     (cfg.predictor's pred_hidden and pred_dropout), a covariate term when n_cov > 0. The
     embedding and the predictor draw their weights from generators seeded by each run's
     seed and their streams (:mod:`cmix.learn.streams`)."""
-    from .streams import HEAD_FEATURES, HEAD_PREDICTOR
-
     if latent_dim is None:
         features = SnpEmbedding(init_generators(seeds, HEAD_FEATURES), n_snps,
                                 cfg.model.encoding, *moments)

@@ -34,9 +34,20 @@ import pandas as pd
 
 from ..atomic import atomic_path, load_torch
 from ..errors import CmixError
-from ..genotypes.covariates import SampleTables
+from ..genotypes.build_store import effect_dosage_fractional
+from ..genotypes.covariates import SampleTables, covariate_matrix
+from ..genotypes.pca.projection import pca_identity, project_new_people, read_pca_model
+from ..genotypes.phenotypes import read_phenotypes
 from ..logs import log
+from ..readers.chroms import chrom_codes, chrom_mask
+from ..readers.plink import allele_flips
+from ..readers.sources import HARD_CALLS
+from ..readers.usable import refuse_excluded
+from ..store.read import open_store, store_fingerprint
+from ..store.schema import DOSAGE_ENCODINGS, fractional_copies, hard_call_codes
+from .methods import from_state_dict
 from .stages import DONE
+
 
 if TYPE_CHECKING:
     from ..readers.sources import GenotypeFiles
@@ -78,9 +89,6 @@ def match_variants(info: dict, bim: pd.DataFrame, where: str) -> tuple[np.ndarra
     (``chr2``, ``02`` and ``2`` are one; :func:`cmix.readers.chroms.chrom_code`; a
     position that ``bim`` lists twice matches by ID only); a variant found whose alleles are not
     the store's two alleles is an error (:func:`cmix.readers.plink.allele_flips`)."""
-    from ..readers.chroms import chrom_codes
-    from ..readers.plink import allele_flips
-
     ids = pd.Index(bim["variant_id"].astype(str))
     pos = ids.get_indexer(np.asarray(info["variant_id"], dtype=str))
     by_pos = pd.Series(chrom_codes(bim["chrom"])) + ":" + bim["pos"].astype(str).to_numpy()
@@ -100,10 +108,6 @@ def _dosages(src, row, flip, sample_idx) -> np.ndarray:
     holds them: int8 hard calls, -1 missing or absent, when every value read is a whole
     number of copies; else float32 expected copies rounded to the fractional store's
     1/125 steps, -1.0 missing or absent (:func:`cmix.store.read.load_rows`)."""
-    from ..genotypes.build_store import effect_dosage_fractional
-    from ..store.schema import DOSAGE_ENCODINGS, fractional_copies, hard_call_codes
-    from ..readers.sources import HARD_CALLS
-
     have = np.flatnonzero(row >= 0)
     if src.encoding == HARD_CALLS:
         out = np.full((len(sample_idx), len(row)), -1, np.int8)
@@ -123,8 +127,6 @@ def _model_probabilities(run: dict, x: np.ndarray, cov: np.ndarray) -> np.ndarra
     """Class probabilities (n, C) of one run for int8 dosages x (n, M) and standardised
     covariates cov (n, K): the run's method rebuilt from its state dict
     (:func:`cmix.learn.methods.from_state_dict`)."""
-    from .methods import from_state_dict
-
     return from_state_dict(run["parts"]["model"]).predict_proba(x, cov)
 
 
@@ -222,10 +224,7 @@ def _shared_variants(bf, info: dict, chroms, min_shared: float) -> tuple[np.ndar
     for only on ``chroms`` (a parsed --chroms spec; None = all): row int (n_variants,) a
     variant index of ``bf`` or -1, flip bool (n_variants,). CmixError when fewer than
     ``min_shared`` (a fraction) of them are found."""
-    from ..readers.chroms import chrom_mask
-
     on_chroms = np.flatnonzero(chrom_mask(bf.bim["chrom"], chroms))
-    from ..readers.usable import refuse_excluded
 
     row, flip = match_variants(info, bf.bim.iloc[on_chroms], str(bf.variant_file))
     row = np.where(row >= 0, on_chroms[np.maximum(row, 0)], -1)
@@ -293,8 +292,6 @@ def _log_prediction(summary: dict, prefix) -> None:
 
 def _training_overlap(info: dict, iids: np.ndarray) -> int:
     """How many of ``iids`` were training-split rows of the run's store."""
-    from ..store.read import open_store, store_fingerprint
-
     path = Path(info["store_path"])
     if not path.exists():
         raise CmixError(f"{path}: the run's store is not there to check that the new people "
@@ -312,8 +309,6 @@ def _discovery_overlap(info: dict, iids: np.ndarray, allow_discovery: bool) -> i
     """How many of ``iids`` are in the discovery set the run's store recorded (its
     ``discovery_id``; 0 for a store without one). A store that is gone or changed is a
     CmixError unless ``allow_discovery`` (then 0: nothing can be checked)."""
-    from ..store.read import open_store, store_fingerprint
-
     path = Path(info["store_path"])
     if not path.exists():
         if allow_discovery:
@@ -338,8 +333,6 @@ def _projected_pcs(bf, pca_prefix, min_shared: float, want: str | None,
     columns) for the covariates. The PCA must be the fit the run's PCs came from: its
     :func:`cmix.genotypes.pca.projection.pca_identity` equal to ``want``, the run's
     record."""
-    from ..genotypes.pca.projection import pca_identity, project_new_people, read_pca_model
-
     model = read_pca_model(pca_prefix)
     if want is None:
         raise CmixError(f"{run_dir}: the run did not record which cmix pca fit its PCs came "
@@ -368,8 +361,6 @@ def _covariates(info: dict, fam, pheno, sample_qc, eigenvec) -> np.ndarray:
     if pheno is None and sample_qc is None and eigenvec is None:
         raise CmixError(f"the run was trained with covariates ({', '.join(names)}); supply "
                         "them with --pheno / --sample-qc / --eigenvec or --pca")
-    from ..genotypes.covariates import covariate_matrix
-    from ..genotypes.phenotypes import read_phenotypes
 
     got, values, _ = covariate_matrix(info["cov_spec"], fam, np.arange(len(fam)),
                                    pheno=read_phenotypes(pheno) if pheno else None,

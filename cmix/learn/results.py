@@ -16,17 +16,24 @@ with, and the run folder's predictions.npz and metrics.json.
 from __future__ import annotations
 
 import json
+import platform
+import sys
 import time
 from functools import partial
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
+from .. import __version__
 from ..atomic import atomic_path
 from ..errors import CmixError
-from ..store.read import check_store_unchanged
 from ..logs import log
+from ..store.read import check_store_unchanged, store_text
 from .checkpoints import METRICS_FILE, PREDICTIONS_FILE, RunState
+from .config import sections_config
+from .metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef,
+                      roc_auc_score)
 from .stages import DONE
 
 
@@ -40,9 +47,6 @@ def classification_metrics(y: np.ndarray, prob: np.ndarray, n_classes: int) -> d
     (average precision) of class 1; more classes: ``macro_auroc`` and ``macro_ap``, the
     one-vs-rest mean over the classes present. Ranking metrics are None when fewer than
     2 classes are present."""
-    from .metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef,
-                          roc_auc_score)
-
     y = np.asarray(y, dtype=np.int64)
     prob = np.asarray(prob, dtype=np.float64)
     if not np.isfinite(prob).all():
@@ -75,8 +79,6 @@ def numerics_kind(device) -> str:
     "cuda", or for the CPU its vendor (MKL dispatches by it) and torch's CPU capability
     (the vector instructions of its kernels), e.g. "cpu AuthenticAMD AVX2". The same run
     on CPUs of two kinds can differ in its last bits and from there in its metrics."""
-    import platform
-
     import torch
 
     if torch.device(device).type != "cpu":
@@ -95,11 +97,7 @@ def numerics_kind(device) -> str:
 def versions() -> dict:
     """Versions of the packages a result depends on: an imported package's
     ``__version__``, else its installed distribution's (not imported for this)."""
-    import platform
-    import sys
-    from importlib.metadata import version
 
-    from .. import __version__
 
     def of(module: str, dist: str) -> str:
         return sys.modules[module].__version__ if module in sys.modules else version(dist)
@@ -115,8 +113,6 @@ def prediction_record(ctx: RunContext, test_prob: np.ndarray) -> dict:  # noqa: 
     apply the run to new people (no sample IDs): the method's name, the store's variants
     and effect alleles, the covariate spec and standardisation moments, and the test
     probabilities (test rows in store order) to check a prediction against."""
-    from ..store.read import store_text
-
     root = ctx.root
     text = partial(store_text, root)
     contig = text("contig_id")[np.asarray(root["variant_contig"][:])]
@@ -140,7 +136,6 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
     or torch), kept in predictions.npz for the report's t-SNE."""
     import torch
 
-    from .config import sections_config
 
     s = ctx.splits
     t0 = time.perf_counter()

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+
+from threadpoolctl import threadpool_limits
 
 from ..errors import CmixError
 
@@ -66,7 +69,6 @@ class SeedQueue:
     records a seed's metrics or its error."""
 
     def __init__(self, seeds: list):
-        import threading
 
         self.waiting, self.results, self.failed = list(seeds), {}, {}
         self.lock = threading.Lock()
@@ -97,7 +99,6 @@ def cpu_threads(n: int | None):
         yield
         return
     import torch
-    from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -124,7 +125,6 @@ def seed_feeders(queue: SeedQueue, n_processes: int, threads: int, worker, run: 
         yield
         return
     import multiprocessing
-    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     store, budget, seed_dirs, method, cfg, device, reuse = run
@@ -154,7 +154,6 @@ def _seed_worker_start(threads: int) -> None:
     """A seed worker's start: its thread count for torch and the BLAS libraries, and
     progress bars off (several processes share one terminal)."""
     import torch
-    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
     threadpool_limits(threads)

@@ -20,8 +20,10 @@ import time
 from ..atomic import load_torch, save_torch
 from ..errors import CmixError
 from ..logs import log
-from .stages import START
+from .config import sections_config
+from .methods import CMIX_SECTIONS
 from .results import numerics_kind, versions
+from .stages import START
 
 
 def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
@@ -37,8 +39,6 @@ def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
     models, :func:`cmix.learn.methods.cmix.judge.judged_pretraining`) is not shared."""
     import torch
 
-    from .config import sections_config
-    from .methods import CMIX_SECTIONS
 
     cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,
            "pseudo_labels": pseudo is not None,

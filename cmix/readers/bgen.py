@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_path
 from ..errors import CmixError
 from ..text import input_file, read_table
 from .bgen_blocks import (data_length, decode_dosage, read_header, read_variant_header,
@@ -33,6 +34,7 @@ from .oxford import check_embedded_ids, embedded_samples, match_sample_file, rea
 from .plink import BIM_COLUMNS, position_columns
 from .tables import Tables
 from .usable import excluded_rows, find_excluded, no_exclusions
+
 
 BGI_SQL = """
 CREATE TABLE Variant (
@@ -56,8 +58,6 @@ def write_bgi(bgen: str | os.PathLike, out: str | os.PathLike | None = None) -> 
     Reads only the variant headers (the genotype blocks are skipped by their stated
     length). Written to a temporary name and renamed. Returns the .bgi path.
     """
-    from ..atomic import atomic_path
-
     bgen = input_file(bgen, "BGEN file")
     out = Path(out) if out is not None else bgen.with_name(bgen.name + ".bgi")
     head = read_header(bgen)
@@ -173,7 +173,6 @@ class BgenFile(Tables):
     its index entry (:meth:`_checked_block`). A
     :class:`cmix.readers.sources.GenotypeSource` of expected copies; it has no hard calls.
     """
-
     path: Path
     fam: pd.DataFrame
     bim: pd.DataFrame

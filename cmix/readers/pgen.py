@@ -20,13 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pgenlib
 
 from ..errors import CmixError
 from ..text import check_unique_header, input_file, read_table, text_lines
 from .plink import (BIM_COLUMNS, FAM_COLUMNS, encode, first_duplicate_lines, position_columns,
-                    variant_blocks)
+                    read_fam, variant_blocks)
 from .tables import PlinkTrio, check_own_samples, variant_table
 from .usable import find_excluded, no_exclusions
+
 
 PGEN_MAGIC = b"\x6c\x1b"
 PGEN_MISSING = -9          # pgenlib's int8 missing code
@@ -90,8 +92,6 @@ def read_psam(path: str | os.PathLike) -> pd.DataFrame:
     past the header's columns are ignored, as plink2 ignores them.
     PAT/MAT default to 0, SEX to 0, the phenotype to -9.
     """
-    from .plink import read_fam
-
     path = input_file(path, ".psam file")
     first = next((line for _, line in text_lines(path, ".psam file")), "")
     if not first.startswith("#"):
@@ -138,7 +138,6 @@ class Pfile(PlinkTrio):
     :class:`cmix.readers.sources.GenotypeSource`: hard calls, and dosages where the
     .pgen holds them.
     """
-
     prefix: Path
     fam: pd.DataFrame
     bim: pd.DataFrame
@@ -157,8 +156,6 @@ class Pfile(PlinkTrio):
 
     def reader(self, sample_idx=None):
         """A pgenlib.PgenReader over the sorted ``sample_idx`` (None = all samples)."""
-        import pgenlib
-
         subset = None if sample_idx is None else np.asarray(sample_idx, dtype=np.uint32)
         try:
             return pgenlib.PgenReader(bytes(self.pgen_path), raw_sample_ct=self.n_samples,

@@ -23,9 +23,13 @@ import pandas as pd
 
 from ..errors import CmixError
 from ..logs import log
-from .chroms import AUTOSOMES, chrom_code, chrom_text, parse_chroms
+from .bgen import bgi_chromosomes, open_bgen
+from .chroms import AUTOSOMES, chrom_code, chrom_codes, chrom_text, parse_chroms
+from .pgen import open_pfile, pfile_prefix
+from .plink import bfile_prefix, open_bfile, read_fam
 from .tables import Tables
 from .usable import duplicates_across, summary
+
 
 #: What a source holds (its ``encoding``). "hard calls": whole copies only (.bed).
 #: "hard calls and dosages": hard calls, and expected copies where the file stores
@@ -275,9 +279,6 @@ def open_source(*, bfile=None, pfile=None, fam=None, bgen=None, sample=None, chr
 
 def _open_plink_set(src, is_pgen: bool, fam, chroms):
     """A .bed or .pgen prefix or ``{chrom}`` pattern (see :func:`open_source`)."""
-    from .pgen import open_pfile, pfile_prefix
-    from .plink import bfile_prefix, open_bfile
-
     opener = open_pfile if is_pgen else open_bfile
     exts = (".pgen", ".pvar") if is_pgen else (".bed", ".bim")
     if not is_pattern(src):
@@ -314,10 +315,6 @@ def _open_bgen_set(bgen, sample, fam=None, chroms=None, positions=None):
     as one source over the union of their variants (see :func:`open_source`).
     positions: {chromosome: bp positions} to list (None: all); chromosomes are matched
     by code on both sides, so ``chr1``, ``01`` and ``1`` are one chromosome."""
-    from .bgen import bgi_chromosomes, open_bgen
-    from .plink import read_fam
-    from .chroms import chrom_codes
-
     target = read_fam(fam) if fam is not None else None
     if positions is not None:
         by_code: dict[str, list] = {}

@@ -13,9 +13,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ...errors import CmixError
 from ...runtime import one_blas_thread
+from ..data import project_pcs, standardised_dosage, standardised_pcs
+from ..linear import fit_logreg_cv, fit_with_covariates, require_two_per_class
+from ..streams import PCA_ROWS, SPREADING_ROWS, gen
 from .base import FittedMethod, full_proba
 
 
@@ -37,7 +41,6 @@ class _CvLogreg(FittedMethod):
         """Fit what :meth:`features` needs before the features of the labeled rows."""
 
     def fit(self, data):
-        from ..linear import fit_logreg_cv, fit_with_covariates
 
         s, cfg = data.splits, self.cfg.logreg
         self.mean, self.sd, self.n_classes = data.mean, data.sd, s.n_classes
@@ -82,7 +85,6 @@ class Logreg(_CvLogreg):
     """L2 logistic regression on the standardised dosages."""
 
     def features(self, x, covariates):
-        from ..data import standardised_dosage
 
         return standardised_dosage(x, self.mean, self.sd)
 
@@ -108,9 +110,6 @@ def training_pca(data, cfg):
     and unlabeled: genotypes only, no label; at most ``semi_max_rows`` of them, drawn
     with the run's seed); ``semi_pcs`` axes (:func:`cmix.learn.data.standardised_pcs`).
     cfg: the config's ``semi_linear`` section."""
-    from ..data import standardised_pcs
-    from ..streams import PCA_ROWS, gen
-
     train = data.train_rows
     if len(train) > cfg.semi_max_rows:
         _, rng = gen(data.seed, PCA_ROWS)
@@ -141,7 +140,6 @@ class PcaLogreg(_CvLogreg):
         self.n_pcs = None
 
     def features(self, x, covariates):
-        from ..data import project_pcs
 
         pcs = project_pcs(self.pca, x, self.mean, self.sd)
         return pcs if self.n_pcs is None else pcs[:, :self.n_pcs]
@@ -166,10 +164,7 @@ class LabelSpreadingOnPcs(FittedMethod):
 
     def fit(self, data):
         from sklearn.semi_supervised import LabelSpreading
-        from threadpoolctl import threadpool_limits
 
-        from ..data import project_pcs
-        from ..streams import SPREADING_ROWS, gen
 
         s, cfg = data.splits, self.cfg.semi_linear
         self.mean, self.sd, self.n_classes = data.mean, data.sd, s.n_classes
@@ -195,9 +190,7 @@ class LabelSpreadingOnPcs(FittedMethod):
         return self
 
     def predict_proba(self, x, covariates):
-        from threadpoolctl import threadpool_limits
 
-        from ..data import project_pcs
 
         with threadpool_limits(limits=1):
             return full_proba(self.model, project_pcs(self.pca, x, self.mean, self.sd),
@@ -230,9 +223,7 @@ class GradientBoostedTrees(FittedMethod):
 
     def fit(self, data):
         from sklearn.ensemble import HistGradientBoostingClassifier
-        from threadpoolctl import threadpool_limits
 
-        from ..linear import require_two_per_class
 
         s, cfg = data.splits, self.cfg.gbdt
         self.n_classes = s.n_classes
@@ -262,7 +253,6 @@ class GradientBoostedTrees(FittedMethod):
         return self
 
     def predict_proba(self, x, covariates):
-        from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):
             return full_proba(self.model, self.features(x, covariates), self.n_classes)
