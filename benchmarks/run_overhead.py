@@ -113,20 +113,20 @@ def child(times_path: str, argv: list[str]) -> int:
     clock.enter("other")
     import cmix.cli as cli
     import cmix.atomic as atomic
-    import cmix.locks as locks
-    import cmix.runtime as runtime
     import cmix.learn.data as data
     import cmix.learn.context as context
+    import cmix.learn.harness as harness
     import cmix.learn.results as results
     import cmix.learn.shared as shared
     from cmix.learn.methods import CLASSES
 
     for owner, attr, name in [
             (context, "verify_store", "verify"), (context, "open_store", "open store"),
-            (data, "make_splits", "splits"), (context, "run_key_of", "run key"),
+            (context, "make_splits", "splits"), (context, "run_key_of", "run key"),
             (context, "store_fingerprint", "run key"), (context, "column_moments", "moments"),
             (context, "standardised_covariates", "covariates"),
-            (runtime, "resolve_device", "device"), (locks, "folder_lock", "run folder"),
+            (harness, "resolve_device", "device"), (context, "resolve_device", "device"),
+            (harness, "folder_lock", "run folder"),
             (atomic, "check_writable_dir", "run folder"),
             (context, "saved_state", "checkpoint read"),
             (context.RunContext, "save", "checkpoint writes"),

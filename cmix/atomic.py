@@ -186,7 +186,7 @@ def save_torch(obj, path: str | os.PathLike) -> None:
     written in one call, so a full disk surfaces as OSError ENOSPC (reported as "no
     space left on device"), not as torch's "unexpected pos". torch writes a zip file:
     :func:`load_torch` checks each member's CRC32 before loading."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -198,7 +198,7 @@ def load_torch(path: str | os.PathLike, what: str = "checkpoint"):
     """The object :func:`save_torch` wrote to ``path`` (tensors on the CPU), after checking
     the file's integrity: it must be a complete zip whose every member matches its
     CRC32. Raises CmixError naming the file for a truncated, corrupted or unreadable one."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     path = Path(path)
     data = path.read_bytes()

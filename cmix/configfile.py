@@ -74,9 +74,9 @@ def check_schema(config: dict, schema: str | os.PathLike) -> None:
     """``config`` against the workflow schema: the first problem as one CmixError naming
     the key (no schema dump), then the schema's defaults filled in (Snakemake's
     ``validate``)."""
-    import jsonschema
-    import yaml
-    from snakemake.utils import validate
+    import jsonschema  # jsonschema: ~0.2 s; only where a config is checked
+    import yaml  # yaml: only where YAML is read or written
+    from snakemake.utils import validate  # snakemake: only when the workflow is asked
 
     with open(schema) as fh:
         spec = yaml.safe_load(fh)

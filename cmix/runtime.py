@@ -13,7 +13,7 @@ from .errors import CmixError
 def resolve_device(device: str | None = "auto"):
     """A torch device from --device: 'auto' is CUDA when torch sees a GPU, else CPU;
     'cuda' without a GPU is an error."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

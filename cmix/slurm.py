@@ -439,7 +439,7 @@ def choose_status_command(prof: dict, cluster: Cluster) -> list[str]:
 
 def profile_text(prof: dict, notes: list[str], cluster: Cluster) -> str:
     """The fitted profile as config.yaml text, its choices listed in a header."""
-    import yaml
+    import yaml  # yaml: only where YAML is read or written
 
     head = [f"# snakemake --profile slurm, written by `cmix install-profile slurm` for cluster "
             f"{cluster.name}", "# from scontrol and sacctmgr. Every request fits the largest "
@@ -455,7 +455,7 @@ def fitted_profile(template_text: str) -> tuple[str, list[str]] | None:
     """(profile text, what was chosen and why) of the profile template ``template_text``
     fitted to the cluster this machine submits to; None where there are no SLURM
     commands."""
-    import yaml
+    import yaml  # yaml: only where YAML is read or written
 
     cluster = read_cluster()
     if cluster is None:

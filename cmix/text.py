@@ -84,7 +84,7 @@ def is_zstd(path: str | os.PathLike) -> bool:
 def zstd_bytes(path: str | os.PathLike, what: str) -> bytes:
     """The decompressed contents of a zstd file (every frame, in order). A truncated or
     corrupt file is a CmixError naming it and ``what``."""
-    from numcodecs import zstd
+    from numcodecs import zstd  # numcodecs: with zarr, only where a store is written
 
     try:
         return zstd.decompress(Path(path).read_bytes())
@@ -236,7 +236,7 @@ def parse_yaml(text: str, source: str):
     """YAML text parsed (safe tags only). Text that does not parse, or a mapping that
     gives one key twice (YAML keeps the last silently), is a CmixError naming ``source``
     (and the key's line)."""
-    import yaml
+    import yaml  # yaml: only where YAML is read or written
 
     class UniqueKeyLoader(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
@@ -295,7 +295,7 @@ def read_table(path: str | os.PathLike, what: str, *, empty=None, **kw):
     text that is not UTF-8 and a corrupt gzip file become one CmixError naming the file
     and ``what``.
     """
-    import pandas as pd
+    import pandas as pd  # pandas: ~0.3 s; off the path of `cmix --help`
 
     kw.setdefault("encoding", "utf-8-sig")
     kw["compression"] = "gzip" if is_gzip(path) else None

@@ -13,6 +13,7 @@ from cmix.learn import harness
 from cmix.learn.config import resolve_config
 from cmix.learn.methods.cmix.losses import mix_partners
 
+import learn_names
 from store_helpers import simulate_labels, write_test_store
 
 
@@ -101,7 +102,7 @@ def test_validation_labels_never_reach_pre_training(tmp_path, monkeypatch):
                 s.label = s.label.copy()
                 s.label[s.validation] = 1 - s.label[s.validation]
             return s
-        monkeypatch.setattr(data_mod, "make_splits", splits)
+        learn_names.patch(monkeypatch, "make_splits", splits)
         harness.train_run(store, 60, 3, tmp_path / tag, config=cfg, device="cpu")
         ck = torch.load(tmp_path / tag / "checkpoint.pt", weights_only=False)
         return ck["parts"]
@@ -144,7 +145,7 @@ def test_a_folds_labels_never_reach_its_fold_models(tmp_path, monkeypatch):
             s.label = s.label.copy()
             s.label[rows] = 1 - s.label[rows]
             return s
-        monkeypatch.setattr(data_mod, "make_splits", splits)
+        learn_names.patch(monkeypatch, "make_splits", splits)
         harness.train_run(store, 80, 3, tmp_path / tag, config=cfg, device="cpu")
         return torch.load(tmp_path / tag / "checkpoint.pt", weights_only=False)["parts"]
 

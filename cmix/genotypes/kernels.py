@@ -345,7 +345,7 @@ def count_genotypes(bf, sample_idx=None, *, sample_missing: bool = False,
 
 
 def set_numba_threads(threads: int | None) -> int:
-    import numba
+    import numba  # numba: JIT start-up; only where a kernel runs
 
     if threads is None:
         threads = numba.config.NUMBA_NUM_THREADS

@@ -195,7 +195,7 @@ def finished_metrics(out_dir: Path, run_key: str) -> bool:
 
 def cpu_state(sd: dict) -> dict:
     """A detached CPU copy of a (nested) state dict."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     if isinstance(sd, torch.Tensor):
         return sd.detach().cpu().clone()

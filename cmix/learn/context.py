@@ -95,7 +95,7 @@ class RunContext:
 
     def rows(self, rows) -> "torch.Tensor":  # noqa: F821
         """int8 dosages (len(rows), n_snps) of store rows (sorted), on the device."""
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         return torch.from_numpy(load_rows(self.root, rows)).to(self.dev)
 

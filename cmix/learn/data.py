@@ -144,7 +144,7 @@ def chunk_aware_order(draws, store_rows, n_rows, chunk_rows: int, n_chunks: int,
     grouped ``buffer_chunks`` at a time, and its rows shuffled inside each group, so that
     a stream reads each chunk once an epoch; a model's padding comes last. The draws and
     the order depend on the model's own key only, on any device."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     g, n = store_rows.shape
     dev = store_rows.device
@@ -163,7 +163,7 @@ def permutations(draws, n_rows, n_perms: int, n: int):
     """``n_perms`` independent shuffles of each model's n_rows[g] rows: (G, n_perms, n)
     positions, each model's padding (positions >= its count) last; n_rows: int64 (G,)
     tensor."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     valid = torch.arange(n, device=n_rows.device)[None, None, :] < n_rows[:, None, None]
     key = torch.where(valid, draws.bits(n_perms, n),
@@ -185,7 +185,7 @@ class RowSource:
 
     def __init__(self, root, rows: np.ndarray, device, mode: str = "device",
                  cache_chunks: int = 64, prefetch: int = 2):
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         self.root, self.rows = root, np.asarray(rows, dtype=np.int64)
         self.device, self.mode = torch.device(device), mode
@@ -222,7 +222,7 @@ class RowSource:
     def gather(self, pos):
         """Rows at positions ``pos`` (any shape, on :attr:`index_device`): (*pos.shape, M)
         on the training device."""
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         if self.mode == "device":
             return self._x[pos]
@@ -303,7 +303,7 @@ def row_source_mode(n_rows: int, n_variants: int, itemsize: int, device, loader:
     or "auto": held when they fit in ``memory_limit_bytes``, else streamed. On a GPU the
     rows go to the device when they take at most half of its free memory, else they stay
     in host memory."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     if loader not in ("auto", "memory", "stream"):
         raise CmixError(f"loader must be auto, memory or stream, not {loader!r}")
@@ -335,7 +335,7 @@ def standardised_pcs(x_fit: np.ndarray, mean: np.ndarray, sd: np.ndarray, n_pcs:
     are projected on the same axes by :func:`project_pcs`. Randomized SVD seeded by
     ``seed``, on one BLAS thread so that the axes do not depend on the thread count.
     """
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # scikit-learn: ~1 s; only the methods that fit with it
 
     z = standardised_dosage(x_fit, mean, sd)
     p = max(1, min(n_pcs, len(z) - 1, z.shape[1]))

@@ -59,7 +59,8 @@ def deterministic_algorithms(device):
     torch's debugging aid in this mode, is switched off: nothing here reads memory it did
     not write.
     """
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
+    # torch: ~1.5 s to import; only where a network or tensor is used
     import torch.utils.deterministic as det
 
     os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
@@ -82,7 +83,7 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
     sets inductor's own flag of the same name, read by ``torch.compile``, which no run
     uses; the kernels' flag is set the same way. Once inductor is imported (or where
     this torch lacks the internal setter), the public call sets both."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
     if setter is None or "torch._inductor.config" in sys.modules:

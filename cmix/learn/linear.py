@@ -48,6 +48,7 @@ def fit_logreg_cv(x: np.ndarray, y: np.ndarray, n_classes: int, folds: int, n_c:
     stratified k-fold CV of the log-loss (k = ``folds``, fewer if a class has fewer rows),
     then refit on all rows, on one BLAS thread (:func:`one_blas_thread`). Returns
     (model, C, k, best mean CV log-loss)."""
+    # scikit-learn: ~1 s; only the methods that fit with it
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
 
@@ -73,8 +74,8 @@ def _fit_penalised(x: np.ndarray, y: np.ndarray, n_classes: int, inv_c: np.ndarr
     two classes have one coefficient vector (class 0's column stays 0) and more classes
     one per class. x: (n, d) float64. L-BFGS on one BLAS thread (the sums do not depend
     on the thread count)."""
-    from scipy.optimize import minimize
-    from scipy.special import logsumexp, softmax
+    from scipy.optimize import minimize  # scipy: ~0.3 s; only where it computes
+    from scipy.special import logsumexp, softmax  # scipy: ~0.3 s; only where it computes
 
     n, d = x.shape
     onehot = np.eye(n_classes)[y]
@@ -110,7 +111,7 @@ class JointLogisticRegression:
         self.coef, self.classes_ = coef, np.arange(n_classes)
 
     def predict_proba(self, features: np.ndarray) -> np.ndarray:
-        from scipy.special import softmax
+        from scipy.special import softmax  # scipy: ~0.3 s; only where it computes
 
         with one_blas_thread():
             return softmax(features @ self.coef[:-1] + self.coef[-1], axis=1)
@@ -129,6 +130,7 @@ def fit_with_covariates(x: np.ndarray, cov: np.ndarray, y: np.ndarray,
     starts from small C up). Returns (model, C, k, best mean CV log-loss), as
     :func:`fit_logreg_cv`, and the covariates' C as ``model.covariates_c``; on one BLAS
     thread."""
+    # scikit-learn: ~1 s; only the methods that fit with it
     from sklearn.model_selection import StratifiedKFold
 
     if cov_c is None:
@@ -158,6 +160,7 @@ def logreg_at(x: np.ndarray, cov: np.ndarray | None, y: np.ndarray, n_classes: i
     covariates cov (n, K) (:func:`fit_joint`, the covariates at ``cov_c``). Its
     ``predict_proba`` takes the features (with the covariates after them); on one BLAS
     thread."""
+    # scikit-learn: ~1 s; only the methods that fit with it
     from sklearn.linear_model import LogisticRegression
 
     if cov is not None:

@@ -79,7 +79,7 @@ def numerics_kind(device) -> str:
     "cuda", or for the CPU its vendor (MKL dispatches by it) and torch's CPU capability
     (the vector instructions of its kernels), e.g. "cpu AuthenticAMD AVX2". The same run
     on CPUs of two kinds can differ in its last bits and from there in its metrics."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     if torch.device(device).type != "cpu":
         return torch.device(device).type
@@ -134,7 +134,7 @@ def finish(ctx: RunContext, state: RunState, test_prob: np.ndarray, validation: 
     metrics.json (last; each atomically) and the final checkpoint; returns the metrics
     dict. ``latent``: the test rows' latent (n_test, d) where the method has one (numpy
     or torch), kept in predictions.npz for the report's t-SNE."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
 
     s = ctx.splits

@@ -46,7 +46,7 @@ def seed_workers(n_seeds: int, threads: int | None, device) -> tuple[int, int | 
         return 1, threads
     share = cpus // n_workers
     if threads is None:
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         share = min(share, torch.get_num_threads())
     return n_workers, share
@@ -98,7 +98,7 @@ def cpu_threads(n: int | None):
     if n is None:
         yield
         return
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     before = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -153,7 +153,7 @@ def seed_feeders(queue: SeedQueue, n_processes: int, threads: int, worker, run: 
 def _seed_worker_start(threads: int) -> None:
     """A seed worker's start: its thread count for torch and the BLAS libraries, and
     progress bars off (several processes share one terminal)."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     torch.set_num_threads(threads)
     threadpool_limits(threads)

@@ -37,7 +37,7 @@ def shared_stage_key(ctx: RunContext, pseudo: str | None) -> str:  # noqa: F821
     other run's without pseudo-labels; cmix_random_mix (another ``mix``) and any other
     config get keys of their own. cmix's pre-training (both arms and their fold
     models, :func:`cmix.learn.methods.cmix.judge.judged_pretraining`) is not shared."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
 
     cfg = {**sections_config(ctx.cfg, CMIX_SECTIONS), "pretrain": True,

@@ -51,7 +51,7 @@ def seed_seq(seed: int, key: int, *more: int) -> list:
 def gen(seed: int, key: int, *more: int):
     """A torch CPU generator and a numpy generator of stream ``key`` (and ``more``,
     e.g. the epoch) of the run's ``seed``."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     ss = np.random.SeedSequence(seed_seq(seed, key, *more))
     return torch.Generator().manual_seed(_torch_seed(ss)), np.random.default_rng(ss)
@@ -72,7 +72,7 @@ def fold_seed(seed: int, fold: int) -> int:
 def weight_generator(seed: int, part: int):
     """A torch CPU generator of the initial weights of one part of a run's network
     (stream MODEL_WEIGHTS): each part of each seed its own stream."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     return torch.Generator().manual_seed(_torch_seed(np.random.SeedSequence(
         seed_seq(seed, MODEL_WEIGHTS, part))))
@@ -120,7 +120,7 @@ def _mix32(x):
 def model_keys(seeds, key: int, device="cpu"):
     """int32 (G,) keys of stream ``key`` for the models of ``seeds`` (one per model, the
     bits of a 32-bit value), from SeedSequence([seed, key]) as :func:`gen`'s streams."""
-    import torch
+    import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
     vals = [_signed32(int(np.random.SeedSequence(seed_seq(s, key)).generate_state(1)[0]))
             for s in seeds]
@@ -145,7 +145,7 @@ class Draws:
         """int32 (G, *shape) uniform 32-bit values: the finaliser of a Weyl sequence
         (element index times the golden ratio) started at a point drawn from the model's
         key and the call's counters."""
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         self.calls += 1
         salt = _signed32(_mix32_int(self.base ^ _mix32_int(self.calls * 0x85EBCA6B)))
@@ -157,13 +157,13 @@ class Draws:
 
     def bits(self, *shape: int):
         """int64 (G, *shape) uniform 32-bit values in [0, 2^32) (sort keys)."""
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         return self._raw(shape).to(torch.int64) & _M32
 
     def uniform(self, *shape: int, dtype=None):
         """Float (G, *shape) uniform on [0, 1), 24 random bits each."""
-        import torch
+        import torch  # torch: ~1.5 s to import; only where a network or tensor is used
 
         raw = self._raw(shape)
         return ((raw >> 8) & 0xFFFFFF).to(dtype or torch.float32) * (1.0 / (1 << 24))

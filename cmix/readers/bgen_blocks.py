@@ -187,7 +187,7 @@ def _uncompressed(block: bytes, head: dict, path, variant_id) -> bytes:
         if compression == 1:
             data = zlib.decompress(body, bufsize=max(expected, 1))
         else:
-            from numcodecs import zstd
+            from numcodecs import zstd  # numcodecs: with zarr, only where a store is written
             data = zstd.decompress(body)
     except (zlib.error, RuntimeError) as err:
         raise CmixError(f"{path}: the genotype block of variant {variant_id!r} cannot be "

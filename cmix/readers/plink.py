@@ -393,7 +393,7 @@ def genotypes_dask(bf: Bfile, sample_idx=None, variant_chunk: int = 4096):
     Each chunk of ``variant_chunk`` variants decodes its own slice of the memory-mapped
     .bed, so computing a reduction streams over the file in bounded memory.
     """
-    import dask.array as da
+    import dask.array as da  # dask.array imports scipy (~0.3 s); only where a dask array is made
 
     n_sel = bf.n_samples if sample_idx is None else len(sample_idx)
     chunks = (tuple(b - a for a, b in variant_blocks(bf.n_variants, variant_chunk)) or (0,),

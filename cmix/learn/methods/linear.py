@@ -163,6 +163,7 @@ class LabelSpreadingOnPcs(FittedMethod):
     FIELDS = ("model", "pca", "n_classes", "mean", "sd")
 
     def fit(self, data):
+        # scikit-learn: ~1 s; only the methods that fit with it
         from sklearn.semi_supervised import LabelSpreading
 
 
@@ -222,6 +223,7 @@ class GradientBoostedTrees(FittedMethod):
         return np.hstack([gbdt_features(x), covariates.astype(np.float64)])
 
     def fit(self, data):
+        # scikit-learn: ~1 s; only the methods that fit with it
         from sklearn.ensemble import HistGradientBoostingClassifier
 
 
@@ -276,6 +278,7 @@ class PolygenicScore(FittedMethod):
             return d @ self.beta
 
     def fit(self, data):
+        # scikit-learn: ~1 s; only the methods that fit with it
         from sklearn.linear_model import LogisticRegression
 
         s = data.splits
