@@ -1,9 +1,22 @@
-"""Argument types and the genotype options shared by the steps' parsers: each type is
-an argparse ``type=`` that refuses a bad value with one line naming what was expected."""
+"""Argument types, the genotype options and the output declarations shared by the
+steps' parsers: each type is an argparse ``type=`` that refuses a bad value with one
+line naming what was expected."""
 
 from __future__ import annotations
 
 import argparse
+
+from ..outputs import Output
+
+
+def file_output(args) -> list[Output]:
+    """A step's outputs when it writes the one file --out names."""
+    return [Output("--out", args.out)]
+
+
+def no_outputs(args) -> list[Output]:
+    """A step's outputs when it writes none (it checks or prints)."""
+    return []
 
 
 def positive_int(text: str) -> int:

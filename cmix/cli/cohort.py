@@ -12,8 +12,8 @@ import os
 import sys
 
 from ..outputs import Output
-from .args import (MAX_THREADS, add_chroms_arg, add_genotype_args, bounded_int, fraction,
-                   genotype_kwargs, positive_int, seed_number)
+from .args import (MAX_THREADS, add_chroms_arg, add_genotype_args, bounded_int, file_output,
+                   fraction, genotype_kwargs, positive_int, seed_number)
 
 #: The files each prefix step writes, PREFIX + suffix, by the name the workflow's rules
 #: give them: what the CLI checks and locks before the step runs (every file the step
@@ -31,11 +31,6 @@ PREFIX_OUTPUTS = {
 def prefix_outputs(args) -> list[Output]:
     """The files a prefix step's --out names (:data:`PREFIX_OUTPUTS`)."""
     return [Output("--out", args.out, "prefix", tuple(PREFIX_OUTPUTS[args.command].values()))]
-
-
-def file_output(args) -> list[Output]:
-    """The one file --out names."""
-    return [Output("--out", args.out)]
 
 
 # --------------------------------------------------------------------------- samples

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..learn.checkpoints import is_run_folder
 from ..outputs import Output
-from .args import (MAX_THREADS, add_genotype_args, bounded_int, fraction, genotype_kwargs,
-                   positive_int, seed_number)
+from .args import (MAX_THREADS, add_genotype_args, bounded_int, file_output, fraction,
+                   genotype_kwargs, positive_int, seed_number)
 
 
 def _train_outputs(args) -> list[Output]:
@@ -133,7 +133,7 @@ def add_predict(sub):
                    help="allow people of the discovery GWAS that chose the run's SNPs (a "
                         "warning gives their count)")
     p.add_argument("--out", required=True, help="output TSV")
-    p.set_defaults(func=_run_predict, _outputs=lambda args: [Output("--out", args.out)])
+    p.set_defaults(func=_run_predict, _outputs=file_output)
 
 
 def _run_predict(args):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..outputs import Output
+from .args import no_outputs
 
 
 def _profile_outputs(args) -> list[Output]:
@@ -30,7 +31,7 @@ def add_check_config(sub):
                     "directory. A problem is printed as one line, exit status 1; a config "
                     "that passes prints one summary line, exit status 0.")
     p.add_argument("config", help="workflow config file (YAML), e.g. config/ukb.yaml")
-    p.set_defaults(func=_run_check_config, _outputs=lambda args: [])
+    p.set_defaults(func=_run_check_config, _outputs=no_outputs)
 
 
 def _run_check_config(args):

@@ -5,8 +5,8 @@ and ``cmix bgen-index``."""
 from __future__ import annotations
 
 from ..outputs import Output
-from .args import (MAX_THREADS, add_genotype_args, bounded_int, fraction, genotype_kwargs,
-                   positive_int, seed_number)
+from .args import (MAX_THREADS, add_genotype_args, bounded_int, file_output, fraction,
+                   genotype_kwargs, no_outputs, positive_int, seed_number)
 
 
 def _bgi_outputs(args) -> list[Output]:
@@ -23,7 +23,7 @@ def _store_outputs(args) -> list[Output]:
 
 def _gwas_outputs(args) -> list[Output]:
     if args.ids_out is None:
-        return [Output("--out", args.out)]
+        return file_output(args)
     return [Output("--out", args.out, suffixes=(".discovery.json",)),
             Output("--ids-out", args.ids_out)]
 
@@ -312,7 +312,7 @@ def add_verify(sub):
                     "missing for fractional dosages). Exit 1 naming the damaged files. "
                     "(`cmix train` does the checksum part before every run.)")
     p.add_argument("store", nargs="+", help="cmix Zarr store(s)")
-    p.set_defaults(func=_run_verify, _outputs=lambda args: [])
+    p.set_defaults(func=_run_verify, _outputs=no_outputs)
 
 
 def _run_verify(args):
