@@ -15,8 +15,9 @@ pseudo-label summary and its test probabilities. The test trains every method ag
 number to 1e-6: every method against the reference of this kind of CPU (skipped, saying
 so, on a kind without one), the methods without a network against every reference. The
 networks' references were recorded again when the seeds of a method began to train as
-one group of models (on an AMD AVX-512 VM); the kinds recorded before keep only the
-methods without a network, until someone records them on such a CPU.
+one group of models (on an AMD AVX-512 VM) and then on an Intel AVX-512 VM; the AMD
+AVX2 kind keeps only the methods without a network, until someone records them on such
+a CPU.
 Then ``cmix predict`` on a PLINK file set of the store's test people (written from the
 store's dosages, covariates from a .eigenvec) must give each run's test probabilities to
 1e-6. A change that moves any of them changes a result of the pipeline; regenerate the
